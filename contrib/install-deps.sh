@@ -1,0 +1,39 @@
+#!/bin/sh
+# Installs every Debian 12 package vdpa-allocator builds, runs and tests with.
+# Idempotent: packages already present are left alone, and the package lists
+# are refreshed once per run only when something is missing.
+set -eu
+
+packages="
+    build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
+    clang-format valgrind git
+    libglib2.0-dev libglib2.0-bin libxml2-dev libxml2-utils
+    libudev-dev libmnl-dev libsqlite3-dev sqlite3 libjson-glib-dev
+    libpolkit-gobject-1-dev libvirt-dev libvirt-clients
+    dbus-daemon python3 python3-dbus python3-gi python3-dbusmock
+    umockdev libumockdev-dev gir1.2-umockdev-1.0
+    iproute2
+"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: must run as root (apt-get install)" >&2
+    exit 1
+fi
+
+missing=""
+for p in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+
+echo "install-deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,884 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-domain.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlsave.h>
+#include <string.h>
+
+#include "va-error.h"
+
+struct _VaDomain
+{
+  xmlDoc *doc;
+  gboolean has_decl;
+  char *name;
+  char *uuid;
+  GPtrArray *nics;       /* VaNic* */
+  GPtrArray *nic_ifaces; /* xmlNode* of each NIC's <interface>, same index */
+};
+
+#define XSTR(s) ((const xmlChar *) (s))
+
+static void
+nic_free (VaNic *nic)
+{
+  g_free (nic->mac);
+  g_free (nic->network);
+  g_free (nic->pool);
+  g_free (nic->bridge);
+  g_free (nic);
+}
+
+void
+va_domain_free (VaDomain *self)
+{
+  if (!self)
+    return;
+  if (self->doc)
+    xmlFreeDoc (self->doc);
+  g_free (self->name);
+  g_free (self->uuid);
+  g_clear_pointer (&self->nics, g_ptr_array_unref);
+  g_clear_pointer (&self->nic_ifaces, g_ptr_array_unref);
+  g_free (self);
+}
+
+const char *
+va_form_to_string (VaForm form)
+{
+  return form == VA_FORM_ACCELERATED ? "accelerated" : "portable";
+}
+
+gboolean
+va_form_from_string (const char *str, VaForm *form)
+{
+  if (g_strcmp0 (str, "accelerated") == 0)
+    *form = VA_FORM_ACCELERATED;
+  else if (g_strcmp0 (str, "portable") == 0)
+    *form = VA_FORM_PORTABLE;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_mac_normalize (const char *mac, char out[18])
+{
+  guint8 first;
+
+  if (strlen (mac) != 17)
+    return FALSE;
+  for (guint i = 0; i < 17; i++)
+    {
+      if (i % 3 == 2)
+        {
+          if (mac[i] != ':')
+            return FALSE;
+          out[i] = ':';
+        }
+      else
+        {
+          if (!g_ascii_isxdigit (mac[i]))
+            return FALSE;
+          out[i] = g_ascii_tolower (mac[i]);
+        }
+    }
+  out[17] = '\0';
+  first = (g_ascii_xdigit_value (out[0]) << 4) | g_ascii_xdigit_value (out[1]);
+  /* libvirt refuses multicast addresses; an all-zero one is no address */
+  if ((first & 1) || strcmp (out, "00:00:00:00:00:00") == 0)
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_uuid_normalize (const char *uuid, char out[37])
+{
+  static const guint dashes[] = { 8, 13, 18, 23 };
+  char hex[33];
+  guint n = 0;
+  gsize len = strlen (uuid);
+
+  /* As libvirt: 32 hex digits, either bare or in the 8-4-4-4-12 form. */
+  if (len == 36)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (dashes); i++)
+        if (uuid[dashes[i]] != '-')
+          return FALSE;
+    }
+  else if (len != 32)
+    return FALSE;
+  for (const char *c = uuid; *c; c++)
+    {
+      if (*c == '-' && len == 36)
+        continue;
+      if (!g_ascii_isxdigit (*c) || n >= 32)
+        return FALSE;
+      hex[n++] = g_ascii_tolower (*c);
+    }
+  if (n != 32)
+    return FALSE;
+  hex[32] = '\0';
+  g_snprintf (out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+  return TRUE;
+}
+
+char *
+va_port_path (const char *port_root, const char *uuid, const char *mac)
+{
+  return g_build_filename (port_root, uuid, mac, NULL);
+}
+
+gboolean
+va_domain_text_may_have_intent (const char *xml, gsize len)
+{
+  return g_strstr_len (xml, len, VA_XML_NS) != NULL;
+}
+
+/* ---- parsing ------------------------------------------------------------ */
+
+typedef struct
+{
+  gboolean saw_dtd;
+} ParseGuard;
+
+static void
+refuse_internal_subset (void *user_data, const xmlChar *name, const xmlChar *external_id, const xmlChar *system_id)
+{
+  xmlParserCtxt *ctxt = user_data;
+  ParseGuard *guard = ctxt->_private;
+
+  guard->saw_dtd = TRUE;
+  xmlStopParser (ctxt);
+}
+
+static gboolean
+input_has_decl (const char *xml, gsize len)
+{
+  if (len >= 3 && memcmp (xml, "\xEF\xBB\xBF", 3) == 0)
+    {
+      xml += 3;
+      len -= 3;
+    }
+  return len >= 6 && memcmp (xml, "<?xml", 5) == 0 && g_ascii_isspace (xml[5]);
+}
+
+static xmlDoc *
+parse_xml (const char *xml, gsize len, GError **error)
+{
+  xmlParserCtxt *ctxt;
+  xmlDoc *doc;
+  ParseGuard guard = { FALSE };
+  const xmlError *err;
+
+  if (len > VA_XML_MAX_SIZE)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is %" G_GSIZE_FORMAT " bytes, over the limit of %d", len,
+                        VA_XML_MAX_SIZE),
+           NULL;
+  if (len > G_MAXINT)
+    return NULL;
+
+  ctxt = xmlNewParserCtxt ();
+  if (!ctxt)
+    return g_set_error_literal (error, VA_ERROR, VA_ERROR_FAILED, "out of memory creating the XML parser"), NULL;
+  ctxt->_private = &guard;
+  ctxt->sax->internalSubset = refuse_internal_subset;
+  ctxt->sax->externalSubset = NULL;
+
+  /* No entity substitution, no DTD loading, no network, ever; libxml2's own
+   * depth limit (256 without XML_PARSE_HUGE) stands. */
+  doc = xmlCtxtReadMemory (ctxt, xml, (int) len, "domain.xml", NULL,
+                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOXINCNODE);
+
+  if (guard.saw_dtd)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "document has a DTD (<!DOCTYPE>): DTDs and entities are refused");
+      g_clear_pointer (&doc, xmlFreeDoc);
+    }
+  else if (!doc || !ctxt->wellFormed)
+    {
+      err = xmlCtxtGetLastError (ctxt);
+      if (err && err->message && strstr (err->message, "Excessive depth"))
+        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
+      else if (err && err->message)
+        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML at line %d: %s", err->line,
+                     g_strchomp (g_strdup (err->message)));
+      else
+        g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML");
+      g_clear_pointer (&doc, xmlFreeDoc);
+    }
+  xmlFreeParserCtxt (ctxt);
+  return doc;
+}
+
+static gboolean
+is_element (const xmlNode *node, const char *name)
+{
+  return node->type == XML_ELEMENT_NODE && node->ns == NULL && xmlStrcmp (node->name, XSTR (name)) == 0;
+}
+
+static gboolean
+is_va_element (const xmlNode *node)
+{
+  return node->type == XML_ELEMENT_NODE && node->ns && xmlStrcmp (node->ns->href, XSTR (VA_XML_NS)) == 0;
+}
+
+static xmlNode *
+first_child (const xmlNode *parent, const char *name)
+{
+  for (xmlNode *c = parent->children; c; c = c->next)
+    if (is_element (c, name))
+      return c;
+  return NULL;
+}
+
+static char *
+get_prop (const xmlNode *node, const char *name)
+{
+  xmlChar *v = xmlGetNoNsProp (node, XSTR (name));
+  char *ret = v ? g_strdup ((const char *) v) : NULL;
+
+  xmlFree (v);
+  return ret;
+}
+
+static char *
+node_text (const xmlNode *node)
+{
+  xmlChar *v = xmlNodeGetContent (node);
+  char *ret = g_strstrip (g_strdup (v ? (const char *) v : ""));
+
+  xmlFree (v);
+  return ret;
+}
+
+static gboolean
+parse_uint_attr (const char *mac, const char *attr, const char *value, guint min, guint max, guint16 *out, GError **error)
+{
+  guint64 v;
+
+  if (!g_ascii_string_to_unsigned (value, 10, min, max, &v, NULL))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: %s='%s' is not a number from %u to %u", mac, attr, value,
+                        min, max),
+           FALSE;
+  *out = (guint16) v;
+  return TRUE;
+}
+
+static VaNic *
+parse_nic (xmlNode *node, GError **error)
+{
+  g_autoptr (GString) where = g_string_new (NULL);
+  g_autofree char *raw_mac = get_prop (node, "mac");
+  char mac[18];
+  VaNic *nic;
+  g_autoptr (GError) local = NULL;
+
+  if (!raw_mac)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld has no mac attribute", xmlGetLineNo (node)), NULL;
+  if (!va_mac_normalize (raw_mac, mac))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.64s' is not a unicast MAC address",
+                        xmlGetLineNo (node), raw_mac),
+           NULL;
+
+  nic = g_new0 (VaNic, 1);
+  nic->mac = g_strdup (mac);
+
+  for (xmlAttr *a = node->properties; a; a = a->next)
+    {
+      const char *name = (const char *) a->name;
+      g_autofree char *value = NULL;
+
+      if (a->ns)
+        {
+          g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%s:%s'", mac, a->ns->prefix, name);
+          break;
+        }
+      value = get_prop (node, name);
+      if (strcmp (name, "mac") == 0)
+        continue;
+      else if (strcmp (name, "network") == 0 || strcmp (name, "pool") == 0)
+        {
+          if (!va_name_is_valid (value))
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "vdpa:nic %s: %s='%.64s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", mac, name, value,
+                           VA_NAME_MAX);
+              break;
+            }
+          if (name[0] == 'n')
+            nic->network = g_steal_pointer (&value);
+          else
+            nic->pool = g_steal_pointer (&value);
+        }
+      else if (strcmp (name, "mode") == 0)
+        {
+          if (!va_mode_from_string (value, &nic->mode))
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: mode='%.64s' is not vdpa, virtio or auto", mac,
+                           value);
+              break;
+            }
+          nic->mode_set = TRUE;
+        }
+      else if (strcmp (name, "vlan") == 0)
+        {
+          if (!parse_uint_attr (mac, "vlan", value, 1, VA_VLAN_MAX, &nic->vlan, &local))
+            break;
+        }
+      else if (strcmp (name, "queues") == 0)
+        {
+          if (!parse_uint_attr (mac, "queues", value, 1, VA_QUEUES_MAX, &nic->queues, &local))
+            break;
+        }
+      else if (strcmp (name, "bridge") == 0)
+        {
+          if (!va_ifname_is_valid (value))
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge='%.64s' is not an interface name", mac, value);
+              break;
+            }
+          nic->bridge = g_steal_pointer (&value);
+        }
+      else if (strcmp (name, "bridge-type") == 0)
+        {
+          if (!va_bridge_kind_from_string (value, &nic->bridge_kind))
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type='%.64s' is not linux or ovs", mac, value);
+              break;
+            }
+          nic->bridge_kind_set = TRUE;
+        }
+      else
+        {
+          g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.64s'", mac, name);
+          break;
+        }
+    }
+
+  if (!local && nic->network && (nic->pool || nic->vlan || nic->bridge || nic->bridge_kind_set))
+    g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                 "vdpa:nic %s: network='%s' cannot be combined with pool, vlan, bridge or bridge-type", mac, nic->network);
+  if (!local && !nic->network && !nic->pool && !nic->bridge)
+    g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: names no network, and no pool or bridge inline", mac);
+  if (!local && nic->bridge_kind_set && !nic->bridge)
+    g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type without bridge", mac);
+
+  if (local)
+    {
+      nic_free (nic);
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  return nic;
+}
+
+static xmlNode *
+find_metadata_nics (xmlNode *root, GError **error)
+{
+  xmlNode *found = NULL;
+
+  for (xmlNode *md = root->children; md; md = md->next)
+    {
+      if (!is_element (md, "metadata"))
+        continue;
+      for (xmlNode *c = md->children; c; c = c->next)
+        {
+          if (!is_va_element (c))
+            continue;
+          if (xmlStrcmp (c->name, XSTR ("nics")) != 0)
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element vdpa:%.64s in <metadata>", c->name), NULL;
+          if (found)
+            return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than one vdpa:nics element in <metadata>"), NULL;
+          found = c;
+        }
+    }
+  return found;
+}
+
+static gboolean
+index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
+{
+  xmlNode *devices = first_child (root, "devices");
+
+  if (!devices)
+    return TRUE;
+  for (xmlNode *iface = devices->children; iface; iface = iface->next)
+    {
+      xmlNode *mac_node;
+      g_autofree char *raw = NULL;
+      char mac[18];
+
+      if (!is_element (iface, "interface"))
+        continue;
+      mac_node = first_child (iface, "mac");
+      if (!mac_node)
+        continue;
+      raw = get_prop (mac_node, "address");
+      if (!raw || !va_mac_normalize (raw, mac))
+        continue;
+      /* NULL value marks a MAC that two interfaces carry */
+      if (g_hash_table_contains (by_mac, mac))
+        g_hash_table_insert (by_mac, g_strdup (mac), NULL);
+      else
+        g_hash_table_insert (by_mac, g_strdup (mac), iface);
+    }
+  return TRUE;
+}
+
+static VaForm
+interface_form (const xmlNode *iface)
+{
+  g_autofree char *type = get_prop (iface, "type");
+  return g_strcmp0 (type, "vdpa") == 0 ? VA_FORM_ACCELERATED : VA_FORM_PORTABLE;
+}
+
+VaDomain *
+va_domain_parse (const char *xml, gssize len, GError **error)
+{
+  g_autoptr (VaDomain) self = g_new0 (VaDomain, 1);
+  g_autoptr (GHashTable) by_mac = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  xmlNode *root, *nics_node, *node;
+
+  if (len < 0)
+    len = strlen (xml);
+  self->nics = g_ptr_array_new_with_free_func ((GDestroyNotify) nic_free);
+  self->nic_ifaces = g_ptr_array_new ();
+  self->has_decl = input_has_decl (xml, len);
+  self->doc = parse_xml (xml, len, error);
+  if (!self->doc)
+    return NULL;
+
+  root = xmlDocGetRootElement (self->doc);
+  if (!root || !is_element (root, "domain"))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "root element is <%.64s>, not <domain>",
+                        root ? (const char *) root->name : ""),
+           NULL;
+
+  if ((node = first_child (root, "name")))
+    self->name = node_text (node);
+  if ((node = first_child (root, "uuid")))
+    {
+      g_autofree char *text = node_text (node);
+      char uuid[37];
+
+      if (!va_uuid_normalize (text, uuid))
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "<uuid>%.64s</uuid> is not a UUID", text), NULL;
+      self->uuid = g_strdup (uuid);
+    }
+
+  nics_node = find_metadata_nics (root, error);
+  if (!nics_node)
+    return (error && *error) ? NULL : g_steal_pointer (&self);
+
+  index_interfaces (root, by_mac, NULL);
+
+  for (xmlAttr *a = nics_node->properties; a; a = a->next)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.64s'", a->name), NULL;
+
+  for (xmlNode *c = nics_node->children; c; c = c->next)
+    {
+      VaNic *nic;
+      xmlNode *iface;
+
+      if (c->type == XML_TEXT_NODE || c->type == XML_COMMENT_NODE)
+        {
+          if (c->type == XML_TEXT_NODE && !xmlIsBlankNode (c))
+            return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                                        "vdpa:nics holds text; only vdpa:nic elements belong there"),
+                   NULL;
+          continue;
+        }
+      if (!is_va_element (c) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element <%.64s> in vdpa:nics", c->name), NULL;
+      if (self->nics->len >= VA_XML_MAX_NICS)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than %d vdpa:nic elements", VA_XML_MAX_NICS), NULL;
+      if (c->children)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld must be empty", xmlGetLineNo (c)), NULL;
+
+      nic = parse_nic (c, error);
+      if (!nic)
+        return NULL;
+      g_ptr_array_add (self->nics, nic);
+
+      if (g_hash_table_contains (seen, nic->mac))
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s appears twice", nic->mac), NULL;
+      g_hash_table_add (seen, nic->mac);
+
+      if (!g_hash_table_lookup_extended (by_mac, nic->mac, NULL, (gpointer *) &iface))
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches no <interface>", nic->mac), NULL;
+      if (!iface)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac), NULL;
+      nic->form = interface_form (iface);
+      g_ptr_array_add (self->nic_ifaces, iface);
+    }
+
+  return g_steal_pointer (&self);
+}
+
+const char *
+va_domain_get_name (const VaDomain *self)
+{
+  return self->name;
+}
+
+const char *
+va_domain_get_uuid (const VaDomain *self)
+{
+  return self->uuid;
+}
+
+GPtrArray *
+va_domain_get_nics (const VaDomain *self)
+{
+  return self->nics;
+}
+
+/* ---- resolving ---------------------------------------------------------- */
+
+gboolean
+va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error)
+{
+  memset (plan, 0, sizeof *plan);
+
+  if (nic->network)
+    {
+      const VaNetwork *net = va_host_view_lookup_network (view, nic->network);
+
+      if (!net)
+        return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_NETWORK, "NIC %s: no network named '%s'", nic->mac, nic->network), FALSE;
+      plan->mode = net->mode;
+      plan->pool = net->pool;
+      plan->vlan = net->vlan;
+      plan->bridge = net->bridge;
+      plan->bridge_kind = net->bridge_kind;
+
+      if (nic->mode_set && nic->mode != net->mode)
+        {
+          /* A NIC may narrow its network's mode, never widen it. */
+          gboolean allowed = (net->mode == VA_MODE_AUTO) || (net->mode == VA_MODE_VDPA && nic->mode != VA_MODE_VIRTIO)
+                             || (nic->mode == VA_MODE_VIRTIO && net->bridge);
+          if (!allowed)
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' is mode %s and forbids mode %s", nic->mac,
+                                net->name, va_mode_to_string (net->mode), va_mode_to_string (nic->mode)),
+                   FALSE;
+          plan->mode = nic->mode;
+        }
+    }
+  else
+    {
+      plan->pool = nic->pool;
+      plan->vlan = nic->vlan;
+      plan->bridge = nic->bridge;
+      plan->bridge_kind = nic->bridge_kind_set ? nic->bridge_kind : VA_BRIDGE_LINUX;
+      plan->mode = nic->mode_set ? nic->mode : (nic->pool ? VA_MODE_VDPA : VA_MODE_VIRTIO);
+    }
+
+  if (plan->mode == VA_MODE_VIRTIO)
+    plan->pool = NULL;
+  else if (!plan->pool)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool", nic->mac,
+                        va_mode_to_string (plan->mode)),
+           FALSE;
+  if (plan->mode != VA_MODE_VDPA && !plan->bridge)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a bridge", nic->mac,
+                        va_mode_to_string (plan->mode)),
+           FALSE;
+
+  if (plan->pool)
+    {
+      guint max_vqp;
+
+      if (!va_host_view_has_pool (view, plan->pool))
+        return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "NIC %s: no pool named '%s'", nic->mac, plan->pool), FALSE;
+      max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
+      plan->queues = nic->queues ? nic->queues : MAX (max_vqp, 1);
+      if (max_vqp && plan->queues > max_vqp)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: asks for %u queues, pool '%s' allows %u", nic->mac,
+                            plan->queues, plan->pool, max_vqp),
+               FALSE;
+    }
+  else
+    plan->queues = nic->queues;
+  return TRUE;
+}
+
+/* ---- rewriting ---------------------------------------------------------- */
+
+/* New children go after the last element child, indented like it, and a
+ * removed child takes its leading white space along: so an insert followed
+ * by a remove gives back the very same bytes, which keeps rewrites
+ * reversible. */
+static xmlNode *
+insert_child (xmlNode *parent, xmlNode *child)
+{
+  xmlNode *last = NULL;
+
+  for (xmlNode *c = parent->children; c; c = c->next)
+    if (c->type == XML_ELEMENT_NODE)
+      last = c;
+  if (!last)
+    return xmlAddChild (parent, child);
+  /* element first, then its indentation before it: adding text next to
+   * text would merge the two */
+  xmlAddNextSibling (last, child);
+  if (last->prev && last->prev->type == XML_TEXT_NODE && xmlIsBlankNode (last->prev))
+    xmlAddPrevSibling (child, xmlNewDocText (parent->doc, last->prev->content));
+  return child;
+}
+
+static void
+remove_child (xmlNode *child)
+{
+  xmlNode *prev = child->prev;
+
+  if (prev && prev->type == XML_TEXT_NODE && xmlIsBlankNode (prev))
+    {
+      xmlUnlinkNode (prev);
+      xmlFreeNode (prev);
+    }
+  xmlUnlinkNode (child);
+  xmlFreeNode (child);
+}
+
+static void
+remove_all (xmlNode *parent, const char *name)
+{
+  xmlNode *c = parent->children;
+
+  while (c)
+    {
+      xmlNode *next = c->next;
+      if (is_element (c, name))
+        remove_child (c);
+      c = next;
+    }
+}
+
+static xmlNode *
+ensure_child (xmlNode *parent, const char *name)
+{
+  xmlNode *c = first_child (parent, name);
+
+  if (c)
+    return c;
+  return insert_child (parent, xmlNewDocNode (parent->doc, NULL, XSTR (name), NULL));
+}
+
+/* Replaces <source> in place with an empty one carrying one attribute. */
+static void
+set_source (xmlNode *iface, const char *attr, const char *value)
+{
+  xmlNode *old = first_child (iface, "source");
+  xmlNode *src = xmlNewDocNode (iface->doc, NULL, XSTR ("source"), NULL);
+
+  xmlNewProp (src, XSTR (attr), XSTR (value));
+  if (old)
+    {
+      xmlReplaceNode (old, src);
+      xmlFreeNode (old);
+    }
+  else
+    insert_child (iface, src);
+}
+
+static void
+set_prop_if_differs (xmlNode *node, const char *name, const char *value)
+{
+  g_autofree char *cur = get_prop (node, name);
+
+  if (g_strcmp0 (cur, value) != 0)
+    xmlSetProp (node, XSTR (name), XSTR (value));
+}
+
+static void
+unset_prop (xmlNode *node, const char *name)
+{
+  xmlAttr *a = xmlHasProp (node, XSTR (name));
+
+  if (a)
+    xmlRemoveProp (a);
+}
+
+static gboolean
+vlan_is_single_tag (xmlNode *vlan, guint16 id)
+{
+  guint tags = 0;
+  gboolean match = FALSE;
+
+  if (vlan->properties)
+    return FALSE;
+  for (xmlNode *c = vlan->children; c; c = c->next)
+    {
+      if (c->type != XML_ELEMENT_NODE)
+        continue;
+      if (!is_element (c, "tag"))
+        return FALSE;
+      tags++;
+      {
+        g_autofree char *v = get_prop (c, "id");
+        g_autofree char *native = get_prop (c, "nativeMode");
+        char want[8];
+        g_snprintf (want, sizeof want, "%u", id);
+        match = g_strcmp0 (v, want) == 0 && native == NULL && c->properties->next == NULL;
+      }
+    }
+  return tags == 1 && match;
+}
+
+static void
+to_portable (xmlNode *iface, const VaNicPlan *plan)
+{
+  char id[8];
+
+  set_prop_if_differs (iface, "type", "bridge");
+  unset_prop (iface, "managed");
+  set_source (iface, "bridge", plan->bridge);
+  set_prop_if_differs (ensure_child (iface, "model"), "type", "virtio");
+
+  if (plan->bridge_kind == VA_BRIDGE_OVS)
+    {
+      xmlNode *vp = first_child (iface, "virtualport");
+      xmlNode *vlan = first_child (iface, "vlan");
+
+      if (vp)
+        set_prop_if_differs (vp, "type", "openvswitch");
+      else
+        xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("virtualport"), NULL)), XSTR ("type"),
+                    XSTR ("openvswitch"));
+
+      if (plan->vlan == 0)
+        remove_all (iface, "vlan");
+      else if (!vlan || !vlan_is_single_tag (vlan, plan->vlan))
+        {
+          xmlNode *tag;
+          remove_all (iface, "vlan");
+          vlan = insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("vlan"), NULL));
+          tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
+          g_snprintf (id, sizeof id, "%u", plan->vlan);
+          xmlNewProp (tag, XSTR ("id"), XSTR (id));
+        }
+    }
+  else
+    {
+      /* libvirt refuses <vlan> on a Linux bridge: the hook tags the tap. */
+      remove_all (iface, "virtualport");
+      remove_all (iface, "vlan");
+    }
+}
+
+static void
+to_accelerated (xmlNode *iface, const VaNicPlan *plan, const char *path)
+{
+  char queues[8];
+
+  set_prop_if_differs (iface, "type", "vdpa");
+  unset_prop (iface, "managed");
+  set_source (iface, "dev", path);
+  set_prop_if_differs (ensure_child (iface, "model"), "type", "virtio");
+  /* libvirt refuses these on vdpa interfaces; the allocator applies the VLAN */
+  remove_all (iface, "vlan");
+  remove_all (iface, "target");
+  remove_all (iface, "virtualport");
+  g_snprintf (queues, sizeof queues, "%u", plan->queues);
+  set_prop_if_differs (ensure_child (iface, "driver"), "queues", queues);
+}
+
+gboolean
+va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error)
+{
+  g_autoptr (GArray) plans = g_array_sized_new (FALSE, TRUE, sizeof (VaNicPlan), self->nics->len);
+  g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
+  g_autoptr (GArray) fallbacks = g_array_sized_new (FALSE, TRUE, sizeof (gboolean), self->nics->len);
+  g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+
+  g_array_set_size (plans, self->nics->len);
+  g_array_set_size (forms, self->nics->len);
+  g_array_set_size (fallbacks, self->nics->len);
+
+  /* Decide everything first, so that an error leaves the document as it was. */
+  for (guint i = 0; i < self->nics->len; i++)
+    {
+      VaNic *nic = g_ptr_array_index (self->nics, i);
+      VaNicPlan *plan = &g_array_index (plans, VaNicPlan, i);
+      VaForm *want = &g_array_index (forms, VaForm, i);
+
+      if (!va_nic_resolve (nic, view, plan, error))
+        return FALSE;
+
+      *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO) ? VA_FORM_ACCELERATED : VA_FORM_PORTABLE;
+      if (*want == VA_FORM_ACCELERATED)
+        {
+          gint64 free_slots = va_host_view_get_pool_free (view, plan->pool);
+          guint taken = GPOINTER_TO_UINT (g_hash_table_lookup (used, plan->pool));
+
+          if (free_slots >= 0 && taken >= free_slots)
+            {
+              if (!plan->bridge)
+                return g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                                    "NIC %s: pool '%s' has no free slot and %s allows no fallback", nic->mac, plan->pool,
+                                    nic->network ? "its network" : "the NIC"),
+                       FALSE;
+              *want = VA_FORM_PORTABLE;
+              g_array_index (fallbacks, gboolean, i) = TRUE;
+            }
+          else
+            g_hash_table_insert (used, (gpointer) plan->pool, GUINT_TO_POINTER (taken + 1));
+        }
+      if (*want == VA_FORM_ACCELERATED && !self->uuid)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac),
+               FALSE;
+      if (*want == VA_FORM_PORTABLE && !plan->bridge)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: %s has no bridge, so the NIC has no portable form",
+                            nic->mac, nic->network ? "its network" : "the NIC"),
+               FALSE;
+    }
+
+  for (guint i = 0; i < self->nics->len; i++)
+    {
+      VaNic *nic = g_ptr_array_index (self->nics, i);
+      xmlNode *iface = g_ptr_array_index (self->nic_ifaces, i);
+      const VaNicPlan *plan = &g_array_index (plans, VaNicPlan, i);
+
+      nic->form = g_array_index (forms, VaForm, i);
+      nic->fallback = g_array_index (fallbacks, gboolean, i);
+      if (nic->form == VA_FORM_ACCELERATED)
+        {
+          g_autofree char *path = va_port_path (va_host_view_get_port_root (view), self->uuid, nic->mac);
+          to_accelerated (iface, plan, path);
+        }
+      else
+        to_portable (iface, plan);
+    }
+  return TRUE;
+}
+
+char *
+va_domain_to_string (const VaDomain *self, gsize *len)
+{
+  xmlBuffer *buf = xmlBufferCreate ();
+  xmlSaveCtxt *save;
+  int options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
+  char *out;
+
+  save = xmlSaveToBuffer (buf, (const char *) self->doc->encoding, options);
+  xmlSaveDoc (save, self->doc);
+  xmlSaveClose (save);
+  if (len)
+    *len = xmlBufferLength (buf);
+  out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));
+  xmlBufferFree (buf);
+  return out;
+}
+
+char *
+va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error)
+{
+  g_autoptr (VaDomain) domain = va_domain_parse (xml, len, error);
+
+  if (!domain || !va_domain_rewrite (domain, view, form, error))
+    return NULL;
+  return va_domain_to_string (domain, NULL);
+}

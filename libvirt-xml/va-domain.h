@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+#include "va-host-view.h"
+
+G_BEGIN_DECLS
+
+#define VA_XML_NS "http://vdpa-allocator.org/xmlns/domain/1.0"
+#define VA_XML_MAX_SIZE (16 * 1024 * 1024)
+#define VA_XML_MAX_DEPTH 256
+#define VA_XML_MAX_NICS 1024
+
+typedef enum
+{
+  VA_FORM_ACCELERATED, /* type='vdpa' on the NIC's port path */
+  VA_FORM_PORTABLE,    /* virtio on the network's bridge and VLAN */
+} VaForm;
+
+/* One vdpa:nic of the metadata, and what the document makes of it. */
+typedef struct
+{
+  char *mac;     /* lower case */
+  char *network; /* NULL: the intent is inline */
+  gboolean mode_set;
+  VaMode mode;
+  char *pool;
+  guint16 vlan; /* 0: none */
+  char *bridge;
+  gboolean bridge_kind_set;
+  VaBridgeKind bridge_kind;
+  guint16 queues; /* 0: the pool's max-vqp */
+
+  VaForm form;       /* the form of its <interface> in the document now */
+  gboolean fallback; /* portable because the pool had no room */
+} VaNic;
+
+/* The resolved intent of one NIC against a host view. */
+typedef struct
+{
+  VaMode mode;
+  const char *pool; /* NULL for virtio-only */
+  guint16 vlan;
+  const char *bridge; /* NULL: no portable form */
+  VaBridgeKind bridge_kind;
+  guint16 queues;
+} VaNicPlan;
+
+typedef struct _VaDomain VaDomain;
+
+/* Parses a domain XML document and its vdpa:nics metadata. Refuses DTDs,
+ * entities, documents over VA_XML_MAX_SIZE or deeper than VA_XML_MAX_DEPTH,
+ * and every malformed piece of metadata. Never touches the network. */
+VaDomain *va_domain_parse (const char *xml, gssize len, GError **error);
+void va_domain_free (VaDomain *self);
+
+/* A cheap pre-check: FALSE means the document names no vdpa metadata at all,
+ * so a caller may skip parsing (the hook runs at every VM start). */
+gboolean va_domain_text_may_have_intent (const char *xml, gsize len);
+
+const char *va_domain_get_name (const VaDomain *self);
+/* The canonical (lower case, dashed) UUID, or NULL when the domain has none. */
+const char *va_domain_get_uuid (const VaDomain *self);
+/* VaNic*, in metadata order. */
+GPtrArray *va_domain_get_nics (const VaDomain *self);
+
+gboolean va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error);
+
+/* The port path of an accelerated NIC. */
+char *va_port_path (const char *port_root, const char *uuid, const char *mac);
+
+/* Rewrites every marked interface to @form (accelerated: each NIC whose mode
+ * and pool capacity allow it, portable: all). Capacity is consumed in
+ * document order. All NICs are resolved before anything is changed: on error
+ * the document is untouched. */
+gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
+
+/* Serializes the document as libxml2 does, keeping the XML declaration only
+ * when the input had one. */
+char *va_domain_to_string (const VaDomain *self, gsize *len);
+
+/* Parse, rewrite and serialize in one step. */
+char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error);
+
+const char *va_form_to_string (VaForm form);
+gboolean va_form_from_string (const char *str, VaForm *form);
+
+/* Syntax helpers, also used by the daemon for D-Bus arguments. */
+gboolean va_mac_normalize (const char *mac, char out[18]);
+gboolean va_uuid_normalize (const char *uuid, char out[37]);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
+
+G_END_DECLS

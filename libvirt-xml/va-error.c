@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-error.h"
+
+/* clang-format off */
+G_DEFINE_QUARK (va-error-quark, va_error)
+/* clang-format on */
+
+static const char *const names[VA_ERROR_LAST] = {
+  [VA_ERROR_FAILED] = "Failed",
+  [VA_ERROR_INVALID_ARGUMENT] = "InvalidArgument",
+  [VA_ERROR_INVALID_XML] = "InvalidXml",
+  [VA_ERROR_INVALID_CONFIG] = "InvalidConfig",
+  [VA_ERROR_NO_SUCH_NETWORK] = "NoSuchNetwork",
+  [VA_ERROR_NO_SUCH_POOL] = "NoSuchPool",
+  [VA_ERROR_POOL_EXHAUSTED] = "PoolExhausted",
+  [VA_ERROR_PERMISSION_DENIED] = "PermissionDenied",
+  [VA_ERROR_PROVISIONING_FAILED] = "ProvisioningFailed",
+  [VA_ERROR_NOT_FOUND] = "NotFound",
+  [VA_ERROR_BUSY] = "Busy",
+};
+
+const char *
+va_error_name (VaError code)
+{
+  if ((guint) code >= VA_ERROR_LAST)
+    return names[VA_ERROR_FAILED];
+  return names[code];
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The one error domain of the suite; the D-Bus adapter maps each code to
+ * org.vdpa_allocator.Error.<Name> (see va_error_name()). */
+#define VA_ERROR (va_error_quark ())
+
+typedef enum
+{
+  VA_ERROR_FAILED,
+  VA_ERROR_INVALID_ARGUMENT,
+  VA_ERROR_INVALID_XML,
+  VA_ERROR_INVALID_CONFIG,
+  VA_ERROR_NO_SUCH_NETWORK,
+  VA_ERROR_NO_SUCH_POOL,
+  VA_ERROR_POOL_EXHAUSTED,
+  VA_ERROR_PERMISSION_DENIED,
+  VA_ERROR_PROVISIONING_FAILED,
+  VA_ERROR_NOT_FOUND,
+  VA_ERROR_BUSY,
+} VaError;
+
+#define VA_ERROR_LAST (VA_ERROR_BUSY + 1)
+
+GQuark va_error_quark (void);
+
+/* The CamelCase name used for D-Bus error names and JSON output. */
+const char *va_error_name (VaError code);
+
+G_END_DECLS

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-host-view.h"
+
+#include <string.h>
+
+#include "va-error.h"
+
+typedef struct
+{
+  char *name;
+  guint max_vqp;
+  gint64 free;
+} Pool;
+
+struct _VaHostView
+{
+  gint ref_count;
+  char *port_root;
+  GPtrArray *networks; /* VaNetwork*, in insertion order */
+  GHashTable *networks_by_name;
+  GHashTable *pools; /* name → Pool* */
+};
+
+static void
+network_free (VaNetwork *n)
+{
+  g_free (n->name);
+  g_free (n->pool);
+  g_free (n->bridge);
+  g_free (n);
+}
+
+static void
+pool_free (Pool *p)
+{
+  g_free (p->name);
+  g_free (p);
+}
+
+VaHostView *
+va_host_view_new (const char *port_root)
+{
+  VaHostView *self = g_new0 (VaHostView, 1);
+
+  self->ref_count = 1;
+  self->port_root = g_strdup (port_root ? port_root : "/run/vdpa-allocator/ports");
+  self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_free);
+  self->networks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  self->pools = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) pool_free);
+  return self;
+}
+
+VaHostView *
+va_host_view_ref (VaHostView *self)
+{
+  g_atomic_int_inc (&self->ref_count);
+  return self;
+}
+
+void
+va_host_view_unref (VaHostView *self)
+{
+  if (!g_atomic_int_dec_and_test (&self->ref_count))
+    return;
+  g_hash_table_unref (self->networks_by_name);
+  g_ptr_array_unref (self->networks);
+  g_hash_table_unref (self->pools);
+  g_free (self->port_root);
+  g_free (self);
+}
+
+const char *
+va_host_view_get_port_root (const VaHostView *self)
+{
+  return self->port_root;
+}
+
+void
+va_host_view_add_network (VaHostView *self, const VaNetwork *network)
+{
+  VaNetwork *copy = g_new0 (VaNetwork, 1);
+  VaNetwork *old;
+
+  *copy = *network;
+  copy->name = g_strdup (network->name);
+  copy->pool = g_strdup (network->pool);
+  copy->bridge = g_strdup (network->bridge);
+
+  old = g_hash_table_lookup (self->networks_by_name, network->name);
+  if (old)
+    {
+      guint idx;
+      g_ptr_array_find (self->networks, old, &idx);
+      g_hash_table_remove (self->networks_by_name, old->name);
+      g_ptr_array_remove_index (self->networks, idx);
+    }
+  g_ptr_array_add (self->networks, copy);
+  g_hash_table_insert (self->networks_by_name, copy->name, copy);
+}
+
+const VaNetwork *
+va_host_view_lookup_network (const VaHostView *self, const char *name)
+{
+  return g_hash_table_lookup (self->networks_by_name, name);
+}
+
+GPtrArray *
+va_host_view_get_networks (const VaHostView *self)
+{
+  return self->networks;
+}
+
+void
+va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64 free)
+{
+  Pool *p = g_new0 (Pool, 1);
+
+  p->name = g_strdup (name);
+  p->max_vqp = max_vqp;
+  p->free = free;
+  g_hash_table_replace (self->pools, p->name, p);
+}
+
+gboolean
+va_host_view_has_pool (const VaHostView *self, const char *name)
+{
+  return g_hash_table_contains (self->pools, name);
+}
+
+guint
+va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name)
+{
+  Pool *p = g_hash_table_lookup (self->pools, name);
+  return p ? p->max_vqp : 0;
+}
+
+gint64
+va_host_view_get_pool_free (const VaHostView *self, const char *name)
+{
+  Pool *p = g_hash_table_lookup (self->pools, name);
+  return p ? p->free : 0;
+}
+
+gboolean
+va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error)
+{
+  Pool *p = g_hash_table_lookup (self->pools, name);
+
+  if (!p)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name), FALSE;
+  p->free = free;
+  return TRUE;
+}
+
+static const char *const mode_names[] = {
+  [VA_MODE_VDPA] = "vdpa",
+  [VA_MODE_VIRTIO] = "virtio",
+  [VA_MODE_AUTO] = "auto",
+};
+
+const char *
+va_mode_to_string (VaMode mode)
+{
+  return mode_names[mode];
+}
+
+gboolean
+va_mode_from_string (const char *str, VaMode *mode)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (mode_names); i++)
+    if (g_strcmp0 (str, mode_names[i]) == 0)
+      {
+        *mode = i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+const char *
+va_bridge_kind_to_string (VaBridgeKind kind)
+{
+  return kind == VA_BRIDGE_OVS ? "ovs" : "linux";
+}
+
+gboolean
+va_bridge_kind_from_string (const char *str, VaBridgeKind *kind)
+{
+  if (g_strcmp0 (str, "linux") == 0)
+    *kind = VA_BRIDGE_LINUX;
+  else if (g_strcmp0 (str, "ovs") == 0)
+    *kind = VA_BRIDGE_OVS;
+  else
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_name_is_valid (const char *name)
+{
+  gsize len = strlen (name);
+
+  if (len == 0 || len > VA_NAME_MAX)
+    return FALSE;
+  for (const char *c = name; *c; c++)
+    if (!g_ascii_isalnum (*c) && *c != '-' && *c != '_' && *c != '.')
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_ifname_is_valid (const char *name)
+{
+  gsize len = strlen (name);
+
+  /* The kernel's rules: IFNAMSIZ, no '/', ':' or white space, not . or .. */
+  if (len == 0 || len > 15 || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+    return FALSE;
+  for (const char *c = name; *c; c++)
+    if (*c == '/' || *c == ':' || g_ascii_isspace (*c) || !g_ascii_isprint (*c))
+      return FALSE;
+  return TRUE;
+}

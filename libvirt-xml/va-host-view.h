@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* What a VM NIC may become. */
+typedef enum
+{
+  VA_MODE_VDPA,   /* accelerated; portable only if the network has a fallback bridge */
+  VA_MODE_VIRTIO, /* always portable */
+  VA_MODE_AUTO,   /* accelerated while the pool has room, else portable */
+} VaMode;
+
+typedef enum
+{
+  VA_BRIDGE_LINUX,
+  VA_BRIDGE_OVS,
+} VaBridgeKind;
+
+#define VA_VLAN_MAX 4094
+#define VA_QUEUES_MAX 256
+#define VA_NAME_MAX 64
+
+/* A network as the configuration defines it: what a NIC asks for. */
+typedef struct
+{
+  char *name;
+  VaMode mode;
+  char *pool;   /* NULL when mode is virtio */
+  guint16 vlan; /* 0: untagged */
+  char *bridge; /* the portable (fallback) bridge; NULL: none */
+  VaBridgeKind bridge_kind;
+} VaNetwork;
+
+/* The host as the intent engine sees it: networks, pools and their free
+ * capacity, and where port paths live. Plain data; no I/O. */
+typedef struct _VaHostView VaHostView;
+
+VaHostView *va_host_view_new (const char *port_root);
+VaHostView *va_host_view_ref (VaHostView *self);
+void va_host_view_unref (VaHostView *self);
+
+const char *va_host_view_get_port_root (const VaHostView *self);
+
+/* Copies @network. A second network of the same name replaces the first. */
+void va_host_view_add_network (VaHostView *self, const VaNetwork *network);
+const VaNetwork *va_host_view_lookup_network (const VaHostView *self, const char *name);
+/* Networks in the order they were added. */
+GPtrArray *va_host_view_get_networks (const VaHostView *self);
+
+/* @free < 0 means unknown, taken as unlimited. */
+void va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64 free);
+gboolean va_host_view_has_pool (const VaHostView *self, const char *name);
+guint va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name);
+gint64 va_host_view_get_pool_free (const VaHostView *self, const char *name);
+gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error);
+
+const char *va_mode_to_string (VaMode mode);
+gboolean va_mode_from_string (const char *str, VaMode *mode);
+const char *va_bridge_kind_to_string (VaBridgeKind kind);
+gboolean va_bridge_kind_from_string (const char *str, VaBridgeKind *kind);
+
+/* Syntax checks shared by the config loader and the metadata parser. */
+gboolean va_name_is_valid (const char *name);
+gboolean va_ifname_is_valid (const char *name);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaHostView, va_host_view_unref)
+
+G_END_DECLS

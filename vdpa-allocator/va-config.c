@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "va-error.h"
+
+#define MAIN_FILE "vdpa-allocator.conf"
+
+typedef struct
+{
+  char *value;
+  const char *file; /* interned */
+} Entry;
+
+typedef struct
+{
+  char *name;
+  const char *file; /* where the group first appeared */
+  GPtrArray *keys;  /* char*, first-seen order */
+  GHashTable *entries;
+} Group;
+
+static void
+entry_free (Entry *e)
+{
+  g_free (e->value);
+  g_free (e);
+}
+
+static void
+group_free (Group *g)
+{
+  g_free (g->name);
+  g_ptr_array_unref (g->keys);
+  g_hash_table_unref (g->entries);
+  g_free (g);
+}
+
+static void
+pool_config_free (VaPoolConfig *p)
+{
+  g_free (p->name);
+  g_strfreev (p->match_pf);
+  g_strfreev (p->match_pci);
+  g_free (p->uplink_bridge);
+  g_free (p);
+}
+
+static void
+network_config_free (VaNetworkConfig *n)
+{
+  g_free (n->net.name);
+  g_free (n->net.pool);
+  g_free (n->net.bridge);
+  g_free (n);
+}
+
+VaConfig *
+va_config_new_empty (void)
+{
+  VaConfig *self = g_new0 (VaConfig, 1);
+
+  self->files = g_ptr_array_new_with_free_func (g_free);
+  self->pools = g_ptr_array_new_with_free_func ((GDestroyNotify) pool_config_free);
+  self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_config_free);
+  return self;
+}
+
+void
+va_config_free (VaConfig *self)
+{
+  if (!self)
+    return;
+  g_free (self->dir);
+  g_ptr_array_unref (self->files);
+  g_ptr_array_unref (self->pools);
+  g_ptr_array_unref (self->networks);
+  g_free (self);
+}
+
+const char *
+va_eswitch_mode_to_string (VaEswitchMode mode)
+{
+  static const char *const names[] = { "unchanged", "legacy", "switchdev" };
+  return names[mode];
+}
+
+const char *
+va_vlan_method_to_string (VaVlanMethod method)
+{
+  static const char *const names[] = { "none", "vst", "bridge", "ovs" };
+  return names[method];
+}
+
+/* GKeyFile knows only whole-line comments; the documented examples put
+ * "# ..." after values too, and no value of ours contains '#'. */
+static char *
+strip_inline_comment (char *value)
+{
+  for (char *p = value; *p; p++)
+    if (*p == '#' && (p == value || g_ascii_isspace (p[-1])))
+      {
+        *p = '\0';
+        break;
+      }
+  return g_strstrip (value);
+}
+
+static gboolean
+merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **error)
+{
+  g_autoptr (GKeyFile) kf = g_key_file_new ();
+  g_autoptr (GError) local = NULL;
+  g_autofree char *data = NULL;
+  g_auto (GStrv) group_names = NULL;
+  gsize len;
+  struct stat st;
+  const char *file = g_intern_string (path);
+
+  if (stat (path, &st) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, g_strerror (errno)), FALSE;
+  if (!S_ISREG (st.st_mode))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: not a regular file", path), FALSE;
+  if (st.st_size > VA_CONFIG_MAX_FILE_SIZE)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %lld bytes, over the limit of %d", path, (long long) st.st_size,
+                        VA_CONFIG_MAX_FILE_SIZE),
+           FALSE;
+  if (!g_file_get_contents (path, &data, &len, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message), FALSE;
+  if (len > VA_CONFIG_MAX_FILE_SIZE)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: over the limit of %d bytes", path, VA_CONFIG_MAX_FILE_SIZE), FALSE;
+  if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, local->message), FALSE;
+
+  group_names = g_key_file_get_groups (kf, NULL);
+  for (guint i = 0; group_names[i]; i++)
+    {
+      Group *g = g_hash_table_lookup (groups, group_names[i]);
+      g_auto (GStrv) keys = g_key_file_get_keys (kf, group_names[i], NULL, NULL);
+
+      if (!g)
+        {
+          if (order->len >= VA_CONFIG_MAX_GROUPS)
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d groups", path, VA_CONFIG_MAX_GROUPS), FALSE;
+          g = g_new0 (Group, 1);
+          g->name = g_strdup (group_names[i]);
+          g->file = file;
+          g->keys = g_ptr_array_new_with_free_func (g_free);
+          g->entries = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) entry_free);
+          g_hash_table_insert (groups, g->name, g);
+          g_ptr_array_add (order, g);
+        }
+      for (guint k = 0; keys && keys[k]; k++)
+        {
+          Entry *e = g_new0 (Entry, 1);
+          char *value = g_key_file_get_string (kf, group_names[i], keys[k], &local);
+
+          if (!value)
+            {
+              g_free (e);
+              return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] %s: %s", path, group_names[i], keys[k],
+                                  local->message),
+                     FALSE;
+            }
+          e->value = strip_inline_comment (value);
+          e->file = file;
+          if (!g_hash_table_contains (g->entries, keys[k]))
+            g_ptr_array_add (g->keys, g_strdup (keys[k]));
+          g_hash_table_replace (g->entries, g_strdup (keys[k]), e);
+        }
+    }
+  return TRUE;
+}
+
+typedef struct
+{
+  const Group *group;
+  const char *key;
+  const Entry *entry;
+} Item;
+
+static gboolean G_GNUC_PRINTF (3, 4) item_error (const Item *it, GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] %s: %s", it->entry->file, it->group->name, it->key, msg);
+  return FALSE;
+}
+
+static gboolean
+item_uint (const Item *it, guint min, guint max, guint *out, GError **error)
+{
+  guint64 v;
+
+  if (!g_ascii_string_to_unsigned (it->entry->value, 10, min, max, &v, NULL))
+    return item_error (it, error, "'%.64s' is not a number from %u to %u", it->entry->value, min, max);
+  *out = (guint) v;
+  return TRUE;
+}
+
+static gboolean
+item_hex16 (const Item *it, guint16 *out, GError **error)
+{
+  const char *v = it->entry->value;
+  guint64 n;
+
+  if (g_str_has_prefix (v, "0x"))
+    v += 2;
+  if (!g_ascii_string_to_unsigned (v, 16, 1, 0xffff, &n, NULL))
+    return item_error (it, error, "'%.64s' is not a 16-bit hexadecimal id", it->entry->value);
+  *out = (guint16) n;
+  return TRUE;
+}
+
+static gboolean
+item_name (const Item *it, char **out, GError **error)
+{
+  if (!va_name_is_valid (it->entry->value))
+    return item_error (it, error, "'%.64s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", it->entry->value, VA_NAME_MAX);
+  g_free (*out);
+  *out = g_strdup (it->entry->value);
+  return TRUE;
+}
+
+static gboolean
+item_ifname (const Item *it, char **out, GError **error)
+{
+  if (!va_ifname_is_valid (it->entry->value))
+    return item_error (it, error, "'%.64s' is not a network interface name", it->entry->value);
+  g_free (*out);
+  *out = g_strdup (it->entry->value);
+  return TRUE;
+}
+
+static gboolean
+is_pci_address (const char *s)
+{
+  /* dddd:bb:dd.f */
+  if (strlen (s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.')
+    return FALSE;
+  for (guint i = 0; i < 12; i++)
+    if (i != 4 && i != 7 && i != 10 && !g_ascii_isxdigit (s[i]))
+      return FALSE;
+  return s[11] >= '0' && s[11] <= '7';
+}
+
+static gboolean
+item_list (const Item *it, gboolean (*valid) (const char *), const char *what, char ***out, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit_set (it->entry->value, ",; ", 256);
+  g_autoptr (GPtrArray) list = g_ptr_array_new_with_free_func (g_free);
+
+  for (guint i = 0; parts[i]; i++)
+    {
+      if (!*parts[i])
+        continue;
+      if (!valid (parts[i]))
+        return item_error (it, error, "'%.64s' is not %s", parts[i], what);
+      g_ptr_array_add (list, g_ascii_strdown (parts[i], -1));
+    }
+  if (list->len == 0)
+    return item_error (it, error, "empty list");
+  g_ptr_array_add (list, NULL);
+  g_strfreev (*out);
+  *out = (char **) g_ptr_array_free (g_steal_pointer (&list), FALSE);
+  return TRUE;
+}
+
+static gboolean
+parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
+{
+  p->name = g_strdup (name);
+  p->max_vqp = 1;
+  p->vlan_method = VA_VLAN_METHOD_NONE;
+
+  for (guint i = 0; i < g->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (g->keys, i);
+      Item it = { g, key, g_hash_table_lookup (g->entries, key) };
+      const char *v = it.entry->value;
+      guint n;
+
+      if (strcmp (key, "match-pf") == 0)
+        {
+          if (!item_list (&it, va_ifname_is_valid, "a network interface name", &p->match_pf, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "match-pci") == 0)
+        {
+          if (!item_list (&it, is_pci_address, "a PCI address like 0000:b3:00.1", &p->match_pci, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "match-vendor") == 0)
+        {
+          if (!item_hex16 (&it, &p->match_vendor, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "match-device") == 0)
+        {
+          if (!item_hex16 (&it, &p->match_device, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "vfs") == 0)
+        {
+          if (!item_uint (&it, 0, 1024, &p->vfs, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "eswitch") == 0)
+        {
+          if (strcmp (v, "legacy") == 0)
+            p->eswitch = VA_ESWITCH_LEGACY;
+          else if (strcmp (v, "switchdev") == 0)
+            p->eswitch = VA_ESWITCH_SWITCHDEV;
+          else
+            return item_error (&it, error, "'%.64s' is not legacy or switchdev", v);
+        }
+      else if (strcmp (key, "vlan-method") == 0)
+        {
+          if (strcmp (v, "none") == 0)
+            p->vlan_method = VA_VLAN_METHOD_NONE;
+          else if (strcmp (v, "vst") == 0)
+            p->vlan_method = VA_VLAN_METHOD_VST;
+          else if (strcmp (v, "bridge") == 0)
+            p->vlan_method = VA_VLAN_METHOD_BRIDGE;
+          else if (strcmp (v, "ovs") == 0)
+            p->vlan_method = VA_VLAN_METHOD_OVS;
+          else
+            return item_error (&it, error, "'%.64s' is not vst, bridge, ovs or none", v);
+        }
+      else if (strcmp (key, "uplink-bridge") == 0)
+        {
+          if (!item_ifname (&it, &p->uplink_bridge, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "max-vqp") == 0)
+        {
+          if (!item_uint (&it, 1, VA_QUEUES_MAX, &p->max_vqp, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "mtu") == 0)
+        {
+          if (!item_uint (&it, 68, 9216, &p->mtu, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "low-watermark") == 0)
+        {
+          if (!item_uint (&it, 0, 65535, &n, error))
+            return FALSE;
+          p->low_watermark = n;
+        }
+      else
+        return item_error (&it, error, "unknown key");
+    }
+
+  if ((p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS) && !p->uplink_bridge)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,
+                        va_vlan_method_to_string (p->vlan_method)),
+           FALSE;
+  if (p->vlan_method == VA_VLAN_METHOD_VST && p->eswitch == VA_ESWITCH_SWITCHDEV)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                        "%s: [%s] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy", g->file, g->name),
+           FALSE;
+  return TRUE;
+}
+
+static gboolean
+parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **error)
+{
+  gboolean mode_set = FALSE;
+
+  n->net.name = g_strdup (name);
+  for (guint i = 0; i < g->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (g->keys, i);
+      Item it = { g, key, g_hash_table_lookup (g->entries, key) };
+      const char *v = it.entry->value;
+      guint u;
+
+      if (strcmp (key, "mode") == 0)
+        {
+          if (!va_mode_from_string (v, &n->net.mode))
+            return item_error (&it, error, "'%.64s' is not vdpa, virtio or auto", v);
+          mode_set = TRUE;
+        }
+      else if (strcmp (key, "pool") == 0)
+        {
+          if (!item_name (&it, &n->net.pool, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "vlan") == 0)
+        {
+          if (!item_uint (&it, 1, VA_VLAN_MAX, &u, error))
+            return FALSE;
+          n->net.vlan = u;
+        }
+      else if (strcmp (key, "fallback-bridge") == 0)
+        {
+          if (!item_ifname (&it, &n->net.bridge, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "fallback-bridge-type") == 0)
+        {
+          if (!va_bridge_kind_from_string (v, &n->net.bridge_kind))
+            return item_error (&it, error, "'%.64s' is not linux or ovs", v);
+        }
+      else if (strcmp (key, "quota") == 0)
+        {
+          if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
+            return FALSE;
+        }
+      else
+        return item_error (&it, error, "unknown key");
+    }
+
+  if (!mode_set)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] mode: missing (vdpa, virtio or auto)", g->file, g->name), FALSE;
+  if (n->net.mode != VA_MODE_VIRTIO && !n->net.pool)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: missing, and mode=%s needs one", g->file, g->name,
+                        va_mode_to_string (n->net.mode)),
+           FALSE;
+  if (n->net.mode == VA_MODE_VIRTIO && n->net.pool)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=virtio uses no pool", g->file, g->name), FALSE;
+  if (n->net.mode != VA_MODE_VDPA && !n->net.bridge)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] fallback-bridge: missing, and mode=%s needs one", g->file,
+                        g->name, va_mode_to_string (n->net.mode)),
+           FALSE;
+  return TRUE;
+}
+
+static gboolean
+parse_simulate (VaConfig *self, const Group *g, GError **error)
+{
+  self->simulate = TRUE;
+  self->sim_pfs = 1;
+  self->sim_vfs = 8;
+  self->sim_numa_nodes = 1;
+  for (guint i = 0; i < g->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (g->keys, i);
+      Item it = { g, key, g_hash_table_lookup (g->entries, key) };
+
+      if (strcmp (key, "pfs") == 0)
+        {
+          if (!item_uint (&it, 1, 64, &self->sim_pfs, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "vfs") == 0)
+        {
+          if (!item_uint (&it, 1, 1024, &self->sim_vfs, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "numa-nodes") == 0)
+        {
+          if (!item_uint (&it, 1, 64, &self->sim_numa_nodes, error))
+            return FALSE;
+        }
+      else
+        return item_error (&it, error, "unknown key");
+    }
+  return TRUE;
+}
+
+static gint
+cmp_pool (gconstpointer a, gconstpointer b)
+{
+  return strcmp ((*(VaPoolConfig **) a)->name, (*(VaPoolConfig **) b)->name);
+}
+
+static gint
+cmp_network (gconstpointer a, gconstpointer b)
+{
+  return strcmp ((*(VaNetworkConfig **) a)->net.name, (*(VaNetworkConfig **) b)->net.name);
+}
+
+static gint
+cmp_str (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char **) a, *(char **) b);
+}
+
+static gboolean
+list_files (const char *dir, GPtrArray *files, GError **error)
+{
+  g_autofree char *main_file = g_build_filename (dir, MAIN_FILE, NULL);
+  g_autofree char *dropins = g_build_filename (dir, "conf.d", NULL);
+  g_autoptr (GPtrArray) extra = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GDir) d = NULL;
+  g_autoptr (GError) local = NULL;
+  const char *name;
+
+  if (g_file_test (main_file, G_FILE_TEST_EXISTS))
+    g_ptr_array_add (files, g_steal_pointer (&main_file));
+  if (!g_file_test (dropins, G_FILE_TEST_IS_DIR))
+    return TRUE;
+  d = g_dir_open (dropins, 0, &local);
+  if (!d)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message), FALSE;
+  while ((name = g_dir_read_name (d)))
+    {
+      if (!g_str_has_suffix (name, ".conf") || name[0] == '.')
+        continue;
+      if (extra->len >= VA_CONFIG_MAX_FILES)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d files", dropins, VA_CONFIG_MAX_FILES), FALSE;
+      g_ptr_array_add (extra, g_build_filename (dropins, name, NULL));
+    }
+  g_ptr_array_sort (extra, cmp_str);
+  for (guint i = 0; i < extra->len; i++)
+    g_ptr_array_add (files, g_strdup (g_ptr_array_index (extra, i)));
+  return TRUE;
+}
+
+VaConfig *
+va_config_load (const char *dir, GError **error)
+{
+  g_autoptr (VaConfig) self = va_config_new_empty ();
+  g_autoptr (GHashTable) groups = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GPtrArray) order = g_ptr_array_new_with_free_func ((GDestroyNotify) group_free);
+
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "configuration directory %s does not exist", dir), NULL;
+  self->dir = g_strdup (dir);
+  if (!list_files (dir, self->files, error))
+    return NULL;
+  for (guint i = 0; i < self->files->len; i++)
+    if (!merge_file (groups, order, g_ptr_array_index (self->files, i), error))
+      return NULL;
+
+  for (guint i = 0; i < order->len; i++)
+    {
+      const Group *g = g_ptr_array_index (order, i);
+
+      if (g_str_has_prefix (g->name, "pool "))
+        {
+          VaPoolConfig *p = g_new0 (VaPoolConfig, 1);
+          g_ptr_array_add (self->pools, p);
+          if (!va_name_is_valid (g->name + 5))
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid pool name", g->file, g->name,
+                                g->name + 5),
+                   NULL;
+          if (!parse_pool (g, g->name + 5, p, error))
+            return NULL;
+        }
+      else if (g_str_has_prefix (g->name, "network "))
+        {
+          VaNetworkConfig *n = g_new0 (VaNetworkConfig, 1);
+          g_ptr_array_add (self->networks, n);
+          if (!va_name_is_valid (g->name + 8))
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid network name", g->file, g->name,
+                                g->name + 8),
+                   NULL;
+          if (!parse_network (g, g->name + 8, n, error))
+            return NULL;
+        }
+      else if (strcmp (g->name, "simulate") == 0)
+        {
+          if (!parse_simulate (self, g, error))
+            return NULL;
+        }
+      else
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.64s]: unknown group (pool NAME, network NAME or simulate)",
+                            g->file, g->name),
+               NULL;
+    }
+
+  g_ptr_array_sort (self->pools, cmp_pool);
+  g_ptr_array_sort (self->networks, cmp_network);
+
+  for (guint i = 0; i < self->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (self->networks, i);
+      g_autofree char *group_name = g_strdup_printf ("network %s", n->net.name);
+      const Group *g = g_hash_table_lookup (groups, group_name);
+      const Entry *e = g_hash_table_lookup (g->entries, "pool");
+
+      if (n->net.pool && !va_config_lookup_pool (self, n->net.pool))
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: no pool named '%s'", e->file, g->name, n->net.pool),
+               NULL;
+    }
+  return g_steal_pointer (&self);
+}
+
+const VaPoolConfig *
+va_config_lookup_pool (const VaConfig *self, const char *name)
+{
+  for (guint i = 0; i < self->pools->len; i++)
+    {
+      const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
+      if (strcmp (p->name, name) == 0)
+        return p;
+    }
+  return NULL;
+}
+
+VaHostView *
+va_config_to_host_view (const VaConfig *self, const char *port_root)
+{
+  VaHostView *view = va_host_view_new (port_root);
+
+  for (guint i = 0; i < self->pools->len; i++)
+    {
+      const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
+      va_host_view_add_pool (view, p->name, p->max_vqp, -1);
+    }
+  for (guint i = 0; i < self->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (self->networks, i);
+      va_host_view_add_network (view, &n->net);
+    }
+  return view;
+}

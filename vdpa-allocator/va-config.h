@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+#include "va-host-view.h"
+
+G_BEGIN_DECLS
+
+typedef enum
+{
+  VA_ESWITCH_UNCHANGED,
+  VA_ESWITCH_LEGACY,
+  VA_ESWITCH_SWITCHDEV,
+} VaEswitchMode;
+
+typedef enum
+{
+  VA_VLAN_METHOD_NONE,
+  VA_VLAN_METHOD_VST,
+  VA_VLAN_METHOD_BRIDGE,
+  VA_VLAN_METHOD_OVS,
+} VaVlanMethod;
+
+typedef struct
+{
+  char *name;
+  char **match_pf;      /* netdev names; NULL: any */
+  char **match_pci;     /* PCI addresses; NULL: any */
+  guint16 match_vendor; /* 0: any */
+  guint16 match_device; /* 0: any */
+  guint vfs;            /* 0: leave sriov_numvfs as it is */
+  VaEswitchMode eswitch;
+  VaVlanMethod vlan_method;
+  char *uplink_bridge;
+  guint max_vqp;
+  guint mtu; /* 0: the device's default */
+  guint low_watermark;
+} VaPoolConfig;
+
+typedef struct
+{
+  VaNetwork net;
+  guint quota; /* 0: none */
+} VaNetworkConfig;
+
+typedef struct
+{
+  char *dir;
+  GPtrArray *files;    /* char*, the files read, in order */
+  GPtrArray *pools;    /* VaPoolConfig*, sorted by name */
+  GPtrArray *networks; /* VaNetworkConfig*, sorted by name */
+  gboolean simulate;   /* a [simulate] group selects the simulated NIC */
+  guint sim_pfs;
+  guint sim_vfs;
+  guint sim_numa_nodes;
+} VaConfig;
+
+#define VA_CONFIG_MAX_FILE_SIZE (1024 * 1024)
+#define VA_CONFIG_MAX_FILES 256
+#define VA_CONFIG_MAX_GROUPS 4096
+
+/* Reads DIR/vdpa-allocator.conf, then DIR/conf.d/\*.conf in name order; a
+ * key in a later file overrides the same key before it. Every error names
+ * the file, the group and the key. A missing DIR is VA_ERROR_NOT_FOUND. */
+VaConfig *va_config_load (const char *dir, GError **error);
+VaConfig *va_config_new_empty (void);
+void va_config_free (VaConfig *self);
+
+const VaPoolConfig *va_config_lookup_pool (const VaConfig *self, const char *name);
+
+/* The host view for the intent engine, pools at unknown (unlimited) free
+ * capacity. */
+VaHostView *va_config_to_host_view (const VaConfig *self, const char *port_root);
+
+const char *va_eswitch_mode_to_string (VaEswitchMode mode);
+const char *va_vlan_method_to_string (VaVlanMethod method);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaConfig, va_config_free)
+
+G_END_DECLS

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include "va-paths.h"
+
+static const char *
+env_or (const char *var, const char *fallback)
+{
+  const char *v = g_getenv (var);
+  return (v && *v) ? v : fallback;
+}
+
+static const char *
+testbed_path (const char *sub)
+{
+  const char *testbed = g_getenv ("UMOCKDEV_DIR");
+  g_autofree char *path = g_build_filename ((testbed && *testbed) ? testbed : "/", sub, NULL);
+
+  return g_intern_string (path);
+}
+
+const char *
+va_path_get (VaPath which)
+{
+  switch (which)
+    {
+      case VA_PATH_CONFIG:
+        return env_or ("VDPA_ALLOCATOR_CONFIG_DIR", VA_SYSCONFDIR "/vdpa-allocator");
+      case VA_PATH_STATE:
+        return env_or ("VDPA_ALLOCATOR_STATE_DIR", VA_LOCALSTATEDIR "/lib/vdpa-allocator");
+      case VA_PATH_RUN:
+        return env_or ("VDPA_ALLOCATOR_RUN_DIR", "/run/vdpa-allocator");
+      case VA_PATH_SYSFS:
+        return testbed_path ("sys");
+      case VA_PATH_DEV:
+        return testbed_path ("dev");
+      case VA_PATH_HOOKS:
+        return env_or ("VDPA_ALLOCATOR_HOOKS_DIR", VA_SYSCONFDIR "/libvirt/hooks");
+    }
+  g_return_val_if_reached (NULL);
+}
+
+char *
+va_path_ports (const char *run_dir)
+{
+  return g_build_filename (run_dir, "ports", NULL);
+}

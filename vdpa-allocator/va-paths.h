@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Every root path of the suite, so that tests can run the real binaries
+ * against testbeds. Each honours an environment override. */
+typedef enum
+{
+  VA_PATH_CONFIG, /* VDPA_ALLOCATOR_CONFIG_DIR, else $sysconfdir/vdpa-allocator */
+  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, else $localstatedir/lib/vdpa-allocator */
+  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, else /run/vdpa-allocator */
+  VA_PATH_SYSFS,  /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
+  VA_PATH_DEV,    /* $UMOCKDEV_DIR/dev likewise, else /dev */
+  VA_PATH_HOOKS,  /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
+} VaPath;
+
+/* The root for @which; the string lives as long as the process. */
+const char *va_path_get (VaPath which);
+
+/* The directory holding port symlinks: <run dir>/ports. */
+char *va_path_ports (const char *run_dir);
+
+G_END_DECLS

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <locale.h>
+
+#include "va-ctl.h"
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "");
+  return va_ctl_main (argc, argv);
+}
