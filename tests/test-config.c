@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The configuration loader: what an operator writes, and every way to get
+ * it wrong, each caught with a message naming the file, group and key. */
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include "va-config.h"
+#include "va-error.h"
+
+typedef struct
+{
+  char *dir;
+} Fixture;
+
+static void
+fixture_setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  f->dir = g_dir_make_tmp ("va-config-XXXXXX", &error);
+  g_assert_no_error (error);
+}
+
+static void
+rm_rf (const char *path)
+{
+  g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+  const char *name;
+
+  while (d && (name = g_dir_read_name (d)))
+    {
+      g_autofree char *child = g_build_filename (path, name, NULL);
+      if (g_file_test (child, G_FILE_TEST_IS_DIR))
+        rm_rf (child);
+      else
+        g_unlink (child);
+    }
+  g_rmdir (path);
+}
+
+static void
+fixture_teardown (Fixture *f, gconstpointer data)
+{
+  rm_rf (f->dir);
+  g_free (f->dir);
+}
+
+static char *
+write_file (Fixture *f, const char *rel, const char *text)
+{
+  g_autoptr (GError) error = NULL;
+  char *path = g_build_filename (f->dir, rel, NULL);
+  g_autofree char *parent = g_path_get_dirname (path);
+
+  g_mkdir_with_parents (parent, 0755);
+  g_file_set_contents (path, text, -1, &error);
+  g_assert_no_error (error);
+  return path;
+}
+
+/* DESIGN.md section 3, verbatim, inline comments and all. */
+static const char design_example[] = "[pool cx6-p1]\n"
+                                     "match-pf=enp179s0f1          # or match-pci=0000:b3:00.1, match-vendor=15b3, match-device=101d\n"
+                                     "vfs=8                        # sriov_numvfs to create when the PF appears\n"
+                                     "eswitch=switchdev            # or legacy\n"
+                                     "vlan-method=bridge           # vst | bridge | ovs | none\n"
+                                     "uplink-bridge=br-accel       # for bridge/ovs\n"
+                                     "max-vqp=4\n"
+                                     "mtu=1500\n"
+                                     "\n"
+                                     "[network vpc2]\n"
+                                     "mode=vdpa                    # vdpa | virtio | auto\n"
+                                     "pool=cx6-p1\n"
+                                     "vlan=2334\n"
+                                     "fallback-bridge=br-bond0     # the virtio path\n"
+                                     "\n"
+                                     "[network vpc1]\n"
+                                     "mode=virtio\n"
+                                     "vlan=2200\n"
+                                     "fallback-bridge=br-bond0\n";
+
+static void
+test_design_example (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  const VaPoolConfig *pool;
+  const VaNetworkConfig *vpc1, *vpc2;
+
+  g_free (write_file (f, "vdpa-allocator.conf", design_example));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+
+  g_assert_cmpuint (config->pools->len, ==, 1);
+  pool = va_config_lookup_pool (config, "cx6-p1");
+  g_assert_nonnull (pool);
+  g_assert_cmpstr (pool->match_pf[0], ==, "enp179s0f1");
+  g_assert_null (pool->match_pf[1]);
+  g_assert_cmpuint (pool->vfs, ==, 8);
+  g_assert_cmpint (pool->eswitch, ==, VA_ESWITCH_SWITCHDEV);
+  g_assert_cmpint (pool->vlan_method, ==, VA_VLAN_METHOD_BRIDGE);
+  g_assert_cmpstr (pool->uplink_bridge, ==, "br-accel");
+  g_assert_cmpuint (pool->max_vqp, ==, 4);
+  g_assert_cmpuint (pool->mtu, ==, 1500);
+
+  /* sorted by name */
+  g_assert_cmpuint (config->networks->len, ==, 2);
+  vpc1 = g_ptr_array_index (config->networks, 0);
+  vpc2 = g_ptr_array_index (config->networks, 1);
+  g_assert_cmpstr (vpc1->net.name, ==, "vpc1");
+  g_assert_cmpint (vpc1->net.mode, ==, VA_MODE_VIRTIO);
+  g_assert_null (vpc1->net.pool);
+  g_assert_cmpuint (vpc1->net.vlan, ==, 2200);
+  g_assert_cmpint (vpc1->net.bridge_kind, ==, VA_BRIDGE_LINUX);
+  g_assert_cmpstr (vpc2->net.pool, ==, "cx6-p1");
+  g_assert_cmpuint (vpc2->net.vlan, ==, 2334);
+  g_assert_cmpstr (vpc2->net.bridge, ==, "br-bond0");
+  g_assert_false (config->simulate);
+}
+
+static void
+test_dropins_override (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  const VaNetwork *net;
+
+  g_free (write_file (f, "vdpa-allocator.conf", design_example));
+  g_free (write_file (f, "conf.d/20-vlan.conf", "[network vpc2]\nvlan=100\n"));
+  g_free (write_file (f, "conf.d/10-first.conf", "[network vpc2]\nvlan=50\nfallback-bridge-type=ovs\n"));
+  g_free (write_file (f, "conf.d/30-ignored.conf.bak", "[network vpc2]\nvlan=7\n"));
+  g_free (write_file (f, "conf.d/40-sim.conf", "[simulate]\npfs=2\nvfs=16\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (config->files->len, ==, 4);
+
+  view = va_config_to_host_view (config, "/ports");
+  net = va_host_view_lookup_network (view, "vpc2");
+  g_assert_nonnull (net);
+  /* conf.d in name order: 20 overrides 10, and 10's other key stays */
+  g_assert_cmpuint (net->vlan, ==, 100);
+  g_assert_cmpint (net->bridge_kind, ==, VA_BRIDGE_OVS);
+  g_assert_true (config->simulate);
+  g_assert_cmpuint (config->sim_pfs, ==, 2);
+  g_assert_cmpuint (config->sim_vfs, ==, 16);
+  g_assert_true (va_host_view_has_pool (view, "cx6-p1"));
+  g_assert_cmpint (va_host_view_get_pool_free (view, "cx6-p1"), <, 0);
+}
+
+static void
+test_missing_dir (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *missing = g_build_filename (f->dir, "nope", NULL);
+  g_autoptr (VaConfig) config = va_config_load (missing, &error);
+
+  g_assert_null (config);
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+}
+
+typedef struct
+{
+  const char *text;
+  const char *message; /* after "<file>: " */
+} BadCase;
+
+static const BadCase bad_cases[] = {
+  { "[pool a]\nvfs=lots\n", "[pool a] vfs: 'lots' is not a number from 0 to 1024" },
+  { "[pool a]\nvfs=2000\n", "[pool a] vfs: '2000' is not a number from 0 to 1024" },
+  { "[pool a]\ncolour=blue\n", "[pool a] colour: unknown key" },
+  { "[pool a]\neswitch=hybrid\n", "[pool a] eswitch: 'hybrid' is not legacy or switchdev" },
+  { "[pool a]\nvlan-method=magic\n", "[pool a] vlan-method: 'magic' is not vst, bridge, ovs or none" },
+  { "[pool a]\nvlan-method=bridge\n", "[pool a] vlan-method: bridge needs uplink-bridge" },
+  { "[pool a]\nvlan-method=vst\neswitch=switchdev\n",
+    "[pool a] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy" },
+  { "[pool a]\nmatch-pci=0000:b3:00\n", "[pool a] match-pci: '0000:b3:00' is not a PCI address like 0000:b3:00.1" },
+  { "[pool a]\nmatch-pf=this-name-is-far-too-long\n", "[pool a] match-pf: 'this-name-is-far-too-long' is not a network interface name" },
+  { "[pool a]\nmatch-vendor=zz\n", "[pool a] match-vendor: 'zz' is not a 16-bit hexadecimal id" },
+  { "[pool a]\nmax-vqp=0\n", "[pool a] max-vqp: '0' is not a number from 1 to 256" },
+  { "[pool a]\nmtu=9999\n", "[pool a] mtu: '9999' is not a number from 68 to 9216" },
+  { "[pool a/b]\n", "[pool a/b]: 'a/b' is not a valid pool name" },
+  { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, virtio or auto)" },
+  { "[network n]\nmode=fast\n", "[network n] mode: 'fast' is not vdpa, virtio or auto" },
+  { "[network n]\nmode=vdpa\n", "[network n] pool: missing, and mode=vdpa needs one" },
+  { "[network n]\nmode=auto\npool=a\n[pool a]\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
+  { "[network n]\nmode=virtio\n", "[network n] fallback-bridge: missing, and mode=virtio needs one" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\npool=a\n[pool a]\n", "[network n] pool: mode=virtio uses no pool" },
+  { "[network n]\nmode=vdpa\npool=ghost\n", "[network n] pool: no pool named 'ghost'" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\nvlan=4095\n", "[network n] vlan: '4095' is not a number from 1 to 4094" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\nvlan=0\n", "[network n] vlan: '0' is not a number from 1 to 4094" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\nfallback-bridge-type=vde\n",
+    "[network n] fallback-bridge-type: 'vde' is not linux or ovs" },
+  { "[simulate]\npfs=0\n", "[simulate] pfs: '0' is not a number from 1 to 64" },
+  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME or simulate)" },
+};
+
+static void
+test_bad_values (Fixture *f, gconstpointer data)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (bad_cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (VaConfig) config = NULL;
+      g_autofree char *path = write_file (f, "vdpa-allocator.conf", bad_cases[i].text);
+      g_autofree char *expected = g_strdup_printf ("%s: %s", path, bad_cases[i].message);
+
+      config = va_config_load (f->dir, &error);
+      g_assert_null (config);
+      g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG);
+      g_assert_cmpstr (error->message, ==, expected);
+      g_assert_null (strchr (error->message, '\n'));
+    }
+}
+
+static void
+test_error_names_dropin (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autofree char *dropin = NULL;
+  g_autofree char *expected = NULL;
+
+  g_free (write_file (f, "vdpa-allocator.conf", design_example));
+  dropin = write_file (f, "conf.d/50-typo.conf", "[network vpc2]\nvlan=twenty\n");
+  expected = g_strdup_printf ("%s: [network vpc2] vlan: 'twenty' is not a number from 1 to 4094", dropin);
+  config = va_config_load (f->dir, &error);
+  g_assert_null (config);
+  g_assert_cmpstr (error->message, ==, expected);
+}
+
+static void
+test_syntax_and_size (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autofree char *path = write_file (f, "vdpa-allocator.conf", "[pool a\nvfs=1\n");
+  g_autoptr (GString) huge = g_string_new ("[pool a]\n");
+
+  config = va_config_load (f->dir, &error);
+  g_assert_null (config);
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG);
+  g_assert_true (g_str_has_prefix (error->message, path));
+  g_clear_error (&error);
+
+  while (huge->len <= VA_CONFIG_MAX_FILE_SIZE)
+    g_string_append (huge, "# padding padding padding padding padding padding\n");
+  g_free (write_file (f, "vdpa-allocator.conf", huge->str));
+  config = va_config_load (f->dir, &error);
+  g_assert_null (config);
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG);
+  g_assert_nonnull (strstr (error->message, "over the limit"));
+}
+
+static void
+test_empty_dir (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = va_config_load (f->dir, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (config->pools->len, ==, 0);
+  g_assert_cmpuint (config->networks->len, ==, 0);
+  g_assert_cmpuint (config->files->len, ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+#define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+  ADD ("/config/design-example", test_design_example);
+  ADD ("/config/dropins-override-in-name-order", test_dropins_override);
+  ADD ("/config/missing-dir", test_missing_dir);
+  ADD ("/config/empty-dir", test_empty_dir);
+  ADD ("/config/bad-values-name-file-group-key", test_bad_values);
+  ADD ("/config/error-names-the-dropin", test_error_names_dropin);
+  ADD ("/config/syntax-and-size", test_syntax_and_size);
+  return g_test_run ();
+}
