@@ -233,10 +233,7 @@ int
 va_ctl_main (int argc, char **argv)
 {
   if (argc < 2)
-    {
-      usage (stderr);
-      return 1;
-    }
+    return fail_msg ("no command given; see 'vdpactl --help'");
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
     {
       usage (stdout);
