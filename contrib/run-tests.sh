@@ -20,6 +20,8 @@ meson test -C build --print-errorlogs
 
 step "Tests under valgrind"
 meson test -C build --setup=valgrind --print-errorlogs
+VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
+    meson test -C build --suite cli --print-errorlogs --logbase testlog-cli-valgrind
 
 step "Building with ASan+UBSan (build-asan/)"
 ./contrib/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false

@@ -202,8 +202,11 @@ parse_xml (const char *xml, gsize len, GError **error)
       if (err && err->message && strstr (err->message, "Excessive depth"))
         g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
       else if (err && err->message)
-        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML at line %d: %s", err->line,
-                     g_strchomp (g_strdup (err->message)));
+        {
+          /* one line, whatever libxml2 says */
+          g_autofree char *msg = g_strstrip (g_strdelimit (g_strdup (err->message), "\r\n", ' '));
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML at line %d: %s", err->line, msg);
+        }
       else
         g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML");
       g_clear_pointer (&doc, xmlFreeDoc);

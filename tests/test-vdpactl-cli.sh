@@ -4,6 +4,8 @@
 # stdout. TAP output.
 set -u
 vdpactl=${VDPACTL:?}
+# VDPACTL_WRAPPER, e.g. "valgrind --error-exitcode=1 -q", wraps every call
+vdpactl_run() { ${VDPACTL_WRAPPER:-} "$vdpactl" "$@"; }
 src=${VA_SRCDIR:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -30,46 +32,46 @@ expect_error() {
 cfg="$src/contrib/examples"
 dom="$src/contrib/examples/vm1.xml"
 
-"$vdpactl" --help >"$tmp/out" 2>&1 && grep -q '^  rewrite' "$tmp/out" && ok "--help lists rewrite" || not_ok "--help lists rewrite"
-"$vdpactl" rewrite --help >"$tmp/out" 2>&1
+vdpactl_run --help >"$tmp/out" 2>&1 && grep -q '^  rewrite' "$tmp/out" && ok "--help lists rewrite" || not_ok "--help lists rewrite"
+vdpactl_run rewrite --help >"$tmp/out" 2>&1
 for opt in --to --config --capacity --verbose; do
     grep -q -- "$opt" "$tmp/out" && ok "rewrite --help names $opt" || not_ok "rewrite --help names $opt"
 done
-"$vdpactl" --version | grep -q '^vdpactl [0-9]' && ok "--version" || not_ok "--version"
+vdpactl_run --version | grep -q '^vdpactl [0-9]' && ok "--version" || not_ok "--version"
 
-expect_error "no command" "$vdpactl"
-expect_error "unknown command" "$vdpactl" frobnicate
-expect_error "unknown option" "$vdpactl" rewrite --bogus "$dom"
-expect_error "bad --to" "$vdpactl" rewrite --config "$cfg" --to fast "$dom"
-expect_error "two files" "$vdpactl" rewrite --config "$cfg" "$dom" "$dom"
-expect_error "missing file" "$vdpactl" rewrite --config "$cfg" "$tmp/none.xml"
-expect_error "missing --config dir" "$vdpactl" rewrite --config "$tmp/nodir" "$dom"
-expect_error "bad --capacity" "$vdpactl" rewrite --config "$cfg" --capacity cx6-p1 "$dom"
-expect_error "negative --capacity" "$vdpactl" rewrite --config "$cfg" --capacity cx6-p1=-1 "$dom"
-expect_error "unknown pool in --capacity" "$vdpactl" rewrite --config "$cfg" --capacity ghost=1 "$dom"
-expect_error "empty stdin" "$vdpactl" rewrite --config "$cfg" -
+expect_error "no command" vdpactl_run
+expect_error "unknown command" vdpactl_run frobnicate
+expect_error "unknown option" vdpactl_run rewrite --bogus "$dom"
+expect_error "bad --to" vdpactl_run rewrite --config "$cfg" --to fast "$dom"
+expect_error "two files" vdpactl_run rewrite --config "$cfg" "$dom" "$dom"
+expect_error "missing file" vdpactl_run rewrite --config "$cfg" "$tmp/none.xml"
+expect_error "missing --config dir" vdpactl_run rewrite --config "$tmp/nodir" "$dom"
+expect_error "bad --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1 "$dom"
+expect_error "negative --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1=-1 "$dom"
+expect_error "unknown pool in --capacity" vdpactl_run rewrite --config "$cfg" --capacity ghost=1 "$dom"
+expect_error "empty stdin" vdpactl_run rewrite --config "$cfg" -
 printf '<domain>' >"$tmp/cut.xml"
-expect_error "truncated document" "$vdpactl" rewrite --config "$cfg" "$tmp/cut.xml"
+expect_error "truncated document" vdpactl_run rewrite --config "$cfg" "$tmp/cut.xml"
 mkdir -p "$tmp/badcfg" && printf '[network x]\nmode=warp\n' >"$tmp/badcfg/vdpa-allocator.conf"
-expect_error "bad config" "$vdpactl" rewrite --config "$tmp/badcfg" "$dom"
+expect_error "bad config" vdpactl_run rewrite --config "$tmp/badcfg" "$dom"
 grep -q "vdpa-allocator.conf: \[network x\] mode: 'warp'" "$tmp/err" && ok "config error names file, group and key" ||
     not_ok "config error names file, group and key"
 
 # stdout closed: the write error is reported, not swallowed
-"$vdpactl" rewrite --config "$cfg" "$dom" >&- 2>"$tmp/err"
+vdpactl_run rewrite --config "$cfg" "$dom" >&- 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q 'writing the output' "$tmp/err" && ok "closed stdout is an error" || not_ok "closed stdout is an error (rc=$rc)"
 
 # reads stdin and writes the same as from a file
-"$vdpactl" rewrite --config "$cfg" "$dom" >"$tmp/a.xml" && "$vdpactl" rewrite --config "$cfg" - <"$dom" | cmp -s - "$tmp/a.xml" &&
+vdpactl_run rewrite --config "$cfg" "$dom" >"$tmp/a.xml" && vdpactl_run rewrite --config "$cfg" - <"$dom" | cmp -s - "$tmp/a.xml" &&
     ok "stdin and FILE give the same output" || not_ok "stdin and FILE give the same output"
 
 # the default config dir comes from the environment
-VDPA_ALLOCATOR_CONFIG_DIR="$cfg" "$vdpactl" rewrite "$dom" | cmp -s - "$tmp/a.xml" &&
+VDPA_ALLOCATOR_CONFIG_DIR="$cfg" vdpactl_run rewrite "$dom" | cmp -s - "$tmp/a.xml" &&
     ok "VDPA_ALLOCATOR_CONFIG_DIR is the default --config" || not_ok "VDPA_ALLOCATOR_CONFIG_DIR is the default --config"
 
 # the port root follows the run directory
-VDPA_ALLOCATOR_RUN_DIR=/tmp/va-run "$vdpactl" rewrite --config "$cfg" "$dom" | grep -q "source dev=\"/tmp/va-run/ports/" &&
+VDPA_ALLOCATOR_RUN_DIR=/tmp/va-run vdpactl_run rewrite --config "$cfg" "$dom" | grep -q "source dev=\"/tmp/va-run/ports/" &&
     ok "port paths follow VDPA_ALLOCATOR_RUN_DIR" || not_ok "port paths follow VDPA_ALLOCATOR_RUN_DIR"
 
 echo "1..$n"
