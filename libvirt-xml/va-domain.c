@@ -164,6 +164,34 @@ input_has_decl (const char *xml, gsize len)
   return len >= 6 && memcmp (xml, "<?xml", 5) == 0 && g_ascii_isspace (xml[5]);
 }
 
+/* libxml2 refuses an element only when 256 are already open, so a document
+ * 257 deep gets through it: count for ourselves. */
+static gboolean
+is_too_deep (xmlNode *root)
+{
+  xmlNode *n = root;
+  guint depth = 1;
+
+  while (n)
+    {
+      if (n->type == XML_ELEMENT_NODE && depth > VA_XML_MAX_DEPTH)
+        return TRUE;
+      if (n->type == XML_ELEMENT_NODE && n->children)
+        {
+          n = n->children;
+          depth++;
+          continue;
+        }
+      while (n != root && !n->next)
+        {
+          n = n->parent;
+          depth--;
+        }
+      n = n == root ? NULL : n->next;
+    }
+  return FALSE;
+}
+
 static xmlDoc *
 parse_xml (const char *xml, gsize len, GError **error)
 {
@@ -209,6 +237,11 @@ parse_xml (const char *xml, gsize len, GError **error)
         }
       else
         g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML");
+      g_clear_pointer (&doc, xmlFreeDoc);
+    }
+  else if (xmlDocGetRootElement (doc) && is_too_deep (xmlDocGetRootElement (doc)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
       g_clear_pointer (&doc, xmlFreeDoc);
     }
   xmlFreeParserCtxt (ctxt);
