@@ -867,9 +867,14 @@ va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError *
         return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac),
                FALSE;
       if (*want == VA_FORM_PORTABLE && !plan->bridge)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: %s has no bridge, so the NIC has no portable form",
-                            nic->mac, nic->network ? "its network" : "the NIC"),
-               FALSE;
+        {
+          if (nic->network)
+            g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' has no fallback-bridge, so no portable form",
+                         nic->mac, nic->network);
+          else
+            g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: names no bridge, so it has no portable form", nic->mac);
+          return FALSE;
+        }
     }
 
   for (guint i = 0; i < self->nics->len; i++)

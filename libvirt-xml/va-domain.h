@@ -71,8 +71,8 @@ gboolean va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *pl
 char *va_port_path (const char *port_root, const char *uuid, const char *mac);
 
 /* Rewrites every marked interface to @form (accelerated: each NIC whose mode
- * and pool capacity allow it, portable: all). Capacity is consumed in
- * document order. All NICs are resolved before anything is changed: on error
+ * and pool capacity allow it, portable: all). Capacity is consumed in the
+ * order of the vdpa:nic elements. All NICs are resolved before anything is changed: on error
  * the document is untouched. */
 gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
 
