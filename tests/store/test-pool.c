@@ -480,7 +480,7 @@ test_scale (void)
   assert_counts (pools, 4096, 96, 4000, 0, 96);
   g_assert_cmpuint (va_pools_release_domain (pools, UUID_A), ==, 4000);
   assert_counts (pools, 4096, 4096, 0, 0, 4096);
-  g_test_message ("4096 slots built in %" G_GINT64_FORMAT " µs; 4000 + 2000 pairs in %" G_GINT64_FORMAT " µs", t1 - t0,
+  g_test_message ("4096 slots built in %" G_GINT64_FORMAT " us; 4000 + 2000 pairs in %" G_GINT64_FORMAT " us", t1 - t0,
                   g_get_monotonic_time () - t1);
 }
 
