@@ -78,6 +78,7 @@ va_config_free (VaConfig *self)
   g_ptr_array_unref (self->files);
   g_ptr_array_unref (self->pools);
   g_ptr_array_unref (self->networks);
+  g_strfreev (self->sim_unhealthy);
   g_free (self);
 }
 
@@ -263,7 +264,8 @@ item_list (const Item *it, gboolean (*valid) (const char *), const char *what, c
         continue;
       if (!valid (parts[i]))
         return item_error (it, error, "'%.64s' is not %s", parts[i], what);
-      g_ptr_array_add (list, g_ascii_strdown (parts[i], -1));
+      /* PCI addresses compare in lower case; interface names as written */
+      g_ptr_array_add (list, valid == is_pci_address ? g_ascii_strdown (parts[i], -1) : g_strdup (parts[i]));
     }
   if (list->len == 0)
     return item_error (it, error, "empty list");
@@ -459,6 +461,11 @@ parse_simulate (VaConfig *self, const Group *g, GError **error)
       else if (strcmp (key, "numa-nodes") == 0)
         {
           if (!item_uint (&it, 1, 64, &self->sim_numa_nodes, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "unhealthy-pfs") == 0)
+        {
+          if (!item_list (&it, va_ifname_is_valid, "a network interface name", &self->sim_unhealthy, error))
             return FALSE;
         }
       else

@@ -54,6 +54,7 @@ typedef struct
   guint sim_pfs;
   guint sim_vfs;
   guint sim_numa_nodes;
+  char **sim_unhealthy; /* PF names the simulation reports as down */
 } VaConfig;
 
 #define VA_CONFIG_MAX_FILE_SIZE (1024 * 1024)

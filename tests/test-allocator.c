@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The allocator core on the simulated NIC (the stand-in for hardware this
+ * machine lacks) with a real SQLite store: leases, their durability across
+ * a restart, port links, reconciliation of devices. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-allocator.h"
+#include "va-error.h"
+
+#define UUID1 "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+#define UUID2 "11111111-2222-3333-4444-555555555555"
+
+typedef struct
+{
+  char *dir;
+  char *conf_dir;
+  char *state_dir;
+  char *run_dir;
+  VaConfig *config;
+  VaBackend *backend;
+  VaStore *store;
+  VaAllocator *alloc;
+  guint added;
+  guint removed;
+  guint low;
+} Fixture;
+
+static const char conf[] = "[simulate]\n"
+                           "pfs=2\n"
+                           "vfs=2\n"
+                           "numa-nodes=2\n"
+                           "[pool accel]\n"
+                           "match-vendor=15b3\n"
+                           "max-vqp=2\n"
+                           "low-watermark=2\n"
+                           "[network vpc2]\n"
+                           "mode=vdpa\n"
+                           "pool=accel\n"
+                           "vlan=2334\n"
+                           "[network capped]\n"
+                           "mode=vdpa\n"
+                           "pool=accel\n"
+                           "vlan=10\n"
+                           "quota=1\n"
+                           "[network vpc1]\n"
+                           "mode=virtio\n"
+                           "vlan=2200\n"
+                           "fallback-bridge=br0\n";
+
+static void
+on_added (VaAllocator *a, VaLease *lease, Fixture *f)
+{
+  f->added++;
+}
+
+static void
+on_removed (VaAllocator *a, VaLease *lease, Fixture *f)
+{
+  f->removed++;
+}
+
+static void
+on_low (VaAllocator *a, const char *pool, guint free, Fixture *f)
+{
+  f->low++;
+}
+
+static void
+start (Fixture *f)
+{
+  g_autoptr (GError) error = NULL;
+
+  f->config = va_config_load (f->conf_dir, &error);
+  g_assert_no_error (error);
+  f->backend = va_backend_sim_new (f->config, f->run_dir, &error);
+  g_assert_no_error (error);
+  f->store = va_store_open (f->state_dir, &error);
+  g_assert_no_error (error);
+  f->alloc = va_allocator_new (f->config, f->backend, f->store, f->run_dir, &error);
+  g_assert_no_error (error);
+  g_signal_connect (f->alloc, "lease-added", G_CALLBACK (on_added), f);
+  g_signal_connect (f->alloc, "lease-removed", G_CALLBACK (on_removed), f);
+  g_signal_connect (f->alloc, "low-watermark", G_CALLBACK (on_low), f);
+}
+
+static void
+stop (Fixture *f)
+{
+  g_clear_object (&f->alloc);
+  g_clear_pointer (&f->store, va_store_free);
+  g_clear_object (&f->backend);
+  g_clear_pointer (&f->config, va_config_free);
+}
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *conf_file = NULL;
+
+  f->dir = g_dir_make_tmp ("va-alloc-XXXXXX", &error);
+  g_assert_no_error (error);
+  f->conf_dir = g_build_filename (f->dir, "etc", NULL);
+  f->state_dir = g_build_filename (f->dir, "state", NULL);
+  f->run_dir = g_build_filename (f->dir, "run", NULL);
+  g_mkdir (f->conf_dir, 0755);
+  conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_file_set_contents (conf_file, conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", f->dir);
+
+  stop (f);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (f->dir);
+  g_free (f->conf_dir);
+  g_free (f->state_dir);
+  g_free (f->run_dir);
+}
+
+static void
+done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  *(GAsyncResult **) user_data = g_object_ref (result);
+}
+
+static GAsyncResult *
+wait_for (GAsyncResult **slot)
+{
+  while (!*slot)
+    g_main_context_iteration (NULL, TRUE);
+  return *slot;
+}
+
+static VaLease *
+allocate (Fixture *f, const char *uuid, const char *mac, const char *network, int numa, GError **error)
+{
+  VaAllocRequest req = { .uuid = uuid, .domain_name = "vm", .mac = mac, .network = network, .numa_node = numa };
+  g_autoptr (GAsyncResult) res = NULL;
+
+  va_allocator_allocate_async (f->alloc, &req, done_cb, &res);
+  return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
+}
+
+static gboolean
+release (Fixture *f, const char *uuid, const char *mac, GError **error)
+{
+  g_autoptr (GAsyncResult) res = NULL;
+
+  va_allocator_release_async (f->alloc, uuid, mac, done_cb, &res);
+  return va_allocator_release_finish (f->alloc, wait_for (&res), error);
+}
+
+static guint
+n_leases (Fixture *f)
+{
+  g_autoptr (GPtrArray) leases = va_allocator_list_leases (f->alloc);
+  return leases->len;
+}
+
+static guint
+n_leased (Fixture *f, const char *pool)
+{
+  g_autoptr (VaPoolStatus) st = va_allocator_get_pool (f->alloc, pool, NULL);
+  return st->leased;
+}
+
+static void
+test_allocate_until_exhausted (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) slots = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (VaPoolStatus) st = NULL;
+
+  for (guint i = 0; i < 4; i++)
+    {
+      g_autofree char *mac = g_strdup_printf ("52:54:00:00:00:%02x", i + 1);
+      g_autoptr (VaLease) lease = allocate (f, UUID1, mac, "vpc2", -1, &error);
+      g_autofree char *target = NULL;
+
+      g_assert_no_error (error);
+      g_assert_cmpstr (lease->pool, ==, "accel");
+      g_assert_cmpuint (lease->vlan, ==, 2334);
+      g_assert_cmpuint (lease->queues, ==, 2);
+      g_assert_true (g_hash_table_add (slots, g_strdup (lease->slot)));
+      /* the port path resolves to the device's char node */
+      target = g_file_read_link (lease->port, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (target, ==, lease->chardev);
+      g_assert_true (g_file_test (lease->port, G_FILE_TEST_EXISTS));
+    }
+  g_assert_cmpuint (f->added, ==, 4);
+  g_assert_cmpuint (f->low, ==, 1); /* crossed below 2 once */
+
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:01:01", "vpc2", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  st = va_allocator_get_pool (f->alloc, "accel", NULL);
+  g_assert_cmpuint (st->total, ==, 4);
+  g_assert_cmpuint (st->free, ==, 0);
+  g_assert_cmpuint (st->leased, ==, 4);
+}
+
+static void
+test_idempotent_and_release (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:6B:3C:58", "vpc2", -1, &error);
+  g_autoptr (VaLease) b = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autofree char *port = NULL;
+  g_autofree char *chardev = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (a->mac, ==, "52:54:00:6b:3c:58");
+  b = allocate (f, UUID1, "52:54:00:6b:3c:58", "vpc2", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_lease_equal (a, b));
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 1);
+
+  port = g_strdup (a->port);
+  chardev = g_strdup (a->chardev);
+  g_assert_true (release (f, UUID1, a->mac, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (port, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (chardev, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (f->removed, ==, 1);
+  /* releasing again is fine */
+  g_assert_true (release (f, UUID1, a->mac, &error));
+  g_assert_cmpuint (f->removed, ==, 1);
+}
+
+static void
+test_bad_requests (Fixture *f, gconstpointer data)
+{
+  static const struct
+  {
+    const char *uuid, *mac, *network;
+    gint code;
+  } cases[] = {
+    { "not-a-uuid", "52:54:00:00:00:01", "vpc2", VA_ERROR_INVALID_ARGUMENT },
+    { UUID1, "01:00:5e:00:00:01", "vpc2", VA_ERROR_INVALID_ARGUMENT },
+    { UUID1, "52:54:00:00:00:01", "nope", VA_ERROR_NO_SUCH_NETWORK },
+    { UUID1, "52:54:00:00:00:01", "vpc1", VA_ERROR_INVALID_ARGUMENT }, /* virtio only */
+    { UUID1, "52:54:00:00:00:01", "", VA_ERROR_INVALID_ARGUMENT },     /* neither network nor pool */
+    { UUID1, "52:54:00:00:00:01", "../../etc", VA_ERROR_INVALID_ARGUMENT },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_assert_null (allocate (f, cases[i].uuid, cases[i].mac, cases[i].network, -1, &error));
+      g_assert_error (error, VA_ERROR, cases[i].code);
+    }
+  g_assert_cmpuint (n_leases (f), ==, 0);
+}
+
+static void
+test_quota_drain_numa (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "capped", -1, &error);
+  g_autoptr (VaLease) n1 = NULL;
+  g_autoptr (VaPoolStatus) st = NULL;
+
+  g_assert_no_error (error);
+  g_assert_null (allocate (f, UUID1, "52:54:00:00:00:02", "capped", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_clear_error (&error);
+
+  /* sim PF i sits on NUMA node i % 2; sim1 is node 1 */
+  n1 = allocate (f, UUID1, "52:54:00:00:00:03", "vpc2", 1, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_str_has_prefix (n1->slot, "0001:"));
+
+  g_assert_true (va_allocator_drain (f->alloc, "accel", TRUE, &error));
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:04", "vpc2", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  st = va_allocator_get_pool (f->alloc, "accel", NULL);
+  g_assert_true (st->draining);
+  g_assert_cmpuint (st->free, ==, 0);
+  /* release still works while draining */
+  g_assert_true (release (f, UUID1, a->mac, &error));
+  g_assert_false (va_allocator_drain (f->alloc, "ghost", TRUE, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL);
+}
+
+static void
+test_leases_survive_restart (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (VaLease) b = allocate (f, UUID2, "52:54:00:00:00:02", "vpc2", -1, &error);
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+  gint n;
+
+  g_assert_no_error (error);
+  /* the link of a lease is gone, as after a reboot of /run */
+  g_unlink (b->port);
+  stop (f);
+  start (f);
+
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 2);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), a) || va_lease_equal (g_ptr_array_index (leases, 1), a));
+  /* the restored leases hold their slots */
+  g_assert_cmpuint (n_leased (f, "accel"), ==, 2);
+  g_assert_true (g_file_test (b->port, G_FILE_TEST_EXISTS));
+
+  n = va_allocator_claim (f->alloc, UUID1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (n, ==, 1);
+
+  /* no libvirt here: reconciliation releases nothing and says so */
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+  g_assert_false (report->libvirt_reachable);
+  g_assert_cmpuint (report->released, ==, 0);
+  g_assert_cmpuint (n_leases (f), ==, 2);
+}
+
+static gboolean
+list_two (GHashTable **domains, gpointer user_data, GError **error)
+{
+  *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_hash_table_insert (*domains, g_strdup (UUID1), GINT_TO_POINTER (TRUE));
+  return TRUE;
+}
+
+static void
+test_reconcile (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (VaLease) gone = allocate (f, UUID2, "52:54:00:00:00:02", "vpc2", -1, &error);
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+  g_autofree char *orphan_rec = NULL;
+  g_autofree char *a_rec = NULL;
+  g_autoptr (VaDeviceInfo) orphan = NULL;
+  VaDeviceRequest dreq = { .slot = "0001:3c:00.1", .pf = "sim1", .mac = "52:54:00:99:99:99", .queues = 1 };
+
+  g_assert_no_error (error);
+  /* a device no lease owns, as after a crash between provisioning and
+   * commit; and a leased device that vanished */
+  orphan = va_backend_create_device (f->backend, &dreq, &error);
+  g_assert_no_error (error);
+  a_rec = g_build_filename (f->run_dir, "sim", "vdpa", a->device, NULL);
+  g_unlink (a->chardev);
+  g_unlink (a_rec);
+  orphan_rec = g_build_filename (f->run_dir, "sim", "vdpa", orphan->name, NULL);
+  g_assert_true (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
+
+  va_allocator_set_domain_lister (f->alloc, list_two, NULL);
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+  g_assert_true (report->libvirt_reachable);
+  g_assert_cmpuint (report->orphans->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (report->orphans, 0), ==, orphan->name);
+  g_assert_false (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (report->missing->len, ==, 1);
+  g_assert_true (g_file_test (a->chardev, G_FILE_TEST_EXISTS));
+  /* UUID2 is unknown to libvirt: released */
+  g_assert_cmpuint (report->released, ==, 1);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  g_assert_false (g_file_test (gone->port, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_release_domain (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (VaLease) b = allocate (f, UUID1, "52:54:00:00:00:02", "vpc2", -1, &error);
+  g_autoptr (VaLease) c = allocate (f, UUID2, "52:54:00:00:00:03", "vpc2", -1, &error);
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autofree char *dir = g_path_get_dirname (a->port);
+
+  g_assert_no_error (error);
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &res);
+  g_assert_cmpint (va_allocator_release_domain_finish (f->alloc, wait_for (&res), &error), ==, 2);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (n_leases (f), ==, 1);
+}
+
+static void
+test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  const char *xml = "<domain><name>x</name><uuid>" UUID1 "</uuid><metadata>"
+                    "<v:nics xmlns:v='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+                    "<v:nic mac='52:54:00:00:00:09' pool='accel' vlan='5' bridge='br0'/></v:nics></metadata>"
+                    "<devices><interface type='network'><mac address='52:54:00:00:00:09'/><source network='default'/></interface>"
+                    "</devices></domain>";
+  g_autofree char *out = NULL;
+
+  out = va_allocator_rewrite_domain (f->alloc, xml, VA_FORM_ACCELERATED, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (out, "type=\"vdpa\""));
+  g_assert_true (va_allocator_drain (f->alloc, "accel", TRUE, NULL));
+  g_free (out);
+  out = va_allocator_rewrite_domain (f->alloc, xml, VA_FORM_ACCELERATED, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (out, "type=\"bridge\""));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+#define ADD(path, fn) g_test_add (path, Fixture, NULL, setup, fn, teardown)
+  ADD ("/allocator/allocate-until-exhausted", test_allocate_until_exhausted);
+  ADD ("/allocator/idempotent-and-release", test_idempotent_and_release);
+  ADD ("/allocator/bad-requests", test_bad_requests);
+  ADD ("/allocator/quota-drain-numa", test_quota_drain_numa);
+  ADD ("/allocator/leases-survive-restart", test_leases_survive_restart);
+  ADD ("/allocator/reconcile", test_reconcile);
+  ADD ("/allocator/release-domain", test_release_domain);
+  ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
+  return g_test_run ();
+}

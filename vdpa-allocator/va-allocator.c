@@ -1,0 +1,1125 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include "va-allocator.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-error.h"
+#include "va-paths.h"
+#include "va-pool.h"
+
+/* A lease of an inactive domain younger than this is not reconciled away:
+ * it may belong to a start in progress (prepare runs before the domain is
+ * active). */
+#define RECONCILE_GRACE_SECONDS 60
+
+typedef enum
+{
+  ENTRY_PENDING,   /* provisioned, insert queued */
+  ENTRY_COMMITTED, /* in the store */
+  ENTRY_RELEASING, /* delete queued */
+} EntryState;
+
+typedef struct
+{
+  char *key; /* "uuid/mac" */
+  VaLease *lease;
+  EntryState state;
+  gboolean broken;    /* its slot is not on this host now */
+  GPtrArray *waiters; /* GTask*, answered when the queued operation is done */
+} Entry;
+
+typedef enum
+{
+  PENDING_INSERT,
+  PENDING_DELETE,
+  PENDING_DELETE_DOMAIN,
+} PendingKind;
+
+typedef struct
+{
+  PendingKind kind;
+  VaStoreOp *op;
+  GPtrArray *keys; /* char*, the entries it settles */
+  GTask *task;
+} Pending;
+
+struct _VaAllocator
+{
+  GObject parent;
+
+  VaConfig *config;
+  VaBackend *backend;
+  VaStore *store;
+  char *run_dir;
+  char *ports_dir;
+  VaHostView *view; /* networks and pools, capacity unlimited: pools decide */
+  VaPools *pools;
+  GHashTable *entries; /* key → Entry* */
+  GPtrArray *pending;  /* Pending* */
+  guint commit_source;
+  GHashTable *below_watermark; /* pool names */
+  VaDomainLister lister;
+  gpointer lister_data;
+};
+
+enum
+{
+  SIGNAL_LEASE_ADDED,
+  SIGNAL_LEASE_REMOVED,
+  SIGNAL_LOW_WATERMARK,
+  SIGNAL_POOLS_CHANGED,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
+
+G_DEFINE_TYPE (VaAllocator, va_allocator, G_TYPE_OBJECT)
+
+static void
+entry_free (Entry *e)
+{
+  g_free (e->key);
+  va_lease_free (e->lease);
+  g_clear_pointer (&e->waiters, g_ptr_array_unref);
+  g_free (e);
+}
+
+static void
+pending_free (Pending *p)
+{
+  g_clear_pointer (&p->op, va_store_op_unref);
+  g_clear_pointer (&p->keys, g_ptr_array_unref);
+  g_clear_object (&p->task);
+  g_free (p);
+}
+
+void
+va_pool_status_free (VaPoolStatus *status)
+{
+  if (!status)
+    return;
+  g_free (status->name);
+  g_free (status->health_reason);
+  g_free (status);
+}
+
+void
+va_reconcile_report_free (VaReconcileReport *report)
+{
+  if (!report)
+    return;
+  g_ptr_array_unref (report->orphans);
+  g_ptr_array_unref (report->busy);
+  g_ptr_array_unref (report->missing);
+  g_free (report->libvirt_error);
+  g_free (report);
+}
+
+static char *
+make_key (const char *uuid, const char *mac)
+{
+  return g_strconcat (uuid, "/", mac, NULL);
+}
+
+/* ---- port links ---------------------------------------------------------- */
+
+static char *
+port_dir (VaAllocator *self, const char *uuid)
+{
+  return g_build_filename (self->ports_dir, uuid, NULL);
+}
+
+/* RUN/ports/UUID/MAC → chardev, replaced atomically. */
+static gboolean
+make_port_link (VaAllocator *self, const VaLease *lease, GError **error)
+{
+  g_autofree char *dir = port_dir (self, lease->uuid);
+  g_autofree char *tmp = g_strdup_printf ("%s.tmp", lease->port);
+  g_autofree char *cur = g_file_read_link (lease->port, NULL);
+
+  if (g_strcmp0 (cur, lease->chardev) == 0)
+    return TRUE;
+  if (g_mkdir_with_parents (dir, 0755) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno)), FALSE;
+  g_unlink (tmp);
+  if (symlink (lease->chardev, tmp) < 0 || rename (tmp, lease->port) < 0)
+    {
+      int err = errno;
+      g_unlink (tmp);
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "linking %s to %s: %s", lease->port, lease->chardev,
+                          g_strerror (err)),
+             FALSE;
+    }
+  return TRUE;
+}
+
+static void
+remove_port_link (VaAllocator *self, const char *uuid, const char *mac)
+{
+  g_autofree char *dir = port_dir (self, uuid);
+  g_autofree char *link = g_build_filename (dir, mac, NULL);
+
+  g_unlink (link);
+  g_rmdir (dir); /* only when empty */
+}
+
+/* ---- signals and counts -------------------------------------------------- */
+
+static void
+check_watermark (VaAllocator *self, const char *pool)
+{
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, pool);
+  VaPoolCounts counts;
+
+  if (!pc || pc->low_watermark == 0 || !va_pools_get_counts (self->pools, pool, &counts, NULL))
+    return;
+  if (counts.usable < pc->low_watermark)
+    {
+      if (!g_hash_table_contains (self->below_watermark, pool))
+        {
+          g_hash_table_add (self->below_watermark, g_strdup (pool));
+          g_signal_emit (self, signals[SIGNAL_LOW_WATERMARK], 0, pool, counts.usable);
+        }
+    }
+  else
+    g_hash_table_remove (self->below_watermark, pool);
+}
+
+/* ---- the batch ----------------------------------------------------------- */
+
+static gboolean commit_idle (gpointer user_data);
+
+static void
+schedule_commit (VaAllocator *self)
+{
+  /* at idle priority: after every request already received this turn */
+  if (!self->commit_source)
+    self->commit_source = g_idle_add (commit_idle, self);
+}
+
+static void
+tear_down (VaAllocator *self, Entry *e)
+{
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, e->lease->pool);
+  g_autoptr (GError) error = NULL;
+
+  remove_port_link (self, e->lease->uuid, e->lease->mac);
+  /* A device that will not go is an orphan for reconciliation: the lease
+   * is gone from the store either way. */
+  if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
+    g_debug ("%s: %s", e->key, error->message);
+  if (!e->broken)
+    va_pools_release (self->pools, e->lease->uuid, e->lease->mac, NULL);
+}
+
+static void
+answer_waiters (Entry *e, const GError *error)
+{
+  g_autoptr (GPtrArray) waiters = g_steal_pointer (&e->waiters);
+
+  for (guint i = 0; waiters && i < waiters->len; i++)
+    {
+      GTask *task = g_ptr_array_index (waiters, i);
+      if (error)
+        g_task_return_error (task, g_error_copy (error));
+      else if (g_task_get_source_tag (task) == va_allocator_allocate_async)
+        g_task_return_pointer (task, va_lease_copy (e->lease), (GDestroyNotify) va_lease_free);
+      else
+        g_task_return_boolean (task, TRUE);
+    }
+}
+
+static void
+settle_insert (VaAllocator *self, Pending *p)
+{
+  const char *key = g_ptr_array_index (p->keys, 0);
+  Entry *e = g_hash_table_lookup (self->entries, key);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *pool = g_strdup (e->lease->pool);
+
+  if (!va_store_op_propagate_error (p->op, &error))
+    {
+      g_prefix_error (&error, "recording the lease: ");
+      tear_down (self, e);
+      answer_waiters (e, error);
+      g_hash_table_remove (self->entries, key);
+      return;
+    }
+  e->state = ENTRY_COMMITTED;
+  e->lease->created = va_store_op_get_lease (p->op)->created;
+  answer_waiters (e, NULL);
+  g_signal_emit (self, signals[SIGNAL_LEASE_ADDED], 0, e->lease);
+  check_watermark (self, pool);
+}
+
+static void
+settle_delete (VaAllocator *self, Pending *p)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean ok = va_store_op_propagate_error (p->op, &error);
+
+  for (guint i = 0; i < p->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (p->keys, i);
+      Entry *e = g_hash_table_lookup (self->entries, key);
+      g_autofree char *pool = NULL;
+
+      if (!e)
+        continue;
+      if (!ok)
+        {
+          e->state = ENTRY_COMMITTED;
+          answer_waiters (e, error);
+          continue;
+        }
+      pool = g_strdup (e->lease->pool);
+      tear_down (self, e);
+      answer_waiters (e, NULL);
+      g_signal_emit (self, signals[SIGNAL_LEASE_REMOVED], 0, e->lease);
+      g_hash_table_remove (self->entries, key);
+      check_watermark (self, pool);
+    }
+  if (p->task)
+    {
+      if (!ok)
+        g_task_return_error (p->task, g_steal_pointer (&error));
+      else
+        g_task_return_int (p->task, p->keys->len);
+    }
+}
+
+static gboolean
+commit_now (VaAllocator *self, GError **error)
+{
+  g_autoptr (GPtrArray) batch = NULL;
+  gboolean ok;
+
+  g_clear_handle_id (&self->commit_source, g_source_remove);
+  if (self->pending->len == 0)
+    return TRUE;
+  batch = g_steal_pointer (&self->pending);
+  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
+
+  /* Each operation carries the transaction's error when it failed whole. */
+  ok = va_store_commit (self->store, error);
+  for (guint i = 0; i < batch->len; i++)
+    {
+      Pending *p = g_ptr_array_index (batch, i);
+      if (p->kind == PENDING_INSERT)
+        settle_insert (self, p);
+      else
+        settle_delete (self, p);
+    }
+  g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
+  return ok;
+}
+
+static gboolean
+commit_idle (gpointer user_data)
+{
+  VaAllocator *self = user_data;
+  g_autoptr (GError) error = NULL;
+
+  self->commit_source = 0;
+  if (!commit_now (self, &error))
+    g_warning ("committing leases: %s", error->message);
+  return G_SOURCE_REMOVE;
+}
+
+gboolean
+va_allocator_flush (VaAllocator *self, GError **error)
+{
+  return commit_now (self, error);
+}
+
+/* ---- allocate ------------------------------------------------------------ */
+
+static gboolean
+check_request (const VaAllocRequest *req, char uuid[37], char mac[18], GError **error)
+{
+  if (!req->uuid || !va_uuid_normalize (req->uuid, uuid))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", req->uuid ? req->uuid : ""), FALSE;
+  if (!req->mac || !va_mac_normalize (req->mac, mac))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", req->mac ? req->mac : ""),
+           FALSE;
+  if (req->domain_name && (strlen (req->domain_name) > VA_STORE_MAX_DOMAIN_NAME || !g_utf8_validate (req->domain_name, -1, NULL)))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_STORE_MAX_DOMAIN_NAME), FALSE;
+  if (req->network && *req->network && !va_name_is_valid (req->network))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", req->network), FALSE;
+  if (req->pool && *req->pool && !va_name_is_valid (req->pool))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", req->pool), FALSE;
+  if ((!req->network || !*req->network) && (!req->pool || !*req->pool))
+    return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network, or a pool inline"), FALSE;
+  if (req->network && *req->network && req->pool && *req->pool)
+    return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network or a pool, not both"), FALSE;
+  if (req->vlan > VA_VLAN_MAX)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside 1..%d", req->vlan, VA_VLAN_MAX), FALSE;
+  if (req->queues > VA_QUEUES_MAX)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside 1..%d", req->queues, VA_QUEUES_MAX), FALSE;
+  if (req->mtu && (req->mtu < 68 || req->mtu > 9216))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside 68..9216", req->mtu), FALSE;
+  return TRUE;
+}
+
+static VaLease *
+provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
+{
+  VaNic nic = { 0 };
+  VaNicPlan plan;
+  VaPoolRequest preq = { 0 };
+  VaDeviceRequest dreq = { 0 };
+  const VaPoolConfig *pc;
+  const VaSlot *slot;
+  gboolean existed = FALSE;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (VaLease) lease = NULL;
+
+  nic.mac = (char *) mac;
+  nic.network = (req->network && *req->network) ? (char *) req->network : NULL;
+  nic.pool = nic.network ? NULL : (char *) req->pool;
+  nic.vlan = nic.network ? 0 : req->vlan;
+  nic.queues = req->queues;
+  if (!va_nic_resolve (&nic, self->view, &plan, error))
+    return NULL;
+  if (!plan.pool)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network),
+           NULL;
+  pc = va_config_lookup_pool (self->config, plan.pool);
+
+  preq.uuid = uuid;
+  preq.mac = mac;
+  preq.pool = plan.pool;
+  preq.network = nic.network;
+  preq.numa_node = req->numa_node;
+  slot = va_pools_allocate (self->pools, &preq, &existed, error);
+  if (!slot)
+    return NULL;
+
+  dreq.slot = va_slot_get_address (slot);
+  dreq.pf = va_slot_get_pf (slot);
+  dreq.mac = mac;
+  dreq.queues = plan.queues;
+  dreq.mtu = req->mtu ? req->mtu : (pc ? pc->mtu : 0);
+  dreq.vlan = plan.vlan;
+  dreq.pool = pc;
+  dev = va_backend_create_device (self->backend, &dreq, error);
+  if (!dev)
+    {
+      va_pools_release (self->pools, uuid, mac, NULL);
+      g_prefix_error (error, "pool '%s': ", plan.pool);
+      return NULL;
+    }
+
+  lease = va_lease_new ();
+  lease->uuid = g_strdup (uuid);
+  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  lease->mac = g_strdup (mac);
+  lease->network = g_strdup (nic.network ? nic.network : "");
+  lease->pool = g_strdup (plan.pool);
+  lease->slot = g_strdup (dev->slot);
+  lease->device = g_strdup (dev->name);
+  lease->chardev = g_strdup (dev->chardev);
+  lease->port = va_port_path (self->ports_dir, uuid, mac);
+  lease->vlan = plan.vlan;
+  lease->queues = plan.queues;
+
+  if (!make_port_link (self, lease, error))
+    {
+      va_backend_destroy_device (self->backend, dev->slot, dev->name, pc, NULL);
+      va_pools_release (self->pools, uuid, mac, NULL);
+      return NULL;
+    }
+  return g_steal_pointer (&lease);
+}
+
+void
+va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = NULL;
+  char uuid[37], mac[18];
+  Entry *e;
+  VaLease *lease;
+  Pending *p;
+
+  g_task_set_source_tag (task, va_allocator_allocate_async);
+  if (!check_request (req, uuid, mac, &error))
+    return g_task_return_error (task, g_steal_pointer (&error));
+
+  key = make_key (uuid, mac);
+  e = g_hash_table_lookup (self->entries, key);
+  if (e)
+    {
+      switch (e->state)
+        {
+          case ENTRY_COMMITTED:
+            /* idempotent: the same NIC gets its lease back */
+            if (!e->broken && !make_port_link (self, e->lease, &error))
+              return g_task_return_error (task, g_steal_pointer (&error));
+            return g_task_return_pointer (task, va_lease_copy (e->lease), (GDestroyNotify) va_lease_free);
+          case ENTRY_PENDING:
+            g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+            return;
+          case ENTRY_RELEASING:
+            return g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+        }
+    }
+
+  lease = provision (self, req, uuid, mac, &error);
+  if (!lease)
+    return g_task_return_error (task, g_steal_pointer (&error));
+
+  e = g_new0 (Entry, 1);
+  e->key = g_steal_pointer (&key);
+  e->lease = lease;
+  e->state = ENTRY_PENDING;
+  e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
+  g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+  g_hash_table_insert (self->entries, e->key, e);
+
+  p = g_new0 (Pending, 1);
+  p->kind = PENDING_INSERT;
+  p->op = va_store_queue_insert (self->store, lease);
+  p->keys = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (p->keys, g_strdup (e->key));
+  g_ptr_array_add (self->pending, p);
+  schedule_commit (self);
+}
+
+VaLease *
+va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+static gboolean
+check_uuid (const char *in, char uuid[37], GError **error)
+{
+  if (!in || !va_uuid_normalize (in, uuid))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", in ? in : ""), FALSE;
+  return TRUE;
+}
+
+void
+va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *in_mac, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = NULL;
+  char uuid[37], mac[18];
+  Entry *e;
+  Pending *p;
+
+  g_task_set_source_tag (task, va_allocator_release_async);
+  if (!check_uuid (in_uuid, uuid, &error))
+    return g_task_return_error (task, g_steal_pointer (&error));
+  if (!in_mac || !va_mac_normalize (in_mac, mac))
+    return g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address",
+                                    in_mac ? in_mac : "");
+
+  key = make_key (uuid, mac);
+  e = g_hash_table_lookup (self->entries, key);
+  if (e && e->state == ENTRY_PENDING && !commit_now (self, &error))
+    return g_task_return_error (task, g_steal_pointer (&error));
+  e = g_hash_table_lookup (self->entries, key);
+  if (!e)
+    {
+      /* idempotent; a stale link from before a crash goes too */
+      remove_port_link (self, uuid, mac);
+      return g_task_return_boolean (task, TRUE);
+    }
+  if (e->state == ENTRY_RELEASING)
+    {
+      g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+      return;
+    }
+
+  e->state = ENTRY_RELEASING;
+  e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
+  g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+  p = g_new0 (Pending, 1);
+  p->kind = PENDING_DELETE;
+  p->op = va_store_queue_delete (self->store, uuid, mac);
+  p->keys = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (p->keys, g_steal_pointer (&key));
+  g_ptr_array_add (self->pending, p);
+  schedule_commit (self);
+}
+
+gboolean
+va_allocator_release_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static gboolean
+has_pending_of (VaAllocator *self, const char *uuid)
+{
+  GHashTableIter iter;
+  Entry *e;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_COMMITTED && strcmp (e->lease->uuid, uuid) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Queues the deletion of every lease of @uuid; NULL task: settled quietly. */
+static gboolean
+queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError **error)
+{
+  GHashTableIter iter;
+  Entry *e;
+  Pending *p;
+
+  if (has_pending_of (self, uuid) && !commit_now (self, error))
+    return FALSE;
+
+  p = g_new0 (Pending, 1);
+  p->kind = PENDING_DELETE_DOMAIN;
+  p->keys = g_ptr_array_new_with_free_func (g_free);
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (strcmp (e->lease->uuid, uuid) == 0)
+      {
+        e->state = ENTRY_RELEASING;
+        g_ptr_array_add (p->keys, g_strdup (e->key));
+      }
+  p->op = va_store_queue_delete_domain (self->store, uuid);
+  p->task = task ? g_object_ref (task) : NULL;
+  g_ptr_array_add (self->pending, p);
+  schedule_commit (self);
+  return TRUE;
+}
+
+void
+va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = NULL;
+  char uuid[37];
+
+  g_task_set_source_tag (task, va_allocator_release_domain_async);
+  if (!check_uuid (in_uuid, uuid, &error) || !queue_release_domain (self, uuid, task, &error))
+    return g_task_return_error (task, g_steal_pointer (&error));
+  /* links of leases lost before a crash go with the domain's directory */
+  dir = port_dir (self, uuid);
+  if (g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+      const char *name;
+      while (d && (name = g_dir_read_name (d)))
+        {
+          g_autofree char *key = make_key (uuid, name);
+          if (!g_hash_table_contains (self->entries, key))
+            {
+              g_autofree char *path = g_build_filename (dir, name, NULL);
+              g_unlink (path);
+            }
+        }
+      g_rmdir (dir);
+    }
+}
+
+gint
+va_allocator_release_domain_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  return (gint) g_task_propagate_int (G_TASK (result), error);
+}
+
+gint
+va_allocator_claim (VaAllocator *self, const char *in_uuid, GError **error)
+{
+  GHashTableIter iter;
+  Entry *e;
+  char uuid[37];
+  gint n = 0;
+
+  if (!check_uuid (in_uuid, uuid, error))
+    return -1;
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    {
+      if (strcmp (e->lease->uuid, uuid) != 0 || e->state == ENTRY_RELEASING)
+        continue;
+      if (!e->broken && !make_port_link (self, e->lease, error))
+        return -1;
+      n++;
+    }
+  return n;
+}
+
+/* ---- status -------------------------------------------------------------- */
+
+static gint
+cmp_lease (gconstpointer a, gconstpointer b)
+{
+  const VaLease *x = *(VaLease **) a, *y = *(VaLease **) b;
+
+  if (x->created != y->created)
+    return x->created < y->created ? -1 : 1;
+  return strcmp (x->uuid, y->uuid) ?: strcmp (x->mac, y->mac);
+}
+
+GPtrArray *
+va_allocator_list_leases (VaAllocator *self)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
+  GHashTableIter iter;
+  Entry *e;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_PENDING)
+      g_ptr_array_add (out, va_lease_copy (e->lease));
+  g_ptr_array_sort (out, cmp_lease);
+  return out;
+}
+
+VaPoolStatus *
+va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
+{
+  g_autoptr (VaPoolStatus) st = g_new0 (VaPoolStatus, 1);
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, name);
+  VaPoolCounts counts;
+
+  if (!va_pools_get_counts (self->pools, name, &counts, error))
+    return NULL;
+  st->name = g_strdup (name);
+  st->total = counts.total;
+  st->leased = counts.leased;
+  st->draining = va_pools_get_draining (self->pools, name);
+  st->free = st->draining ? 0 : counts.usable;
+  if (!va_pools_get_health (self->pools, name, &st->healthy, &st->health_reason, error))
+    return NULL;
+  if (counts.total == 0 && !st->health_reason[0])
+    {
+      g_free (st->health_reason);
+      st->health_reason = g_strdup ("no PF matches the pool");
+    }
+  st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
+  return g_steal_pointer (&st);
+}
+
+GPtrArray *
+va_allocator_list_pools (VaAllocator *self)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pool_status_free);
+  g_auto (GStrv) names = va_pools_list_pools (self->pools);
+
+  for (guint i = 0; names[i]; i++)
+    {
+      VaPoolStatus *st = va_allocator_get_pool (self, names[i], NULL);
+      if (st)
+        g_ptr_array_add (out, st);
+    }
+  return out;
+}
+
+gboolean
+va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error)
+{
+  if (!pool || !va_name_is_valid (pool))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", pool ? pool : ""), FALSE;
+  if (!va_pools_has_pool (self->pools, pool))
+    return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", pool), FALSE;
+  if (!va_pools_set_draining (self->pools, pool, draining, error))
+    return FALSE;
+  g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
+  return TRUE;
+}
+
+char *
+va_allocator_rewrite_domain (VaAllocator *self, const char *xml, VaForm form, GError **error)
+{
+  g_autoptr (VaHostView) view = va_config_to_host_view (self->config, self->ports_dir);
+  g_auto (GStrv) names = va_pools_list_pools (self->pools);
+
+  for (guint i = 0; names[i]; i++)
+    {
+      g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
+      if (st)
+        va_host_view_set_pool_free (view, names[i], st->free, NULL);
+    }
+  return va_domain_rewrite_xml (xml, -1, view, form, error);
+}
+
+const char *
+va_allocator_get_backend_name (VaAllocator *self)
+{
+  return va_backend_get_name (self->backend);
+}
+
+VaConfig *
+va_allocator_get_config (VaAllocator *self)
+{
+  return self->config;
+}
+
+void
+va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data)
+{
+  self->lister = lister;
+  self->lister_data = user_data;
+}
+
+/* ---- reconcile ----------------------------------------------------------- */
+
+typedef struct
+{
+  GHashTable *domains;
+  GError *error;
+} ListerResult;
+
+static void
+lister_result_free (ListerResult *r)
+{
+  g_clear_pointer (&r->domains, g_hash_table_unref);
+  g_clear_error (&r->error);
+  g_free (r);
+}
+
+static void
+run_lister (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  VaAllocator *self = source;
+  ListerResult *r = g_new0 (ListerResult, 1);
+
+  if (!self->lister)
+    g_set_error_literal (&r->error, VA_ERROR, VA_ERROR_NOT_FOUND, "no libvirt connection configured");
+  else
+    self->lister (&r->domains, self->lister_data, &r->error);
+  g_task_return_pointer (task, r, (GDestroyNotify) lister_result_free);
+}
+
+static void
+reconcile_devices (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) devs = va_backend_list_devices (self->backend, &error);
+  g_autoptr (GHashTable) by_slot = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  Entry *e;
+
+  if (!devs)
+    {
+      g_warning ("listing vDPA devices: %s", error->message);
+      return;
+    }
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    g_hash_table_insert (by_slot, e->lease->slot, e);
+
+  for (guint i = 0; i < devs->len; i++)
+    {
+      VaDeviceInfo *dev = g_ptr_array_index (devs, i);
+      Entry *owner = g_hash_table_lookup (by_slot, dev->slot);
+
+      if (owner && g_strcmp0 (owner->lease->device, dev->name) == 0)
+        {
+          g_hash_table_add (seen, owner->key);
+          continue;
+        }
+      /* nothing is freed while a process still holds the device */
+      if (va_backend_device_busy (self->backend, dev->chardev))
+        {
+          g_ptr_array_add (report->busy, g_strdup (dev->name));
+          continue;
+        }
+      if (va_backend_destroy_device (self->backend, dev->slot, dev->name, NULL, &error))
+        g_ptr_array_add (report->orphans, g_strdup (dev->name));
+      else
+        {
+          g_warning ("removing orphan %s: %s", dev->name, error->message);
+          g_clear_error (&error);
+        }
+    }
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    {
+      VaDeviceRequest dreq = { 0 };
+      g_autoptr (VaDeviceInfo) dev = NULL;
+
+      if (e->broken || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+        continue;
+      dreq.slot = e->lease->slot;
+      dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));
+      dreq.mac = e->lease->mac;
+      dreq.queues = e->lease->queues;
+      dreq.vlan = e->lease->vlan;
+      dreq.pool = va_config_lookup_pool (self->config, e->lease->pool);
+      dreq.mtu = dreq.pool ? dreq.pool->mtu : 0;
+      dev = va_backend_create_device (self->backend, &dreq, &error);
+      if (!dev)
+        {
+          g_warning ("re-making the device of %s: %s", e->key, error->message);
+          g_clear_error (&error);
+          continue;
+        }
+      if (g_strcmp0 (dev->chardev, e->lease->chardev) != 0)
+        {
+          g_free (e->lease->chardev);
+          e->lease->chardev = g_strdup (dev->chardev);
+        }
+      make_port_link (self, e->lease, NULL);
+      g_ptr_array_add (report->missing, g_strdup (e->key));
+    }
+}
+
+static void
+reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  VaAllocator *self = VA_ALLOCATOR (source);
+  g_autoptr (GTask) task = user_data;
+  ListerResult *r = g_task_propagate_pointer (G_TASK (result), NULL);
+  g_autoptr (VaReconcileReport) report = g_new0 (VaReconcileReport, 1);
+  g_autoptr (GError) error = NULL;
+
+  report->orphans = g_ptr_array_new_with_free_func (g_free);
+  report->busy = g_ptr_array_new_with_free_func (g_free);
+  report->missing = g_ptr_array_new_with_free_func (g_free);
+
+  if (!commit_now (self, &error))
+    {
+      lister_result_free (r);
+      return g_task_return_error (task, g_steal_pointer (&error));
+    }
+  reconcile_devices (self, report);
+
+  report->libvirt_reachable = r->error == NULL;
+  if (r->error)
+    report->libvirt_error = g_strdup (r->error->message);
+  else
+    {
+      g_autoptr (GHashTable) gone = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      GHashTableIter iter;
+      const char *uuid;
+      Entry *e;
+      gint64 now = g_get_real_time () / G_USEC_PER_SEC;
+
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+        {
+          gpointer active;
+          gboolean known = g_hash_table_lookup_extended (r->domains, e->lease->uuid, NULL, &active);
+
+          if (e->state != ENTRY_COMMITTED)
+            continue;
+          if (!known || (!GPOINTER_TO_INT (active) && now - e->lease->created > RECONCILE_GRACE_SECONDS))
+            {
+              report->released++;
+              g_hash_table_add (gone, g_strdup (e->lease->uuid));
+            }
+        }
+      /* queued after the walk: queueing changes the entries' states */
+      g_hash_table_iter_init (&iter, gone);
+      while (!error && g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
+        queue_release_domain (self, uuid, NULL, &error);
+      if (!error)
+        commit_now (self, &error);
+      if (error)
+        {
+          lister_result_free (r);
+          return g_task_return_error (task, g_steal_pointer (&error));
+        }
+    }
+  lister_result_free (r);
+  g_task_return_pointer (task, g_steal_pointer (&report), (GDestroyNotify) va_reconcile_report_free);
+}
+
+void
+va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GTask) lister = g_task_new (self, NULL, reconcile_listed, task);
+
+  /* libvirt may be slow to answer: ask it off the main loop */
+  g_task_run_in_thread (lister, run_lister);
+}
+
+VaReconcileReport *
+va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- construction -------------------------------------------------------- */
+
+static void
+apply_networks (VaAllocator *self)
+{
+  g_clear_pointer (&self->view, va_host_view_unref);
+  self->view = va_config_to_host_view (self->config, self->ports_dir);
+  for (guint i = 0; i < self->config->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (self->config->networks, i);
+      va_pools_set_network_quota (self->pools, n->net.name, n->quota);
+    }
+}
+
+static gboolean
+add_pools (VaAllocator *self, GError **error)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+
+  for (guint i = 0; i < self->config->pools->len; i++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, i);
+      if (!va_pools_has_pool (self->pools, pc->name) && !va_pools_add_pool (self->pools, pc->name, error))
+        return FALSE;
+    }
+
+  pfs = va_backend_discover (self->backend, error);
+  if (!pfs)
+    return FALSE;
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      VaPfInfo *pf = g_ptr_array_index (pfs, i);
+      const VaPoolConfig *pc = NULL;
+      g_autoptr (GError) local = NULL;
+      gboolean healthy = pf->healthy;
+      g_autofree char *reason = g_strdup (pf->health_reason);
+
+      /* pools in name order: the first that selects a PF gets it */
+      for (guint k = 0; k < self->config->pools->len && !pc; k++)
+        if (va_pool_config_matches (g_ptr_array_index (self->config->pools, k), pf))
+          pc = g_ptr_array_index (self->config->pools, k);
+      if (!pc || va_pools_lookup_slot (self->pools, pf->vfs->len ? g_ptr_array_index (pf->vfs, 0) : ""))
+        continue;
+      if (!va_backend_prepare_pf (self->backend, pf, pc, &local))
+        {
+          healthy = FALSE;
+          g_free (reason);
+          reason = g_strdup (local->message);
+        }
+      if (!va_pools_add_pf (self->pools, pc->name, pf->name, pf->pci, pf->numa_node, error))
+        return FALSE;
+      for (guint k = 0; k < pf->vfs->len; k++)
+        if (!va_pools_add_slot (self->pools, pc->name, pf->name, g_ptr_array_index (pf->vfs, k), error))
+          return FALSE;
+      if (!healthy && !va_pools_set_pf_health (self->pools, pc->name, pf->name, FALSE, reason ? reason : "unhealthy", error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+restore_leases (VaAllocator *self, GError **error)
+{
+  g_autoptr (GPtrArray) leases = va_store_load (self->store, error);
+
+  if (!leases)
+    return FALSE;
+  for (guint i = 0; i < leases->len; i++)
+    {
+      VaLease *lease = g_ptr_array_index (leases, i);
+      Entry *e = g_new0 (Entry, 1);
+      g_autoptr (GError) local = NULL;
+
+      e->key = make_key (lease->uuid, lease->mac);
+      e->lease = va_lease_copy (lease);
+      e->state = ENTRY_COMMITTED;
+      /* never lose track of a lease: one whose slot is gone stays, broken */
+      if (!va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local))
+        {
+          g_warning ("lease of %s on %s is broken: %s", e->key, lease->slot, local->message);
+          e->broken = TRUE;
+        }
+      else
+        make_port_link (self, e->lease, NULL);
+      g_hash_table_insert (self->entries, e->key, e);
+    }
+  return TRUE;
+}
+
+VaAllocator *
+va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const char *run_dir, GError **error)
+{
+  g_autoptr (VaAllocator) self = g_object_new (VA_TYPE_ALLOCATOR, NULL);
+
+  self->config = config;
+  self->backend = g_object_ref (backend);
+  self->store = store;
+  self->run_dir = g_strdup (run_dir);
+  self->ports_dir = va_path_ports (run_dir);
+  self->pools = va_pools_new ();
+  if (!add_pools (self, error))
+    return NULL;
+  apply_networks (self);
+  if (!restore_leases (self, error))
+    return NULL;
+  for (guint i = 0; i < self->config->pools->len; i++)
+    check_watermark (self, ((VaPoolConfig *) g_ptr_array_index (self->config->pools, i))->name);
+  return g_steal_pointer (&self);
+}
+
+gboolean
+va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error)
+{
+  if (!commit_now (self, error))
+    return FALSE;
+  self->config = config;
+  if (!add_pools (self, error))
+    return FALSE;
+  apply_networks (self);
+  g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
+  return TRUE;
+}
+
+static void
+va_allocator_finalize (GObject *object)
+{
+  VaAllocator *self = VA_ALLOCATOR (object);
+
+  g_clear_handle_id (&self->commit_source, g_source_remove);
+  g_clear_pointer (&self->pending, g_ptr_array_unref);
+  g_clear_pointer (&self->entries, g_hash_table_unref);
+  g_clear_pointer (&self->pools, va_pools_free);
+  g_clear_pointer (&self->view, va_host_view_unref);
+  g_clear_pointer (&self->below_watermark, g_hash_table_unref);
+  g_clear_object (&self->backend);
+  g_free (self->run_dir);
+  g_free (self->ports_dir);
+  G_OBJECT_CLASS (va_allocator_parent_class)->finalize (object);
+}
+
+static void
+va_allocator_class_init (VaAllocatorClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = va_allocator_finalize;
+
+  /* (VaLease *lease): a lease was committed */
+  signals[SIGNAL_LEASE_ADDED]
+    = g_signal_new ("lease-added", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
+  /* (VaLease *lease): a lease was released */
+  signals[SIGNAL_LEASE_REMOVED]
+    = g_signal_new ("lease-removed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
+  /* (const char *pool, guint free): free slots dropped below the watermark */
+  signals[SIGNAL_LOW_WATERMARK] = g_signal_new ("low-watermark", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_UINT);
+  /* counts, health or drain of some pool may have changed */
+  signals[SIGNAL_POOLS_CHANGED]
+    = g_signal_new ("pools-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+}
+
+static void
+va_allocator_init (VaAllocator *self)
+{
+  self->entries = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) entry_free);
+  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
+  self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "va-backend.h"
+#include "va-config.h"
+#include "va-domain.h"
+#include "va-store.h"
+
+G_BEGIN_DECLS
+
+/* The allocator: pools of slots discovered through a backend, durable
+ * leases in a store, and the policy between them. It knows nothing of
+ * D-Bus; the adapter translates.
+ *
+ * The store is the truth. Allocate provisions the device, then commits the
+ * lease, then answers; Release commits the deletion, then tears the device
+ * down, then answers. A crash between the two steps leaves a device without
+ * a lease, which reconciliation removes. Requests of one main-loop turn are
+ * committed in one transaction. */
+
+#define VA_TYPE_ALLOCATOR (va_allocator_get_type ())
+G_DECLARE_FINAL_TYPE (VaAllocator, va_allocator, VA, ALLOCATOR, GObject)
+
+typedef struct
+{
+  const char *uuid;
+  const char *domain_name;
+  const char *mac;
+  const char *network; /* NULL or "": inline, from pool and vlan */
+  const char *pool;
+  guint16 vlan;
+  guint16 queues; /* 0: the pool's max-vqp */
+  guint16 mtu;    /* 0: the pool's */
+  int numa_node;  /* < 0: no preference */
+} VaAllocRequest;
+
+typedef struct
+{
+  char *name;
+  guint total;
+  guint free; /* what an allocation can get now */
+  guint leased;
+  gboolean healthy;
+  char *health_reason; /* "" when healthy */
+  gboolean draining;
+  const char *vlan_method;
+} VaPoolStatus;
+
+void va_pool_status_free (VaPoolStatus *status);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPoolStatus, va_pool_status_free)
+
+typedef struct
+{
+  guint released;
+  GPtrArray *orphans; /* char*, device names removed */
+  GPtrArray *busy;    /* char*, orphans left alone: a process holds them */
+  GPtrArray *missing; /* char*, "uuid/mac" of leases whose device was re-made */
+  gboolean libvirt_reachable;
+  char *libvirt_error; /* why not, or NULL */
+} VaReconcileReport;
+
+void va_reconcile_report_free (VaReconcileReport *report);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaReconcileReport, va_reconcile_report_free)
+
+/* Which domains libvirt has, by UUID → GINT_TO_POINTER (active). FALSE
+ * with @error when libvirt cannot be reached. */
+typedef gboolean (*VaDomainLister) (GHashTable **domains, gpointer user_data, GError **error);
+
+/* Takes ownership of nothing; builds the pools from @backend's PFs and
+ * restores @store's leases onto them. */
+VaAllocator *va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const char *run_dir, GError **error);
+
+void va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data);
+
+/* Replaces the configuration (SIGHUP). Pools and networks are re-read; a
+ * pool that disappears keeps its leases until released. */
+gboolean va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error);
+
+const char *va_allocator_get_backend_name (VaAllocator *self);
+VaConfig *va_allocator_get_config (VaAllocator *self);
+
+void va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyncReadyCallback callback, gpointer user_data);
+VaLease *va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **error);
+
+void va_allocator_release_async (VaAllocator *self, const char *uuid, const char *mac, GAsyncReadyCallback callback, gpointer user_data);
+gboolean va_allocator_release_finish (VaAllocator *self, GAsyncResult *result, GError **error);
+
+void va_allocator_release_domain_async (VaAllocator *self, const char *uuid, GAsyncReadyCallback callback, gpointer user_data);
+/* How many leases were released; -1 with @error. */
+gint va_allocator_release_domain_finish (VaAllocator *self, GAsyncResult *result, GError **error);
+
+/* Re-makes missing port links of the domain's leases; returns their count. */
+gint va_allocator_claim (VaAllocator *self, const char *uuid, GError **error);
+
+/* VaLease*, committed leases only, ordered by creation. */
+GPtrArray *va_allocator_list_leases (VaAllocator *self);
+
+/* VaPoolStatus* by pool name. */
+GPtrArray *va_allocator_list_pools (VaAllocator *self);
+VaPoolStatus *va_allocator_get_pool (VaAllocator *self, const char *name, GError **error);
+
+gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
+
+/* The intent engine with this host's live free capacity. */
+char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, VaForm form, GError **error);
+
+/* Devices without leases are removed (unless held open); leases whose device
+ * is gone get it back; leases of domains libvirt no longer runs are
+ * released, but only when libvirt answered. Runs to completion. */
+void va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data);
+VaReconcileReport *va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error);
+
+/* Commits whatever is queued now instead of at the end of the turn. */
+gboolean va_allocator_flush (VaAllocator *self, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The simulated ConnectX-6 Dx. It stands in for what only the hardware has
+ * (VFs, vDPA devices, their char nodes), so that the daemon, the CLI and the
+ * hook run for real on machines without one. Its devices are files under
+ * RUN/sim: dev/vhost-vdpa-N (the char node) and vdpa/<name> (what was made),
+ * so they outlive a daemon crash exactly as kernel devices would. */
+#include "va-backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-error.h"
+
+#define SIM_VENDOR 0x15b3
+#define SIM_PF_DEVICE 0x101d /* ConnectX-6 Dx */
+
+struct _VaBackendSim
+{
+  VaBackend parent;
+  char *root; /* RUN/sim */
+  char *dev_dir;
+  char *vdpa_dir;
+  guint pfs;
+  guint vfs;
+  guint numa_nodes;
+  char **unhealthy;
+  GHashTable *slot_index; /* VF address → global index + 1 */
+};
+
+G_DECLARE_FINAL_TYPE (VaBackendSim, va_backend_sim, VA, BACKEND_SIM, VaBackend)
+G_DEFINE_TYPE (VaBackendSim, va_backend_sim, VA_TYPE_BACKEND)
+
+static char *
+pf_name (guint i)
+{
+  return g_strdup_printf ("sim%u", i);
+}
+
+static char *
+vf_address (guint pf, guint vf)
+{
+  /* PF i is domain i; its VFs sit on the buses after the PF's own. */
+  return g_strdup_printf ("%04x:%02x:%02x.%u", pf, 0x3c + vf / 256, (vf % 256) / 8, vf % 8);
+}
+
+static GPtrArray *
+sim_discover (VaBackend *backend, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  GPtrArray *pfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pf_info_free);
+
+  for (guint i = 0; i < self->pfs; i++)
+    {
+      VaPfInfo *pf = g_new0 (VaPfInfo, 1);
+
+      pf->name = pf_name (i);
+      pf->pci = g_strdup_printf ("%04x:3b:00.0", i);
+      pf->vendor = SIM_VENDOR;
+      pf->device = SIM_PF_DEVICE;
+      pf->numa_node = (int) (i % self->numa_nodes);
+      pf->healthy = !(self->unhealthy && g_strv_contains ((const char *const *) self->unhealthy, pf->name));
+      if (!pf->healthy)
+        pf->health_reason = g_strdup ("link down (simulated)");
+      pf->vfs = g_ptr_array_new_full (self->vfs, g_free);
+      for (guint k = 0; k < self->vfs; k++)
+        g_ptr_array_add (pf->vfs, vf_address (i, k));
+      g_ptr_array_add (pfs, pf);
+    }
+  return pfs;
+}
+
+static gboolean
+sim_prepare_pf (VaBackend *backend, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  /* The simulated PF comes with its VFs made and in the right mode. */
+  return TRUE;
+}
+
+static char *
+device_record (VaBackendSim *self, const char *name)
+{
+  return g_build_filename (self->vdpa_dir, name, NULL);
+}
+
+static VaDeviceInfo *
+sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  guint index = GPOINTER_TO_UINT (g_hash_table_lookup (self->slot_index, req->slot));
+  g_autoptr (VaDeviceInfo) dev = g_new0 (VaDeviceInfo, 1);
+  g_autoptr (GKeyFile) kf = g_key_file_new ();
+  g_autoptr (GError) local = NULL;
+  g_autofree char *record = NULL;
+  g_autofree char *data = NULL;
+  int fd;
+
+  if (index == 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: no such VF on the simulated NIC", req->slot), NULL;
+  index--;
+  dev->name = g_strdup_printf ("vdpa%u", index);
+  dev->slot = g_strdup (req->slot);
+  dev->chardev = g_strdup_printf ("%s/vhost-vdpa-%u", self->dev_dir, index);
+
+  /* The node first, then the record: a crash in between leaves a node
+   * without a record, which nothing lists and the next create reuses. */
+  fd = open (dev->chardev, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", req->slot, dev->chardev, g_strerror (errno)),
+           NULL;
+  close (fd);
+
+  g_key_file_set_string (kf, "device", "slot", req->slot);
+  g_key_file_set_string (kf, "device", "pf", req->pf);
+  g_key_file_set_string (kf, "device", "mac", req->mac);
+  g_key_file_set_string (kf, "device", "chardev", dev->chardev);
+  g_key_file_set_integer (kf, "device", "queues", req->queues);
+  g_key_file_set_integer (kf, "device", "mtu", req->mtu);
+  g_key_file_set_integer (kf, "device", "vlan", req->vlan);
+  data = g_key_file_to_data (kf, NULL, NULL);
+  record = device_record (self, dev->name);
+  if (!g_file_set_contents (record, data, -1, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", req->slot, local->message), NULL;
+  return g_steal_pointer (&dev);
+}
+
+static gboolean
+unlink_if_there (const char *path, GError **error)
+{
+  if (g_unlink (path) < 0 && errno != ENOENT)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "removing %s: %s", path, g_strerror (errno)), FALSE;
+  return TRUE;
+}
+
+static gboolean
+sim_destroy_device (VaBackend *backend, const char *slot, const char *name, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *record = NULL;
+  g_autofree char *chardev = NULL;
+  const char *digits;
+
+  if (!name || !g_str_has_prefix (name, "vdpa") || strchr (name, '/'))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no simulated vdpa device", slot, name), FALSE;
+  digits = name + 4;
+  record = device_record (self, name);
+  chardev = g_strdup_printf ("%s/vhost-vdpa-%s", self->dev_dir, digits);
+  /* The record last: while it exists the device is listed, and a retry can
+   * finish the job. */
+  return unlink_if_there (chardev, error) && unlink_if_there (record, error);
+}
+
+static GPtrArray *
+sim_list_devices (VaBackend *backend, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autoptr (GPtrArray) devs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_device_info_free);
+  g_autoptr (GDir) dir = NULL;
+  g_autoptr (GError) local = NULL;
+  const char *name;
+
+  dir = g_dir_open (self->vdpa_dir, 0, &local);
+  if (!dir)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s", local->message), NULL;
+  while ((name = g_dir_read_name (dir)))
+    {
+      g_autoptr (GKeyFile) kf = g_key_file_new ();
+      g_autofree char *record = device_record (self, name);
+      VaDeviceInfo *dev;
+
+      if (name[0] == '.' || !g_key_file_load_from_file (kf, record, G_KEY_FILE_NONE, NULL))
+        continue; /* a half-written temp file of g_file_set_contents */
+      dev = g_new0 (VaDeviceInfo, 1);
+      dev->name = g_strdup (name);
+      dev->slot = g_key_file_get_string (kf, "device", "slot", NULL);
+      dev->chardev = g_key_file_get_string (kf, "device", "chardev", NULL);
+      if (!dev->slot || !dev->chardev)
+        {
+          va_device_info_free (dev);
+          continue;
+        }
+      g_ptr_array_add (devs, dev);
+    }
+  return g_steal_pointer (&devs);
+}
+
+static gboolean
+sim_device_busy (VaBackend *backend, const char *chardev)
+{
+  return va_chardev_held_open (chardev);
+}
+
+static void
+va_backend_sim_finalize (GObject *object)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (object);
+
+  g_free (self->root);
+  g_free (self->dev_dir);
+  g_free (self->vdpa_dir);
+  g_strfreev (self->unhealthy);
+  g_clear_pointer (&self->slot_index, g_hash_table_unref);
+  G_OBJECT_CLASS (va_backend_sim_parent_class)->finalize (object);
+}
+
+static void
+va_backend_sim_class_init (VaBackendSimClass *klass)
+{
+  VaBackendClass *backend_class = VA_BACKEND_CLASS (klass);
+
+  G_OBJECT_CLASS (klass)->finalize = va_backend_sim_finalize;
+  backend_class->name = "sim";
+  backend_class->discover = sim_discover;
+  backend_class->prepare_pf = sim_prepare_pf;
+  backend_class->create_device = sim_create_device;
+  backend_class->destroy_device = sim_destroy_device;
+  backend_class->list_devices = sim_list_devices;
+  backend_class->device_busy = sim_device_busy;
+}
+
+static void
+va_backend_sim_init (VaBackendSim *self)
+{
+  self->slot_index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+}
+
+VaBackend *
+va_backend_sim_new (const VaConfig *config, const char *run_dir, GError **error)
+{
+  g_autoptr (VaBackendSim) self = g_object_new (va_backend_sim_get_type (), NULL);
+
+  self->pfs = config->sim_pfs ? config->sim_pfs : 1;
+  self->vfs = config->sim_vfs ? config->sim_vfs : 8;
+  self->numa_nodes = config->sim_numa_nodes ? config->sim_numa_nodes : 1;
+  self->unhealthy = g_strdupv (config->sim_unhealthy);
+  self->root = g_build_filename (run_dir, "sim", NULL);
+  self->dev_dir = g_build_filename (self->root, "dev", NULL);
+  self->vdpa_dir = g_build_filename (self->root, "vdpa", NULL);
+  for (const char *dir = self->dev_dir; dir; dir = (dir == self->dev_dir) ? self->vdpa_dir : NULL)
+    if (g_mkdir_with_parents (dir, 0700) < 0)
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno)), NULL;
+
+  for (guint i = 0; i < self->pfs; i++)
+    for (guint k = 0; k < self->vfs; k++)
+      g_hash_table_insert (self->slot_index, vf_address (i, k), GUINT_TO_POINTER (i * self->vfs + k + 1));
+  return VA_BACKEND (g_steal_pointer (&self));
+}

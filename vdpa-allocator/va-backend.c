@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-backend.h"
+
+#include <string.h>
+
+#include "va-error.h"
+
+G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
+
+static void
+va_backend_class_init (VaBackendClass *klass)
+{
+}
+
+static void
+va_backend_init (VaBackend *self)
+{
+}
+
+void
+va_pf_info_free (VaPfInfo *pf)
+{
+  if (!pf)
+    return;
+  g_free (pf->name);
+  g_free (pf->pci);
+  g_free (pf->health_reason);
+  g_clear_pointer (&pf->vfs, g_ptr_array_unref);
+  g_free (pf);
+}
+
+void
+va_device_info_free (VaDeviceInfo *dev)
+{
+  if (!dev)
+    return;
+  g_free (dev->name);
+  g_free (dev->slot);
+  g_free (dev->chardev);
+  g_free (dev);
+}
+
+const char *
+va_backend_get_name (VaBackend *self)
+{
+  return VA_BACKEND_GET_CLASS (self)->name;
+}
+
+GPtrArray *
+va_backend_discover (VaBackend *self, GError **error)
+{
+  return VA_BACKEND_GET_CLASS (self)->discover (self, error);
+}
+
+gboolean
+va_backend_prepare_pf (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  return VA_BACKEND_GET_CLASS (self)->prepare_pf (self, pf, pool, error);
+}
+
+VaDeviceInfo *
+va_backend_create_device (VaBackend *self, const VaDeviceRequest *req, GError **error)
+{
+  return VA_BACKEND_GET_CLASS (self)->create_device (self, req, error);
+}
+
+gboolean
+va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error)
+{
+  return VA_BACKEND_GET_CLASS (self)->destroy_device (self, slot, name, pool, error);
+}
+
+GPtrArray *
+va_backend_list_devices (VaBackend *self, GError **error)
+{
+  return VA_BACKEND_GET_CLASS (self)->list_devices (self, error);
+}
+
+gboolean
+va_backend_device_busy (VaBackend *self, const char *chardev)
+{
+  return VA_BACKEND_GET_CLASS (self)->device_busy (self, chardev);
+}
+
+static gboolean
+strv_has (char **v, const char *s)
+{
+  return v && s && g_strv_contains ((const char *const *) v, s);
+}
+
+gboolean
+va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
+{
+  /* A pool with no selector takes no PF: never all of them by accident. */
+  if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
+    return FALSE;
+  if (pool->match_pf && !strv_has (pool->match_pf, pf->name))
+    return FALSE;
+  if (pool->match_pci && !strv_has (pool->match_pci, pf->pci))
+    return FALSE;
+  if (pool->match_vendor && pool->match_vendor != pf->vendor)
+    return FALSE;
+  if (pool->match_device && pool->match_device != pf->device)
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_chardev_held_open (const char *path)
+{
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  g_autofree char *target = g_canonicalize_filename (path, NULL);
+  const char *pid;
+
+  while (proc && (pid = g_dir_read_name (proc)))
+    {
+      g_autofree char *fd_dir = NULL;
+      g_autoptr (GDir) fds = NULL;
+      const char *fd;
+
+      if (!g_ascii_isdigit (pid[0]))
+        continue;
+      fd_dir = g_build_filename ("/proc", pid, "fd", NULL);
+      fds = g_dir_open (fd_dir, 0, NULL);
+      while (fds && (fd = g_dir_read_name (fds)))
+        {
+          g_autofree char *link = g_build_filename (fd_dir, fd, NULL);
+          g_autofree char *dest = g_file_read_link (link, NULL);
+
+          if (dest && strcmp (dest, target) == 0)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "va-config.h"
+
+G_BEGIN_DECLS
+
+/* The one provisioning seam: everything that touches the NIC goes through
+ * a backend. "kernel" drives real hardware (sysfs, netlink, libudev);
+ * "sim" is an in-process simulated ConnectX for machines without one. */
+
+typedef struct
+{
+  char *name; /* PF netdev name */
+  char *pci;  /* PF PCI address */
+  guint16 vendor;
+  guint16 device;
+  int numa_node; /* -1: unknown */
+  gboolean healthy;
+  char *health_reason; /* NULL when healthy */
+  GPtrArray *vfs;      /* char*, VF PCI addresses: the slots */
+} VaPfInfo;
+
+void va_pf_info_free (VaPfInfo *pf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPfInfo, va_pf_info_free)
+
+/* What a lease needs made on a slot. */
+typedef struct
+{
+  const char *slot; /* VF PCI address */
+  const char *pf;   /* its PF's name */
+  const char *mac;
+  guint16 queues;
+  guint16 mtu;  /* 0: default */
+  guint16 vlan; /* 0: none */
+  const VaPoolConfig *pool;
+} VaDeviceRequest;
+
+/* A vDPA device that exists. */
+typedef struct
+{
+  char *name;    /* vdpa device name */
+  char *slot;    /* VF PCI address it sits on */
+  char *chardev; /* /dev/vhost-vdpa-N */
+} VaDeviceInfo;
+
+void va_device_info_free (VaDeviceInfo *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDeviceInfo, va_device_info_free)
+
+#define VA_TYPE_BACKEND (va_backend_get_type ())
+G_DECLARE_DERIVABLE_TYPE (VaBackend, va_backend, VA, BACKEND, GObject)
+
+struct _VaBackendClass
+{
+  GObjectClass parent_class;
+
+  const char *name;
+  /* The PFs present now, with their VFs. */
+  GPtrArray *(*discover) (VaBackend *self, GError **error);
+  /* Brings a PF to what its pool asks (VF count, eswitch mode). */
+  gboolean (*prepare_pf) (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+  /* Makes a vDPA device on a slot, with MAC, queues, MTU and VLAN applied. */
+  VaDeviceInfo *(*create_device) (VaBackend *self, const VaDeviceRequest *req, GError **error);
+  /* Deletes it and resets the VF; a device already gone is no error. */
+  gboolean (*destroy_device) (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error);
+  /* Every vDPA device on the host that a backend could have made. */
+  GPtrArray *(*list_devices) (VaBackend *self, GError **error);
+  /* Whether a process holds the char device open. */
+  gboolean (*device_busy) (VaBackend *self, const char *chardev);
+};
+
+const char *va_backend_get_name (VaBackend *self);
+GPtrArray *va_backend_discover (VaBackend *self, GError **error);
+gboolean va_backend_prepare_pf (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+VaDeviceInfo *va_backend_create_device (VaBackend *self, const VaDeviceRequest *req, GError **error);
+gboolean va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error);
+GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
+gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
+
+/* Whether any process on the host holds @path open (a scan of /proc). */
+gboolean va_chardev_held_open (const char *path);
+
+/* Whether @pf is one that @pool selects. */
+gboolean va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf);
+
+/* The simulated ConnectX-6 Dx: config->sim_pfs PFs × config->sim_vfs VFs,
+ * its vDPA devices plain files under @run_dir/sim so that port symlinks
+ * resolve. */
+VaBackend *va_backend_sim_new (const VaConfig *config, const char *run_dir, GError **error);
+
+G_END_DECLS
