@@ -269,7 +269,6 @@ parse_uint_attr (const char *mac, const char *attr, const char *value, guint min
 static VaNic *
 parse_nic (xmlNode *node, GError **error)
 {
-  g_autoptr (GString) where = g_string_new (NULL);
   g_autofree char *raw_mac = get_prop (node, "mac");
   char mac[18];
   VaNic *nic;
