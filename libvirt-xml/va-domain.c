@@ -202,8 +202,10 @@ parse_xml (const char *xml, gsize len, GError **error)
       if (err && err->message && strstr (err->message, "Excessive depth"))
         g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
       else if (err && err->message)
-        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML at line %d: %s", err->line,
-                     g_strchomp (g_strdup (err->message)));
+        {
+          g_autofree char *message = g_strchomp (g_strdup (err->message));
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML at line %d: %s", err->line, message);
+        }
       else
         g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML");
       g_clear_pointer (&doc, xmlFreeDoc);
