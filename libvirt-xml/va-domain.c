@@ -888,9 +888,15 @@ va_domain_to_string (const VaDomain *self, gsize *len)
   xmlBuffer *buf = xmlBufferCreate ();
   xmlSaveCtxt *save;
   int options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
+  const char *encoding = (const char *) self->doc->encoding;
   char *out;
 
-  save = xmlSaveToBuffer (buf, (const char *) self->doc->encoding, options);
+  /* The result is a C string, and goes to libvirt and over D-Bus: UTF-8,
+   * never the document's own UTF-16 (whose NUL bytes would cut it short)
+   * or Latin-1. A declaration then names UTF-8. */
+  if (encoding && g_ascii_strcasecmp (encoding, "UTF-8") != 0)
+    encoding = "UTF-8";
+  save = xmlSaveToBuffer (buf, encoding, options);
   xmlSaveDoc (save, self->doc);
   xmlSaveClose (save);
   if (len)
