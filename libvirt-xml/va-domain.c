@@ -889,16 +889,27 @@ va_domain_to_string (const VaDomain *self, gsize *len)
   xmlSaveCtxt *save;
   int options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
   const char *encoding = (const char *) self->doc->encoding;
+  const xmlChar *doc_encoding;
   char *out;
 
   /* The result is a C string, and goes to libvirt and over D-Bus: UTF-8,
    * never the document's own UTF-16 (whose NUL bytes would cut it short)
-   * or Latin-1. A declaration then names UTF-8. */
-  if (encoding && g_ascii_strcasecmp (encoding, "UTF-8") != 0)
+   * or Latin-1. A declaration then names UTF-8. Without a declaration the
+   * output must be what a document without one gives, ASCII with character
+   * references, or the next rewrite would not give the same bytes; libxml2
+   * escapes attributes by the document's encoding, so that goes too while
+   * saving. */
+  if (!self->has_decl)
+    encoding = NULL;
+  else if (encoding && g_ascii_strcasecmp (encoding, "UTF-8") != 0)
     encoding = "UTF-8";
+  doc_encoding = self->doc->encoding;
+  if (!encoding)
+    self->doc->encoding = NULL;
   save = xmlSaveToBuffer (buf, encoding, options);
   xmlSaveDoc (save, self->doc);
   xmlSaveClose (save);
+  self->doc->encoding = doc_encoding;
   if (len)
     *len = xmlBufferLength (buf);
   out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));
