@@ -133,7 +133,33 @@ va_port_path (const char *port_root, const char *uuid, const char *mac)
 gboolean
 va_domain_text_may_have_intent (const char *xml, gsize len)
 {
-  return g_strstr_len (xml, len, VA_XML_NS) != NULL;
+  const char *p = xml;
+  const char *end = xml + len;
+
+  if (g_strstr_len (xml, len, VA_XML_NS))
+    return TRUE;
+
+  /* The byte search only sees the namespace spelled out in ASCII. A
+   * document that could spell it another way (UTF-16 or UCS-4, which have
+   * NUL bytes; EBCDIC or a declared encoding; character references) may
+   * still have intent, so the parser must look. libvirt writes none of
+   * these, so its documents keep the fast path. */
+  if (memchr (xml, '\0', len) || g_strstr_len (xml, len, "&#"))
+    return TRUE;
+  if (len >= 3 && memcmp (p, "\xEF\xBB\xBF", 3) == 0)
+    p += 3;
+  while (p < end && g_ascii_isspace (*p))
+    p++;
+  if (p < end && *p != '<')
+    return TRUE;
+  if (end - p >= 5 && memcmp (p, "<?xml", 5) == 0)
+    {
+      const char *decl_end = g_strstr_len (p, end - p, "?>");
+
+      if (!decl_end || g_strstr_len (p, decl_end - p, "encoding"))
+        return TRUE;
+    }
+  return FALSE;
 }
 
 /* ---- parsing ------------------------------------------------------------ */
@@ -305,7 +331,6 @@ parse_uint_attr (const char *mac, const char *attr, const char *value, guint min
 static VaNic *
 parse_nic (xmlNode *node, GError **error)
 {
-  g_autoptr (GString) where = g_string_new (NULL);
   g_autofree char *raw_mac = get_prop (node, "mac");
   char mac[18];
   VaNic *nic;
@@ -902,11 +927,28 @@ va_domain_to_string (const VaDomain *self, gsize *len)
   xmlBuffer *buf = xmlBufferCreate ();
   xmlSaveCtxt *save;
   int options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
+  const char *encoding = (const char *) self->doc->encoding;
+  const xmlChar *doc_encoding;
   char *out;
 
-  save = xmlSaveToBuffer (buf, (const char *) self->doc->encoding, options);
+  /* The result is a C string, and goes to libvirt and over D-Bus: UTF-8,
+   * never the document's own UTF-16 (whose NUL bytes would cut it short)
+   * or Latin-1. A declaration then names UTF-8. Without a declaration the
+   * output must be what a document without one gives, ASCII with character
+   * references, or the next rewrite would not give the same bytes; libxml2
+   * escapes attributes by the document's encoding, so that goes too while
+   * saving. */
+  if (!self->has_decl)
+    encoding = NULL;
+  else if (encoding && g_ascii_strcasecmp (encoding, "UTF-8") != 0)
+    encoding = "UTF-8";
+  doc_encoding = self->doc->encoding;
+  if (!encoding)
+    self->doc->encoding = NULL;
+  save = xmlSaveToBuffer (buf, encoding, options);
   xmlSaveDoc (save, self->doc);
   xmlSaveClose (save);
+  self->doc->encoding = doc_encoding;
   if (len)
     *len = xmlBufferLength (buf);
   out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));

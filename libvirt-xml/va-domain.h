@@ -76,8 +76,8 @@ char *va_port_path (const char *port_root, const char *uuid, const char *mac);
  * the document is untouched. */
 gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
 
-/* Serializes the document as libxml2 does, keeping the XML declaration only
- * when the input had one. */
+/* Serializes the document as libxml2 does, in UTF-8, keeping the XML
+ * declaration only when the input had one. */
 char *va_domain_to_string (const VaDomain *self, gsize *len);
 
 /* Parse, rewrite and serialize in one step. */
