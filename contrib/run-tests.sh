@@ -22,6 +22,8 @@ step "Tests under valgrind"
 meson test -C build --setup=valgrind --print-errorlogs
 VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
     meson test -C build --suite cli --print-errorlogs --logbase testlog-cli-valgrind
+VA_DAEMON_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet --suppressions=/usr/share/glib-2.0/valgrind/glib.supp" \
+    meson test -C build --suite bus --print-errorlogs --logbase testlog-bus-valgrind --timeout-multiplier 5
 
 step "Building with ASan+UBSan (build-asan/)"
 ./contrib/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false

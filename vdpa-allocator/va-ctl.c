@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "config.h"
 
-#include "va-ctl.h"
+#include "va-ctl-private.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,15 +20,15 @@ typedef struct
   int (*run) (int argc, char **argv);
 } Command;
 
-static int
-fail (const GError *error)
+int
+va_ctl_fail (const GError *error)
 {
   g_printerr ("vdpactl: %s\n", error->message);
   return 1;
 }
 
-static int
-fail_msg (const char *msg)
+int
+va_ctl_fail_msg (const char *msg)
 {
   g_printerr ("vdpactl: %s\n", msg);
   return 1;
@@ -164,13 +164,13 @@ cmd_rewrite (int argc, char **argv)
                                      "On any error nothing is printed on stdout and the exit status is 1.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
-    return fail (error);
+    return va_ctl_fail (error);
   if (argc > 2)
-    return fail_msg ("rewrite takes one FILE (or - for stdin)");
+    return va_ctl_fail_msg ("rewrite takes one FILE (or - for stdin)");
   if (argc == 2)
     path = argv[1];
   if (to && !va_form_from_string (to, &form))
-    return fail_msg ("--to must be accelerated or portable");
+    return va_ctl_fail_msg ("--to must be accelerated or portable");
 
   if (config_dir)
     config = va_config_load (config_dir, &error);
@@ -184,22 +184,22 @@ cmd_rewrite (int argc, char **argv)
         }
     }
   if (!config)
-    return fail (error);
+    return va_ctl_fail (error);
 
   ports = va_path_ports (va_path_get (VA_PATH_RUN));
   view = va_config_to_host_view (config, ports);
   if (!apply_capacity (view, capacity, &error))
-    return fail (error);
+    return va_ctl_fail (error);
 
   input = read_input (path, &len, &error);
   if (!input)
-    return fail (error);
+    return va_ctl_fail (error);
   domain = va_domain_parse (input, len, &error);
   if (!domain || !va_domain_rewrite (domain, view, form, &error))
-    return fail (error);
+    return va_ctl_fail (error);
   output = va_domain_to_string (domain, &out_len);
   if (!write_all (STDOUT_FILENO, output, out_len, &error))
-    return fail (error);
+    return va_ctl_fail (error);
   if (verbose)
     print_summary (domain, view);
   return 0;
@@ -213,6 +213,13 @@ cmd_version (int argc, char **argv)
 }
 
 static const Command commands[] = {
+  { "status", "Show the daemon, its backend and its pools", va_ctl_cmd_status },
+  { "pool", "list | show NAME | drain NAME | undrain NAME", va_ctl_cmd_pool },
+  { "lease", "list [--domain DOMAIN]: which VM NIC holds which device", va_ctl_cmd_lease },
+  { "network", "list: the configured networks (offline)", va_ctl_cmd_network },
+  { "allocate", "Lease a vDPA device for a VM NIC, as the hook does", va_ctl_cmd_allocate },
+  { "release", "Give a lease back (--mac M, or --all of a domain)", va_ctl_cmd_release },
+  { "reconcile", "Compare leases, devices and libvirt's domains; clean up", va_ctl_cmd_reconcile },
   { "rewrite", "Rewrite a domain XML to its accelerated or portable form (offline)", cmd_rewrite },
   { "version", "Print the version", cmd_version },
 };
@@ -233,7 +240,7 @@ int
 va_ctl_main (int argc, char **argv)
 {
   if (argc < 2)
-    return fail_msg ("no command given; see 'vdpactl --help'");
+    return va_ctl_fail_msg ("no command given; see 'vdpactl --help'");
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
     {
       usage (stdout);

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A private system bus, the real vdpa-allocatord on the simulated NIC, and a
+mocked polkit authority (python3-dbusmock): the "bus" tier of DESIGN.md."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import gi
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+NAME = "org.vdpa_allocator.Allocator1"
+PATH = "/org/vdpa_allocator/Allocator1"
+IFACE = "org.vdpa_allocator.Allocator1"
+BUILD = os.environ.get("VA_BUILDDIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+DAEMON = os.environ.get("VA_DAEMON", os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord"))
+VDPACTL = os.environ.get("VDPACTL", os.path.join(BUILD, "vdpa-allocator", "vdpactl"))
+
+BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_type="method_return"/>
+    <allow send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="signal"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+  </policy>
+</busconfig>
+"""
+
+CONFIG = """[simulate]
+pfs=2
+vfs=4
+numa-nodes=2
+
+[pool accel]
+match-vendor=15b3
+max-vqp=4
+low-watermark=3
+
+[network vpc2]
+mode=vdpa
+pool=accel
+vlan=2334
+
+[network capped]
+mode=vdpa
+pool=accel
+vlan=100
+quota=1
+
+[network vpc1]
+mode=virtio
+vlan=2200
+fallback-bridge=br-bond0
+fallback-bridge-type=ovs
+"""
+
+
+class Bus:
+    """A private dbus-daemon of type system, with polkitd mocked on it."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="va-bus-")
+        os.chmod(self.dir, 0o755)  # clients run as nobody too
+        self.socket = os.path.join(self.dir, "system_bus_socket")
+        conf = os.path.join(self.dir, "bus.conf")
+        with open(conf, "w") as f:
+            f.write(BUS_CONF.format(socket=self.socket))
+        self.proc = subprocess.Popen(["dbus-daemon", "--nofork", "--config-file=" + conf, "--print-address"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.address = self.proc.stdout.readline().decode().strip()
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=" + self.socket
+        self.polkit = subprocess.Popen(["/usr/bin/python3", "-m", "dbusmock", "--system", "--template", "polkitd"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = Gio.DBusConnection.new_for_address_sync(
+            self.address,
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+        self.wait_for_name("org.freedesktop.PolicyKit1")
+
+    def has_name(self, name):
+        ret = self.conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                  "NameHasOwner", GLib.Variant("(s)", (name,)), None, 0, -1, None)
+        return ret.unpack()[0]
+
+    def wait_for_name(self, name, timeout=10):
+        deadline = time.monotonic() + timeout
+        while not self.has_name(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError("%s did not appear on the bus" % name)
+            time.sleep(0.02)
+
+    def polkit_allow(self, actions):
+        self.conn.call_sync("org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                            "org.freedesktop.DBus.Mock", "SetAllowed", GLib.Variant("(as)", (actions,)),
+                            None, 0, -1, None)
+
+    def close(self):
+        for p in (self.polkit, self.proc):
+            p.terminate()
+            p.wait(5)
+        self.proc.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Daemon:
+    """vdpa-allocatord with its own config, state and run directories."""
+
+    def __init__(self, bus, config=CONFIG, root=None):
+        self.bus = bus
+        self.root = root or tempfile.mkdtemp(prefix="va-daemon-")
+        os.chmod(self.root, 0o755)
+        self.conf_dir = os.path.join(self.root, "etc")
+        self.state_dir = os.path.join(self.root, "state")
+        self.run_dir = os.path.join(self.root, "run")
+        os.makedirs(self.conf_dir, exist_ok=True)
+        with open(os.path.join(self.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(config)
+        self.proc = None
+        self.log = os.path.join(self.root, "daemon.log")
+
+    def start(self, wrapper=None, libvirt_uri="test:///nonexistent-so-unreachable"):
+        """libvirt_uri: the default one names no file, so libvirt is
+        unreachable; "test:///default" is libvirt's own test driver.
+        VA_DAEMON_WRAPPER (e.g. valgrind) wraps the daemon."""
+        if wrapper is None:
+            wrapper = os.environ.get("VA_DAEMON_WRAPPER", "").split()
+        env = dict(os.environ)
+        env["VDPA_ALLOCATOR_LIBVIRT_URI"] = libvirt_uri
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(list(wrapper) + [DAEMON, "--config", self.conf_dir, "--state-dir", self.state_dir,
+                                                          "--run-dir", self.run_dir],
+                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while not self.bus.has_name(NAME):
+            if self.proc.poll() is not None:
+                raise RuntimeError("daemon exited %d: %s" % (self.proc.returncode, self.read_log()))
+            if time.monotonic() > deadline:
+                raise TimeoutError("daemon did not take its name")
+            time.sleep(0.01)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(30)
+        deadline = time.monotonic() + 10
+        while self.bus.has_name(NAME) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        rc = self.proc.returncode if self.proc else 0
+        self.proc = None
+        return rc
+
+    def read_log(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def remove(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def call(bus, method, args=None, signature=None, timeout=30000):
+    """Calls the manager; returns the unpacked reply or raises GLib.Error."""
+    params = GLib.Variant(signature, args) if signature else None
+    ret = bus.conn.call_sync(NAME, PATH, IFACE, method, params, None, 0, timeout, None)
+    return ret.unpack() if ret else None
+
+
+def dbus_error_name(err):
+    return Gio.DBusError.get_remote_error(err)
+
+
+def vdpactl(*args, user=None, check=False):
+    cmd = [VDPACTL] + list(args)
+    if user is not None:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)

@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The daemon, vdpactl and GDBus clients on a private system bus, with the
+simulated NIC standing in for the ConnectX hardware this machine lacks."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from busfixture import (DAEMON, IFACE, NAME, PATH, VDPACTL, Bus, Daemon,  # noqa: E402
+                        call, dbus_error_name, vdpactl)
+from gi.repository import Gio, GLib  # noqa: E402
+
+UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+UUID2 = "11111111-2222-3333-4444-555555555555"
+NOBODY = 65534
+
+
+def mac(i):
+    return "52:54:00:00:%02x:%02x" % (i // 256, i % 256)
+
+
+def allocate(bus, uuid, m, network="vpc2", options=None):
+    return call(bus, "Allocate", (uuid, "vm", m, network, options or {}), "(ssssa{sv})")[0]
+
+
+class BusTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.bus.polkit_allow([])
+        self.daemon = Daemon(self.bus)
+        self.daemon.start()
+
+    def tearDown(self):
+        rc = self.daemon.stop()
+        self.assertEqual(rc, 0, self.daemon.read_log())
+        self.daemon.remove()
+
+    def assertDBusError(self, name, func, *args):
+        with self.assertRaises(GLib.Error) as ctx:
+            func(*args)
+        self.assertEqual(dbus_error_name(ctx.exception), name, ctx.exception.message)
+        return ctx.exception
+
+    def assertServing(self):
+        props = self.bus.conn.call_sync(NAME, PATH, "org.freedesktop.DBus.Properties", "GetAll",
+                                        GLib.Variant("(s)", (IFACE,)), None, 0, 5000, None).unpack()[0]
+        self.assertEqual(props["Backend"], "sim")
+
+    # -- allocation ---------------------------------------------------------
+
+    def test_allocate_until_exhausted_then_release(self):
+        leases = [allocate(self.bus, UUID1, mac(i)) for i in range(8)]
+        self.assertEqual(len({lease["slot"] for lease in leases}), 8)
+        for lease in leases:
+            self.assertEqual(lease["vlan"], 2334)
+            self.assertEqual(lease["queues"], 4)
+            self.assertEqual(os.readlink(lease["port"]), lease["chardev"])
+        self.assertDBusError("org.vdpa_allocator.Error.PoolExhausted", allocate, self.bus, UUID2, mac(100))
+
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", mac(100), "--network", "vpc2")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(len(r.stderr.splitlines()), 1)
+        self.assertIn("pool accel is exhausted", r.stderr)
+
+        r = vdpactl("release", "--uuid", UUID1, "--mac", mac(3), check=True)
+        self.assertFalse(os.path.lexists(leases[3]["port"]))
+        again = allocate(self.bus, UUID2, mac(100))
+        self.assertEqual(again["slot"], leases[3]["slot"])
+
+    def test_allocate_is_idempotent_and_release_too(self):
+        a = allocate(self.bus, UUID1, "52:54:00:6B:3C:58")
+        b = allocate(self.bus, UUID1, "52:54:00:6b:3c:58")
+        self.assertEqual(a, b)
+        listed = json.loads(vdpactl("lease", "list", "-j", check=True).stdout)
+        self.assertEqual(len(listed), 1)
+        self.assertEqual(listed[0]["mac"], "52:54:00:6b:3c:58")
+        call(self.bus, "Release", (UUID1, a["mac"]), "(ss)")
+        call(self.bus, "Release", (UUID1, a["mac"]), "(ss)")
+        self.assertEqual(call(self.bus, "ListLeases")[0], [])
+
+    def test_release_domain_and_claim(self):
+        for i in range(3):
+            allocate(self.bus, UUID1, mac(i))
+        allocate(self.bus, UUID2, mac(10))
+        port_dir = os.path.join(self.daemon.run_dir, "ports", UUID1)
+        os.unlink(os.path.join(port_dir, mac(1)))
+        self.assertEqual(call(self.bus, "Claim", (UUID1,), "(s)")[0], 3)
+        self.assertTrue(os.path.exists(os.path.join(port_dir, mac(1))))
+        self.assertEqual(call(self.bus, "ReleaseDomain", (UUID1,), "(s)")[0], 3)
+        self.assertFalse(os.path.exists(port_dir))
+        self.assertEqual(call(self.bus, "ReleaseDomain", (UUID1,), "(s)")[0], 0)
+        self.assertEqual(len(call(self.bus, "ListLeases")[0]), 1)
+
+    def test_drain(self):
+        r = vdpactl("pool", "drain", "accel", check=True)
+        self.assertIn("draining", r.stdout)
+        self.assertDBusError("org.vdpa_allocator.Error.Busy", allocate, self.bus, UUID1, mac(1))
+        pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+        self.assertTrue(pool["Draining"])
+        self.assertEqual(pool["Free"], 0)
+        vdpactl("pool", "undrain", "accel", check=True)
+        allocate(self.bus, UUID1, mac(1))
+
+    def test_quota(self):
+        allocate(self.bus, UUID1, mac(1), "capped")
+        self.assertDBusError("org.vdpa_allocator.Error.PoolExhausted", allocate, self.bus, UUID1, mac(2), "capped")
+        allocate(self.bus, UUID1, mac(2), "vpc2")
+
+    def test_numa_preference_then_least_loaded(self):
+        # sim PF i sits on NUMA node i % 2; PF i's VFs are in PCI domain i
+        for i in range(4):
+            lease = allocate(self.bus, UUID1, mac(i), options={"numa_node": GLib.Variant("i", 1)})
+            self.assertTrue(lease["slot"].startswith("0001:"), lease)
+        # node 1 is full: the request still gets a slot elsewhere
+        lease = allocate(self.bus, UUID1, mac(9), options={"numa_node": GLib.Variant("i", 1)})
+        self.assertTrue(lease["slot"].startswith("0000:"), lease)
+        # no preference: the least-loaded PF, now sim0
+        lease = allocate(self.bus, UUID1, mac(10))
+        self.assertTrue(lease["slot"].startswith("0000:"), lease)
+
+    def test_inline_intent(self):
+        lease = allocate(self.bus, UUID1, mac(1), "", {"pool": GLib.Variant("s", "accel"),
+                                                      "vlan": GLib.Variant("q", 77),
+                                                      "queues": GLib.Variant("q", 2)})
+        self.assertEqual(lease["vlan"], 77)
+        self.assertEqual(lease["queues"], 2)
+        self.assertEqual(lease["network"], "")
+
+    # -- signals ------------------------------------------------------------
+
+    def test_signals(self):
+        got = []
+
+        def on_signal(conn, sender, path, iface, name, params):
+            got.append((name, params.unpack()))
+
+        sub = self.bus.conn.signal_subscribe(NAME, None, None, None, None, 0, on_signal)
+        try:
+            ctx = GLib.MainContext.default()
+            for i in range(6):
+                allocate(self.bus, UUID1, mac(i))
+            call(self.bus, "Release", (UUID1, mac(0)), "(ss)")
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and sum(1 for n, _ in got if n == "LeaseRemoved") < 1:
+                ctx.iteration(False)
+                time.sleep(0.01)
+            while ctx.iteration(False):
+                pass
+        finally:
+            self.bus.conn.signal_unsubscribe(sub)
+        names = [n for n, _ in got]
+        self.assertEqual(names.count("LeaseAdded"), 6)
+        self.assertEqual(names.count("LeaseRemoved"), 1)
+        # 8 slots, low-watermark 3: free drops to 2 after the 6th lease, once
+        low = [args for n, args in got if n == "LowWatermark"]
+        self.assertEqual(low, [("accel", 2)])
+        changed = [args for n, args in got if n == "PropertiesChanged"]
+        self.assertTrue(any("Free" in args[1] for args in changed))
+        added = [args for n, args in got if n == "LeaseAdded"][0][0]
+        self.assertEqual(added["uuid"], UUID1)
+
+    # -- authorization --------------------------------------------------------
+
+    def private_vdpactl(self):
+        # a copy nobody can run, whatever the permissions of the build tree
+        d = tempfile.mkdtemp(prefix="va-ctl-")
+        os.chmod(d, 0o755)
+        shutil.copy(VDPACTL, d)
+        self.addCleanup(shutil.rmtree, d)
+        return os.path.join(d, "vdpactl")
+
+    def test_reads_open_changes_need_root_or_polkit(self):
+        ctl = self.private_vdpactl()
+        allocate(self.bus, UUID1, mac(1))
+        env_ctl = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", ctl]
+        r = subprocess.run(env_ctl + ["status", "-j"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["leases"], 1)
+
+        for args in (["allocate", "-u", UUID2, "-m", mac(2), "-n", "vpc2"], ["release", "-u", UUID1, "-m", mac(1)],
+                     ["pool", "drain", "accel"], ["reconcile"]):
+            r = subprocess.run(env_ctl + args, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, args)
+            self.assertIn("needs root or the polkit action org.vdpa_allocator.manage", r.stderr)
+            self.assertEqual(len(r.stderr.splitlines()), 1)
+        self.assertEqual(len(call(self.bus, "ListLeases")[0]), 1)
+
+        self.bus.polkit_allow(["org.vdpa_allocator.manage"])
+        r = subprocess.run(env_ctl + ["allocate", "-u", UUID2, "-m", mac(2), "-n", "vpc2"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(call(self.bus, "ListLeases")[0]), 2)
+
+    # -- hostile input ----------------------------------------------------------
+
+    def test_hostile_arguments(self):
+        big = "x" * (1024 * 1024)
+        bad = [
+            (("", "vm", mac(1), "vpc2", {}), "InvalidArgument"),
+            ((big, "vm", mac(1), "vpc2", {}), "InvalidArgument"),
+            (("not-a-uuid", "vm", mac(1), "vpc2", {}), "InvalidArgument"),
+            ((UUID1, "vm", "", "vpc2", {}), "InvalidArgument"),
+            ((UUID1, "vm", big, "vpc2", {}), "InvalidArgument"),
+            ((UUID1, "vm", "ff:ff:ff:ff:ff:ff", "vpc2", {}), "InvalidArgument"),
+            ((UUID1, "vm", "52:54:00:zz:00:01", "vpc2", {}), "InvalidArgument"),
+            ((UUID1, big, mac(1), "vpc2", {}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), big, {}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "nope", {}), "NoSuchNetwork"),
+            ((UUID1, "vm", mac(1), "vpc1", {}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "", {}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "", {"pool": GLib.Variant("s", "ghost")}), "NoSuchPool"),
+            ((UUID1, "vm", mac(1), "", {"pool": GLib.Variant("s", big)}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "", {"pool": GLib.Variant("i", 5)}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "vpc2", {"colour": GLib.Variant("s", "red")}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "", {"pool": GLib.Variant("s", "accel"), "vlan": GLib.Variant("q", 4095)}),
+             "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "vpc2", {"queues": GLib.Variant("q", 0)}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "vpc2", {"queues": GLib.Variant("q", 300)}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "vpc2", {"queues": GLib.Variant("q", 8)}), "InvalidArgument"),
+            ((UUID1, "vm", mac(1), "vpc2", {"mtu": GLib.Variant("q", 10)}), "InvalidArgument"),
+        ]
+        for args, err in bad:
+            self.assertDBusError("org.vdpa_allocator.Error." + err,
+                                 lambda a=args: call(self.bus, "Allocate", a, "(ssssa{sv})"))
+            self.assertServing()
+        # wrong types never reach the daemon's code: GDBus refuses them
+        for method, sig, args in (("Allocate", "(sss)", (UUID1, "vm", mac(1))),
+                                  ("Allocate", "(ssssas)", (UUID1, "vm", mac(1), "vpc2", [])),
+                                  ("Release", "(u)", (7,)),
+                                  ("Drain", "(ss)", ("accel", "yes")),
+                                  ("RewriteDomain", "(s)", ("<domain/>",))):
+            self.assertDBusError("org.freedesktop.DBus.Error.InvalidArgs", call, self.bus, method, args, sig)
+        for method, sig, args, err in (("Release", "(ss)", ("x", mac(1)), "InvalidArgument"),
+                                       ("Release", "(ss)", (UUID1, big), "InvalidArgument"),
+                                       ("ReleaseDomain", "(s)", (big,), "InvalidArgument"),
+                                       ("Claim", "(s)", ("../../etc",), "InvalidArgument"),
+                                       ("Drain", "(sb)", ("ghost", True), "NoSuchPool"),
+                                       ("Drain", "(sb)", (big, True), "InvalidArgument"),
+                                       ("RewriteDomain", "(ss)", ("<domain", "accelerated"), "InvalidXml"),
+                                       ("RewriteDomain", "(ss)", (big, "accelerated"), "InvalidXml"),
+                                       ("RewriteDomain", "(ss)", ("<domain/>", "sideways"), "InvalidArgument")):
+            self.assertDBusError("org.vdpa_allocator.Error." + err,
+                                 lambda m=method, s=sig, a=args: call(self.bus, m, a, s))
+        self.assertServing()
+        self.assertEqual(call(self.bus, "ListLeases")[0], [])
+
+    # -- durability and life cycle -------------------------------------------------
+
+    def test_leases_survive_sigkill(self):
+        leases = [allocate(self.bus, UUID1, mac(i)) for i in range(3)]
+        self.assertEqual(self.daemon.stop(signal.SIGKILL), -signal.SIGKILL)
+        self.daemon.start()
+        listed = call(self.bus, "ListLeases")[0]
+        self.assertEqual(sorted(x["slot"] for x in listed), sorted(x["slot"] for x in leases))
+        for lease in leases:
+            self.assertEqual(os.readlink(lease["port"]), lease["chardev"])
+        # the restored leases still hold their slots
+        pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+        self.assertEqual(pool["Leased"], 3)
+
+    def test_reload_on_sighup(self):
+        dropin = os.path.join(self.daemon.conf_dir, "conf.d")
+        os.makedirs(dropin)
+        with open(os.path.join(dropin, "50-new.conf"), "w") as f:
+            f.write("[network vpc9]\nmode=vdpa\npool=accel\nvlan=9\n")
+        self.assertDBusError("org.vdpa_allocator.Error.NoSuchNetwork", allocate, self.bus, UUID1, mac(1), "vpc9")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self.assertEqual(allocate(self.bus, UUID1, mac(1), "vpc9")["vlan"], 9)
+                break
+            except GLib.Error:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        # a broken reload keeps the running configuration
+        with open(os.path.join(dropin, "60-bad.conf"), "w") as f:
+            f.write("[network vpc9]\nvlan=99999\n")
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.2)
+        self.assertServing()
+        self.assertEqual(allocate(self.bus, UUID1, mac(2), "vpc9")["vlan"], 9)
+
+    def test_rewrite_domain_uses_live_capacity(self):
+        xml = ("<domain><name>x</name><uuid>%s</uuid><metadata>"
+               "<v:nics xmlns:v='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+               "<v:nic mac='52:54:00:00:00:09' pool='accel' vlan='5' bridge='br0'/></v:nics></metadata>"
+               "<devices><interface type='network'><mac address='52:54:00:00:00:09'/>"
+               "<source network='default'/></interface></devices></domain>" % UUID1)
+        out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
+        self.assertIn('type="vdpa"', out)
+        self.assertIn(os.path.join(self.daemon.run_dir, "ports", UUID1, "52:54:00:00:00:09"), out)
+        for i in range(8):
+            allocate(self.bus, UUID2, mac(i))
+        out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
+        self.assertIn('type="bridge"', out)
+
+
+class LibvirtReconcileTest(unittest.TestCase):
+    """Reconciliation against libvirt's own test driver: a real libvirt
+    connection whose only domain is 'test' (6695eb01-...)."""
+
+    TEST_UUID = "6695eb01-f6a4-8304-79aa-97f2502e193f"
+
+    def test_leases_of_gone_domains_released_at_start(self):
+        bus = Bus()
+        daemon = Daemon(bus)
+        try:
+            daemon.start()
+            allocate(bus, self.TEST_UUID, mac(1))
+            allocate(bus, UUID1, mac(2))
+            self.assertEqual(daemon.stop(), 0)
+            daemon.start(libvirt_uri="test:///default")
+            deadline = time.monotonic() + 10
+            while len(call(bus, "ListLeases")[0]) != 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual([x["uuid"] for x in call(bus, "ListLeases")[0]], [self.TEST_UUID])
+            report = call(bus, "Reconcile")[0]
+            self.assertTrue(report["libvirt"])
+            self.assertEqual(report["released"], 0)
+            self.assertEqual(daemon.stop(), 0)
+            self.assertIn("1 lease(s) of gone domains released", daemon.read_log())
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+
+class CommandLineTest(unittest.TestCase):
+    def test_daemon_not_running(self):
+        bus = Bus()
+        try:
+            r = vdpactl("status")
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.strip(), "vdpactl: vdpa-allocatord is not running (no %s on the system bus)" % NAME)
+            self.assertEqual(r.stdout, "")
+        finally:
+            bus.close()
+
+    def test_check_config(self):
+        d = Daemon(None)
+        try:
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("3 network(s)", r.stdout)
+            with open(os.path.join(d.conf_dir, "vdpa-allocator.conf"), "a") as f:
+                f.write("[network bad]\nmode=vdpa\npool=nowhere\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s/vdpa-allocator.conf: [network bad] pool: no pool named 'nowhere'"
+                             % d.conf_dir)
+        finally:
+            d.remove()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* vdpactl's commands that talk to vdpa-allocatord. One output path: each
+ * command builds records (a{sv}), then prints them as aligned columns or,
+ * with -j, as JSON. */
+#include "config.h"
+
+#include "va-ctl-private.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "va-config.h"
+#include "va-dbus.h"
+#include "va-domain.h"
+#include "va-error.h"
+#include "va-paths.h"
+
+typedef struct
+{
+  const char *key;
+  const char *title;
+} Column;
+
+static GDBusConnection *
+connect_bus (GError **error)
+{
+  GDBusConnection *conn;
+
+  va_dbus_error_register ();
+  conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
+  if (!conn)
+    g_prefix_error (error, "cannot reach the system bus: ");
+  return conn;
+}
+
+static void
+explain_bus_error (GError **error)
+{
+  if (g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_SERVICE_UNKNOWN)
+      || g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
+    {
+      g_clear_error (error);
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa-allocatord is not running (no %s on the system bus)", VA_DBUS_NAME);
+    }
+  else
+    g_dbus_error_strip_remote_error (*error);
+}
+
+static GVariant *
+bus_call (const char *path, const char *iface, const char *method, GVariant *params, const char *reply_type, GError **error)
+{
+  g_autoptr (GDBusConnection) conn = connect_bus (error);
+  GVariant *ret;
+
+  if (!conn)
+    {
+      if (params)
+        g_variant_unref (g_variant_ref_sink (params));
+      return NULL;
+    }
+  ret = g_dbus_connection_call_sync (conn, VA_DBUS_NAME, path, iface, method, params, reply_type ? G_VARIANT_TYPE (reply_type) : NULL,
+                                     G_DBUS_CALL_FLAGS_NONE, 30000, NULL, error);
+  if (!ret)
+    explain_bus_error (error);
+  return ret;
+}
+
+static GVariant *
+call (const char *method, GVariant *params, const char *reply_type, GError **error)
+{
+  return bus_call (VA_DBUS_PATH, VA_DBUS_IFACE, method, params, reply_type, error);
+}
+
+/* a{sv} of every property of @iface at @path. */
+static GVariant *
+get_all (const char *path, const char *iface, GError **error)
+{
+  g_autoptr (GVariant) ret = bus_call (path, "org.freedesktop.DBus.Properties", "GetAll", g_variant_new ("(s)", iface), "(a{sv})", error);
+  GVariant *props;
+
+  if (!ret)
+    return NULL;
+  g_variant_get (ret, "(@a{sv})", &props);
+  return props;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static char *
+value_text (GVariant *v)
+{
+  if (!v)
+    return g_strdup ("-");
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) || g_variant_is_of_type (v, G_VARIANT_TYPE_OBJECT_PATH))
+    {
+      const char *s = g_variant_get_string (v, NULL);
+      return g_strdup (*s ? s : "-");
+    }
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN))
+    return g_strdup (g_variant_get_boolean (v) ? "yes" : "no");
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY))
+    {
+      g_autofree const char **strv = g_variant_get_strv (v, NULL);
+      return strv[0] ? g_strjoinv (",", (char **) strv) : g_strdup ("-");
+    }
+  return g_variant_print (v, FALSE);
+}
+
+void
+va_ctl_print_json (GVariant *value)
+{
+  g_autoptr (JsonNode) node = json_gvariant_serialize (value);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autofree char *text = NULL;
+
+  json_generator_set_pretty (gen, TRUE);
+  json_generator_set_root (gen, node);
+  text = json_generator_to_data (gen, NULL);
+  g_print ("%s\n", text);
+}
+
+/* @records: aa{sv}. */
+static void
+print_table (GVariant *records, const Column *cols, gboolean json)
+{
+  gsize n = g_variant_n_children (records);
+  guint ncols = 0;
+  g_autofree gsize *width = NULL;
+  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
+
+  if (json)
+    return va_ctl_print_json (records);
+  while (cols[ncols].key)
+    ncols++;
+  width = g_new0 (gsize, ncols);
+  for (guint c = 0; c < ncols; c++)
+    width[c] = strlen (cols[c].title);
+  for (gsize r = 0; r < n; r++)
+    {
+      g_autoptr (GVariant) rec = g_variant_get_child_value (records, r);
+      for (guint c = 0; c < ncols; c++)
+        {
+          g_autoptr (GVariant) v = g_variant_lookup_value (rec, cols[c].key, NULL);
+          char *text = value_text (v);
+          width[c] = MAX (width[c], strlen (text));
+          g_ptr_array_add (cells, text);
+        }
+    }
+  /* the last column unpadded: no trailing blanks */
+  for (guint c = 0; c < ncols; c++)
+    g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, cols[c].title, c + 1 < ncols ? "  " : "\n");
+  for (gsize r = 0; r < n; r++)
+    for (guint c = 0; c < ncols; c++)
+      g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, (const char *) g_ptr_array_index (cells, r * ncols + c),
+               c + 1 < ncols ? "  " : "\n");
+}
+
+static void
+print_record (GVariant *rec, gboolean json)
+{
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+  gsize w = 0;
+
+  if (json)
+    return va_ctl_print_json (rec);
+  g_variant_iter_init (&iter, rec);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      w = MAX (w, strlen (key));
+      g_variant_unref (value);
+    }
+  g_variant_iter_init (&iter, rec);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr (GVariant) v = value;
+      g_autofree char *text = value_text (v);
+      g_print ("%-*s  %s\n", (int) w + 1, key, text);
+    }
+}
+
+static const Column pool_cols[] = {
+  { "Name", "POOL" },       { "Total", "TOTAL" },         { "Free", "FREE" },
+  { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },     { "Draining", "DRAINING" },
+  { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { NULL },
+};
+
+static const Column lease_cols[] = {
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
+  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" },   { "port", "PORT" }, { NULL },
+};
+
+/* aa{sv} of every pool's properties. */
+static GVariant *
+pools_records (GError **error)
+{
+  g_autoptr (GVariant) props = get_all (VA_DBUS_PATH, VA_DBUS_IFACE, error);
+  g_autoptr (GVariant) paths = NULL;
+  GVariantBuilder b;
+  GVariantIter iter;
+  const char *path;
+
+  if (!props)
+    return NULL;
+  paths = g_variant_lookup_value (props, "Pools", G_VARIANT_TYPE_OBJECT_PATH_ARRAY);
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  g_variant_iter_init (&iter, paths);
+  while (g_variant_iter_next (&iter, "&o", &path))
+    {
+      GVariant *pool = get_all (path, "org.vdpa_allocator.Pool1", error);
+      if (!pool)
+        {
+          g_variant_builder_clear (&b);
+          return NULL;
+        }
+      g_variant_builder_add_value (&b, pool);
+      g_variant_unref (pool);
+    }
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
+static int
+parse_simple (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
+{
+  const GOptionEntry json_entry[] = {
+    { "json", 'j', 0, G_OPTION_ARG_NONE, json, "Print JSON", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new (args);
+  g_autoptr (GError) error = NULL;
+
+  g_option_context_set_summary (ctx, summary);
+  if (json)
+    g_option_context_add_main_entries (ctx, json_entry, NULL);
+  if (extra)
+    g_option_context_add_main_entries (ctx, extra, NULL);
+  if (!g_option_context_parse (ctx, argc, argv, &error))
+    return va_ctl_fail (error);
+  if (*argc - 1 < min || *argc - 1 > max)
+    return va_ctl_fail_msg (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
+  return 0;
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+int
+va_ctl_cmd_status (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) props = NULL;
+  g_autoptr (GVariant) pools = NULL;
+  g_autoptr (GVariant) leases = NULL;
+  gboolean json = FALSE;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, "- show the allocator's state", "Shows the daemon, its backend and its pools.", NULL, &json, 0, 0)))
+    return rc;
+  props = get_all (VA_DBUS_PATH, VA_DBUS_IFACE, &error);
+  if (props)
+    pools = pools_records (&error);
+  if (pools)
+    leases = call ("ListLeases", NULL, "(aa{sv})", &error);
+  if (!leases)
+    return va_ctl_fail (error);
+
+  if (json)
+    {
+      GVariantBuilder b;
+      g_autoptr (GVariant) version = g_variant_lookup_value (props, "Version", NULL);
+      g_autoptr (GVariant) backend = g_variant_lookup_value (props, "Backend", NULL);
+      g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
+
+      g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+      g_variant_builder_add (&b, "{sv}", "version", version);
+      g_variant_builder_add (&b, "{sv}", "backend", backend);
+      g_variant_builder_add (&b, "{sv}", "pools", pools);
+      g_variant_builder_add (&b, "{sv}", "leases", g_variant_new_uint32 (g_variant_n_children (list)));
+      va_ctl_print_json (g_variant_builder_end (&b));
+    }
+  else
+    {
+      const char *version = NULL, *backend = NULL;
+      g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
+
+      g_variant_lookup (props, "Version", "&s", &version);
+      g_variant_lookup (props, "Backend", "&s", &backend);
+      g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
+               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (list));
+      print_table (pools, pool_cols, FALSE);
+    }
+  return 0;
+}
+
+static int
+pool_list (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) pools = NULL;
+  gboolean json = FALSE;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, "- list the pools", "Lists every pool with its slots.", NULL, &json, 0, 0)))
+    return rc;
+  pools = pools_records (&error);
+  if (!pools)
+    return va_ctl_fail (error);
+  print_table (pools, pool_cols, json);
+  return 0;
+}
+
+static int
+pool_show (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) props = NULL;
+  g_autofree char *path = NULL;
+  gboolean json = FALSE;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, "NAME - show one pool", "Shows every property of one pool.", NULL, &json, 1, 1)))
+    return rc;
+  if (!va_name_is_valid (argv[1]))
+    return va_ctl_fail_msg ("not a pool name");
+  path = va_dbus_pool_path (argv[1]);
+  props = get_all (path, "org.vdpa_allocator.Pool1", &error);
+  if (!props)
+    {
+      if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD)
+          || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_OBJECT)
+          || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_INTERFACE))
+        {
+          g_printerr ("vdpactl: no pool named '%s'\n", argv[1]);
+          return 1;
+        }
+      return va_ctl_fail (error);
+    }
+  print_record (props, json);
+  return 0;
+}
+
+static int
+pool_drain (int argc, char **argv, gboolean draining)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, draining ? "NAME - stop handing out slots of a pool" : "NAME - hand out slots of a pool again",
+                          draining ? "A draining pool gives no new leases; its leases stay until released." : "Ends draining.", NULL, NULL,
+                          1, 1)))
+    return rc;
+  ret = call ("Drain", g_variant_new ("(sb)", argv[1], draining), NULL, &error);
+  if (!ret)
+    return va_ctl_fail (error);
+  g_print ("pool %s %s\n", argv[1], draining ? "draining" : "no longer draining");
+  return 0;
+}
+
+int
+va_ctl_cmd_pool (int argc, char **argv)
+{
+  if (argc < 2 || strcmp (argv[1], "list") == 0)
+    return pool_list (argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
+  if (strcmp (argv[1], "show") == 0)
+    return pool_show (argc - 1, argv + 1);
+  if (strcmp (argv[1], "drain") == 0)
+    return pool_drain (argc - 1, argv + 1, TRUE);
+  if (strcmp (argv[1], "undrain") == 0)
+    return pool_drain (argc - 1, argv + 1, FALSE);
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+    {
+      g_print ("Usage: vdpactl pool list|show NAME|drain NAME|undrain NAME [-j]\n");
+      return 0;
+    }
+  g_printerr ("vdpactl: unknown pool command '%.64s'; use list, show, drain or undrain\n", argv[1]);
+  return 1;
+}
+
+int
+va_ctl_cmd_lease (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (GVariant) list = NULL;
+  g_autofree char *domain = NULL;
+  gboolean json = FALSE;
+  const GOptionEntry entries[] = {
+    { "domain", 'd', 0, G_OPTION_ARG_STRING, &domain, "Only the leases of this domain (name or UUID)", "DOMAIN" },
+    { NULL },
+  };
+  GVariantBuilder b;
+  GVariantIter iter;
+  GVariant *rec;
+  int rc;
+
+  if (argc >= 2 && strcmp (argv[1], "list") == 0)
+    {
+      argc--;
+      argv++;
+    }
+  else if (argc >= 2 && argv[1][0] != '-')
+    {
+      g_printerr ("vdpactl: unknown lease command '%.64s'; use list\n", argv[1]);
+      return 1;
+    }
+  if ((rc = parse_simple (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
+                          0, 0)))
+    return rc;
+  ret = call ("ListLeases", NULL, "(aa{sv})", &error);
+  if (!ret)
+    return va_ctl_fail (error);
+  list = g_variant_get_child_value (ret, 0);
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  g_variant_iter_init (&iter, list);
+  while ((rec = g_variant_iter_next_value (&iter)))
+    {
+      const char *uuid = "", *name = "";
+      char want[37];
+
+      g_variant_lookup (rec, "uuid", "&s", &uuid);
+      g_variant_lookup (rec, "domain_name", "&s", &name);
+      if (!domain || strcmp (domain, name) == 0 || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
+        g_variant_builder_add_value (&b, rec);
+      g_variant_unref (rec);
+    }
+  {
+    g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
+    print_table (out, lease_cols, json);
+  }
+  return 0;
+}
+
+int
+va_ctl_cmd_reconcile (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (GVariant) report = NULL;
+  gboolean json = FALSE;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, "- compare leases, devices and libvirt's domains",
+                          "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
+                          "and releases leases of domains libvirt no longer has (only when libvirt answers).",
+                          NULL, &json, 0, 0)))
+    return rc;
+  ret = call ("Reconcile", NULL, "(a{sv})", &error);
+  if (!ret)
+    return va_ctl_fail (error);
+  report = g_variant_get_child_value (ret, 0);
+  print_record (report, json);
+  return 0;
+}
+
+int
+va_ctl_cmd_allocate (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (GVariant) lease = NULL;
+  g_autofree char *uuid = NULL, *name = NULL, *mac = NULL, *network = NULL, *pool = NULL;
+  gint vlan = 0, queues = 0, numa = -1;
+  gboolean json = FALSE;
+  const GOptionEntry entries[] = {
+    { "uuid", 'u', 0, G_OPTION_ARG_STRING, &uuid, "Domain UUID (required)", "UUID" },
+    { "domain", 'd', 0, G_OPTION_ARG_STRING, &name, "Domain name, for people", "NAME" },
+    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac, "The NIC's MAC address (required)", "MAC" },
+    { "network", 'n', 0, G_OPTION_ARG_STRING, &network, "A configured network", "NETWORK" },
+    { "pool", 'p', 0, G_OPTION_ARG_STRING, &pool, "A pool, for inline intent instead of --network", "POOL" },
+    { "vlan", 0, 0, G_OPTION_ARG_INT, &vlan, "VLAN with --pool (1-4094)", "ID" },
+    { "queues", 'q', 0, G_OPTION_ARG_INT, &queues, "Queue pairs (default: the pool's max-vqp)", "N" },
+    { "numa-node", 0, 0, G_OPTION_ARG_INT, &numa, "Preferred NUMA node", "N" },
+    { NULL },
+  };
+  GVariantBuilder opts;
+  int rc;
+
+  if ((rc = parse_simple (&argc, &argv, "- lease a vDPA device for a VM NIC",
+                          "Allocates as the hook does at 'prepare': makes the device and the port link.\n"
+                          "Idempotent for the same UUID and MAC.",
+                          entries, &json, 0, 0)))
+    return rc;
+  if (!uuid || !mac)
+    return va_ctl_fail_msg ("--uuid and --mac are required");
+  if (!network == !pool)
+    return va_ctl_fail_msg ("give --network, or --pool with --vlan");
+  if (vlan < 0 || vlan > VA_VLAN_MAX || queues < 0 || queues > VA_QUEUES_MAX)
+    return va_ctl_fail_msg ("--vlan must be 1-4094 and --queues 1-256");
+  g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
+  if (pool)
+    g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (pool));
+  if (vlan)
+    g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (vlan));
+  if (queues)
+    g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (queues));
+  if (numa >= 0)
+    g_variant_builder_add (&opts, "{sv}", "numa_node", g_variant_new_int32 (numa));
+  ret
+    = call ("Allocate", g_variant_new ("(ssss@a{sv})", uuid, name ? name : "", mac, network ? network : "", g_variant_builder_end (&opts)),
+            "(a{sv})", &error);
+  if (!ret)
+    return va_ctl_fail (error);
+  lease = g_variant_get_child_value (ret, 0);
+  print_record (lease, json);
+  return 0;
+}
+
+int
+va_ctl_cmd_release (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autofree char *uuid = NULL, *mac = NULL;
+  gboolean all = FALSE;
+  const GOptionEntry entries[] = {
+    { "uuid", 'u', 0, G_OPTION_ARG_STRING, &uuid, "Domain UUID (required)", "UUID" },
+    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac, "The NIC's MAC address", "MAC" },
+    { "all", 'a', 0, G_OPTION_ARG_NONE, &all, "Every lease of the domain", NULL },
+    { NULL },
+  };
+  int rc;
+
+  if ((rc
+       = parse_simple (&argc, &argv, "- give a lease back", "Deletes the vDPA device and the port link. Idempotent.", entries, NULL, 0, 0)))
+    return rc;
+  if (!uuid || (!mac == !all))
+    return va_ctl_fail_msg ("give --uuid, and --mac or --all");
+  if (all)
+    {
+      guint32 n;
+      ret = call ("ReleaseDomain", g_variant_new ("(s)", uuid), "(u)", &error);
+      if (!ret)
+        return va_ctl_fail (error);
+      g_variant_get (ret, "(u)", &n);
+      g_print ("released %u lease(s)\n", n);
+      return 0;
+    }
+  ret = call ("Release", g_variant_new ("(ss)", uuid, mac), NULL, &error);
+  if (!ret)
+    return va_ctl_fail (error);
+  g_print ("released\n");
+  return 0;
+}
+
+int
+va_ctl_cmd_network (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autofree char *config_dir = NULL;
+  gboolean json = FALSE;
+  const GOptionEntry entries[] = {
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration directory (default " VA_SYSCONFDIR "/vdpa-allocator)", "DIR" },
+    { NULL },
+  };
+  GVariantBuilder b;
+  int rc;
+
+  if (argc >= 2 && strcmp (argv[1], "list") == 0)
+    {
+      argc--;
+      argv++;
+    }
+  else if (argc >= 2 && argv[1][0] != '-')
+    {
+      g_printerr ("vdpactl: unknown network command '%.64s'; use list\n", argv[1]);
+      return 1;
+    }
+  if ((rc
+       = parse_simple (&argc, &argv, "- list the configured networks", "Reads the configuration; needs no daemon.", entries, &json, 0, 0)))
+    return rc;
+  config = va_config_load (config_dir ? config_dir : va_path_get (VA_PATH_CONFIG), &error);
+  if (!config)
+    return va_ctl_fail (error);
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < config->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (config->networks, i);
+      GVariantBuilder r;
+
+      g_variant_builder_init (&r, G_VARIANT_TYPE_VARDICT);
+      g_variant_builder_add (&r, "{sv}", "name", g_variant_new_string (n->net.name));
+      g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (va_mode_to_string (n->net.mode)));
+      g_variant_builder_add (&r, "{sv}", "pool", g_variant_new_string (n->net.pool ? n->net.pool : ""));
+      g_variant_builder_add (&r, "{sv}", "vlan", g_variant_new_uint16 (n->net.vlan));
+      g_variant_builder_add (&r, "{sv}", "fallback_bridge", g_variant_new_string (n->net.bridge ? n->net.bridge : ""));
+      g_variant_builder_add (&r, "{sv}", "bridge_type", g_variant_new_string (va_bridge_kind_to_string (n->net.bridge_kind)));
+      g_variant_builder_add (&r, "{sv}", "quota", g_variant_new_uint32 (n->quota));
+      g_variant_builder_add_value (&b, g_variant_builder_end (&r));
+    }
+  {
+    static const Column cols[] = {
+      { "name", "NETWORK" },     { "mode", "MODE" },   { "pool", "POOL" }, { "vlan", "VLAN" }, { "fallback_bridge", "FALLBACK" },
+      { "bridge_type", "TYPE" }, { "quota", "QUOTA" }, { NULL },
+    };
+    g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
+    print_table (out, cols, json);
+  }
+  return 0;
+}

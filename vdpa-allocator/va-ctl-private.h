@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+#include "va-ctl.h"
+
+/* One line on stderr, "vdpactl: ...", and exit status 1. */
+int va_ctl_fail (const GError *error);
+int va_ctl_fail_msg (const char *msg);
+void va_ctl_print_json (GVariant *value);
+
+int va_ctl_cmd_status (int argc, char **argv);
+int va_ctl_cmd_pool (int argc, char **argv);
+int va_ctl_cmd_lease (int argc, char **argv);
+int va_ctl_cmd_network (int argc, char **argv);
+int va_ctl_cmd_allocate (int argc, char **argv);
+int va_ctl_cmd_release (int argc, char **argv);
+int va_ctl_cmd_reconcile (int argc, char **argv);

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* vdpa-allocatord: the edge that logs. Loads the configuration, picks the
+ * backend the configuration names, opens the store, exports the allocator on
+ * the system bus (DBUS_SYSTEM_BUS_ADDRESS points it at a private one), and
+ * reconciles once at start. */
+#include "config.h"
+
+#include "va-daemon.h"
+
+#include <glib-unix.h>
+#include <locale.h>
+#include <stdio.h>
+
+#include "va-allocator.h"
+#include "va-dbus.h"
+#include "va-error.h"
+#include "va-libvirt.h"
+#include "va-paths.h"
+
+typedef struct
+{
+  GMainLoop *loop;
+  char *config_dir;
+  VaAllocator *alloc;
+  VaConfig *config;
+  GPtrArray *old_configs; /* kept: pools hold pointers into them */
+  int exit_code;
+} Daemon;
+
+static gboolean
+on_term (gpointer user_data)
+{
+  Daemon *d = user_data;
+
+  g_message ("stopping");
+  g_main_loop_quit (d->loop);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_hup (gpointer user_data)
+{
+  Daemon *d = user_data;
+  g_autoptr (GError) error = NULL;
+  VaConfig *config = va_config_load (d->config_dir, &error);
+
+  if (!config)
+    {
+      g_warning ("reload refused, keeping the running configuration: %s", error->message);
+      return G_SOURCE_CONTINUE;
+    }
+  if (!va_allocator_reload (d->alloc, config, &error))
+    {
+      g_warning ("reload failed: %s", error->message);
+      va_config_free (config);
+      return G_SOURCE_CONTINUE;
+    }
+  g_ptr_array_add (d->old_configs, d->config);
+  d->config = config;
+  g_message ("configuration reloaded from %s", d->config_dir);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+on_name_lost (GDBusConnection *conn, const char *name, gpointer user_data)
+{
+  Daemon *d = user_data;
+
+  g_printerr ("vdpa-allocatord: cannot own %s on the system bus (another instance, or the bus policy forbids it)\n", name);
+  d->exit_code = 1;
+  g_main_loop_quit (d->loop);
+}
+
+static void
+on_name_acquired (GDBusConnection *conn, const char *name, gpointer user_data)
+{
+  g_message ("serving %s", name);
+}
+
+static void
+reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaReconcileReport) r = va_allocator_reconcile_finish (VA_ALLOCATOR (source), res, &error);
+
+  if (!r)
+    {
+      g_warning ("reconciliation failed: %s", error->message);
+      return;
+    }
+  if (!r->libvirt_reachable)
+    g_warning ("libvirt unreachable, so no lease was released: %s", r->libvirt_error);
+  g_message ("reconciled: %u lease(s) of gone domains released, %u orphan device(s) removed, %u busy, %u device(s) re-made", r->released,
+             r->orphans->len, r->busy->len, r->missing->len);
+}
+
+static void
+print_check (const VaConfig *config)
+{
+  g_print ("configuration in %s is valid: %u file(s), %u pool(s), %u network(s)%s\n", config->dir, config->files->len, config->pools->len,
+           config->networks->len, config->simulate ? ", simulated NIC" : "");
+  for (guint i = 0; i < config->pools->len; i++)
+    {
+      const VaPoolConfig *p = g_ptr_array_index (config->pools, i);
+      g_print ("  pool %s: vfs=%u eswitch=%s vlan-method=%s max-vqp=%u\n", p->name, p->vfs, va_eswitch_mode_to_string (p->eswitch),
+               va_vlan_method_to_string (p->vlan_method), p->max_vqp);
+    }
+  for (guint i = 0; i < config->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (config->networks, i);
+      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
+               n->net.pool ? n->net.pool : "-", n->net.vlan, n->net.bridge ? n->net.bridge : "-", n->net.bridge ? " " : "",
+               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "");
+    }
+}
+
+int
+va_daemon_main (int argc, char **argv)
+{
+  g_autofree char *config_dir = NULL;
+  g_autofree char *state_arg = NULL;
+  g_autofree char *run_arg = NULL;
+  g_autofree char *state_dir = NULL;
+  g_autofree char *run_dir = NULL;
+  gboolean check_config = FALSE;
+  gboolean version = FALSE;
+  const GOptionEntry entries[] = {
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration directory (default " VA_SYSCONFDIR "/vdpa-allocator)", "DIR" },
+    { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &state_arg, "Durable state (default " VA_LOCALSTATEDIR "/lib/vdpa-allocator)", "DIR" },
+    { "run-dir", 0, 0, G_OPTION_ARG_FILENAME, &run_arg, "Run directory for port links (default /run/vdpa-allocator)", "DIR" },
+    { "check-config", 0, 0, G_OPTION_ARG_NONE, &check_config, "Validate the configuration, print a summary and exit", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- hands out vDPA devices for VM NICs");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaStore) store = NULL;
+  g_autoptr (VaBackend) backend = NULL;
+  g_autoptr (GDBusConnection) conn = NULL;
+  g_autoptr (VaDbus) dbus = NULL;
+  Daemon d = { 0 };
+  guint owner;
+
+  setlocale (LC_ALL, "");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    {
+      g_printerr ("vdpa-allocatord: %s\n", error->message);
+      return 1;
+    }
+  if (version)
+    {
+      g_print ("vdpa-allocatord %s\n", VA_VERSION);
+      return 0;
+    }
+  if (argc > 1)
+    {
+      g_printerr ("vdpa-allocatord: unexpected argument '%s'\n", argv[1]);
+      return 1;
+    }
+  d.config_dir = config_dir ? g_strdup (config_dir) : g_strdup (va_path_get (VA_PATH_CONFIG));
+  d.old_configs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_config_free);
+  d.config = va_config_load (d.config_dir, &error);
+  if (!d.config)
+    {
+      g_printerr ("vdpa-allocatord: %s\n", error->message);
+      return 1;
+    }
+  if (check_config)
+    {
+      print_check (d.config);
+      va_config_free (d.config);
+      g_ptr_array_unref (d.old_configs);
+      g_free (d.config_dir);
+      return 0;
+    }
+  /* absolute: port links and leases carry these paths */
+  state_dir = g_canonicalize_filename (state_arg ? state_arg : va_path_get (VA_PATH_STATE), NULL);
+  run_dir = g_canonicalize_filename (run_arg ? run_arg : va_path_get (VA_PATH_RUN), NULL);
+
+  if (d.config->simulate)
+    {
+      g_message ("simulating a ConnectX-6 Dx: %u PF(s) x %u VF(s) on %u NUMA node(s); no hardware is touched", d.config->sim_pfs,
+                 d.config->sim_vfs, d.config->sim_numa_nodes);
+      backend = va_backend_sim_new (d.config, run_dir, &error);
+    }
+  else
+    g_set_error_literal (&error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                         "the kernel backend is not available in this build; add a [simulate] group to use the simulated NIC");
+  if (!backend)
+    goto fail;
+
+  store = va_store_open (state_dir, &error);
+  if (!store)
+    goto fail;
+  d.alloc = va_allocator_new (d.config, backend, store, run_dir, &error);
+  if (!d.alloc)
+    goto fail;
+  va_allocator_set_domain_lister (d.alloc, va_libvirt_list_domains, (gpointer) g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+
+  conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
+  if (!conn)
+    goto fail;
+  dbus = va_dbus_new (d.alloc, conn, &error);
+  if (!dbus)
+    goto fail;
+
+  d.loop = g_main_loop_new (NULL, FALSE);
+  g_unix_signal_add (SIGTERM, on_term, &d);
+  g_unix_signal_add (SIGINT, on_term, &d);
+  g_unix_signal_add (SIGHUP, on_hup, &d);
+  owner = g_bus_own_name_on_connection (conn, VA_DBUS_NAME, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_name_acquired, on_name_lost, &d, NULL);
+  va_allocator_reconcile_async (d.alloc, reconciled, NULL);
+
+  g_main_loop_run (d.loop);
+
+  g_bus_unown_name (owner);
+  if (!va_allocator_flush (d.alloc, &error))
+    {
+      g_warning ("committing the last leases: %s", error->message);
+      g_clear_error (&error);
+    }
+  g_clear_pointer (&dbus, va_dbus_free);
+  g_clear_object (&d.alloc);
+  g_main_loop_unref (d.loop);
+  va_config_free (d.config);
+  g_ptr_array_unref (d.old_configs);
+  g_free (d.config_dir);
+  return d.exit_code;
+
+fail:
+  g_printerr ("vdpa-allocatord: %s\n", error->message);
+  g_clear_object (&d.alloc);
+  va_config_free (d.config);
+  g_ptr_array_unref (d.old_configs);
+  g_free (d.config_dir);
+  return 1;
+}

@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The D-Bus adapter: translates between the bus and the allocator core,
+ * which knows nothing of D-Bus. Reads are open to everyone; changes need
+ * uid 0 or the polkit action org.vdpa_allocator.manage. */
+#include "config.h"
+
+#include "va-dbus.h"
+
+#include <polkit/polkit.h>
+#include <string.h>
+
+#include "va-error.h"
+
+#define MANAGE_ACTION "org.vdpa_allocator.manage"
+#define POOL_PATH_PREFIX VA_DBUS_PATH "/pool/"
+#define POOL_IFACE "org.vdpa_allocator.Pool1"
+
+struct _VaDbus
+{
+  VaAllocator *alloc;
+  GDBusConnection *conn;
+  GDBusNodeInfo *info;
+  guint manager_id;
+  GHashTable *pool_ids;   /* pool name → registration id */
+  GHashTable *pool_cache; /* pool name → GVariant a{sv} of last sent props */
+  PolkitAuthority *authority;
+  gulong handlers[4];
+};
+
+static const GDBusErrorEntry error_entries[] = {
+  { VA_ERROR_FAILED, "org.vdpa_allocator.Error.Failed" },
+  { VA_ERROR_INVALID_ARGUMENT, "org.vdpa_allocator.Error.InvalidArgument" },
+  { VA_ERROR_INVALID_XML, "org.vdpa_allocator.Error.InvalidXml" },
+  { VA_ERROR_INVALID_CONFIG, "org.vdpa_allocator.Error.InvalidConfig" },
+  { VA_ERROR_NO_SUCH_NETWORK, "org.vdpa_allocator.Error.NoSuchNetwork" },
+  { VA_ERROR_NO_SUCH_POOL, "org.vdpa_allocator.Error.NoSuchPool" },
+  { VA_ERROR_POOL_EXHAUSTED, "org.vdpa_allocator.Error.PoolExhausted" },
+  { VA_ERROR_PERMISSION_DENIED, "org.vdpa_allocator.Error.PermissionDenied" },
+  { VA_ERROR_PROVISIONING_FAILED, "org.vdpa_allocator.Error.ProvisioningFailed" },
+  { VA_ERROR_NOT_FOUND, "org.vdpa_allocator.Error.NotFound" },
+  { VA_ERROR_BUSY, "org.vdpa_allocator.Error.Busy" },
+};
+
+void
+va_dbus_error_register (void)
+{
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      gsize quark = 0;
+      g_dbus_error_register_error_domain ("va-error-quark", &quark, error_entries, G_N_ELEMENTS (error_entries));
+      g_once_init_leave (&once, 1);
+    }
+}
+
+GVariant *
+va_dbus_lease_to_variant (const VaLease *lease)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "uuid", g_variant_new_string (lease->uuid));
+  g_variant_builder_add (&b, "{sv}", "domain_name", g_variant_new_string (lease->domain_name));
+  g_variant_builder_add (&b, "{sv}", "mac", g_variant_new_string (lease->mac));
+  g_variant_builder_add (&b, "{sv}", "network", g_variant_new_string (lease->network));
+  g_variant_builder_add (&b, "{sv}", "pool", g_variant_new_string (lease->pool));
+  g_variant_builder_add (&b, "{sv}", "slot", g_variant_new_string (lease->slot));
+  g_variant_builder_add (&b, "{sv}", "device", g_variant_new_string (lease->device));
+  g_variant_builder_add (&b, "{sv}", "chardev", g_variant_new_string (lease->chardev));
+  g_variant_builder_add (&b, "{sv}", "port", g_variant_new_string (lease->port));
+  g_variant_builder_add (&b, "{sv}", "vlan", g_variant_new_uint16 (lease->vlan));
+  g_variant_builder_add (&b, "{sv}", "queues", g_variant_new_uint16 (lease->queues));
+  g_variant_builder_add (&b, "{sv}", "created", g_variant_new_uint64 ((guint64) lease->created));
+  return g_variant_builder_end (&b);
+}
+
+char *
+va_dbus_pool_path (const char *name)
+{
+  g_autofree char *escaped = g_dbus_escape_object_path (name);
+  return g_strconcat (POOL_PATH_PREFIX, escaped, NULL);
+}
+
+/* ---- authorization ------------------------------------------------------- */
+
+typedef void (*AuthorizedFunc) (VaDbus *self, GDBusMethodInvocation *inv);
+
+typedef struct
+{
+  VaDbus *self;
+  GDBusMethodInvocation *inv;
+  AuthorizedFunc func;
+} AuthCall;
+
+static void
+auth_call_free (AuthCall *c)
+{
+  g_object_unref (c->inv);
+  g_free (c);
+}
+
+static void
+deny (GDBusMethodInvocation *inv, const char *why)
+{
+  g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "%s: %s needs root or the polkit action %s", why,
+                                         g_dbus_method_invocation_get_method_name (inv), MANAGE_ACTION);
+}
+
+static void
+polkit_checked (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  AuthCall *c = user_data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PolkitAuthorizationResult) result = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), res, &error);
+
+  if (!result)
+    deny (c->inv, error->message);
+  else if (!polkit_authorization_result_get_is_authorized (result))
+    deny (c->inv, "not authorized");
+  else
+    c->func (c->self, c->inv);
+  auth_call_free (c);
+}
+
+static void
+check_polkit (AuthCall *c)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PolkitSubject) subject = NULL;
+  PolkitCheckAuthorizationFlags flags = POLKIT_CHECK_AUTHORIZATION_FLAGS_NONE;
+
+  if (!c->self->authority)
+    c->self->authority = polkit_authority_get_sync (NULL, &error);
+  if (!c->self->authority)
+    {
+      deny (c->inv, error->message);
+      auth_call_free (c);
+      return;
+    }
+  if (g_dbus_message_get_flags (g_dbus_method_invocation_get_message (c->inv)) & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION)
+    flags = POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION;
+  subject = polkit_system_bus_name_new (g_dbus_method_invocation_get_sender (c->inv));
+  polkit_authority_check_authorization (c->self->authority, subject, MANAGE_ACTION, NULL, flags, NULL, polkit_checked, c);
+}
+
+static void
+got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  AuthCall *c = user_data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
+  guint32 uid;
+
+  if (!ret)
+    {
+      deny (c->inv, error->message);
+      auth_call_free (c);
+      return;
+    }
+  g_variant_get (ret, "(u)", &uid);
+  if (uid == 0)
+    {
+      c->func (c->self, c->inv);
+      auth_call_free (c);
+    }
+  else
+    check_polkit (c);
+}
+
+static void
+authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
+{
+  AuthCall *c = g_new0 (AuthCall, 1);
+  const char *sender = g_dbus_method_invocation_get_sender (inv);
+
+  c->self = self;
+  c->inv = g_object_ref (inv);
+  c->func = func;
+  if (!sender)
+    {
+      /* a peer-to-peer connection has no bus to vouch for it */
+      deny (inv, "unknown caller");
+      auth_call_free (c);
+      return;
+    }
+  g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+                          g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, got_uid, c);
+}
+
+/* ---- methods ------------------------------------------------------------- */
+
+static gboolean
+parse_options (GVariant *options, VaAllocRequest *req, GError **error)
+{
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+
+  g_variant_iter_init (&iter, options);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr (GVariant) v = value;
+      const char *want = NULL;
+
+      if (strcmp (key, "pool") == 0)
+        {
+          want = "s";
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
+            req->pool = g_variant_get_string (v, NULL);
+        }
+      else if (strcmp (key, "vlan") == 0 || strcmp (key, "queues") == 0 || strcmp (key, "mtu") == 0)
+        {
+          want = "q";
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT16))
+            {
+              guint16 n = g_variant_get_uint16 (v);
+              /* present means set: 0 is no default here */
+              guint min = key[0] == 'm' ? 68 : 1, max = key[0] == 'v' ? VA_VLAN_MAX : key[0] == 'q' ? VA_QUEUES_MAX : 9216;
+              if (n < min || n > max)
+                return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' is %u, outside %u..%u", key, n, min, max),
+                       FALSE;
+              if (key[0] == 'v')
+                req->vlan = n;
+              else if (key[0] == 'q')
+                req->queues = n;
+              else
+                req->mtu = n;
+            }
+        }
+      else if (strcmp (key, "numa_node") == 0)
+        {
+          want = "i";
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT32))
+            req->numa_node = g_variant_get_int32 (v);
+        }
+      else
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.64s'", key), FALSE;
+      if (!g_variant_is_of_type (v, G_VARIANT_TYPE (want)))
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' must be of type %s, not %s", key, want,
+                            g_variant_get_type_string (v)),
+               FALSE;
+    }
+  /* a string option stays valid while the invocation lives */
+  return TRUE;
+}
+
+static void
+allocated (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr (GDBusMethodInvocation) inv = user_data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) lease = va_allocator_allocate_finish (VA_ALLOCATOR (source), res, &error);
+
+  if (!lease)
+    g_dbus_method_invocation_return_gerror (inv, error);
+  else
+    g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)));
+}
+
+static void
+do_allocate (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  GVariant *params = g_dbus_method_invocation_get_parameters (inv);
+  g_autoptr (GVariant) options = NULL;
+  g_autoptr (GError) error = NULL;
+  VaAllocRequest req = { .numa_node = -1 };
+
+  g_variant_get (params, "(&s&s&s&s@a{sv})", &req.uuid, &req.domain_name, &req.mac, &req.network, &options);
+  if (!parse_options (options, &req, &error))
+    return g_dbus_method_invocation_return_gerror (inv, error);
+  va_allocator_allocate_async (self->alloc, &req, allocated, g_object_ref (inv));
+}
+
+static void
+released (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr (GDBusMethodInvocation) inv = user_data;
+  g_autoptr (GError) error = NULL;
+
+  if (!va_allocator_release_finish (VA_ALLOCATOR (source), res, &error))
+    g_dbus_method_invocation_return_gerror (inv, error);
+  else
+    g_dbus_method_invocation_return_value (inv, NULL);
+}
+
+static void
+do_release (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  const char *uuid, *mac;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &uuid, &mac);
+  va_allocator_release_async (self->alloc, uuid, mac, released, g_object_ref (inv));
+}
+
+static void
+domain_released (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr (GDBusMethodInvocation) inv = user_data;
+  g_autoptr (GError) error = NULL;
+  gint n = va_allocator_release_domain_finish (VA_ALLOCATOR (source), res, &error);
+
+  if (n < 0)
+    g_dbus_method_invocation_return_gerror (inv, error);
+  else
+    g_dbus_method_invocation_return_value (inv, g_variant_new ("(u)", (guint32) n));
+}
+
+static void
+do_release_domain (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  const char *uuid;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s)", &uuid);
+  va_allocator_release_domain_async (self->alloc, uuid, domain_released, g_object_ref (inv));
+}
+
+static void
+do_claim (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  g_autoptr (GError) error = NULL;
+  const char *uuid;
+  gint n;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s)", &uuid);
+  n = va_allocator_claim (self->alloc, uuid, &error);
+  if (n < 0)
+    return g_dbus_method_invocation_return_gerror (inv, error);
+  g_dbus_method_invocation_return_value (inv, g_variant_new ("(u)", (guint32) n));
+}
+
+static GVariant *
+strv_variant (GPtrArray *a)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_STRING_ARRAY);
+  for (guint i = 0; i < a->len; i++)
+    g_variant_builder_add (&b, "s", (const char *) g_ptr_array_index (a, i));
+  return g_variant_builder_end (&b);
+}
+
+GVariant *
+va_dbus_report_to_variant (const VaReconcileReport *r)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "released", g_variant_new_uint32 (r->released));
+  g_variant_builder_add (&b, "{sv}", "orphans", strv_variant (r->orphans));
+  g_variant_builder_add (&b, "{sv}", "busy", strv_variant (r->busy));
+  g_variant_builder_add (&b, "{sv}", "missing", strv_variant (r->missing));
+  g_variant_builder_add (&b, "{sv}", "libvirt", g_variant_new_boolean (r->libvirt_reachable));
+  if (r->libvirt_error)
+    g_variant_builder_add (&b, "{sv}", "libvirt_error", g_variant_new_string (r->libvirt_error));
+  return g_variant_builder_end (&b);
+}
+
+static void
+reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  g_autoptr (GDBusMethodInvocation) inv = user_data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaReconcileReport) report = va_allocator_reconcile_finish (VA_ALLOCATOR (source), res, &error);
+
+  if (!report)
+    return g_dbus_method_invocation_return_gerror (inv, error);
+  g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_dbus_report_to_variant (report)));
+}
+
+static void
+do_reconcile (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  va_allocator_reconcile_async (self->alloc, reconciled, g_object_ref (inv));
+}
+
+static void
+do_drain (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  g_autoptr (GError) error = NULL;
+  const char *pool;
+  gboolean draining;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&sb)", &pool, &draining);
+  if (!va_allocator_drain (self->alloc, pool, draining, &error))
+    return g_dbus_method_invocation_return_gerror (inv, error);
+  g_dbus_method_invocation_return_value (inv, NULL);
+}
+
+static void
+do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  g_autoptr (GPtrArray) leases = va_allocator_list_leases (self->alloc);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < leases->len; i++)
+    g_variant_builder_add_value (&b, va_dbus_lease_to_variant (g_ptr_array_index (leases, i)));
+  g_dbus_method_invocation_return_value (inv, g_variant_new ("(aa{sv})", &b));
+}
+
+static void
+do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL;
+  const char *xml, *to;
+  VaForm form;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &xml, &to);
+  /* "auto" is accelerated where there is room: the engine's accelerated */
+  if (strcmp (to, "auto") == 0)
+    form = VA_FORM_ACCELERATED;
+  else if (!va_form_from_string (to, &form))
+    return g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable or auto",
+                                                  to);
+  out = va_allocator_rewrite_domain (self->alloc, xml, form, &error);
+  if (!out)
+    return g_dbus_method_invocation_return_gerror (inv, error);
+  g_dbus_method_invocation_return_value (inv, g_variant_new ("(s)", out));
+}
+
+static void
+manager_method (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *method, GVariant *params,
+                GDBusMethodInvocation *inv, gpointer user_data)
+{
+  VaDbus *self = user_data;
+  static const struct
+  {
+    const char *name;
+    AuthorizedFunc func;
+    gboolean needs_auth;
+  } methods[] = {
+    { "Allocate", do_allocate, TRUE },
+    { "Release", do_release, TRUE },
+    { "ReleaseDomain", do_release_domain, TRUE },
+    { "Claim", do_claim, TRUE },
+    { "Reconcile", do_reconcile, TRUE },
+    { "Drain", do_drain, TRUE },
+    { "ListLeases", do_list_leases, FALSE },
+    { "RewriteDomain", do_rewrite, FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (methods); i++)
+    if (strcmp (method, methods[i].name) == 0)
+      {
+        if (methods[i].needs_auth)
+          authorize (self, inv, methods[i].func);
+        else
+          methods[i].func (self, inv);
+        return;
+      }
+  g_dbus_method_invocation_return_error (inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
+}
+
+static GVariant *
+pools_variant (VaDbus *self)
+{
+  g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_OBJECT_PATH_ARRAY);
+  for (guint i = 0; i < pools->len; i++)
+    {
+      g_autofree char *path = va_dbus_pool_path (((VaPoolStatus *) g_ptr_array_index (pools, i))->name);
+      g_variant_builder_add (&b, "o", path);
+    }
+  return g_variant_builder_end (&b);
+}
+
+static GVariant *
+manager_get_property (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *prop, GError **error,
+                      gpointer user_data)
+{
+  VaDbus *self = user_data;
+
+  if (strcmp (prop, "Version") == 0)
+    return g_variant_new_string (VA_VERSION);
+  if (strcmp (prop, "Backend") == 0)
+    return g_variant_new_string (va_allocator_get_backend_name (self->alloc));
+  if (strcmp (prop, "Pools") == 0)
+    return pools_variant (self);
+  g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+  return NULL;
+}
+
+/* ---- pools --------------------------------------------------------------- */
+
+static GVariant *
+pool_props (const VaPoolStatus *st)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "Name", g_variant_new_string (st->name));
+  g_variant_builder_add (&b, "{sv}", "Total", g_variant_new_uint32 (st->total));
+  g_variant_builder_add (&b, "{sv}", "Free", g_variant_new_uint32 (st->free));
+  g_variant_builder_add (&b, "{sv}", "Leased", g_variant_new_uint32 (st->leased));
+  g_variant_builder_add (&b, "{sv}", "Healthy", g_variant_new_boolean (st->healthy));
+  g_variant_builder_add (&b, "{sv}", "HealthReason", g_variant_new_string (st->health_reason));
+  g_variant_builder_add (&b, "{sv}", "Draining", g_variant_new_boolean (st->draining));
+  g_variant_builder_add (&b, "{sv}", "VlanMethod", g_variant_new_string (st->vlan_method));
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
+static GVariant *
+pool_get_property (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *prop, GError **error,
+                   gpointer user_data)
+{
+  VaDbus *self = user_data;
+  const char *name = g_hash_table_lookup (self->pool_cache, path) ? path : NULL;
+  GHashTableIter iter;
+  const char *pool;
+  g_autoptr (VaPoolStatus) st = NULL;
+  g_autoptr (GVariant) props = NULL;
+  GVariant *v;
+
+  g_hash_table_iter_init (&iter, self->pool_ids);
+  while (!name && g_hash_table_iter_next (&iter, (gpointer *) &pool, NULL))
+    {
+      g_autofree char *p = va_dbus_pool_path (pool);
+      if (strcmp (p, path) == 0)
+        name = pool;
+    }
+  st = name ? va_allocator_get_pool (self->alloc, name, error) : NULL;
+  if (!st)
+    return NULL;
+  props = pool_props (st);
+  v = g_variant_lookup_value (props, prop, NULL);
+  if (!v)
+    g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+  return v;
+}
+
+static void
+emit_props_changed (VaDbus *self, const char *path, const char *iface, GVariant *changed)
+{
+  g_dbus_connection_emit_signal (self->conn, NULL, path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                                 g_variant_new ("(s@a{sv}as)", iface, changed, NULL), NULL);
+}
+
+static void
+sync_pools (VaDbus *self, gboolean emit)
+{
+  static const GDBusInterfaceVTable vtable = { NULL, pool_get_property, NULL };
+  g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
+  gboolean added = FALSE;
+
+  for (guint i = 0; i < pools->len; i++)
+    {
+      VaPoolStatus *st = g_ptr_array_index (pools, i);
+      g_autofree char *path = va_dbus_pool_path (st->name);
+      g_autoptr (GVariant) props = pool_props (st);
+      GVariant *old = g_hash_table_lookup (self->pool_cache, st->name);
+
+      if (!g_hash_table_contains (self->pool_ids, st->name))
+        {
+          GDBusInterfaceInfo *iface = g_dbus_node_info_lookup_interface (self->info, POOL_IFACE);
+          guint id = g_dbus_connection_register_object (self->conn, path, iface, &vtable, self, NULL, NULL);
+          g_hash_table_insert (self->pool_ids, g_strdup (st->name), GUINT_TO_POINTER (id));
+          added = TRUE;
+        }
+      if (emit && old && !g_variant_equal (old, props))
+        {
+          GVariantBuilder b;
+          GVariantIter iter;
+          const char *key;
+          GVariant *value;
+
+          g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+          g_variant_iter_init (&iter, props);
+          while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+            {
+              g_autoptr (GVariant) v = value;
+              g_autoptr (GVariant) was = g_variant_lookup_value (old, key, NULL);
+              if (!was || !g_variant_equal (was, v))
+                g_variant_builder_add (&b, "{sv}", key, v);
+            }
+          emit_props_changed (self, path, POOL_IFACE, g_variant_builder_end (&b));
+        }
+      g_hash_table_insert (self->pool_cache, g_strdup (st->name), g_steal_pointer (&props));
+    }
+  if (emit && added)
+    {
+      GVariantBuilder b;
+      g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+      g_variant_builder_add (&b, "{sv}", "Pools", pools_variant (self));
+      emit_props_changed (self, VA_DBUS_PATH, VA_DBUS_IFACE, g_variant_builder_end (&b));
+    }
+}
+
+/* ---- signals ------------------------------------------------------------- */
+
+static void
+on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
+{
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseAdded",
+                                 g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
+}
+
+static void
+on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
+{
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseRemoved",
+                                 g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
+}
+
+static void
+on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self)
+{
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LowWatermark", g_variant_new ("(su)", pool, free), NULL);
+}
+
+static void
+on_pools_changed (VaAllocator *alloc, VaDbus *self)
+{
+  sync_pools (self, TRUE);
+}
+
+VaDbus *
+va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
+{
+  static const GDBusInterfaceVTable vtable = { manager_method, manager_get_property, NULL };
+  g_autoptr (GBytes) xml = g_resources_lookup_data ("/org/vdpa_allocator/dbus/org.vdpa_allocator.Allocator1.xml", 0, error);
+  VaDbus *self;
+
+  if (!xml)
+    return NULL;
+  va_dbus_error_register ();
+  self = g_new0 (VaDbus, 1);
+  self->alloc = g_object_ref (alloc);
+  self->conn = g_object_ref (conn);
+  self->pool_ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+  self->info = g_dbus_node_info_new_for_xml (g_bytes_get_data (xml, NULL), error);
+  if (!self->info)
+    {
+      va_dbus_free (self);
+      return NULL;
+    }
+  self->manager_id = g_dbus_connection_register_object (conn, VA_DBUS_PATH, g_dbus_node_info_lookup_interface (self->info, VA_DBUS_IFACE),
+                                                        &vtable, self, NULL, error);
+  if (!self->manager_id)
+    {
+      va_dbus_free (self);
+      return NULL;
+    }
+  sync_pools (self, FALSE);
+  self->handlers[0] = g_signal_connect (alloc, "lease-added", G_CALLBACK (on_lease_added), self);
+  self->handlers[1] = g_signal_connect (alloc, "lease-removed", G_CALLBACK (on_lease_removed), self);
+  self->handlers[2] = g_signal_connect (alloc, "low-watermark", G_CALLBACK (on_low_watermark), self);
+  self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools_changed), self);
+  return self;
+}
+
+void
+va_dbus_free (VaDbus *self)
+{
+  GHashTableIter iter;
+  gpointer id;
+
+  if (!self)
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (self->handlers); i++)
+    g_clear_signal_handler (&self->handlers[i], self->alloc);
+  if (self->manager_id)
+    g_dbus_connection_unregister_object (self->conn, self->manager_id);
+  g_hash_table_iter_init (&iter, self->pool_ids);
+  while (g_hash_table_iter_next (&iter, NULL, &id))
+    g_dbus_connection_unregister_object (self->conn, GPOINTER_TO_UINT (id));
+  g_hash_table_unref (self->pool_ids);
+  g_hash_table_unref (self->pool_cache);
+  g_clear_pointer (&self->info, g_dbus_node_info_unref);
+  g_clear_object (&self->authority);
+  g_object_unref (self->conn);
+  g_object_unref (self->alloc);
+  g_free (self);
+}

@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-daemon.h"
+
+int
+main (int argc, char **argv)
+{
+  return va_daemon_main (argc, argv);
+}
