@@ -39,6 +39,12 @@ for opt in --to --config --capacity --verbose; do
 done
 vdpactl_run --version | grep -q '^vdpactl [0-9]' && ok "--version" || not_ok "--version"
 
+# every command --help lists exists, and its own --help works
+for cmd in $(vdpactl_run --help | sed -n 's/^  \([a-z]*\) .*/\1/p'); do
+    vdpactl_run "$cmd" --help >"$tmp/out" 2>&1 && grep -qi 'usage' "$tmp/out" && ok "$cmd --help" || not_ok "$cmd --help"
+done
+bash -n "$src/contrib/vdpactl.bash-completion" && ok "bash completion parses" || not_ok "bash completion parses"
+
 expect_error "no command" vdpactl_run
 expect_error "unknown command" vdpactl_run frobnicate
 expect_error "unknown option" vdpactl_run rewrite --bogus "$dom"

@@ -208,6 +208,13 @@ cmd_rewrite (int argc, char **argv)
 static int
 cmd_version (int argc, char **argv)
 {
+  if (argc > 1 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
+    {
+      g_print ("Usage: vdpactl version\n\nPrints the version.\n");
+      return 0;
+    }
+  if (argc > 1)
+    return va_ctl_fail_msg ("version takes no arguments");
   g_print ("vdpactl %s\n", VA_VERSION);
   return 0;
 }
@@ -247,7 +254,7 @@ va_ctl_main (int argc, char **argv)
       return 0;
     }
   if (strcmp (argv[1], "--version") == 0)
-    return cmd_version (0, NULL);
+    return cmd_version (1, argv);
   for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
