@@ -109,7 +109,9 @@ value_text (GVariant *v)
 void
 va_ctl_print_json (GVariant *value)
 {
-  g_autoptr (JsonNode) node = json_gvariant_serialize (value);
+  /* sink: callers pass floating values straight from a builder */
+  g_autoptr (GVariant) owned = g_variant_ref_sink (value);
+  g_autoptr (JsonNode) node = json_gvariant_serialize (owned);
   g_autoptr (JsonGenerator) gen = json_generator_new ();
   g_autofree char *text = NULL;
 

@@ -164,6 +164,8 @@ va_daemon_main (int argc, char **argv)
   if (!d.config)
     {
       g_printerr ("vdpa-allocatord: %s\n", error->message);
+      g_ptr_array_unref (d.old_configs);
+      g_free (d.config_dir);
       return 1;
     }
   if (check_config)
