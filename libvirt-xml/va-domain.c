@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "va-error.h"
+#include "va-precheck.h"
 
 struct _VaDomain
 {
@@ -133,33 +134,7 @@ va_port_path (const char *port_root, const char *uuid, const char *mac)
 gboolean
 va_domain_text_may_have_intent (const char *xml, gsize len)
 {
-  const char *p = xml;
-  const char *end = xml + len;
-
-  if (g_strstr_len (xml, len, VA_XML_NS))
-    return TRUE;
-
-  /* The byte search only sees the namespace spelled out in ASCII. A
-   * document that could spell it another way (UTF-16 or UCS-4, which have
-   * NUL bytes; EBCDIC or a declared encoding; character references) may
-   * still have intent, so the parser must look. libvirt writes none of
-   * these, so its documents keep the fast path. */
-  if (memchr (xml, '\0', len) || g_strstr_len (xml, len, "&#"))
-    return TRUE;
-  if (len >= 3 && memcmp (p, "\xEF\xBB\xBF", 3) == 0)
-    p += 3;
-  while (p < end && g_ascii_isspace (*p))
-    p++;
-  if (p < end && *p != '<')
-    return TRUE;
-  if (end - p >= 5 && memcmp (p, "<?xml", 5) == 0)
-    {
-      const char *decl_end = g_strstr_len (p, end - p, "?>");
-
-      if (!decl_end || g_strstr_len (p, decl_end - p, "encoding"))
-        return TRUE;
-    }
-  return FALSE;
+  return va_text_may_have_intent (xml, len) != 0;
 }
 
 /* ---- parsing ------------------------------------------------------------ */

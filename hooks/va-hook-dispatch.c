@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define _GNU_SOURCE
+#include "va-hook-dispatch.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "va-precheck.h"
+
+#define MAX_XML (16 * 1024 * 1024)
+#define HELPER "vdpa-allocator-hook-helper"
+
+/* The hook calls with work: DESIGN.md section 5. */
+static int
+has_work (const char *op, const char *sub)
+{
+  static const char *const calls[][2] = {
+    { "prepare", "begin" },   { "start", "begin" },   { "stopped", "end" },   { "release", "end" },
+    { "reconnect", "begin" }, { "migrate", "begin" }, { "restore", "begin" },
+  };
+
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    if (strcmp (op, calls[i][0]) == 0 && strcmp (sub, calls[i][1]) == 0)
+      return 1;
+  return 0;
+}
+
+static char *
+read_all (size_t *len)
+{
+  size_t cap = 65536, n = 0;
+  char *buf = malloc (cap);
+
+  while (buf)
+    {
+      ssize_t r;
+
+      if (n == cap)
+        {
+          char *bigger;
+          if (cap >= MAX_XML + 1)
+            break; /* over the limit: the helper says so */
+          cap *= 2;
+          bigger = realloc (buf, cap);
+          if (!bigger)
+            {
+              free (buf);
+              return NULL;
+            }
+          buf = bigger;
+        }
+      r = read (STDIN_FILENO, buf + n, cap - n);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        break;
+      n += r;
+    }
+  *len = n;
+  return buf;
+}
+
+static int
+exec_helper (char **argv, const char *helper_dir, const char *xml, size_t len)
+{
+  char path[PATH_MAX];
+  int fd = memfd_create ("domain-xml", MFD_CLOEXEC);
+  size_t off = 0;
+
+  if (fd < 0)
+    goto fail;
+  while (off < len)
+    {
+      ssize_t w = write (fd, xml + off, len - off);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        goto fail;
+      off += w;
+    }
+  if (lseek (fd, 0, SEEK_SET) < 0 || dup2 (fd, STDIN_FILENO) < 0)
+    goto fail;
+  snprintf (path, sizeof path, "%s/%s", helper_dir, HELPER);
+  argv[0] = path;
+  execv (path, argv);
+fail:
+  fprintf (stderr, "vdpa-allocator: cannot run %s/%s: %s\n", helper_dir, HELPER, strerror (errno));
+  return 1;
+}
+
+int
+va_hook_dispatch (int argc, char **argv, const char *helper_dir)
+{
+  size_t len = 0;
+  char *xml;
+  int rc;
+
+  /* libvirt writes the XML for every call: read it all, so that it never
+   * writes into a closed pipe */
+  xml = read_all (&len);
+  if (!xml)
+    {
+      fprintf (stderr, "vdpa-allocator: out of memory reading the domain XML\n");
+      return 1;
+    }
+  if (argc < 4 || !has_work (argv[2], argv[3]) || !va_text_may_have_intent (xml, len))
+    {
+      free (xml);
+      return 0;
+    }
+  rc = exec_helper (argv, helper_dir, xml, len);
+  free (xml);
+  return rc;
+}

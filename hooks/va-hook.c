@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The libvirt hook's second stage: run only for domains that carry
+ * vdpa-allocator metadata, for the calls of DESIGN.md section 5. libvirt
+ * shows a failing hook's stderr to the user, so every failure is one line
+ * naming the domain, the NIC and the reason. */
+#include "config.h"
+
+#include "va-hook.h"
+
+#include <errno.h>
+#include <gio/gio.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-config.h"
+#include "va-domain.h"
+#include "va-error.h"
+#include "va-paths.h"
+
+#define BUS_NAME "org.vdpa_allocator.Allocator1"
+#define BUS_PATH "/org/vdpa_allocator/Allocator1"
+#define BUS_IFACE "org.vdpa_allocator.Allocator1"
+/* The whole of a hook call's talk with the daemon. */
+#define DEADLINE_MS 2000
+
+typedef struct
+{
+  const char *name; /* as libvirt passed it */
+  VaDomain *domain;
+  const char *xml;
+  gint64 deadline; /* monotonic µs */
+  GDBusConnection *conn;
+} Hook;
+
+static int G_GNUC_PRINTF (2, 3) fail (const Hook *h, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_strdelimit (msg, "\r\n", ' ');
+  fprintf (stderr, "vdpa-allocator: domain %s: %s\n", h->name, msg);
+  return 1;
+}
+
+static char *
+read_stdin (gsize *len, GError **error)
+{
+  g_autoptr (GString) buf = g_string_sized_new (65536);
+  char chunk[65536];
+  ssize_t n;
+
+  while ((n = read (STDIN_FILENO, chunk, sizeof chunk)) != 0)
+    {
+      if (n < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          return g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the domain XML: %s", g_strerror (errno)), NULL;
+        }
+      if (buf->len + n > VA_XML_MAX_SIZE)
+        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain XML is over %d bytes", VA_XML_MAX_SIZE), NULL;
+      g_string_append_len (buf, chunk, n);
+    }
+  *len = buf->len;
+  return g_string_free (g_steal_pointer (&buf), FALSE);
+}
+
+static gint
+remaining_ms (const Hook *h)
+{
+  gint64 left = (h->deadline - g_get_monotonic_time ()) / 1000;
+  return (gint) CLAMP (left, 1, DEADLINE_MS);
+}
+
+/* Whether the daemon itself answered with one of its errors, rather than
+ * not answering at all. */
+static gboolean
+is_daemon_refusal (const GError *error)
+{
+  g_autofree char *name = g_dbus_error_get_remote_error (error);
+  return name && g_str_has_prefix (name, "org.vdpa_allocator.Error.");
+}
+
+/* One line for a failed call: the daemon's own message, or why it could
+ * not be reached. */
+static char *
+call_error (GError *error)
+{
+  if (is_daemon_refusal (error))
+    {
+      g_dbus_error_strip_remote_error (error);
+      return g_strdup (error->message);
+    }
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_TIMEOUT)
+      || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NO_REPLY))
+    return g_strdup_printf ("vdpa-allocatord did not answer within %d seconds", DEADLINE_MS / 1000);
+  if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_SERVICE_UNKNOWN)
+      || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
+    return g_strdup ("vdpa-allocatord is not running");
+  g_dbus_error_strip_remote_error (error);
+  return g_strdup_printf ("vdpa-allocatord is unreachable: %s", error->message);
+}
+
+static GVariant *
+call (Hook *h, const char *method, GVariant *params, const char *reply, GError **error)
+{
+  if (!h->conn)
+    {
+      h->conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
+      if (!h->conn)
+        {
+          if (params)
+            g_variant_unref (g_variant_ref_sink (params));
+          g_prefix_error (error, "no system bus: ");
+          return NULL;
+        }
+    }
+  return g_dbus_connection_call_sync (h->conn, BUS_NAME, BUS_PATH, BUS_IFACE, method, params, G_VARIANT_TYPE (reply),
+                                      G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, error);
+}
+
+typedef struct
+{
+  const VaNic *nic;
+  GVariant *reply;
+  GError *error;
+  gboolean done;
+} Pending;
+
+static void
+allocated (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Pending *p = user_data;
+
+  p->reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &p->error);
+  p->done = TRUE;
+}
+
+static int
+on_prepare (Hook *h)
+{
+  GPtrArray *nics = va_domain_get_nics (h->domain);
+  g_autofree Pending *pending = g_new0 (Pending, nics->len);
+  g_autoptr (GError) error = NULL;
+  guint sent = 0, done = 0;
+  int rc = 0;
+
+  h->conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
+  if (!h->conn)
+    return fail (h, "vdpa-allocatord is unreachable: no system bus: %s", error->message);
+
+  /* All NICs at once: the daemon commits one main-loop turn's requests in
+   * one transaction, so a domain's NICs cost one disk flush. */
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      GVariantBuilder opts;
+
+      pending[i].nic = nic;
+      if (nic->form != VA_FORM_ACCELERATED)
+        continue;
+      g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
+      if (nic->pool)
+        g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (nic->pool));
+      if (nic->vlan)
+        g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (nic->vlan));
+      if (nic->queues)
+        g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (nic->queues));
+      g_dbus_connection_call (h->conn, BUS_NAME, BUS_PATH, BUS_IFACE, "Allocate",
+                              g_variant_new ("(ssss@a{sv})", va_domain_get_uuid (h->domain), h->name, nic->mac,
+                                             nic->network ? nic->network : "", g_variant_builder_end (&opts)),
+                              G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, allocated, &pending[i]);
+      sent++;
+    }
+  while (done < sent)
+    {
+      g_main_context_iteration (NULL, TRUE);
+      done = 0;
+      for (guint i = 0; i < nics->len; i++)
+        done += pending[i].done;
+    }
+  for (guint i = 0; i < nics->len; i++)
+    {
+      if (pending[i].error && rc == 0)
+        {
+          g_autofree char *why = call_error (pending[i].error);
+          rc = fail (h, "NIC %s: %s", pending[i].nic->mac, why);
+        }
+      g_clear_error (&pending[i].error);
+      g_clear_pointer (&pending[i].reply, g_variant_unref);
+    }
+  return rc;
+}
+
+static int
+on_stopped (Hook *h)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = call (h, "ReleaseDomain", g_variant_new ("(s)", va_domain_get_uuid (h->domain)), "(u)", &error);
+
+  /* Nothing to refuse at stop: say why, and let reconciliation finish it. */
+  if (!ret)
+    {
+      g_autofree char *why = call_error (error);
+      fail (h, "leases not released now (reconciliation will): %s", why);
+    }
+  return 0;
+}
+
+static int
+on_reconnect (Hook *h)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = call (h, "Claim", g_variant_new ("(s)", va_domain_get_uuid (h->domain)), "(u)", &error);
+
+  /* A failure here must not make libvirt kill a running guest. */
+  if (!ret)
+    {
+      g_autofree char *why = call_error (error);
+      fail (h, "leases not claimed: %s", why);
+    }
+  return 0;
+}
+
+static VaConfig *
+load_config (void)
+{
+  g_autoptr (GError) error = NULL;
+  VaConfig *config = va_config_load (va_path_get (VA_PATH_CONFIG), &error);
+
+  return config ? config : va_config_new_empty ();
+}
+
+static int
+on_start (Hook *h)
+{
+  g_autoptr (VaConfig) config = load_config ();
+  g_autoptr (VaHostView) view = va_config_to_host_view (config, NULL);
+  GPtrArray *nics = va_domain_get_nics (h->domain);
+
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      g_autoptr (GError) error = NULL;
+      VaNicPlan plan;
+
+      if (nic->form != VA_FORM_PORTABLE)
+        continue;
+      if (!va_nic_resolve (nic, view, &plan, &error))
+        return fail (h, "NIC %s: %s", nic->mac, error->message);
+      /* libvirt tags Open vSwitch ports itself; a Linux bridge's port needs
+       * its VLAN from us, and without it the NIC would land untagged */
+      if (plan.bridge_kind == VA_BRIDGE_LINUX && plan.vlan)
+        return fail (h, "NIC %s: VLAN %u on Linux bridge %s cannot be applied by this build; use an Open vSwitch bridge", nic->mac,
+                     plan.vlan, plan.bridge);
+    }
+  return 0;
+}
+
+static int
+on_rewrite (Hook *h)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = call (h, "RewriteDomain", g_variant_new ("(ss)", h->xml, "auto"), "(s)", &error);
+  g_autofree char *offline = NULL;
+  const char *out;
+
+  if (ret)
+    g_variant_get (ret, "(&s)", &out);
+  else if (!is_daemon_refusal (error))
+    {
+      /* No daemon here: nothing can be leased, so the portable form. */
+      g_autoptr (VaConfig) config = load_config ();
+      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+      g_autoptr (VaHostView) view = va_config_to_host_view (config, ports);
+
+      g_clear_error (&error);
+      offline = va_domain_rewrite_xml (h->xml, -1, view, VA_FORM_PORTABLE, &error);
+      if (!offline)
+        return fail (h, "rewriting for this host: %s", error->message);
+      out = offline;
+    }
+  else
+    {
+      g_dbus_error_strip_remote_error (error);
+      return fail (h, "rewriting for this host: %s", error->message);
+    }
+  fputs (out, stdout);
+  return fflush (stdout) == 0 ? 0 : fail (h, "writing the domain XML: %s", g_strerror (errno));
+}
+
+int
+va_hook_main (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+  g_autofree char *xml = NULL;
+  Hook h = { 0 };
+  const char *op, *sub;
+  gsize len;
+  int rc;
+
+  if (argc < 4)
+    {
+      fprintf (stderr, "vdpa-allocator: usage: %s DOMAIN OPERATION SUB-OPERATION [EXTRA]\n", argv[0]);
+      return 1;
+    }
+  h.name = argv[1];
+  op = argv[2];
+  sub = argv[3];
+  h.deadline = g_get_monotonic_time () + DEADLINE_MS * 1000;
+
+  xml = read_stdin (&len, &error);
+  if (xml)
+    domain = va_domain_parse (xml, len, &error);
+  if (!domain)
+    {
+      /* refuse what would start or move a guest; let a stop through */
+      if (strcmp (sub, "begin") == 0)
+        return fail (&h, "invalid domain XML: %s", error->message);
+      return 0;
+    }
+  if (va_domain_get_nics (domain)->len == 0)
+    return 0;
+  h.domain = domain;
+  h.xml = xml;
+  if (!va_domain_get_uuid (domain))
+    return fail (&h, "the domain XML has no <uuid>");
+
+  if (strcmp (op, "prepare") == 0 && strcmp (sub, "begin") == 0)
+    rc = on_prepare (&h);
+  else if (strcmp (op, "start") == 0 && strcmp (sub, "begin") == 0)
+    rc = on_start (&h);
+  else if ((strcmp (op, "stopped") == 0 || strcmp (op, "release") == 0) && strcmp (sub, "end") == 0)
+    rc = on_stopped (&h);
+  else if (strcmp (op, "reconnect") == 0 && strcmp (sub, "begin") == 0)
+    rc = on_reconnect (&h);
+  else if ((strcmp (op, "migrate") == 0 || strcmp (op, "restore") == 0) && strcmp (sub, "begin") == 0)
+    rc = on_rewrite (&h);
+  else
+    rc = 0;
+  g_clear_object (&h.conn);
+  return rc;
+}

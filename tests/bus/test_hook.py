@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The libvirt hook as libvirt calls it (argv and the domain XML on stdin),
+against the real daemon on the simulated NIC and a private system bus."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from busfixture import BUILD, Bus, Daemon, call, vdpactl  # noqa: E402
+
+HOOK = os.environ.get("VA_HOOK", os.path.join(BUILD, "hooks", "vdpa-allocator-hook"))
+UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+
+CONFIG = """[simulate]
+pfs=1
+vfs=2
+
+[pool accel]
+match-vendor=15b3
+max-vqp=4
+
+[network vpc2]
+mode=vdpa
+pool=accel
+vlan=2334
+fallback-bridge=br-ovs
+fallback-bridge-type=ovs
+
+[network vpc1]
+mode=virtio
+vlan=2200
+fallback-bridge=br-ovs
+fallback-bridge-type=ovs
+
+[network lan]
+mode=virtio
+vlan=30
+fallback-bridge=br0
+"""
+
+
+def domain(nics, name="vm1", uuid=UUID):
+    """nics: (mac, network, form) with form 'vdpa' or 'bridge'."""
+    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % (m, n) for m, n, _ in nics)
+    ifaces = ""
+    for m, _, form in nics:
+        if form == "vdpa":
+            ifaces += ("<interface type='vdpa'><mac address='%s'/><source dev='/run/vdpa-allocator/ports/%s/%s'/>"
+                       "<model type='virtio'/></interface>" % (m, uuid, m))
+        else:
+            ifaces += ("<interface type='bridge'><mac address='%s'/><source bridge='br-ovs'/>"
+                       "<target dev='vnet%d'/><model type='virtio'/></interface>" % (m, len(ifaces) % 7))
+    return ("<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory>65536</memory>"
+            "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>%s</vdpa:nics></metadata>"
+            "<os><type>hvm</type></os><devices>%s</devices></domain>" % (name, uuid, meta, ifaces))
+
+
+PLAIN = ("<domain type='qemu'><name>plain</name><uuid>11111111-2222-3333-4444-555555555555</uuid>"
+         "<memory>65536</memory><os><type>hvm</type></os><devices><interface type='network'>"
+         "<mac address='52:54:00:00:00:01'/><source network='default'/></interface></devices></domain>")
+
+
+def hook(xml, op, sub, name="vm1", hook_path=HOOK, env=None):
+    return subprocess.run([hook_path, name, op, sub, "-"], input=xml, capture_output=True, text=True, timeout=30,
+                          env=env)
+
+
+class HookTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.daemon = Daemon(self.bus, config=CONFIG)
+        self.daemon.start()
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.remove()
+
+    def leases(self):
+        return call(self.bus, "ListLeases")[0]
+
+    def assertOneLine(self, r, *parts):
+        self.assertEqual(r.returncode, 1, r)
+        self.assertEqual(r.stdout, "")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for p in parts:
+            self.assertIn(p, lines[0])
+
+    def test_prepare_allocates_stop_and_release_give_back(self):
+        xml = domain([("52:54:00:6b:3c:58", "vpc2", "vdpa"), ("52:54:00:6b:3c:59", "vpc1", "bridge")])
+        r = hook(xml, "prepare", "begin")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        leases = self.leases()
+        self.assertEqual([(x["mac"], x["network"], x["vlan"]) for x in leases], [("52:54:00:6b:3c:58", "vpc2", 2334)])
+        self.assertEqual(leases[0]["domain_name"], "vm1")
+        self.assertTrue(os.path.exists(leases[0]["port"]))
+        # a second prepare of the same start is idempotent
+        self.assertEqual(hook(xml, "prepare", "begin").returncode, 0)
+        self.assertEqual(len(self.leases()), 1)
+        # start begin reads the networks (libvirt gives hooks no environment:
+        # in production the compiled-in configuration directory)
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
+        for op, sub in (("start", "begin"), ("started", "begin")):
+            r = hook(xml, op, sub, env=env)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""), (op, r.stderr))
+        r = hook(xml, "stopped", "end")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.leases(), [])
+        self.assertFalse(os.path.exists(leases[0]["port"]))
+        # libvirt calls release end after stopped end, and after failed starts
+        r = hook(xml, "release", "end")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_exhausted_pool_refuses_with_one_line(self):
+        hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "vdpa")], "a"), "prepare", "begin")
+        other = domain([("52:54:00:00:00:03", "vpc2", "vdpa")], "b", "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b")
+        r = hook(other, "prepare", "begin", name="b")
+        self.assertOneLine(r, "vdpa-allocator: domain b: NIC 52:54:00:00:00:03:", "pool accel is exhausted")
+
+    def test_unknown_network_and_invalid_metadata(self):
+        r = hook(domain([("52:54:00:00:00:01", "nowhere", "vdpa")]), "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "52:54:00:00:00:01", "no network named 'nowhere'")
+        bad = domain([("52:54:00:00:00:01", "vpc2", "vdpa")]).replace('network="vpc2"', 'network="vpc2" vlan="9"')
+        r = hook(bad, "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "invalid domain XML", "cannot be combined")
+        r = hook("<domain><name>vm1</name><metadata><x xmlns='http://vdpa-allocator.org/xmlns/domain/1.0'", "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "invalid domain XML")
+        self.assertEqual(self.leases(), [])
+
+    def test_daemon_down_refuses_start_but_not_stop(self):
+        self.daemon.stop()
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        r = hook(xml, "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "NIC 52:54:00:00:00:01", "vdpa-allocatord is not running")
+        r = hook(xml, "stopped", "end")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("reconciliation will", r.stderr)
+        self.daemon.start()
+
+    def test_reconnect_claims(self):
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        hook(xml, "prepare", "begin")
+        port = self.leases()[0]["port"]
+        os.unlink(port)
+        r = hook(xml, "reconnect", "begin")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.lexists(port))
+
+    def test_restore_and_migrate_rewrite_for_this_host(self):
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "bridge")])
+        for op in ("restore", "migrate"):
+            r = hook(xml, op, "begin")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.count('type="vdpa"'), 2, r.stdout)
+            self.assertIn(os.path.join(self.daemon.run_dir, "ports", UUID), r.stdout)
+        # a full pool: the NICs fall back to the network's bridge and VLAN
+        hook(domain([("52:54:00:00:00:07", "vpc2", "vdpa"), ("52:54:00:00:00:08", "vpc2", "vdpa")], "c",
+                    "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"), "prepare", "begin", name="c")
+        r = hook(xml, "restore", "begin")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count('type="bridge"'), 2)
+        self.assertEqual(r.stdout.count('<tag id="2334"/>'), 2)
+
+    def test_linux_bridge_vlan_fails_closed_at_start(self):
+        xml = domain([("52:54:00:00:00:01", "lan", "bridge")])
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
+        r = hook(xml, "start", "begin", env=env)
+        self.assertOneLine(r, "domain vm1", "NIC 52:54:00:00:00:01", "VLAN 30", "br0")
+
+    def test_other_calls_do_nothing(self):
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        for op, sub in (("prepare", "end"), ("started", "begin"), ("stopped", "begin"), ("attach", "begin"),
+                        ("migrate", "end"), ("frobnicate", "begin")):
+            r = hook(xml, op, sub)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""), (op, sub))
+        self.assertEqual(self.leases(), [])
+
+    def test_plain_domain_never_reaches_the_helper(self):
+        # the dispatcher alone, without its helper: a domain without
+        # metadata must pass without it (so without D-Bus or libxml2)
+        d = tempfile.mkdtemp(prefix="va-hook-")
+        self.addCleanup(shutil.rmtree, d)
+        lone = os.path.join(d, "vdpa-allocator-hook")
+        shutil.copy(HOOK, lone)
+        for op in ("prepare", "start", "stopped", "release", "restore", "migrate"):
+            sub = "end" if op in ("stopped", "release") else "begin"
+            r = hook(PLAIN, op, sub, name="plain", hook_path=lone)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""), op)
+        r = hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin", hook_path=lone)
+        self.assertOneLine(r, "cannot run", "vdpa-allocator-hook-helper")
+        # the real pair: still nothing for a plain domain
+        r = hook(PLAIN, "prepare", "begin", name="plain")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+
+    def test_vdpactl_lease_list_by_domain(self):
+        hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin")
+        r = vdpactl("lease", "list", "--domain", "vm1", "-j", check=True)
+        self.assertEqual(len(json.loads(r.stdout)), 1)
+        r = vdpactl("lease", "list", "--domain", "other", "-j", check=True)
+        self.assertEqual(json.loads(r.stdout), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
