@@ -15,12 +15,6 @@
 #include "va-error.h"
 #include "va-paths.h"
 
-typedef struct
-{
-  const char *key;
-  const char *title;
-} Column;
-
 static GDBusConnection *
 connect_bus (GError **error)
 {
@@ -122,8 +116,8 @@ va_ctl_print_json (GVariant *value)
 }
 
 /* @records: aa{sv}. */
-static void
-print_table (GVariant *records, const Column *cols, gboolean json)
+void
+va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, gboolean json)
 {
   gsize n = g_variant_n_children (records);
   guint ncols = 0;
@@ -182,13 +176,13 @@ print_record (GVariant *rec, gboolean json)
     }
 }
 
-static const Column pool_cols[] = {
+static const VaCtlColumn pool_cols[] = {
   { "Name", "POOL" },       { "Total", "TOTAL" },         { "Free", "FREE" },
   { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },     { "Draining", "DRAINING" },
   { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { NULL },
 };
 
-static const Column lease_cols[] = {
+static const VaCtlColumn lease_cols[] = {
   { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
   { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" },   { "port", "PORT" }, { NULL },
 };
@@ -222,8 +216,8 @@ pools_records (GError **error)
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
-static int
-parse_simple (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
+int
+va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
 {
   const GOptionEntry json_entry[] = {
     { "json", 'j', 0, G_OPTION_ARG_NONE, json, "Print JSON", NULL },
@@ -256,7 +250,7 @@ va_ctl_cmd_status (int argc, char **argv)
   gboolean json = FALSE;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, "- show the allocator's state", "Shows the daemon, its backend and its pools.", NULL, &json, 0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- show the allocator's state", "Shows the daemon, its backend and its pools.", NULL, &json, 0, 0)))
     return rc;
   props = get_all (VA_DBUS_PATH, VA_DBUS_IFACE, &error);
   if (props)
@@ -289,7 +283,7 @@ va_ctl_cmd_status (int argc, char **argv)
       g_variant_lookup (props, "Backend", "&s", &backend);
       g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
                g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (list));
-      print_table (pools, pool_cols, FALSE);
+      va_ctl_print_table (pools, pool_cols, FALSE);
     }
   return 0;
 }
@@ -302,12 +296,12 @@ pool_list (int argc, char **argv)
   gboolean json = FALSE;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, "- list the pools", "Lists every pool with its slots.", NULL, &json, 0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the pools", "Lists every pool with its slots.", NULL, &json, 0, 0)))
     return rc;
   pools = pools_records (&error);
   if (!pools)
     return va_ctl_fail (error);
-  print_table (pools, pool_cols, json);
+  va_ctl_print_table (pools, pool_cols, json);
   return 0;
 }
 
@@ -320,7 +314,7 @@ pool_show (int argc, char **argv)
   gboolean json = FALSE;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, "NAME - show one pool", "Shows every property of one pool.", NULL, &json, 1, 1)))
+  if ((rc = va_ctl_parse (&argc, &argv, "NAME - show one pool", "Shows every property of one pool.", NULL, &json, 1, 1)))
     return rc;
   if (!va_name_is_valid (argv[1]))
     return va_ctl_fail_msg ("not a pool name");
@@ -348,7 +342,7 @@ pool_drain (int argc, char **argv, gboolean draining)
   g_autoptr (GVariant) ret = NULL;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, draining ? "NAME - stop handing out slots of a pool" : "NAME - hand out slots of a pool again",
+  if ((rc = va_ctl_parse (&argc, &argv, draining ? "NAME - stop handing out slots of a pool" : "NAME - hand out slots of a pool again",
                           draining ? "A draining pool gives no new leases; its leases stay until released." : "Ends draining.", NULL, NULL,
                           1, 1)))
     return rc;
@@ -406,7 +400,7 @@ va_ctl_cmd_lease (int argc, char **argv)
       g_printerr ("vdpactl: unknown lease command '%.64s'; use list\n", argv[1]);
       return 1;
     }
-  if ((rc = parse_simple (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
                           0, 0)))
     return rc;
   ret = call ("ListLeases", NULL, "(aa{sv})", &error);
@@ -428,7 +422,7 @@ va_ctl_cmd_lease (int argc, char **argv)
     }
   {
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
-    print_table (out, lease_cols, json);
+    va_ctl_print_table (out, lease_cols, json);
   }
   return 0;
 }
@@ -442,7 +436,7 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   gboolean json = FALSE;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, "- compare leases, devices and libvirt's domains",
+  if ((rc = va_ctl_parse (&argc, &argv, "- compare leases, devices and libvirt's domains",
                           "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
                           "and releases leases of domains libvirt no longer has (only when libvirt answers).",
                           NULL, &json, 0, 0)))
@@ -478,7 +472,7 @@ va_ctl_cmd_allocate (int argc, char **argv)
   GVariantBuilder opts;
   int rc;
 
-  if ((rc = parse_simple (&argc, &argv, "- lease a vDPA device for a VM NIC",
+  if ((rc = va_ctl_parse (&argc, &argv, "- lease a vDPA device for a VM NIC",
                           "Allocates as the hook does at 'prepare': makes the device and the port link.\n"
                           "Idempotent for the same UUID and MAC.",
                           entries, &json, 0, 0)))
@@ -524,7 +518,7 @@ va_ctl_cmd_release (int argc, char **argv)
   int rc;
 
   if ((rc
-       = parse_simple (&argc, &argv, "- give a lease back", "Deletes the vDPA device and the port link. Idempotent.", entries, NULL, 0, 0)))
+       = va_ctl_parse (&argc, &argv, "- give a lease back", "Deletes the vDPA device and the port link. Idempotent.", entries, NULL, 0, 0)))
     return rc;
   if (!uuid || (!mac == !all))
     return va_ctl_fail_msg ("give --uuid, and --mac or --all");
@@ -570,7 +564,7 @@ va_ctl_cmd_network (int argc, char **argv)
       return 1;
     }
   if ((rc
-       = parse_simple (&argc, &argv, "- list the configured networks", "Reads the configuration; needs no daemon.", entries, &json, 0, 0)))
+       = va_ctl_parse (&argc, &argv, "- list the configured networks", "Reads the configuration; needs no daemon.", entries, &json, 0, 0)))
     return rc;
   config = va_config_load (config_dir ? config_dir : va_path_get (VA_PATH_CONFIG), &error);
   if (!config)
@@ -592,12 +586,12 @@ va_ctl_cmd_network (int argc, char **argv)
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
     }
   {
-    static const Column cols[] = {
+    static const VaCtlColumn cols[] = {
       { "name", "NETWORK" },     { "mode", "MODE" },   { "pool", "POOL" }, { "vlan", "VLAN" }, { "fallback_bridge", "FALLBACK" },
       { "bridge_type", "TYPE" }, { "quota", "QUOTA" }, { NULL },
     };
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
-    print_table (out, cols, json);
+    va_ctl_print_table (out, cols, json);
   }
   return 0;
 }

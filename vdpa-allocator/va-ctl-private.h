@@ -10,6 +10,20 @@ int va_ctl_fail (const GError *error);
 int va_ctl_fail_msg (const char *msg);
 void va_ctl_print_json (GVariant *value);
 
+typedef struct
+{
+  const char *key;
+  const char *title;
+} VaCtlColumn;
+
+/* @records: aa{sv}; aligned columns, or JSON with @json. */
+void va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, gboolean json);
+
+/* Parses a command's options (plus -j when @json is given) and checks that
+ * it has @min to @max arguments; returns 0, or the exit status. */
+int va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min,
+                  int max);
+
 int va_ctl_cmd_status (int argc, char **argv);
 int va_ctl_cmd_pool (int argc, char **argv);
 int va_ctl_cmd_lease (int argc, char **argv);
@@ -17,3 +31,4 @@ int va_ctl_cmd_network (int argc, char **argv);
 int va_ctl_cmd_allocate (int argc, char **argv);
 int va_ctl_cmd_release (int argc, char **argv);
 int va_ctl_cmd_reconcile (int argc, char **argv);
+int va_ctl_cmd_domain (int argc, char **argv);

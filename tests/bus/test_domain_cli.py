@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""vdpactl domain against libvirt's own test driver (a real libvirt
+connection, no libvirtd): show, and redefinitions that libvirt's parser must
+accept."""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from busfixture import Bus, Daemon, vdpactl  # noqa: E402
+
+SRC = os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES = os.path.join(SRC, "contrib", "examples")
+UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+
+
+class DomainCliTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="va-lvtest-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        with open(os.path.join(EXAMPLES, "vm1.xml")) as f:
+            xml = f.read()
+        xml = xml.replace("<domain type='kvm'>", "<domain type='test'>")
+        self.node = os.path.join(self.dir, "node.xml")
+        with open(self.node, "w") as f:
+            f.write("<node>\n" + xml + "</node>\n")
+        self.uri = "test://" + self.node
+
+    def ctl(self, *args):
+        return vdpactl("domain", "--connect", self.uri, *args)
+
+    def test_show_without_daemon(self):
+        bus = Bus()
+        try:
+            r = self.ctl("show", "vm1", "-j")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            nics = json.loads(r.stdout)
+            self.assertEqual([(n["mac"], n["intent"], n["form"]) for n in nics],
+                             [("52:54:00:6b:3c:58", "network vpc2", "portable"),
+                              ("52:54:00:6b:3c:59", "network vpc1", "portable")])
+            self.assertEqual(nics[0]["lease"], "(daemon unreachable)")
+        finally:
+            bus.close()
+
+    def test_show_with_lease(self):
+        bus = Bus()
+        daemon = Daemon(bus, config=open(os.path.join(EXAMPLES, "sim", "vdpa-allocator.conf")).read())
+        try:
+            daemon.start()
+            vdpactl("allocate", "-u", UUID, "-m", "52:54:00:6b:3c:58", "-n", "vpc2", check=True)
+            nics = json.loads(self.ctl("show", UUID, "-j").stdout)
+            self.assertTrue(nics[0]["lease"].startswith("vdpa"), nics)
+            self.assertEqual(nics[1]["lease"], "")
+            # with the daemon up, the rewrite uses live capacity: a drained
+            # pool sends vpc2 to its fallback bridge, which libvirt accepts
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            vdpactl("pool", "drain", "cx6-p1", check=True)
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_redefine_both_ways(self):
+        # no daemon: an offline rewrite from the configuration, which
+        # libvirt's own parser then accepts
+        for verb, form in (("accelerate", "accelerated"), ("portable", "portable")):
+            r = self.ctl(verb, "vm1", "--config", EXAMPLES)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("redefined with %s NICs" % form, r.stdout)
+
+    def test_errors_are_one_line(self):
+        for args in (("show", "nope"), ("accelerate", "nope"), ("accelerate", "vm1", "--config", self.dir),
+                     ("frobnicate", "vm1"), ("show",)):
+            r = self.ctl(*args)
+            self.assertEqual(r.returncode, 1, args)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(len(r.stderr.splitlines()), 1, (args, r.stderr))
+        r = vdpactl("domain", "--connect", "test:///nonexistent/file.xml", "show", "vm1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("libvirt at test:///nonexistent/file.xml", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

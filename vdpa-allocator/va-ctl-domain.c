@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* vdpactl domain: the libvirt side, through libvirt's client API as an
+ * ordinary client (never from inside the hook, where calling libvirt would
+ * deadlock it). */
+#include "config.h"
+
+#include "va-ctl-private.h"
+
+#include <gio/gio.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <string.h>
+
+#include "va-config.h"
+#include "va-domain.h"
+#include "va-error.h"
+#include "va-paths.h"
+
+typedef struct
+{
+  virConnectPtr conn;
+  virDomainPtr dom;
+} Libvirt;
+
+static void
+libvirt_close (Libvirt *lv)
+{
+  if (lv->dom)
+    virDomainFree (lv->dom);
+  if (lv->conn)
+    virConnectClose (lv->conn);
+}
+
+static void
+quiet (void *user_data, virErrorPtr error)
+{
+}
+
+static gboolean
+libvirt_open (Libvirt *lv, const char *uri, const char *name, GError **error)
+{
+  char uuid[37];
+
+  virSetErrorFunc (NULL, quiet);
+  if (!uri)
+    uri = g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI") ?: "qemu:///system";
+  lv->conn = virConnectOpen (uri);
+  if (!lv->conn)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "libvirt at %s: %s", uri, virGetLastErrorMessage ()), FALSE;
+  lv->dom = va_uuid_normalize (name, uuid) ? virDomainLookupByUUIDString (lv->conn, uuid) : NULL;
+  if (!lv->dom)
+    lv->dom = virDomainLookupByName (lv->conn, name);
+  if (!lv->dom)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no domain '%s' in libvirt at %s", name, uri), FALSE;
+  return TRUE;
+}
+
+static char *
+libvirt_error (const char *what)
+{
+  return g_strdup_printf ("%s: %s", what, virGetLastErrorMessage ());
+}
+
+static GDBusConnection *
+system_bus (void)
+{
+  return g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, NULL);
+}
+
+static GVariant *
+daemon_call (GDBusConnection *bus, const char *method, GVariant *params, const char *reply, GError **error)
+{
+  GVariant *ret;
+
+  if (!bus)
+    {
+      if (params)
+        g_variant_unref (g_variant_ref_sink (params));
+      return g_set_error_literal (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa-allocatord is unreachable: no system bus"), NULL;
+    }
+  ret
+    = g_dbus_connection_call_sync (bus, "org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+                                   method, params, G_VARIANT_TYPE (reply), G_DBUS_CALL_FLAGS_NONE, 30000, NULL, error);
+  return ret;
+}
+
+/* ---- show ---------------------------------------------------------------- */
+
+static int
+domain_show (int argc, char **argv, const char *uri)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+  g_autoptr (GDBusConnection) bus = NULL;
+  g_autoptr (GVariant) leases = NULL;
+  g_autofree char *xml = NULL;
+  gboolean json = FALSE;
+  Libvirt lv = { 0 };
+  GVariantBuilder b;
+  GPtrArray *nics;
+  int rc = 0;
+
+  if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - each NIC's intent, form and lease", "Reads the domain from libvirt.", NULL, &json, 1, 1)))
+    return rc;
+  if (!libvirt_open (&lv, uri, argv[1], &error))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  xml = virDomainGetXMLDesc (lv.dom, 0);
+  if (!xml)
+    {
+      g_autofree char *msg = libvirt_error ("reading the domain XML");
+      libvirt_close (&lv);
+      return va_ctl_fail_msg (msg);
+    }
+  domain = va_domain_parse (xml, -1, &error);
+  libvirt_close (&lv);
+  if (!domain)
+    return va_ctl_fail (error);
+
+  bus = system_bus ();
+  leases = daemon_call (bus, "ListLeases", NULL, "(aa{sv})", NULL);
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  nics = va_domain_get_nics (domain);
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      g_autofree char *intent = NULL;
+      const char *device = "";
+      GVariantBuilder r;
+
+      if (nic->network)
+        intent = g_strdup_printf ("network %s", nic->network);
+      else
+        intent = g_strdup_printf ("pool %s, vlan %u, bridge %s", nic->pool ? nic->pool : "-", nic->vlan, nic->bridge ? nic->bridge : "-");
+      if (leases)
+        {
+          g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
+          GVariantIter iter;
+          GVariant *lease;
+
+          g_variant_iter_init (&iter, list);
+          while ((lease = g_variant_iter_next_value (&iter)))
+            {
+              const char *uuid = "", *mac = "";
+              g_variant_lookup (lease, "uuid", "&s", &uuid);
+              g_variant_lookup (lease, "mac", "&s", &mac);
+              if (g_strcmp0 (uuid, va_domain_get_uuid (domain)) == 0 && strcmp (mac, nic->mac) == 0)
+                g_variant_lookup (lease, "device", "&s", &device);
+              g_variant_unref (lease);
+            }
+        }
+      g_variant_builder_init (&r, G_VARIANT_TYPE_VARDICT);
+      g_variant_builder_add (&r, "{sv}", "mac", g_variant_new_string (nic->mac));
+      g_variant_builder_add (&r, "{sv}", "intent", g_variant_new_string (intent));
+      g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
+      g_variant_builder_add (&r, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
+      g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (leases ? device : "(daemon unreachable)"));
+      g_variant_builder_add_value (&b, g_variant_builder_end (&r));
+    }
+  {
+    static const VaCtlColumn cols[] = {
+      { "mac", "MAC" }, { "intent", "INTENT" }, { "form", "FORM" }, { "lease", "LEASE" }, { NULL },
+    };
+    g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
+    va_ctl_print_table (out, cols, json);
+  }
+  return 0;
+}
+
+/* ---- accelerate / portable ----------------------------------------------- */
+
+static int
+domain_redefine (int argc, char **argv, const char *uri, VaForm form)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GDBusConnection) bus = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autofree char *xml = NULL;
+  g_autofree char *out = NULL;
+  g_autofree char *config_dir = NULL;
+  g_autofree char *remote = NULL;
+  const GOptionEntry entries[] = {
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration for an offline rewrite when the daemon is not running", "DIR" },
+    { NULL },
+  };
+  Libvirt lv = { 0 };
+  virDomainPtr defined;
+  int rc;
+
+  if ((rc = va_ctl_parse (&argc, &argv,
+                          form == VA_FORM_ACCELERATED ? "DOMAIN - redefine a domain with accelerated NICs"
+                                                      : "DOMAIN - redefine a domain with portable (virtio) NICs",
+                          "Rewrites the persistent definition through libvirt; a running domain gets it at its next start.", entries, NULL,
+                          1, 1)))
+    return rc;
+  if (!libvirt_open (&lv, uri, argv[1], &error))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  if (!virDomainIsPersistent (lv.dom))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail_msg ("the domain is transient: there is no definition to rewrite");
+    }
+  xml = virDomainGetXMLDesc (lv.dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+  if (!xml)
+    {
+      g_autofree char *msg = libvirt_error ("reading the definition");
+      libvirt_close (&lv);
+      return va_ctl_fail_msg (msg);
+    }
+
+  /* the daemon knows this host's capacity; offline, assume room */
+  bus = system_bus ();
+  ret = daemon_call (bus, "RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &error);
+  remote = ret ? NULL : g_dbus_error_get_remote_error (error);
+  if (ret)
+    g_variant_get (ret, "(s)", &out);
+  else if (remote && g_str_has_prefix (remote, "org.vdpa_allocator."))
+    {
+      /* the daemon answered: its refusal stands */
+      g_dbus_error_strip_remote_error (error);
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  else
+    {
+      g_autoptr (VaConfig) config = NULL;
+      g_autoptr (VaHostView) view = NULL;
+      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+
+      g_clear_error (&error);
+      config = va_config_load (config_dir ? config_dir : va_path_get (VA_PATH_CONFIG), &error);
+      if (!config && !config_dir && g_error_matches (error, VA_ERROR, VA_ERROR_NOT_FOUND))
+        {
+          g_clear_error (&error);
+          config = va_config_new_empty ();
+        }
+      if (!config)
+        {
+          libvirt_close (&lv);
+          return va_ctl_fail (error);
+        }
+      view = va_config_to_host_view (config, ports);
+      out = va_domain_rewrite_xml (xml, -1, view, form, &error);
+      if (!out)
+        {
+          libvirt_close (&lv);
+          return va_ctl_fail (error);
+        }
+    }
+  defined = virDomainDefineXML (lv.conn, out);
+  if (!defined)
+    {
+      g_autofree char *msg = libvirt_error ("libvirt refused the rewritten definition");
+      libvirt_close (&lv);
+      return va_ctl_fail_msg (msg);
+    }
+  g_print ("domain %s redefined with %s NICs%s\n", argv[1], va_form_to_string (form),
+           virDomainIsActive (lv.dom) == 1 ? "; it takes effect at the next start" : "");
+  virDomainFree (defined);
+  libvirt_close (&lv);
+  return 0;
+}
+
+int
+va_ctl_cmd_domain (int argc, char **argv)
+{
+  const char *uri = NULL;
+
+  if (argc >= 3 && strcmp (argv[1], "--connect") == 0)
+    {
+      uri = argv[2];
+      argc -= 2;
+      argv += 2;
+    }
+  if (argc < 2 || strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+    {
+      g_print ("Usage: vdpactl domain [--connect URI] show|accelerate|portable DOMAIN\n\n"
+               "Through libvirt (default qemu:///system): show each NIC's intent, form and lease;\n"
+               "or redefine the domain with its NICs in the accelerated or portable form.\n");
+      return argc < 2 ? 1 : 0;
+    }
+  if (strcmp (argv[1], "show") == 0)
+    return domain_show (argc - 1, argv + 1, uri);
+  if (strcmp (argv[1], "accelerate") == 0)
+    return domain_redefine (argc - 1, argv + 1, uri, VA_FORM_ACCELERATED);
+  if (strcmp (argv[1], "portable") == 0)
+    return domain_redefine (argc - 1, argv + 1, uri, VA_FORM_PORTABLE);
+  g_printerr ("vdpactl: unknown domain command '%.64s'; use show, accelerate or portable\n", argv[1]);
+  return 1;
+}
