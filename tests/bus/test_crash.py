@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -93,6 +94,9 @@ def run_client(client, seed, journal_path, stop_path):
                     op = "allocate" if rng.random() < 0.8 else "release"
             entry = {"client": client, "seq": seq, "uuid": key[0], "mac": key[1], "op": op, "t0": time.monotonic()}
             seq += 1
+            # sent before sending: a kill's snapshot must know what was in flight
+            journal.write(json.dumps(dict(entry, result="sent")) + "\n")
+            journal.flush()
             try:
                 if op == "allocate":
                     args = GLib.Variant("(ssssa{sv})", (key[0], "vm%d" % client, key[1], "vpc2", {}))
@@ -146,10 +150,29 @@ def outcomes(entries):
                 possible = {ABSENT}
             in_doubt = False
             continue
-        in_doubt = True
+        in_doubt = True  # "unanswered", or "sent" with its answer still to come
         applied = {ABSENT} if e["op"] == "release" else {s if s != ABSENT else PRESENT_UNKNOWN for s in possible}
         possible = possible | applied
     return possible, in_doubt
+
+
+def read_journals(paths):
+    """(uuid, mac) → its requests in sending order; a request whose answer
+    is not in the journal yet is "sent", that is in doubt."""
+    by_key = {}
+    for path in paths:
+        last = {}
+        if not os.path.exists(path):  # a client still starting
+            continue
+        with open(path) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    e = json.loads(line)
+                    last[e["seq"]] = e
+        for seq in sorted(last):
+            e = last[seq]
+            by_key.setdefault((e["uuid"], e["mac"]), []).append(e)
+    return by_key
 
 
 def read_record(path):
@@ -207,6 +230,7 @@ class CrashTest(unittest.TestCase):
             return n
 
         kills = 0
+        problems = []  # what the kills' snapshots found, then the end state
         while answered() < n_clients * n_ops:
             for c, p in enumerate(self.clients):
                 self.assertIsNone(p.poll(), "client %d died" % c)
@@ -214,6 +238,7 @@ class CrashTest(unittest.TestCase):
             time.sleep(rng.uniform(0.02, 0.5))
             self.assertEqual(self.daemon.stop(signal.SIGKILL), -signal.SIGKILL, self.daemon.read_log())
             kills += 1
+            self.check_snapshot(journals, kills, problems)
             time.sleep(rng.uniform(0, 0.1))
             self.daemon.start()
         # the last kill hits every client mid-request, and none retries
@@ -224,16 +249,13 @@ class CrashTest(unittest.TestCase):
         kills += 1
         for c, p in enumerate(self.clients):
             self.assertEqual(p.wait(60), 0, "client %d failed" % c)
+        self.check_snapshot(journals, kills, problems)
         self.daemon.start()
         load_seconds = time.monotonic() - started
 
-        entries = []
-        for path in journals:
-            with open(path) as f:
-                entries.extend(json.loads(line) for line in f)
-        by_key = {}
-        for e in entries:  # a client's journal is in its sending order
-            by_key.setdefault((e["uuid"], e["mac"]), []).append(e)
+        by_key = read_journals(journals)
+        entries = [e for key_entries in by_key.values() for e in key_entries]
+        self.assertEqual([e for e in entries if e["result"] == "sent"], [], "requests the clients did not journal the end of")
         counts = {r: sum(1 for e in entries if e["result"] == r) for r in ("ok", "error", "unanswered", "undelivered")}
         print("%d requests in %.1f s with %d SIGKILLs: %d answered ok, %d answered with an error, %d unanswered "
               "(the daemon died with them), %d undelivered (no daemon on the bus)"
@@ -244,7 +266,7 @@ class CrashTest(unittest.TestCase):
         errors = [e for e in entries if e["result"] == "error"]
         self.assertEqual(errors, [], "the daemon refused requests it should have served")
 
-        problems = []
+        print("%d problem(s) in the %d snapshots of leases.db taken while the daemon lay dead" % (len(problems), kills))
         leases = call(self.bus, "ListLeases")[0]
         listed = {(x["uuid"], x["mac"]): x for x in leases}
         self.check_unique(leases, problems)
@@ -279,6 +301,37 @@ class CrashTest(unittest.TestCase):
               % (len(leases), in_doubt, time.monotonic() - started))
         self.assertEqual(problems, [], "\n" + "\n".join(problems[:50]) + ("\n... %d in all" % len(problems)))
         self.failed = False
+
+    def check_snapshot(self, journals, kill, problems):
+        """With the daemon dead: what leases.db holds (a copy, so that
+        SQLite's recovery of the WAL happens there) against the journals so
+        far. An answer lost here may be covered up by later requests."""
+        snap = os.path.join(self.daemon.root, "snapshot")
+        shutil.rmtree(snap, ignore_errors=True)
+        os.makedirs(snap)
+        for name in ("leases.db", "leases.db-wal"):
+            if os.path.exists(os.path.join(self.daemon.state_dir, name)):
+                shutil.copy(os.path.join(self.daemon.state_dir, name), snap)
+        by_key = read_journals(journals)
+        db = sqlite3.connect(os.path.join(snap, "leases.db"))
+        try:
+            rows = db.execute("SELECT uuid, mac, slot, device FROM leases").fetchall()
+        finally:
+            db.close()
+        stored = {(r[0], r[1]): ("present", r[2], r[3]) for r in rows}
+        slots = [r[2] for r in rows]
+        if len(slots) != len(set(slots)):
+            problems.append("at kill %d: leases.db leases a slot twice: %s" % (kill, sorted(s for s in slots if slots.count(s) > 1)))
+        for key in set(by_key) | set(stored):
+            possible, _ = outcomes(by_key.get(key, []))
+            state = stored.get(key, ABSENT)
+            if state in possible or (state != ABSENT and PRESENT_UNKNOWN in possible):
+                continue
+            last = [e for e in by_key.get(key, []) if e["result"] not in ("sent", "undelivered")][-1:]
+            problems.append("at kill %d: leases.db has %s/%s %s, the journal allows only %s (last answer: %s)" % (
+                kill, key[0], key[1], "absent" if state == ABSENT else "on %s (%s)" % state[1:],
+                sorted("absent" if s == ABSENT else "on %s (%s)" % s[1:] for s in possible),
+                "%s %s" % (last[0]["op"], last[0]["result"]) if last else "none"))
 
     def check_unique(self, leases, problems):
         for field in ("slot", "device", "chardev", "port"):
