@@ -350,6 +350,8 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_autofree char *orphan_rec = NULL;
   g_autofree char *a_rec = NULL;
   g_autoptr (VaDeviceInfo) orphan = NULL;
+  g_autofree char *stale_dir = NULL;
+  g_autofree char *stale = NULL;
   VaDeviceRequest dreq = { .slot = "0001:3c:00.1", .pf = "sim1", .mac = "52:54:00:99:99:99", .queues = 1 };
 
   g_assert_no_error (error);
@@ -362,6 +364,11 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_unlink (a_rec);
   orphan_rec = g_build_filename (f->run_dir, "sim", "vdpa", orphan->name, NULL);
   g_assert_true (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
+  /* a port link no lease owns, as after a crash between a Release's
+   * commit and its tear-down */
+  stale_dir = g_build_filename (f->run_dir, "ports", UUID1, NULL);
+  stale = g_build_filename (stale_dir, "52:54:00:00:00:07", NULL);
+  g_assert_cmpint (symlink (a->chardev, stale), ==, 0);
 
   va_allocator_set_domain_lister (f->alloc, list_two, NULL);
   va_allocator_reconcile_async (f->alloc, done_cb, &res);
@@ -373,6 +380,9 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_assert_false (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
   g_assert_cmpuint (report->missing->len, ==, 1);
   g_assert_true (g_file_test (a->chardev, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (report->stale_links->len, ==, 1);
+  g_assert_false (g_file_test (stale, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (a->port, G_FILE_TEST_EXISTS));
   /* UUID2 is unknown to libvirt: released */
   g_assert_cmpuint (report->released, ==, 1);
   g_assert_cmpuint (n_leases (f), ==, 1);

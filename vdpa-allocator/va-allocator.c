@@ -116,6 +116,7 @@ va_reconcile_report_free (VaReconcileReport *report)
   g_ptr_array_unref (report->orphans);
   g_ptr_array_unref (report->busy);
   g_ptr_array_unref (report->missing);
+  g_ptr_array_unref (report->stale_links);
   g_free (report->libvirt_error);
   g_free (report);
 }
@@ -878,6 +879,40 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
     }
 }
 
+/* Port links no lease owns. A crash between a Release's commit and its
+ * tear-down, or between an Allocate's provisioning and its commit, leaves
+ * one behind, naming a chardev that the next lease of that slot gets: a VM
+ * started on it would take another VM's device. */
+static void
+reconcile_links (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GDir) top = g_dir_open (self->ports_dir, 0, NULL);
+  const char *uuid;
+
+  while (top && (uuid = g_dir_read_name (top)))
+    {
+      g_autofree char *dir = g_build_filename (self->ports_dir, uuid, NULL);
+      g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+      const char *name;
+
+      while (d && (name = g_dir_read_name (d)))
+        {
+          g_autofree char *key = make_key (uuid, name);
+          g_autofree char *path = NULL;
+
+          /* pending and releasing entries keep theirs until settled */
+          if (g_hash_table_contains (self->entries, key))
+            continue;
+          path = g_build_filename (dir, name, NULL);
+          if (g_unlink (path) == 0)
+            g_ptr_array_add (report->stale_links, g_steal_pointer (&key));
+          else
+            g_warning ("removing the stale port link %s: %s", path, g_strerror (errno));
+        }
+      g_rmdir (dir); /* only when empty */
+    }
+}
+
 static void
 reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -890,6 +925,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   report->orphans = g_ptr_array_new_with_free_func (g_free);
   report->busy = g_ptr_array_new_with_free_func (g_free);
   report->missing = g_ptr_array_new_with_free_func (g_free);
+  report->stale_links = g_ptr_array_new_with_free_func (g_free);
 
   if (!commit_now (self, &error))
     {
@@ -897,6 +933,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
       return g_task_return_error (task, g_steal_pointer (&error));
     }
   reconcile_devices (self, report);
+  reconcile_links (self, report);
 
   report->libvirt_reachable = r->error == NULL;
   if (r->error)

@@ -54,9 +54,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPoolStatus, va_pool_status_free)
 typedef struct
 {
   guint released;
-  GPtrArray *orphans; /* char*, device names removed */
-  GPtrArray *busy;    /* char*, orphans left alone: a process holds them */
-  GPtrArray *missing; /* char*, "uuid/mac" of leases whose device was re-made */
+  GPtrArray *orphans;     /* char*, device names removed */
+  GPtrArray *busy;        /* char*, orphans left alone: a process holds them */
+  GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
+  GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
   gboolean libvirt_reachable;
   char *libvirt_error; /* why not, or NULL */
 } VaReconcileReport;

@@ -90,8 +90,9 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
     }
   if (!r->libvirt_reachable)
     g_warning ("libvirt unreachable, so no lease was released: %s", r->libvirt_error);
-  g_message ("reconciled: %u lease(s) of gone domains released, %u orphan device(s) removed, %u busy, %u device(s) re-made", r->released,
-             r->orphans->len, r->busy->len, r->missing->len);
+  g_message ("reconciled: %u lease(s) of gone domains released, %u orphan device(s) removed, %u busy, %u device(s) re-made, "
+             "%u stale port link(s) removed",
+             r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len);
 }
 
 static void
