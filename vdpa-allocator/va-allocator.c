@@ -33,6 +33,8 @@ typedef struct
   GPtrArray *waiters; /* GTask*, answered when the queued operation is done */
 } Entry;
 
+typedef struct _Job Job;
+
 typedef enum
 {
   PENDING_INSERT,
@@ -62,6 +64,9 @@ struct _VaAllocator
   GHashTable *entries; /* key → Entry* */
   GPtrArray *pending;  /* Pending* */
   guint commit_source;
+  Job *inflight; /* the batch a worker thread is writing, or NULL */
+  GMutex lock;
+  GCond cond;
   GHashTable *below_watermark; /* pool names */
   VaDomainLister lister;
   gpointer lister_data;
@@ -294,20 +299,32 @@ settle_delete (VaAllocator *self, Pending *p)
     }
 }
 
-static gboolean
-commit_now (VaAllocator *self, GError **error)
+/* A batch on its way to disk: the store's operations and our Pending
+ * records for them. The worker sets @finished under the allocator's lock. */
+struct _Job
 {
-  g_autoptr (GPtrArray) batch = NULL;
+  GPtrArray *ops;   /* VaStoreOp* */
+  GPtrArray *batch; /* Pending*; NULL once settled */
   gboolean ok;
+  GError *error;
+  gboolean finished;
+};
 
-  g_clear_handle_id (&self->commit_source, g_source_remove);
-  if (self->pending->len == 0)
-    return TRUE;
-  batch = g_steal_pointer (&self->pending);
-  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
+static void
+job_free (Job *job)
+{
+  g_clear_pointer (&job->ops, g_ptr_array_unref);
+  g_clear_pointer (&job->batch, g_ptr_array_unref);
+  g_clear_error (&job->error);
+  g_free (job);
+}
+
+static void
+settle (VaAllocator *self, Job *job)
+{
+  g_autoptr (GPtrArray) batch = g_steal_pointer (&job->batch);
 
   /* Each operation carries the transaction's error when it failed whole. */
-  ok = va_store_commit (self->store, error);
   for (guint i = 0; i < batch->len; i++)
     {
       Pending *p = g_ptr_array_index (batch, i);
@@ -316,19 +333,115 @@ commit_now (VaAllocator *self, GError **error)
       else
         settle_delete (self, p);
     }
+  if (!job->ok)
+    g_warning ("committing leases: %s", job->error->message);
   g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
+}
+
+/* Waits for the batch on its way to disk, if any, and settles it. */
+static void
+finish_inflight (VaAllocator *self)
+{
+  Job *job = self->inflight;
+
+  if (!job)
+    return;
+  g_mutex_lock (&self->lock);
+  while (!job->finished)
+    g_cond_wait (&self->cond, &self->lock);
+  g_mutex_unlock (&self->lock);
+  self->inflight = NULL;
+  settle (self, job);
+}
+
+static void
+commit_in_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  VaAllocator *self = source;
+  Job *job = data;
+
+  job->ok = va_store_commit_batch (self->store, job->ops, &job->error);
+  g_mutex_lock (&self->lock);
+  job->finished = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+committed (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VaAllocator *self = VA_ALLOCATOR (source);
+  Job *job = g_task_get_task_data (G_TASK (res));
+
+  /* finish_inflight() may have settled it already */
+  if (self->inflight == job)
+    {
+      self->inflight = NULL;
+      settle (self, job);
+    }
+  if (self->pending->len)
+    schedule_commit (self);
+}
+
+static Job *
+take_job (VaAllocator *self)
+{
+  Job *job;
+
+  if (self->pending->len == 0)
+    return NULL;
+  job = g_new0 (Job, 1);
+  job->batch = g_steal_pointer (&self->pending);
+  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
+  job->ops = va_store_take_batch (self->store);
+  if (!job->ops)
+    job->ops = g_ptr_array_new ();
+  return job;
+}
+
+/* Commits everything queued now, in this thread, after the batch in flight. */
+static gboolean
+commit_now (VaAllocator *self, GError **error)
+{
+  Job *job;
+  gboolean ok;
+
+  g_clear_handle_id (&self->commit_source, g_source_remove);
+  finish_inflight (self);
+  job = take_job (self);
+  if (!job)
+    return TRUE;
+  job->ok = va_store_commit_batch (self->store, job->ops, &job->error);
+  job->finished = TRUE;
+  ok = job->ok;
+  if (!ok && error)
+    *error = g_error_copy (job->error);
+  settle (self, job);
+  job_free (job);
   return ok;
 }
 
+/* Group commit: while one batch is on its way to disk, requests gather for
+ * the next, so the batch grows with the load and the cost of a flush is
+ * shared by all who came during the one before. */
 static gboolean
 commit_idle (gpointer user_data)
 {
   VaAllocator *self = user_data;
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GTask) task = NULL;
+  Job *job;
 
   self->commit_source = 0;
-  if (!commit_now (self, &error))
-    g_warning ("committing leases: %s", error->message);
+  if (self->inflight)
+    return G_SOURCE_REMOVE; /* committed() comes back for the rest */
+  job = take_job (self);
+  if (!job)
+    return G_SOURCE_REMOVE;
+  self->inflight = job;
+  task = g_task_new (self, NULL, committed, NULL);
+  g_task_set_task_data (task, job, (GDestroyNotify) job_free);
+  g_task_run_in_thread (task, commit_in_thread);
   return G_SOURCE_REMOVE;
 }
 
@@ -1121,6 +1234,7 @@ va_allocator_finalize (GObject *object)
   VaAllocator *self = VA_ALLOCATOR (object);
 
   g_clear_handle_id (&self->commit_source, g_source_remove);
+  finish_inflight (self);
   g_clear_pointer (&self->pending, g_ptr_array_unref);
   g_clear_pointer (&self->entries, g_hash_table_unref);
   g_clear_pointer (&self->pools, va_pools_free);
@@ -1129,6 +1243,8 @@ va_allocator_finalize (GObject *object)
   g_clear_object (&self->backend);
   g_free (self->run_dir);
   g_free (self->ports_dir);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
   G_OBJECT_CLASS (va_allocator_parent_class)->finalize (object);
 }
 
@@ -1159,4 +1275,6 @@ va_allocator_init (VaAllocator *self)
   self->entries = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) entry_free);
   self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
   self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
 }

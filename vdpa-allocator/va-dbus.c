@@ -24,6 +24,8 @@ struct _VaDbus
   GHashTable *pool_ids;   /* pool name → registration id */
   GHashTable *pool_cache; /* pool name → GVariant a{sv} of last sent props */
   PolkitAuthority *authority;
+  GHashTable *uids; /* unique bus name → uid: a connection's uid never changes */
+  guint name_owner_sub;
   gulong handlers[4];
 };
 
@@ -159,6 +161,7 @@ got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
       return;
     }
   g_variant_get (ret, "(u)", &uid);
+  g_hash_table_insert (c->self->uids, g_strdup (g_dbus_method_invocation_get_sender (c->inv)), GUINT_TO_POINTER (uid));
   if (uid == 0)
     {
       c->func (c->self, c->inv);
@@ -177,11 +180,26 @@ authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
   c->self = self;
   c->inv = g_object_ref (inv);
   c->func = func;
+  gpointer cached;
+
   if (!sender)
     {
       /* a peer-to-peer connection has no bus to vouch for it */
       deny (inv, "unknown caller");
       auth_call_free (c);
+      return;
+    }
+  /* A known caller is answered in this main-loop turn, so that its request
+   * shares a commit with the others of the turn. */
+  if (g_hash_table_lookup_extended (self->uids, sender, NULL, &cached))
+    {
+      if (GPOINTER_TO_UINT (cached) == 0)
+        {
+          func (self, inv);
+          auth_call_free (c);
+        }
+      else
+        check_polkit (c);
       return;
     }
   g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
@@ -618,6 +636,18 @@ on_pools_changed (VaAllocator *alloc, VaDbus *self)
   sync_pools (self, TRUE);
 }
 
+static void
+on_name_owner_changed (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *signal, GVariant *params,
+                       gpointer user_data)
+{
+  VaDbus *self = user_data;
+  const char *name, *old_owner, *new_owner;
+
+  g_variant_get (params, "(&s&s&s)", &name, &old_owner, &new_owner);
+  if (!*new_owner)
+    g_hash_table_remove (self->uids, name);
+}
+
 VaDbus *
 va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
 {
@@ -633,6 +663,10 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->conn = g_object_ref (conn);
   self->pool_ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+  self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->name_owner_sub
+    = g_dbus_connection_signal_subscribe (conn, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
+                                          NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_name_owner_changed, self, NULL);
   self->info = g_dbus_node_info_new_for_xml (g_bytes_get_data (xml, NULL), error);
   if (!self->info)
     {
@@ -669,6 +703,9 @@ va_dbus_free (VaDbus *self)
   g_hash_table_iter_init (&iter, self->pool_ids);
   while (g_hash_table_iter_next (&iter, NULL, &id))
     g_dbus_connection_unregister_object (self->conn, GPOINTER_TO_UINT (id));
+  if (self->name_owner_sub)
+    g_dbus_connection_signal_unsubscribe (self->conn, self->name_owner_sub);
+  g_hash_table_unref (self->uids);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
   g_clear_pointer (&self->info, g_dbus_node_info_unref);

@@ -873,18 +873,31 @@ fail_batch (GPtrArray *ops, GPtrArray *failed_alone, const GError *batch_error)
     }
 }
 
+GPtrArray *
+va_store_take_batch (VaStore *self)
+{
+  GPtrArray *ops;
+
+  if (self->pending->len == 0)
+    return NULL;
+  ops = g_steal_pointer (&self->pending);
+  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) va_store_op_unref);
+  return ops;
+}
+
 gboolean
 va_store_commit (VaStore *self, GError **error)
 {
-  g_autoptr (GPtrArray) ops = NULL;
+  g_autoptr (GPtrArray) ops = va_store_take_batch (self);
+
+  return ops ? va_store_commit_batch (self, ops, error) : TRUE;
+}
+
+gboolean
+va_store_commit_batch (VaStore *self, GPtrArray *ops, GError **error)
+{
   g_autoptr (GPtrArray) failed_alone = g_ptr_array_new ();
   g_autoptr (GError) batch_error = NULL;
-
-  if (self->pending->len == 0)
-    return TRUE;
-
-  ops = g_steal_pointer (&self->pending);
-  self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) va_store_op_unref);
 
   /* Invalid at queue time: failed on their own, whatever the batch does. */
   for (guint i = 0; i < ops->len; i++)

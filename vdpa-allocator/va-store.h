@@ -98,6 +98,13 @@ guint va_store_get_n_pending (const VaStore *self);
  * queued, returns TRUE and touches nothing. */
 gboolean va_store_commit (VaStore *self, GError **error);
 
+/* The two halves of va_store_commit(), for a commit off the main thread:
+ * take the queued operations (NULL when none) where they are queued, then
+ * run them in one transaction in any one thread at a time, while new
+ * operations queue for the next batch. */
+GPtrArray *va_store_take_batch (VaStore *self);
+gboolean va_store_commit_batch (VaStore *self, GPtrArray *ops, GError **error);
+
 VaStoreOp *va_store_op_ref (VaStoreOp *op);
 void va_store_op_unref (VaStoreOp *op);
 
