@@ -10,11 +10,11 @@
 #include <glib-unix.h>
 #include <locale.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "va-allocator.h"
 #include "va-dbus.h"
 #include "va-error.h"
-#include "va-libvirt.h"
 #include "va-paths.h"
 
 typedef struct
@@ -26,6 +26,36 @@ typedef struct
   GPtrArray *old_configs; /* kept: pools hold pointers into them */
   int exit_code;
 } Daemon;
+
+/* A VaDomainLister: the domains libvirt has, from a helper process, so that
+ * libvirt's client library stays out of the daemon. */
+static gboolean
+list_domains (GHashTable **domains, gpointer user_data, GError **error)
+{
+  const char *uri = user_data;
+  g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-domains");
+  const char *argv[] = { helper, uri, NULL };
+  g_autofree char *out = NULL;
+  g_autofree char *err = NULL;
+  g_auto (GStrv) lines = NULL;
+  int status;
+
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, error))
+    return FALSE;
+  if (!g_spawn_check_wait_status (status, NULL))
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s", g_strstrip (err)), FALSE;
+  *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  lines = g_strsplit (out, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      char uuid[37];
+      g_auto (GStrv) f = g_strsplit (lines[i], " ", 2);
+
+      if (f[0] && f[1] && va_uuid_normalize (f[0], uuid))
+        g_hash_table_insert (*domains, g_strdup (uuid), GINT_TO_POINTER (strcmp (f[1], "active") == 0));
+    }
+  return TRUE;
+}
 
 static gboolean
 on_term (gpointer user_data)
@@ -199,7 +229,7 @@ va_daemon_main (int argc, char **argv)
   d.alloc = va_allocator_new (d.config, backend, store, run_dir, &error);
   if (!d.alloc)
     goto fail;
-  va_allocator_set_domain_lister (d.alloc, va_libvirt_list_domains, (gpointer) g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+  va_allocator_set_domain_lister (d.alloc, list_domains, (gpointer) g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
 
   conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
   if (!conn)

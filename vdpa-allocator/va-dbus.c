@@ -9,6 +9,7 @@
 #include <polkit/polkit.h>
 #include <string.h>
 
+#include "va-dbus-resources.h"
 #include "va-error.h"
 
 #define MANAGE_ACTION "org.vdpa_allocator.manage"
@@ -28,6 +29,8 @@ struct _VaDbus
   guint name_owner_sub;
   gulong handlers[4];
 };
+
+static gsize resources_registered;
 
 static const GDBusErrorEntry error_entries[] = {
   { VA_ERROR_FAILED, "org.vdpa_allocator.Error.Failed" },
@@ -652,9 +655,16 @@ VaDbus *
 va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
 {
   static const GDBusInterfaceVTable vtable = { manager_method, manager_get_property, NULL };
-  g_autoptr (GBytes) xml = g_resources_lookup_data ("/org/vdpa_allocator/dbus/org.vdpa_allocator.Allocator1.xml", 0, error);
+  g_autoptr (GBytes) xml = NULL;
   VaDbus *self;
 
+  /* registered by hand: a static library drops the automatic constructor */
+  if (g_once_init_enter (&resources_registered))
+    {
+      va_dbus_register_resource ();
+      g_once_init_leave (&resources_registered, 1);
+    }
+  xml = g_resources_lookup_data ("/org/vdpa_allocator/dbus/org.vdpa_allocator.Allocator1.xml", 0, error);
   if (!xml)
     return NULL;
   va_dbus_error_register ();

@@ -45,3 +45,16 @@ va_path_ports (const char *run_dir)
 {
   return g_build_filename (run_dir, "ports", NULL);
 }
+
+char *
+va_path_libexec (const char *name)
+{
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *dir = self ? g_path_get_dirname (self) : NULL;
+  g_autofree char *beside = dir ? g_build_filename (dir, name, NULL) : NULL;
+
+  /* beside our own binary first: the build tree works like an install */
+  if (beside && g_file_test (beside, G_FILE_TEST_IS_EXECUTABLE))
+    return g_steal_pointer (&beside);
+  return g_build_filename (VA_LIBEXECDIR, name, NULL);
+}

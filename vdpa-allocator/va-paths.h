@@ -20,6 +20,10 @@ typedef enum
 /* The root for @which; the string lives as long as the process. */
 const char *va_path_get (VaPath which);
 
+/* A helper program: beside the running binary if there, else in
+ * $libexecdir. */
+char *va_path_libexec (const char *name);
+
 /* The directory holding port symlinks: <run dir>/ports. */
 char *va_path_ports (const char *run_dir);
 
