@@ -18,6 +18,8 @@ va_text_may_have_intent (const char *xml, size_t len)
   const char *p = xml;
   const char *end = xml + len;
 
+  if (!xml || len == 0)
+    return 0;
   if (memmem (xml, len, VA_XML_NS_TEXT, sizeof VA_XML_NS_TEXT - 1))
     return 1;
 
