@@ -12,7 +12,7 @@ packages="
     libpolkit-gobject-1-dev libvirt-dev libvirt-clients
     dbus-daemon python3 python3-dbus python3-gi python3-dbusmock
     umockdev libumockdev-dev gir1.2-umockdev-1.0
-    iproute2
+    iproute2 strace
 "
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -102,6 +102,9 @@ test_design_example (Fixture *f, gconstpointer data)
   g_assert_cmpstr (pool->uplink_bridge, ==, "br-accel");
   g_assert_cmpuint (pool->max_vqp, ==, 4);
   g_assert_cmpuint (pool->mtu, ==, 1500);
+  /* the node of a vDPA device: what libvirt's qemu user can open */
+  g_assert_cmpstr (pool->device_group, ==, "kvm");
+  g_assert_cmpuint (pool->device_mode, ==, 0660);
 
   /* sorted by name */
   g_assert_cmpuint (config->networks->len, ==, 2);
@@ -149,6 +152,21 @@ test_dropins_override (Fixture *f, gconstpointer data)
 }
 
 static void
+test_device_permissions (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  const VaPoolConfig *pool;
+
+  g_free (write_file (f, "vdpa-allocator.conf", "[pool a]\ndevice-group=libvirt-qemu\ndevice-mode=0640\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  pool = va_config_lookup_pool (config, "a");
+  g_assert_cmpstr (pool->device_group, ==, "libvirt-qemu");
+  g_assert_cmpuint (pool->device_mode, ==, 0640);
+}
+
+static void
 test_missing_dir (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
@@ -179,6 +197,12 @@ static const BadCase bad_cases[] = {
   { "[pool a]\nmatch-vendor=zz\n", "[pool a] match-vendor: 'zz' is not a 16-bit hexadecimal id" },
   { "[pool a]\nmax-vqp=0\n", "[pool a] max-vqp: '0' is not a number from 1 to 256" },
   { "[pool a]\nmtu=9999\n", "[pool a] mtu: '9999' is not a number from 68 to 9216" },
+  { "[pool a]\ndevice-group=\n", "[pool a] device-group: '' is not a group name or number" },
+  { "[pool a]\ndevice-group=qemu users\n", "[pool a] device-group: 'qemu users' is not a group name or number" },
+  { "[pool a]\ndevice-mode=rw\n", "[pool a] device-mode: 'rw' is not an octal mode from 0 to 0777" },
+  { "[pool a]\ndevice-mode=01660\n", "[pool a] device-mode: '01660' is not an octal mode from 0 to 0777" },
+  { "[pool a]\ndevice-mode=0666\n",
+    "[pool a] device-mode: '0666' gives other users access to the device; at most group access (like 0660)" },
   { "[pool a/b]\n", "[pool a/b]: 'a/b' is not a valid pool name" },
   { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, virtio or auto)" },
   { "[network n]\nmode=fast\n", "[network n] mode: 'fast' is not vdpa, virtio or auto" },
@@ -271,6 +295,7 @@ main (int argc, char **argv)
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("/config/design-example", test_design_example);
   ADD ("/config/dropins-override-in-name-order", test_dropins_override);
+  ADD ("/config/device-group-and-mode", test_device_permissions);
   ADD ("/config/missing-dir", test_missing_dir);
   ADD ("/config/empty-dir", test_empty_dir);
   ADD ("/config/bad-values-name-file-group-key", test_bad_values);

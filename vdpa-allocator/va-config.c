@@ -46,6 +46,7 @@ pool_config_free (VaPoolConfig *p)
   g_strfreev (p->match_pf);
   g_strfreev (p->match_pci);
   g_free (p->uplink_bridge);
+  g_free (p->device_group);
   g_free (p);
 }
 
@@ -276,11 +277,44 @@ item_list (const Item *it, gboolean (*valid) (const char *), const char *what, c
 }
 
 static gboolean
+item_group (const Item *it, char **out, GError **error)
+{
+  const char *v = it->entry->value;
+  gsize len = strlen (v);
+
+  /* a group name as useradd(8) takes it, or a numeric gid */
+  if (len == 0 || len > 32 || v[0] == '-')
+    return item_error (it, error, "'%.64s' is not a group name or number", v);
+  for (gsize i = 0; i < len; i++)
+    if (!g_ascii_isalnum (v[i]) && v[i] != '_' && v[i] != '-' && v[i] != '.')
+      return item_error (it, error, "'%.64s' is not a group name or number", v);
+  g_free (*out);
+  *out = g_strdup (v);
+  return TRUE;
+}
+
+static gboolean
+item_mode (const Item *it, guint *out, GError **error)
+{
+  guint64 v;
+
+  if (!g_ascii_string_to_unsigned (it->entry->value, 8, 0, 0777, &v, NULL))
+    return item_error (it, error, "'%.64s' is not an octal mode from 0 to 0777", it->entry->value);
+  /* a vhost-vdpa node drives the NIC's queues: never for every user */
+  if (v & 0007)
+    return item_error (it, error, "'%.64s' gives other users access to the device; at most group access (like 0660)", it->entry->value);
+  *out = (guint) v;
+  return TRUE;
+}
+
+static gboolean
 parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 {
   p->name = g_strdup (name);
   p->max_vqp = 1;
   p->vlan_method = VA_VLAN_METHOD_NONE;
+  p->device_group = g_strdup ("kvm");
+  p->device_mode = 0660;
 
   for (guint i = 0; i < g->keys->len; i++)
     {
@@ -349,6 +383,16 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       else if (strcmp (key, "mtu") == 0)
         {
           if (!item_uint (&it, 68, 9216, &p->mtu, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "device-group") == 0)
+        {
+          if (!item_group (&it, &p->device_group, error))
+            return FALSE;
+        }
+      else if (strcmp (key, "device-mode") == 0)
+        {
+          if (!item_mode (&it, &p->device_mode, error))
             return FALSE;
         }
       else if (strcmp (key, "low-watermark") == 0)

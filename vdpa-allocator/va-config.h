@@ -36,6 +36,8 @@ typedef struct
   guint max_vqp;
   guint mtu; /* 0: the device's default */
   guint low_watermark;
+  char *device_group; /* group of the /dev/vhost-vdpa-N nodes; default kvm */
+  guint device_mode;  /* their mode; default 0660 */
 } VaPoolConfig;
 
 typedef struct

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define _GNU_SOURCE
+/* Netlink messages byte for byte against fixtures (tests/kernel/netlink),
+ * and the real kernel where this machine has the feature. */
+#include <errno.h>
+#include <linux/if_bridge.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-error.h"
+#include "va-netlink.h"
+
+static const guint8 mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+static const guint8 zero_mac[6] = { 0 };
+
+static GBytes *
+fixture (const char *name)
+{
+  g_autofree char *file = g_strdup_printf ("%s.hex", name);
+  g_autofree char *path = g_build_filename (g_getenv ("VA_SRCDIR"), "tests", "kernel", "netlink", file, NULL);
+  g_autofree char *hex = NULL;
+  g_autoptr (GError) error = NULL;
+  GByteArray *bytes = g_byte_array_new ();
+
+  g_assert_true (g_file_get_contents (path, &hex, NULL, &error));
+  g_strstrip (hex);
+  g_assert_cmpuint (strlen (hex) % 2, ==, 0);
+  g_assert_cmpuint (strlen (hex), >, 32);
+  for (gsize i = 0; hex[i]; i += 2)
+    {
+      guint8 b = (guint8) (g_ascii_xdigit_value (hex[i]) << 4 | g_ascii_xdigit_value (hex[i + 1]));
+      g_byte_array_append (bytes, &b, 1);
+    }
+  return g_byte_array_free_to_bytes (bytes);
+}
+
+static guint32
+fixture_u32 (GBytes *b, gsize off)
+{
+  guint32 v;
+  memcpy (&v, (const guint8 *) g_bytes_get_data (b, NULL) + off, 4);
+  return v;
+}
+
+static void
+assert_same (const struct nlmsghdr *nlh, GBytes *expected)
+{
+  g_autofree char *got = g_strnfill (nlh->nlmsg_len * 2, '0');
+
+  for (guint i = 0; i < nlh->nlmsg_len; i++)
+    g_snprintf (got + 2 * i, 3, "%02x", ((const guint8 *) nlh)[i]);
+  g_test_message ("built: %s", got);
+  g_assert_cmpmem (nlh, nlh->nlmsg_len, g_bytes_get_data (expected, NULL), g_bytes_get_size (expected));
+}
+
+/* Captured from iproute2: seq at offset 8, ifindex at 20. */
+static void
+test_bridge_vlan (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) add = fixture ("bridge-vlan-add-pvid-untagged");
+  g_autoptr (GBytes) del1 = fixture ("bridge-vlan-del-1");
+  g_autoptr (GBytes) del = fixture ("bridge-vlan-del-2334");
+
+  assert_same (va_nl_build_bridge_vlan (buf, fixture_u32 (add, 8), (int) fixture_u32 (add, 20), TRUE, 2334,
+                                        BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED),
+               add);
+  assert_same (va_nl_build_bridge_vlan (buf, fixture_u32 (del1, 8), (int) fixture_u32 (del1, 20), FALSE, 1, 0), del1);
+  assert_same (va_nl_build_bridge_vlan (buf, fixture_u32 (del, 8), (int) fixture_u32 (del, 20), FALSE, 2334, 0), del);
+}
+
+static void
+test_vf_set (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) set = fixture ("vf-set-vst");
+  g_autoptr (GBytes) reset = fixture ("vf-reset");
+
+  assert_same (va_nl_build_vf_set (buf, fixture_u32 (set, 8), (int) fixture_u32 (set, 20), 3, mac, 2334, TRUE, FALSE), set);
+  assert_same (va_nl_build_vf_set (buf, fixture_u32 (reset, 8), (int) fixture_u32 (reset, 20), 3, zero_mac, 0, FALSE, FALSE), reset);
+}
+
+/* Derived from the uapi layout: family id at offset 4, seq at 8. */
+static void
+test_vdpa (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) dev_new = fixture ("vdpa-dev-new");
+  g_autoptr (GBytes) dev_del = fixture ("vdpa-dev-del");
+  g_autoptr (GBytes) dump = fixture ("vdpa-mgmtdev-dump");
+  guint16 family = (guint16) fixture_u32 (dev_new, 4);
+  guint32 seq = fixture_u32 (dev_new, 8);
+
+  assert_same (va_nl_build_vdpa_dev_new (buf, family, seq, "pci", "0000:3b:00.2", "va-0000:3b:00.2", mac, 4, 1500), dev_new);
+  assert_same (va_nl_build_vdpa_dev_del (buf, family, seq, "va-0000:3b:00.2"), dev_del);
+  assert_same (va_nl_build_vdpa_mgmtdev_dump (buf, family, seq), dump);
+}
+
+static void
+test_vdpa_mgmtdev_reply (void)
+{
+  g_autoptr (GBytes) reply = fixture ("vdpa-mgmtdev-reply");
+  VaVdpaMgmtdev *m = va_nl_parse_vdpa_mgmtdev (g_bytes_get_data (reply, NULL));
+
+  g_assert_nonnull (m);
+  g_assert_cmpstr (m->bus, ==, "pci");
+  g_assert_cmpstr (m->dev, ==, "0000:3b:00.2");
+  va_vdpa_mgmtdev_free (m);
+}
+
+static void
+test_devlink (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) set = fixture ("devlink-eswitch-switchdev");
+
+  assert_same (va_nl_build_eswitch_set (buf, (guint16) fixture_u32 (set, 4), fixture_u32 (set, 8), "pci", "0000:3b:00.0", 1), set);
+}
+
+/* The real kernel: run only where this machine has no vdpa family, and say
+ * so otherwise. */
+static void
+test_no_vdpa_family (void)
+{
+  g_autoptr (GError) error = NULL;
+  guint16 id = 0;
+
+  if (va_nl_genl_family ("vdpa", "vdpa", &id, &error))
+    {
+      g_test_skip ("this kernel has the vdpa family");
+      return;
+    }
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "the kernel has no vdpa netlink family (module vdpa not loaded, or kernel built without it)");
+  g_clear_error (&error);
+
+  g_assert_false (va_nl_vdpa_dev_new ("0000:3b:00.2", "va-0000:3b:00.2", mac, 4, 1500, &error));
+  g_assert_cmpstr (error->message, ==, "the kernel has no vdpa netlink family (module vdpa not loaded, or kernel built without it)");
+}
+
+static void
+test_nlctrl_resolves (void)
+{
+  g_autoptr (GError) error = NULL;
+  guint16 id = 0;
+
+  /* the controller resolves itself: the lookup path works for real */
+  g_assert_true (va_nl_genl_family ("nlctrl", "genetlink", &id, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (id, ==, 0x10);
+}
+
+static int
+sh (const char *cmd)
+{
+  int status = system (cmd);
+  return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+}
+
+/* Bridge VLAN membership on a bridge and a veth pair in a network namespace
+ * of this test's own. */
+static void
+test_bridge_vlan_real (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL;
+  gboolean filtering;
+
+  if (geteuid () != 0 || unshare (CLONE_NEWNET) < 0)
+    {
+      g_test_skip ("needs root for a private network namespace");
+      return;
+    }
+  g_assert_cmpint (sh ("ip link add br0 type bridge && ip link add v0 type veth peer name v1 && ip link set v0 master br0"), ==, 0);
+  filtering = sh ("ip link set br0 type bridge vlan_filtering 1 default_pvid 0 2>/dev/null") == 0;
+
+  if (!filtering)
+    {
+      /* this machine: the bridge has no VLAN filtering, and the error says
+       * so in one line naming the port and the step */
+      g_assert_false (va_nl_bridge_vlan ("v0", TRUE, 2334, TRUE, &error));
+      g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+      g_assert_cmpstr (error->message, ==,
+                       "bridge port v0: adding VLAN 2334 as untagged PVID: the kernel refused: Operation not supported (is v0 in a "
+                       "bridge with vlan_filtering 1, and does the kernel have CONFIG_BRIDGE_VLAN_FILTERING?)");
+      g_clear_error (&error);
+    }
+  else
+    {
+      g_assert_true (va_nl_bridge_vlan ("v0", TRUE, 2334, TRUE, &error));
+      g_assert_no_error (error);
+      g_assert_true (va_nl_bridge_vlan ("v0", FALSE, 1, FALSE, &error) || error);
+      g_clear_error (&error); /* VLAN 1 absent already with default_pvid 0 */
+      g_assert_true (g_spawn_command_line_sync ("bridge -j vlan show dev v0", &out, NULL, NULL, &error));
+      g_assert_nonnull (strstr (out, "\"vlan\":2334,\"flags\":[\"PVID\",\"Egress Untagged\"]"));
+      g_assert_true (va_nl_bridge_vlan ("v0", FALSE, 2334, FALSE, &error));
+    }
+
+  g_assert_false (va_nl_bridge_vlan ("ghost0", TRUE, 5, TRUE, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "bridge port ghost0: adding VLAN 5 as untagged PVID: no network interface ghost0");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/netlink/built/bridge-vlan-as-iproute2", test_bridge_vlan);
+  g_test_add_func ("/netlink/built/vf-set-as-iproute2", test_vf_set);
+  g_test_add_func ("/netlink/built/vdpa-as-uapi", test_vdpa);
+  g_test_add_func ("/netlink/parsed/vdpa-mgmtdev-reply", test_vdpa_mgmtdev_reply);
+  g_test_add_func ("/netlink/built/devlink-eswitch-as-uapi", test_devlink);
+  g_test_add_func ("/netlink/kernel/nlctrl-resolves", test_nlctrl_resolves);
+  g_test_add_func ("/netlink/kernel/no-vdpa-family", test_no_vdpa_family);
+  g_test_add_func ("/netlink/kernel/bridge-vlan-in-netns", test_bridge_vlan_real);
+  return g_test_run ();
+}

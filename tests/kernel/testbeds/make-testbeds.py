@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Writes the umockdev testbeds of the kernel backend's tests.
+
+The files are umockdev-record's text format (P: path, E: property,
+A: attribute, L: link relative to the device, N: device node) for sysfs
+layouts of ConnectX NICs as mlx5_core shows them. They are committed; run
+this script from this folder after a deliberate change and review the diff.
+"""
+
+BRIDGE = "/devices/pci0000:3a/0000:3a:00.0"
+
+
+def dev(path, props=(), attrs=(), links=(), node=None):
+    out = ["P: " + path]
+    if node:
+        out.append("N: " + node)
+    out += ["E: %s=%s" % kv for kv in props]
+    out += ["A: %s=%s" % kv for kv in attrs]
+    out += ["L: %s=%s" % kv for kv in links]
+    return "\n".join(out) + "\n\n"
+
+
+def bdf(bus, fn):
+    """PCI address of function number fn on bus (8 functions a slot)."""
+    return "0000:%02x:%02x.%d" % (bus, fn // 8, fn % 8)
+
+
+def pci_bridge():
+    return dev(BRIDGE, [("SUBSYSTEM", "pci"), ("DRIVER", "pcieport")],
+               [("vendor", "0x8086"), ("device", "0x2030"), ("class", "0x060400")])
+
+
+def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up"):
+    addr = bdf(bus, 0)
+    path = BRIDGE + "/" + addr
+    links = [("driver", "../../../../bus/pci/drivers/mlx5_core")]
+    links += [("virtfn%d" % i, "../" + bdf(bus, 2 + i)) for i in range(numvfs)]
+    out = dev(path, [("SUBSYSTEM", "pci"), ("DRIVER", "mlx5_core"),
+                     ("PCI_ID", "15B3:%04X" % device), ("PCI_SLOT_NAME", addr)],
+              [("vendor", "0x15b3"), ("device", "0x%04x" % device),
+               ("class", "0x020000"), ("numa_node", str(numa)),
+               ("sriov_numvfs", str(numvfs)), ("sriov_totalvfs", str(total)),
+               ("sriov_drivers_autoprobe", "1")], links)
+    attrs = [("ifindex", "4"), ("address", "b8:ce:f6:00:3b:00"),
+             ("operstate", operstate), ("carrier", "1" if operstate == "up" else "0")]
+    if mode == "switchdev":
+        attrs += [("phys_switch_id", "00003bfffef6ceb8"), ("phys_port_name", "p0")]
+    out += dev(path + "/net/" + netdev, [("SUBSYSTEM", "net"), ("INTERFACE", netdev),
+                                         ("IFINDEX", "4")], attrs)
+    return out
+
+
+def vfs(bus, count, pfname, mode):
+    out = ""
+    for i in range(count):
+        addr = bdf(bus, 2 + i)
+        path = BRIDGE + "/" + addr
+        out += dev(path, [("SUBSYSTEM", "pci"), ("DRIVER", "mlx5_core"),
+                          ("PCI_ID", "15B3:101E"), ("PCI_SLOT_NAME", addr)],
+                   [("vendor", "0x15b3"), ("device", "0x101e"), ("class", "0x020000"),
+                    ("numa_node", "1"), ("driver_override", "(null)")],
+                   [("physfn", "../" + bdf(bus, 0)),
+                    ("driver", "../../../../bus/pci/drivers/mlx5_core")])
+        vfnet = "%sv%d" % (pfname, i)
+        out += dev(path + "/net/" + vfnet, [("SUBSYSTEM", "net"), ("INTERFACE", vfnet),
+                                            ("IFINDEX", str(20 + i))],
+                   [("ifindex", str(20 + i)), ("operstate", "down")])
+        if mode == "switchdev":
+            rep = "%snpf0vf%d" % (pfname.replace("np0", ""), i)
+            pfpath = BRIDGE + "/" + bdf(bus, 0)
+            out += dev(pfpath + "/net/" + rep, [("SUBSYSTEM", "net"), ("INTERFACE", rep),
+                                                ("IFINDEX", str(40 + i))],
+                       [("ifindex", str(40 + i)), ("operstate", "up"),
+                        ("phys_switch_id", "00003bfffef6ceb8"),
+                        ("phys_port_name", "pf0vf%d" % i)])
+    return out
+
+
+def vdpa(bus, vf, name, index, bound):
+    addr = bdf(bus, 2 + vf)
+    aux = BRIDGE + "/" + addr + "/mlx5_core.vnet.%d" % (2 + vf)
+    out = dev(aux, [("SUBSYSTEM", "auxiliary"), ("DRIVER", "mlx5_vdpa.vnet")], [],
+              [("driver", "../../../../../bus/auxiliary/drivers/mlx5_vdpa.vnet")])
+    props = [("SUBSYSTEM", "vdpa")]
+    links = []
+    if bound:
+        props.append(("DRIVER", "vhost_vdpa"))
+        links.append(("driver", "../../../../../../bus/vdpa/drivers/vhost_vdpa"))
+    out += dev(aux + "/" + name, props, [("driver_override", "vhost_vdpa" if bound else "(null)")],
+               links)
+    if bound:
+        out += dev(aux + "/" + name + "/vhost-vdpa-%d" % index,
+                   [("SUBSYSTEM", "vhost-vdpa"), ("DEVNAME", "/dev/vhost-vdpa-%d" % index),
+                    ("MAJOR", "509"), ("MINOR", str(index))],
+                   [("dev", "509:%d" % index)], node="vhost-vdpa-%d" % index)
+    return out
+
+
+def write(name, text, what):
+    with open(name, "w") as f:
+        f.write(text)
+    index.append("- `%s`: %s" % (name, what))
+
+
+index = []
+PF6 = "enp59s0f0np0"
+write("cx6dx-switchdev.umockdev",
+      pci_bridge() + pf(0x3b, 0x101d, 1, 8, 127, PF6, "switchdev") + vfs(0x3b, 8, PF6, "switchdev"),
+      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch switchdev with representors")
+write("cx6dx-legacy.umockdev",
+      pci_bridge() + pf(0x3b, 0x101d, 1, 8, 127, "enp59s0f0", "legacy") + vfs(0x3b, 8, "enp59s0f0", "legacy"),
+      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch legacy (no representors)")
+write("cx5.umockdev",
+      pci_bridge().replace("3a", "5d") + pf(0x5e, 0x1017, 0, 0, 16, "enp94s0f0", "legacy").replace("3a", "5d"),
+      "ConnectX-5 PF 15b3:1017, no VFs: a model that cannot carry vDPA")
+write("cx6dx-vdpa.umockdev",
+      pci_bridge() + pf(0x3b, 0x101d, 1, 2, 127, PF6, "switchdev") + vfs(0x3b, 2, PF6, "switchdev")
+      + vdpa(0x3b, 0, "va-0000:3b:00.2", 0, True) + vdpa(0x3b, 1, "va-0000:3b:00.3", 1, False),
+      "ConnectX-6 Dx PF with 2 VFs; vdpa device va-0000:3b:00.2 bound to vhost_vdpa "
+      "(child vhost-vdpa-0), va-0000:3b:00.3 made but not yet bound")
+
+with open("README.md", "w") as f:
+    f.write("""# umockdev testbeds of ConnectX NICs
+
+umockdev-record's text format, written by `make-testbeds.py` (run it in this
+folder after a deliberate change, review the diff). They model the sysfs that
+mlx5_core, mlx5_vdpa and vhost_vdpa show; umockdev takes no comments in the
+files, so they are described here:
+
+""" + "\n".join(index) + "\n")

@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* ConnectX discovery with libudev and the sysfs steps of provisioning. The
+ * kernel facts (DESIGN.md section 6): VFs hang off their PF as virtfnN;
+ * in switchdev mode each VF has a representor netdev on the PF whose
+ * phys_switch_id is the PF's and whose phys_port_name is pfXvfN; a vdpa
+ * device made on a VF sits under it on the vdpa bus, and once bound to
+ * vhost_vdpa has a vhost-vdpa-N child whose node devtmpfs makes root:root
+ * 0600. */
+#include "va-kernel.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <libudev.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "va-error.h"
+#include "va-paths.h"
+#include "va-sysfs.h"
+
+#define MLX_VENDOR 0x15b3
+
+typedef struct udev Udev;
+typedef struct udev_enumerate UdevEnumerate;
+typedef struct udev_device UdevDevice;
+
+static void
+udev_device_free (UdevDevice *d)
+{
+  udev_device_unref (d);
+}
+
+static void
+udev_free (Udev *u)
+{
+  udev_unref (u);
+}
+
+static void
+udev_enumerate_free (UdevEnumerate *e)
+{
+  udev_enumerate_unref (e);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Udev, udev_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevEnumerate, udev_enumerate_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevDevice, udev_device_free)
+
+/* PCI ids from the kernel's mlx5_core pci table and the PCI id database.
+ * mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx and later;
+ * ConnectX-5 and plain ConnectX-6 lack it. */
+static const VaKernelModel models[] = {
+  { 0x1017, "ConnectX-5", FALSE, FALSE },    { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
+  { 0x1019, "ConnectX-5 Ex", FALSE, FALSE }, { 0x101a, "ConnectX-5 Ex VF", TRUE, FALSE },
+  { 0x101b, "ConnectX-6", FALSE, FALSE },    { 0x101c, "ConnectX-6 VF", TRUE, FALSE },
+  { 0x101d, "ConnectX-6 Dx", FALSE, TRUE },  { 0x101e, "ConnectX family VF (ConnectX-6 Dx, ConnectX-6 Lx, ConnectX-7)", TRUE, TRUE },
+  { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },  { 0x1021, "ConnectX-7", FALSE, TRUE },
+};
+
+const VaKernelModel *
+va_kernel_model_lookup (guint16 device)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (models); i++)
+    if (models[i].device == device)
+      return &models[i];
+  return NULL;
+}
+
+static void
+vf_free (VaKernelVf *vf)
+{
+  g_free (vf->pci);
+  g_free (vf->netdev);
+  g_free (vf->representor);
+  g_free (vf);
+}
+
+void
+va_kernel_pf_free (VaKernelPf *pf)
+{
+  if (!pf)
+    return;
+  g_free (pf->pci);
+  g_free (pf->syspath);
+  g_free (pf->netdev);
+  g_free (pf->operstate);
+  g_free (pf->switch_id);
+  g_clear_pointer (&pf->vfs, g_ptr_array_unref);
+  g_free (pf->reason);
+  g_free (pf);
+}
+
+static gboolean
+attr_hex16 (struct udev_device *d, const char *attr, guint16 *out)
+{
+  const char *v = udev_device_get_sysattr_value (d, attr);
+  guint64 n;
+
+  if (!v || !g_str_has_prefix (v, "0x") || !g_ascii_string_to_unsigned (v + 2, 16, 0, 0xffff, &n, NULL))
+    return FALSE;
+  *out = (guint16) n;
+  return TRUE;
+}
+
+static gint64
+attr_int (struct udev_device *d, const char *attr, gint64 fallback)
+{
+  const char *v = udev_device_get_sysattr_value (d, attr);
+  gint64 n;
+
+  if (!v || !g_ascii_string_to_signed (v, 10, G_MININT32, G_MAXINT32, &n, NULL))
+    return fallback;
+  return n;
+}
+
+static char *
+attr_dup (struct udev_device *d, const char *attr)
+{
+  const char *v = udev_device_get_sysattr_value (d, attr);
+  return v ? g_strchomp (g_strdup (v)) : NULL;
+}
+
+/* The net children of @parent: its own netdev and, on a switchdev PF, the
+ * representors. */
+static GPtrArray *
+net_children (struct udev *udev, struct udev_device *parent)
+{
+  g_autoptr (UdevEnumerate) e = udev_enumerate_new (udev);
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) udev_device_free);
+  struct udev_list_entry *entry;
+
+  udev_enumerate_add_match_subsystem (e, "net");
+  udev_enumerate_add_match_parent (e, parent);
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    struct udev_device *d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
+    if (d)
+      g_ptr_array_add (out, d);
+  }
+  return out;
+}
+
+static gboolean
+is_representor_name (const char *port, guint *pf, guint *vf)
+{
+  char tail;
+
+  return port && sscanf (port, "pf%uvf%u%c", pf, vf, &tail) == 2;
+}
+
+static guint
+pci_function (const char *pci)
+{
+  size_t len = strlen (pci);
+  return len ? (guint) (pci[len - 1] - '0') : 0;
+}
+
+static VaKernelPf *
+read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
+{
+  g_autoptr (VaKernelPf) pf = g_new0 (VaKernelPf, 1);
+  g_autoptr (GPtrArray) nets = net_children (udev, d);
+  GHashTable *reps = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  guint fn;
+
+  pf->pci = g_strdup (udev_device_get_sysname (d));
+  pf->syspath = g_strdup (udev_device_get_syspath (d));
+  pf->vendor = MLX_VENDOR;
+  pf->device = model->device;
+  pf->model = model;
+  pf->numa_node = (int) attr_int (d, "numa_node", -1);
+  pf->numvfs = (guint) MAX (attr_int (d, "sriov_numvfs", 0), 0);
+  pf->totalvfs = (guint) MAX (attr_int (d, "sriov_totalvfs", 0), 0);
+  pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) vf_free);
+  fn = pci_function (pf->pci);
+
+  /* the uplink first: the one net child that is no representor */
+  for (guint i = 0; i < nets->len; i++)
+    {
+      struct udev_device *n = g_ptr_array_index (nets, i);
+      g_autofree char *port = attr_dup (n, "phys_port_name");
+      guint p, v;
+
+      if (is_representor_name (port, &p, &v) || pf->netdev)
+        continue;
+      pf->netdev = g_strdup (udev_device_get_sysname (n));
+      pf->ifindex = (int) attr_int (n, "ifindex", 0);
+      pf->operstate = attr_dup (n, "operstate");
+      pf->carrier = attr_int (n, "carrier", 0) == 1;
+      pf->switch_id = attr_dup (n, "phys_switch_id");
+    }
+  for (guint i = 0; i < nets->len && pf->switch_id; i++)
+    {
+      struct udev_device *n = g_ptr_array_index (nets, i);
+      g_autofree char *port = attr_dup (n, "phys_port_name");
+      g_autofree char *sw = attr_dup (n, "phys_switch_id");
+      guint p, v;
+
+      if (is_representor_name (port, &p, &v) && p == fn && g_strcmp0 (sw, pf->switch_id) == 0)
+        g_hash_table_insert (reps, GUINT_TO_POINTER (v), g_strdup (udev_device_get_sysname (n)));
+    }
+
+  for (guint i = 0; i < pf->numvfs; i++)
+    {
+      g_autofree char *link_name = g_strdup_printf ("%s/virtfn%u", pf->syspath, i);
+      g_autofree char *link = va_sysfs_path (link_name);
+      g_autofree char *target = g_file_read_link (link, NULL);
+      g_autoptr (UdevDevice) vd = NULL;
+      VaKernelVf *vf;
+
+      if (!target)
+        continue; /* the kernel is still making it */
+      vf = g_new0 (VaKernelVf, 1);
+      vf->index = i;
+      vf->pci = g_path_get_basename (target);
+      vf->representor = g_strdup (g_hash_table_lookup (reps, GUINT_TO_POINTER (i)));
+      vd = udev_device_new_from_subsystem_sysname (udev, "pci", vf->pci);
+      if (vd)
+        {
+          g_autoptr (GPtrArray) vnets = net_children (udev, vd);
+          if (vnets->len)
+            vf->netdev = g_strdup (udev_device_get_sysname (g_ptr_array_index (vnets, 0)));
+        }
+      g_ptr_array_add (pf->vfs, vf);
+    }
+  g_hash_table_unref (reps);
+
+  if (!model->vdpa)
+    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later",
+                                  model->name, model->device);
+  else if (!pf->netdev)
+    pf->reason = g_strdup ("no netdev: mlx5_core is not bound to the PF");
+  else if (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier)
+    pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
+                                  pf->carrier ? "on" : "off");
+  return g_steal_pointer (&pf);
+}
+
+static int
+cmp_pf (gconstpointer a, gconstpointer b)
+{
+  const VaKernelPf *x = *(VaKernelPf *const *) a, *y = *(VaKernelPf *const *) b;
+  return strcmp (x->pci, y->pci);
+}
+
+GPtrArray *
+va_kernel_discover (GError **error)
+{
+  g_autoptr (Udev) udev = udev_new ();
+  g_autoptr (UdevEnumerate) e = NULL;
+  g_autoptr (GPtrArray) pfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_kernel_pf_free);
+  struct udev_list_entry *entry;
+  int r;
+
+  if (!udev)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: libudev: %s", g_strerror (errno)), NULL;
+  e = udev_enumerate_new (udev);
+  udev_enumerate_add_match_subsystem (e, "pci");
+  udev_enumerate_add_match_sysattr (e, "vendor", "0x15b3");
+  r = udev_enumerate_scan_devices (e);
+  if (r < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: scanning PCI devices: %s",
+                        g_strerror (-r)),
+           NULL;
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    g_autoptr (UdevDevice) d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
+    const VaKernelModel *model;
+    guint16 device;
+
+    if (!d || !attr_hex16 (d, "device", &device))
+      continue;
+    model = va_kernel_model_lookup (device);
+    if (!model || model->is_vf)
+      continue;
+    g_ptr_array_add (pfs, read_pf (udev, d, model));
+  }
+  g_ptr_array_sort (pfs, cmp_pf);
+  return g_steal_pointer (&pfs);
+}
+
+static char *
+vf_path (const VaKernelPf *pf, guint i)
+{
+  const VaKernelVf *vf = g_ptr_array_index (pf->vfs, i);
+  return g_build_filename (pf->syspath, "..", vf->pci, NULL);
+}
+
+char *
+va_kernel_vf_vdpa_device (const char *vf_syspath)
+{
+  g_autofree char *real = va_sysfs_path (vf_syspath);
+  g_autoptr (GDir) dir = g_dir_open (real, 0, NULL);
+  const char *name;
+
+  /* mlx5_vdpa hangs the device under an auxiliary mlx5_core.vnet.N */
+  while (dir && (name = g_dir_read_name (dir)))
+    {
+      g_autofree char *aux = NULL;
+      g_autoptr (GDir) sub = NULL;
+      const char *child;
+
+      if (!g_str_has_prefix (name, "mlx5_core.vnet."))
+        continue;
+      aux = g_build_filename (real, name, NULL);
+      sub = g_dir_open (aux, 0, NULL);
+      while (sub && (child = g_dir_read_name (sub)))
+        {
+          g_autofree char *subsys = g_build_filename (aux, child, "subsystem", NULL);
+          g_autofree char *target = g_file_read_link (subsys, NULL);
+          g_autofree char *uevent = g_build_filename (aux, child, "uevent", NULL);
+          g_autofree char *text = NULL;
+
+          if (target && g_str_has_suffix (target, "/vdpa"))
+            return g_strdup (child);
+          /* a testbed records the subsystem in uevent rather than a link */
+          if (!target && g_file_get_contents (uevent, &text, NULL, NULL) && strstr (text, "SUBSYSTEM=vdpa\n"))
+            return g_strdup (child);
+        }
+    }
+  return NULL;
+}
+
+gboolean
+va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
+{
+  g_autofree char *path = g_build_filename (pf->syspath, "sriov_numvfs", NULL);
+  g_autofree char *value = g_strdup_printf ("%u", count);
+  g_autoptr (GError) local = NULL;
+  gint64 now;
+
+  if (count > pf->totalvfs)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: cannot make %u VFs: sriov_totalvfs is %u", pf->pci, count,
+                        pf->totalvfs),
+           FALSE;
+  if (!va_sysfs_read_int (path, &now, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: %s", pf->pci, local->message), FALSE;
+  if (now == count)
+    return TRUE;
+  /* every VF goes when the count changes: never one a vdpa device uses */
+  for (guint i = 0; i < pf->vfs->len; i++)
+    {
+      g_autofree char *vfp = vf_path (pf, i);
+      g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
+
+      if (vdpa)
+        return g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                            "PF %s: refusing to change sriov_numvfs from %" G_GINT64_FORMAT " to %u: vdpa device %s sits on VF %s", pf->pci,
+                            now, count, vdpa, ((VaKernelVf *) g_ptr_array_index (pf->vfs, i))->pci),
+               FALSE;
+    }
+  /* the kernel refuses a change from one non-zero count to another */
+  if (now != 0 && count != 0 && !va_sysfs_write (path, "0", &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: removing its VFs: %s", pf->pci, local->message), FALSE;
+  if (!va_sysfs_write (path, value, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting %u VFs: %s", pf->pci, count, local->message), FALSE;
+  return TRUE;
+}
+
+gboolean
+va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error)
+{
+  g_autofree char *path = g_build_filename (pf->syspath, "sriov_drivers_autoprobe", NULL);
+  g_autoptr (GError) local = NULL;
+
+  if (!va_sysfs_write (path, on ? "1" : "0", &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: VF driver autoprobe: %s", pf->pci, local->message), FALSE;
+  return TRUE;
+}
+
+gboolean
+va_kernel_vdpa_autoprobe (gboolean on, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (!va_sysfs_write ("/sys/bus/vdpa/drivers_autoprobe", on ? "1" : "0", &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa bus: turning driver autoprobe %s: %s", on ? "on" : "off",
+                        local->message),
+           FALSE;
+  return TRUE;
+}
+
+static char *
+vdpa_syspath (const char *name, GError **error)
+{
+  g_autoptr (Udev) udev = udev_new ();
+  g_autoptr (UdevDevice) d = NULL;
+
+  if (!name || !*name || strchr (name, '/') || name[0] == '.')
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%s' is no vdpa device name", name ? name : ""), NULL;
+  d = udev ? udev_device_new_from_subsystem_sysname (udev, "vdpa", name) : NULL;
+  if (!d)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on the vdpa bus", name), NULL;
+  return g_strdup (udev_device_get_syspath (d));
+}
+
+gboolean
+va_kernel_bind_vhost_vdpa (const char *name, GError **error)
+{
+  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_autofree char *override = NULL;
+  g_autoptr (GError) local = NULL;
+
+  if (!syspath)
+    return FALSE;
+  override = g_build_filename (syspath, "driver_override", NULL);
+  if (!va_sysfs_write (override, "vhost_vdpa", &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: driver_override: %s", name, local->message), FALSE;
+  if (!va_sysfs_write ("/sys/bus/vdpa/drivers_probe", name, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: binding to vhost_vdpa: %s", name, local->message),
+           FALSE;
+  return TRUE;
+}
+
+char *
+va_kernel_vhost_node (const char *name, GError **error)
+{
+  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_autofree char *real = NULL;
+  g_autoptr (GDir) dir = NULL;
+  const char *child;
+
+  if (!syspath)
+    return NULL;
+  real = va_sysfs_path (syspath);
+  dir = g_dir_open (real, 0, NULL);
+  while (dir && (child = g_dir_read_name (dir)))
+    if (g_str_has_prefix (child, "vhost-vdpa-"))
+      return g_build_filename (va_path_get (VA_PATH_DEV), child, NULL);
+  return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: no vhost-vdpa node: not bound to vhost_vdpa", name),
+         NULL;
+}
+
+char *
+va_kernel_vdpa_parent_pci (const char *name, GError **error)
+{
+  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_auto (GStrv) parts = NULL;
+
+  if (!syspath)
+    return NULL;
+  /* the nearest PCI address up the path: the VF under the auxiliary device */
+  parts = g_strsplit (syspath, "/", -1);
+  for (int i = (int) g_strv_length (parts) - 1; i >= 0; i--)
+    {
+      unsigned dom, bus, slot, fn;
+      char tail;
+
+      if (sscanf (parts[i], "%4x:%2x:%2x.%1u%c", &dom, &bus, &slot, &fn, &tail) == 4)
+        return g_strdup (parts[i]);
+    }
+  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device", name), NULL;
+}
+
+static int
+cmp_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+GPtrArray *
+va_kernel_vdpa_devices (GError **error)
+{
+  g_autoptr (Udev) udev = udev_new ();
+  g_autoptr (UdevEnumerate) e = NULL;
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  struct udev_list_entry *entry;
+
+  if (!udev)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "listing vdpa devices: libudev: %s", g_strerror (errno)), NULL;
+  e = udev_enumerate_new (udev);
+  udev_enumerate_add_match_subsystem (e, "vdpa");
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+    g_ptr_array_add (names, g_path_get_basename (udev_list_entry_get_name (entry)));
+  g_ptr_array_sort (names, cmp_name);
+  return g_steal_pointer (&names);
+}
+
+gboolean
+va_kernel_set_node_access (const char *node, const char *group, guint mode, GError **error)
+{
+  struct group *gr = getgrnam (group);
+  gid_t gid;
+  guint64 n;
+
+  if (gr)
+    gid = gr->gr_gid;
+  else if (g_ascii_string_to_unsigned (group, 10, 0, G_MAXUINT32 - 1, &n, NULL))
+    gid = (gid_t) n;
+  else
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: group '%s' does not exist on this host", node, group), FALSE;
+  /* group first, then mode: the node is never open to a wrong group */
+  if (chown (node, (uid_t) -1, gid) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting group %s: %s", node, group, g_strerror (errno)), FALSE;
+  if (chmod (node, (mode_t) mode) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting mode %04o: %s", node, mode, g_strerror (errno)), FALSE;
+  return TRUE;
+}

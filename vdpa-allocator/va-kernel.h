@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* What the kernel shows of ConnectX NICs (libudev, sysfs), and the sysfs
+ * steps of provisioning. No netlink here: see va-netlink.h. Every error is
+ * one line naming the device and the step. */
+
+typedef struct
+{
+  guint16 device;
+  const char *name;
+  gboolean is_vf;
+  gboolean vdpa; /* has the virtio queue object mlx5_vdpa needs */
+} VaKernelModel;
+
+typedef struct
+{
+  char *pci;         /* VF PCI address */
+  guint index;       /* N of the PF's virtfnN */
+  char *netdev;      /* the VF's own netdev while bound to mlx5_core; NULL otherwise */
+  char *representor; /* switchdev: netdev with phys_port_name pfXvfN; NULL otherwise */
+} VaKernelVf;
+
+typedef struct
+{
+  char *pci;
+  char *syspath; /* as libudev names it: /sys/devices/... */
+  guint16 vendor;
+  guint16 device;
+  const VaKernelModel *model;
+  char *netdev; /* NULL: no netdev (driver not bound) */
+  int ifindex;  /* 0: unknown */
+  int numa_node;
+  char *operstate;
+  gboolean carrier;
+  char *switch_id; /* phys_switch_id, switchdev only; NULL otherwise */
+  guint numvfs;
+  guint totalvfs;
+  GPtrArray *vfs; /* VaKernelVf*, by index */
+  char *reason;   /* why the PF cannot serve; NULL when it can */
+} VaKernelPf;
+
+void va_kernel_pf_free (VaKernelPf *pf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaKernelPf, va_kernel_pf_free)
+
+/* The ConnectX model of a 15b3 device id; NULL when not in the table. */
+const VaKernelModel *va_kernel_model_lookup (guint16 device);
+
+/* Every ConnectX PF present now (vendor 0x15b3, a PF id of the table),
+ * sorted by PCI address, with its VFs and their representors. */
+GPtrArray *va_kernel_discover (GError **error);
+
+/* Sets the VF count: through 0 when changing a non-zero count, as the
+ * kernel requires; refuses while a vdpa device sits on a VF that would go. */
+gboolean va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error);
+gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error);
+/* The name of a vdpa device whose parent is the VF at @vf_syspath, or NULL. */
+char *va_kernel_vf_vdpa_device (const char *vf_syspath);
+
+/* The vdpa bus: autoprobe off so that a new device binds to nothing until
+ * told; then driver_override=vhost_vdpa and drivers_probe, race-free. */
+gboolean va_kernel_vdpa_autoprobe (gboolean on, GError **error);
+gboolean va_kernel_bind_vhost_vdpa (const char *vdpa_name, GError **error);
+/* /dev/vhost-vdpa-N of a bound device (under VA_PATH_DEV). */
+char *va_kernel_vhost_node (const char *vdpa_name, GError **error);
+/* The PCI address of the VF a vdpa device sits on. */
+char *va_kernel_vdpa_parent_pci (const char *vdpa_name, GError **error);
+/* Names of the vdpa devices present, sorted. */
+GPtrArray *va_kernel_vdpa_devices (GError **error);
+gboolean va_kernel_set_node_access (const char *node, const char *group, guint mode, GError **error);
+
+G_END_DECLS

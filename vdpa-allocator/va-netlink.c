@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Netlink messages of the kernel backend, built as iproute2's vdpa,
+ * devlink, ip and bridge tools build them (attribute order included), and
+ * sent with libmnl. */
+#include "va-netlink.h"
+
+#include <errno.h>
+#include <libmnl/libmnl.h>
+#include <linux/devlink.h>
+#include <linux/genetlink.h>
+#include <linux/if_bridge.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <linux/vdpa.h>
+#include <net/if.h>
+#include <string.h>
+#include <time.h>
+
+#include "va-error.h"
+
+/* libmnl 1.0.4 leaves attribute padding as the buffer had it: start from
+ * zeros so that the bytes are the same every time */
+static struct nlmsghdr *
+put_header (void *buf)
+{
+  memset (buf, 0, VA_NL_BUF_SIZE);
+  return mnl_nlmsg_put_header (buf);
+}
+
+static struct nlmsghdr *
+genl_header (void *buf, guint16 family, guint8 cmd, guint8 version, guint16 flags, guint32 seq)
+{
+  struct nlmsghdr *nlh = put_header (buf);
+  struct genlmsghdr *genl;
+
+  nlh->nlmsg_type = family;
+  nlh->nlmsg_flags = flags;
+  nlh->nlmsg_seq = seq;
+  genl = mnl_nlmsg_put_extra_header (nlh, sizeof *genl);
+  genl->cmd = cmd;
+  genl->version = version;
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_getfamily (void *buf, guint32 seq, const char *family)
+{
+  struct nlmsghdr *nlh = genl_header (buf, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq);
+
+  mnl_attr_put_strz (nlh, CTRL_ATTR_FAMILY_NAME, family);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mgmt_bus, const char *mgmt_dev, const char *name,
+                          const guint8 mac[6], guint16 max_vqp, guint16 mtu)
+{
+  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_NEW, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+
+  /* vdpa dev add name NAME mgmtdev BUS/DEV mac M mtu U max_vqp Q */
+  if (mgmt_bus)
+    mnl_attr_put_strz (nlh, VDPA_ATTR_MGMTDEV_BUS_NAME, mgmt_bus);
+  mnl_attr_put_strz (nlh, VDPA_ATTR_MGMTDEV_DEV_NAME, mgmt_dev);
+  mnl_attr_put_strz (nlh, VDPA_ATTR_DEV_NAME, name);
+  if (mac)
+    mnl_attr_put (nlh, VDPA_ATTR_DEV_NET_CFG_MACADDR, 6, mac);
+  if (mtu)
+    mnl_attr_put_u16 (nlh, VDPA_ATTR_DEV_NET_CFG_MTU, mtu);
+  if (max_vqp)
+    mnl_attr_put_u16 (nlh, VDPA_ATTR_DEV_NET_CFG_MAX_VQP, max_vqp);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *name)
+{
+  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_DEL, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+
+  mnl_attr_put_strz (nlh, VDPA_ATTR_DEV_NAME, name);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_vdpa_mgmtdev_dump (void *buf, guint16 family, guint32 seq)
+{
+  return genl_header (buf, family, VDPA_CMD_MGMTDEV_GET, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
+}
+
+struct nlmsghdr *
+va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev, guint16 mode)
+{
+  struct nlmsghdr *nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_SET, DEVLINK_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+
+  /* devlink dev eswitch set BUS/DEV mode legacy|switchdev */
+  mnl_attr_put_strz (nlh, DEVLINK_ATTR_BUS_NAME, bus);
+  mnl_attr_put_strz (nlh, DEVLINK_ATTR_DEV_NAME, dev);
+  mnl_attr_put_u16 (nlh, DEVLINK_ATTR_ESWITCH_MODE, mode);
+  return nlh;
+}
+
+/* iproute2's addattr_nest sets no NLA_F_NESTED; libmnl's does */
+static struct nlattr *
+nest_start (struct nlmsghdr *nlh, guint16 type)
+{
+  struct nlattr *nest = mnl_attr_nest_start (nlh, type);
+
+  nest->nla_type &= ~NLA_F_NESTED;
+  return nest;
+}
+
+static struct nlmsghdr *
+link_header (void *buf, guint16 type, guint32 seq, guint8 family, int ifindex)
+{
+  struct nlmsghdr *nlh = put_header (buf);
+  struct ifinfomsg *ifi;
+
+  nlh->nlmsg_type = type;
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  nlh->nlmsg_seq = seq;
+  ifi = mnl_nlmsg_put_extra_header (nlh, sizeof *ifi);
+  ifi->ifi_family = family;
+  ifi->ifi_index = ifindex;
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk,
+                    gboolean trust)
+{
+  /* iproute2's "ip link set" sends RTM_NEWLINK; for an 802.1Q VLAN it uses
+   * IFLA_VF_VLAN, which the kernel applies exactly as a one-entry
+   * IFLA_VF_VLAN_LIST of protocol 802.1Q */
+  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  struct ifla_vf_mac ivm = { .vf = vf };
+  struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
+  struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
+  struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
+  struct nlattr *list = nest_start (nlh, IFLA_VFINFO_LIST);
+  struct nlattr *info = nest_start (nlh, IFLA_VF_INFO);
+
+  memcpy (ivm.mac, mac, 6);
+  mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
+  mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
+  mnl_attr_put (nlh, IFLA_VF_SPOOFCHK, sizeof ivs, &ivs);
+  mnl_attr_put (nlh, IFLA_VF_TRUST, sizeof ivt, &ivt);
+  mnl_attr_nest_end (nlh, info);
+  mnl_attr_nest_end (nlh, list);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags)
+{
+  struct nlmsghdr *nlh = link_header (buf, add ? RTM_SETLINK : RTM_DELLINK, seq, AF_BRIDGE, port_ifindex);
+  struct bridge_vlan_info vinfo = { .flags = flags, .vid = vid };
+  struct nlattr *spec = nest_start (nlh, IFLA_AF_SPEC);
+
+  mnl_attr_put (nlh, IFLA_BRIDGE_VLAN_INFO, sizeof vinfo, &vinfo);
+  mnl_attr_nest_end (nlh, spec);
+  return nlh;
+}
+
+void
+va_vdpa_mgmtdev_free (VaVdpaMgmtdev *m)
+{
+  if (!m)
+    return;
+  g_free (m->bus);
+  g_free (m->dev);
+  g_free (m);
+}
+
+typedef struct
+{
+  const struct nlattr *tb[VDPA_ATTR_MAX + 1];
+} VdpaAttrs;
+
+static int
+vdpa_attr_cb (const struct nlattr *attr, void *data)
+{
+  VdpaAttrs *a = data;
+  int type = mnl_attr_get_type (attr);
+
+  if (mnl_attr_type_valid (attr, VDPA_ATTR_MAX) < 0)
+    return MNL_CB_OK;
+  if ((type == VDPA_ATTR_MGMTDEV_BUS_NAME || type == VDPA_ATTR_MGMTDEV_DEV_NAME) && mnl_attr_validate (attr, MNL_TYPE_NUL_STRING) < 0)
+    return MNL_CB_OK;
+  a->tb[type] = attr;
+  return MNL_CB_OK;
+}
+
+VaVdpaMgmtdev *
+va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh)
+{
+  VdpaAttrs a = { { 0 } };
+  VaVdpaMgmtdev *m;
+
+  if (nlh->nlmsg_len < NLMSG_HDRLEN + sizeof (struct genlmsghdr))
+    return NULL;
+  mnl_attr_parse (nlh, sizeof (struct genlmsghdr), vdpa_attr_cb, &a);
+  if (!a.tb[VDPA_ATTR_MGMTDEV_DEV_NAME])
+    return NULL;
+  m = g_new0 (VaVdpaMgmtdev, 1);
+  if (a.tb[VDPA_ATTR_MGMTDEV_BUS_NAME])
+    m->bus = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_BUS_NAME]));
+  m->dev = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_DEV_NAME]));
+  return m;
+}
+
+static const char *
+extack_message (const struct nlmsghdr *nlh)
+{
+  const struct nlmsgerr *err = mnl_nlmsg_get_payload (nlh);
+  gsize off = sizeof *err;
+  const struct nlattr *attr;
+
+  if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
+    return NULL;
+  /* uncapped, the whole request is echoed before the TLVs */
+  if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+    off = sizeof *err + err->msg.nlmsg_len - sizeof (struct nlmsghdr);
+  mnl_attr_for_each (attr, nlh, off) if (mnl_attr_get_type (attr) == NLMSGERR_ATTR_MSG
+                                         && mnl_attr_validate (attr, MNL_TYPE_NUL_STRING) == 0) return mnl_attr_get_str (attr);
+  return NULL;
+}
+
+gboolean
+va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, gpointer user_data, const char *what, int *kernel_errno,
+                GError **error)
+{
+  struct mnl_socket *nl = mnl_socket_open2 (protocol, SOCK_CLOEXEC);
+  char buf[VA_NL_BUF_SIZE];
+  int one = 1;
+  guint32 portid;
+  gboolean done = FALSE;
+
+  if (kernel_errno)
+    *kernel_errno = 0;
+  if (!nl)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: opening a netlink socket: %s", what, g_strerror (errno)), FALSE;
+  mnl_socket_setsockopt (nl, NETLINK_EXT_ACK, &one, sizeof one);
+  if (mnl_socket_bind (nl, 0, MNL_SOCKET_AUTOPID) < 0)
+    {
+      int e = errno;
+      mnl_socket_close (nl);
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: binding a netlink socket: %s", what, g_strerror (e)), FALSE;
+    }
+  portid = mnl_socket_get_portid (nl);
+  if (mnl_socket_sendto (nl, nlh, nlh->nlmsg_len) < 0)
+    {
+      int e = errno;
+      mnl_socket_close (nl);
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: sending: %s", what, g_strerror (e)), FALSE;
+    }
+  while (!done)
+    {
+      ssize_t n = mnl_socket_recvfrom (nl, buf, sizeof buf);
+      const struct nlmsghdr *r;
+      int len;
+
+      if (n < 0)
+        {
+          int e = errno;
+          mnl_socket_close (nl);
+          return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: receiving: %s", what, g_strerror (e)), FALSE;
+        }
+      len = (int) n;
+      for (r = (const struct nlmsghdr *) buf; mnl_nlmsg_ok (r, len); r = mnl_nlmsg_next (r, &len))
+        {
+          if (r->nlmsg_seq != nlh->nlmsg_seq || (r->nlmsg_pid && r->nlmsg_pid != portid))
+            continue;
+          if (r->nlmsg_type == NLMSG_ERROR)
+            {
+              const struct nlmsgerr *err = mnl_nlmsg_get_payload (r);
+              const char *msg;
+
+              if (err->error == 0)
+                {
+                  done = TRUE;
+                  break;
+                }
+              msg = extack_message (r);
+              if (kernel_errno)
+                *kernel_errno = -err->error;
+              g_set_error (error, VA_ERROR, -err->error == EBUSY ? VA_ERROR_BUSY : VA_ERROR_PROVISIONING_FAILED,
+                           "%s: the kernel refused: %s%s%s", what, g_strerror (-err->error), msg ? ": " : "", msg ? msg : "");
+              mnl_socket_close (nl);
+              return FALSE;
+            }
+          if (r->nlmsg_type == NLMSG_DONE)
+            {
+              done = TRUE;
+              break;
+            }
+          if (cb)
+            cb (r, user_data);
+        }
+    }
+  mnl_socket_close (nl);
+  return TRUE;
+}
+
+static guint32
+next_seq (void)
+{
+  static guint32 seq;
+
+  if (!seq)
+    seq = (guint32) time (NULL);
+  return ++seq;
+}
+
+static int
+family_attr_cb (const struct nlattr *attr, void *data)
+{
+  guint16 *id = data;
+
+  if (mnl_attr_get_type (attr) == CTRL_ATTR_FAMILY_ID && mnl_attr_validate (attr, MNL_TYPE_U16) == 0)
+    *id = mnl_attr_get_u16 (attr);
+  return MNL_CB_OK;
+}
+
+static void
+family_reply (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  mnl_attr_parse (nlh, sizeof (struct genlmsghdr), family_attr_cb, user_data);
+}
+
+gboolean
+va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("looking up the %s netlink family", name);
+  g_autoptr (GError) local = NULL;
+  int kerr = 0;
+
+  *id = 0;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_getfamily (buf, next_seq (), name), family_reply, id, what, &kerr, &local))
+    {
+      if (kerr == ENOENT)
+        return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND,
+                            "the kernel has no %s netlink family (module %s not loaded, or kernel built without it)", name, module),
+               FALSE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  if (!*id)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the reply carried no family id", what), FALSE;
+  return TRUE;
+}
+
+gboolean
+va_nl_vdpa_dev_new (const char *vf_pci, const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("vdpa device %s on VF %s: creating it", name, vf_pci);
+  guint16 family;
+
+  if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, next_seq (), "pci", vf_pci, name, mac, max_vqp, mtu), NULL,
+                         NULL, what, NULL, error);
+}
+
+gboolean
+va_nl_vdpa_dev_del (const char *name, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("vdpa device %s: deleting it", name);
+  g_autoptr (GError) local = NULL;
+  guint16 family;
+  int kerr = 0;
+
+  if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
+    return FALSE;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_del (buf, family, next_seq (), name), NULL, NULL, what, &kerr, &local))
+    {
+      if (kerr == ENODEV)
+        return TRUE; /* gone already */
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+mgmtdev_reply (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  VaVdpaMgmtdev *m = va_nl_parse_vdpa_mgmtdev (nlh);
+
+  if (m)
+    g_ptr_array_add (user_data, m);
+}
+
+GPtrArray *
+va_nl_vdpa_mgmtdevs (GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_vdpa_mgmtdev_free);
+  guint16 family;
+
+  if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
+    return NULL;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_mgmtdev_dump (buf, family, next_seq ()), mgmtdev_reply, out,
+                       "listing vdpa management devices", NULL, error))
+    return NULL;
+  return g_steal_pointer (&out);
+}
+
+gboolean
+va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("PF %s: setting eswitch mode %s", pf_pci, switchdev ? "switchdev" : "legacy");
+  guint16 family;
+
+  if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_GENERIC,
+                         va_nl_build_eswitch_set (buf, family, next_seq (), "pci", pf_pci,
+                                                  switchdev ? DEVLINK_ESWITCH_MODE_SWITCHDEV : DEVLINK_ESWITCH_MODE_LEGACY),
+                         NULL, NULL, what, NULL, error);
+}
+
+static gboolean
+ifindex_of (const char *name, const char *what, int *ifindex, GError **error)
+{
+  *ifindex = (int) if_nametoindex (name);
+  if (*ifindex == 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: no network interface %s", what, name), FALSE;
+  return TRUE;
+}
+
+gboolean
+va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("PF %s VF %u: setting MAC, VLAN %u, spoofchk %s, trust %s", pf, vf, vlan,
+                                           spoofchk ? "on" : "off", trust ? "on" : "off");
+  int ifindex;
+
+  if (!ifindex_of (pf, what, &ifindex, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_set (buf, next_seq (), ifindex, vf, mac, vlan, spoofchk, trust), NULL, NULL, what,
+                         NULL, error);
+}
+
+gboolean
+va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_untagged, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what
+    = g_strdup_printf ("bridge port %s: %s VLAN %u%s", port, add ? "adding" : "removing", vid, pvid_untagged ? " as untagged PVID" : "");
+  g_autoptr (GError) local = NULL;
+  guint16 flags = pvid_untagged ? BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED : 0;
+  int ifindex;
+  int kerr = 0;
+
+  if (!ifindex_of (port, what, &ifindex, error))
+    return FALSE;
+  if (!va_nl_transact (NETLINK_ROUTE, va_nl_build_bridge_vlan (buf, next_seq (), ifindex, add, vid, flags), NULL, NULL, what, &kerr,
+                       &local))
+    {
+      if (kerr == EOPNOTSUPP)
+        return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                            "%s: the kernel refused: %s (is %s in a bridge with vlan_filtering 1, and does the kernel have "
+                            "CONFIG_BRIDGE_VLAN_FILTERING?)",
+                            what, g_strerror (kerr), port),
+               FALSE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  return TRUE;
+}

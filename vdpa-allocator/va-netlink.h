@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gio/gio.h>
+#include <linux/netlink.h>
+
+G_BEGIN_DECLS
+
+/* Netlink for the kernel backend, with libmnl. Building is pure: each
+ * va_nl_build_* writes one message into @buf (at least VA_NL_BUF_SIZE bytes)
+ * and returns it, so tests compare it byte for byte with what iproute2 sends.
+ * Sending is va_nl_transact. */
+
+#define VA_NL_BUF_SIZE 8192
+
+struct nlmsghdr *va_nl_build_getfamily (void *buf, guint32 seq, const char *family);
+struct nlmsghdr *va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mgmt_bus, const char *mgmt_dev,
+                                           const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu);
+struct nlmsghdr *va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *name);
+struct nlmsghdr *va_nl_build_vdpa_mgmtdev_dump (void *buf, guint16 family, guint32 seq);
+struct nlmsghdr *va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev, guint16 mode);
+/* ip link set dev PF vf N mac M vlan V spoofchk on|off trust on|off */
+struct nlmsghdr *va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan,
+                                     gboolean spoofchk, gboolean trust);
+/* bridge vlan add|del dev PORT vid V [pvid untagged] */
+struct nlmsghdr *va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags);
+
+/* A vdpa management device of a VDPA_CMD_MGMTDEV_GET reply. */
+typedef struct
+{
+  char *bus; /* NULL for a device without a bus, like vdpasim */
+  char *dev;
+} VaVdpaMgmtdev;
+
+void va_vdpa_mgmtdev_free (VaVdpaMgmtdev *m);
+/* Parses one reply message (a dump is several); NULL if it names none. */
+VaVdpaMgmtdev *va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh);
+
+/* Sends @nlh on a new socket of @protocol and reads to the ACK or the end
+ * of the dump, handing each reply to @cb. On a kernel error, sets errno-like
+ * *kernel_errno and an error saying @what, with the kernel's extended ack
+ * message when it gave one. */
+typedef void (*VaNlReplyFunc) (const struct nlmsghdr *nlh, gpointer user_data);
+gboolean va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, gpointer user_data, const char *what, int *kernel_errno,
+                         GError **error);
+
+/* The id of generic netlink family @name. Missing is an error saying which
+ * module is not loaded: @module. */
+gboolean va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **error);
+
+/* Steps the backend takes, each sending one message. */
+gboolean va_nl_vdpa_dev_new (const char *vf_pci, const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu, GError **error);
+gboolean va_nl_vdpa_dev_del (const char *name, GError **error); /* gone already: TRUE */
+GPtrArray *va_nl_vdpa_mgmtdevs (GError **error);
+gboolean va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error);
+gboolean va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error);
+gboolean va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_untagged, GError **error);
+
+G_END_DECLS

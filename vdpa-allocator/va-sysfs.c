@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "va-sysfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va-error.h"
+#include "va-paths.h"
+
+char *
+va_sysfs_path (const char *path)
+{
+  const char *root = va_path_get (VA_PATH_SYSFS);
+
+  if (g_str_has_prefix (path, "/sys/"))
+    path += strlen ("/sys/");
+  else if (g_str_has_prefix (path, root) && path[strlen (root)] == '/')
+    return g_strdup (path); /* already under the testbed */
+  return g_build_filename (root, path, NULL);
+}
+
+char *
+va_sysfs_read (const char *path, GError **error)
+{
+  g_autofree char *real = va_sysfs_path (path);
+  char buf[4096];
+  ssize_t n;
+  int fd;
+
+  /* sysfs attributes are at most a page */
+  fd = open (real, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (errno)), NULL;
+  do
+    n = read (fd, buf, sizeof buf - 1);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    {
+      int e = errno;
+      close (fd);
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (e)), NULL;
+    }
+  close (fd);
+  buf[n] = '\0';
+  return g_strchomp (g_strdup (buf));
+}
+
+gboolean
+va_sysfs_read_int (const char *path, gint64 *out, GError **error)
+{
+  g_autofree char *text = va_sysfs_read (path, error);
+
+  if (!text)
+    return FALSE;
+  if (!g_ascii_string_to_signed (text, 10, G_MININT32, G_MAXINT32, out, NULL))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: '%.32s' is not a number", path, text), FALSE;
+  return TRUE;
+}
+
+gboolean
+va_sysfs_write (const char *path, const char *value, GError **error)
+{
+  g_autofree char *real = va_sysfs_path (path);
+  size_t len = strlen (value);
+  ssize_t n;
+  int fd;
+
+  /* one write(2) of the whole value: sysfs takes a store per write */
+  fd = open (real, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno)), FALSE;
+  do
+    n = write (fd, value, len);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 || (size_t) n != len)
+    {
+      int e = n < 0 ? errno : EIO;
+      close (fd);
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (e)), FALSE;
+    }
+  if (close (fd) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno)), FALSE;
+  return TRUE;
+}
