@@ -363,7 +363,7 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_unlink (a->chardev);
   g_unlink (a_rec);
   orphan_rec = g_build_filename (f->run_dir, "sim", "vdpa", orphan->name, NULL);
-  g_assert_true (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (orphan_rec, G_FILE_TEST_IS_SYMLINK));
   /* a port link no lease owns, as after a crash between a Release's
    * commit and its tear-down */
   stale_dir = g_build_filename (f->run_dir, "ports", UUID1, NULL);
@@ -377,7 +377,7 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_assert_true (report->libvirt_reachable);
   g_assert_cmpuint (report->orphans->len, ==, 1);
   g_assert_cmpstr (g_ptr_array_index (report->orphans, 0), ==, orphan->name);
-  g_assert_false (g_file_test (orphan_rec, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (orphan_rec, G_FILE_TEST_IS_SYMLINK));
   g_assert_cmpuint (report->missing->len, ==, 1);
   g_assert_true (g_file_test (a->chardev, G_FILE_TEST_EXISTS));
   g_assert_cmpuint (report->stale_links->len, ==, 1);

@@ -165,13 +165,16 @@ make_port_link (VaAllocator *self, const VaLease *lease, GError **error)
 }
 
 static void
-remove_port_link (VaAllocator *self, const char *uuid, const char *mac)
+remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone)
 {
   g_autofree char *dir = port_dir (self, uuid);
   g_autofree char *link = g_build_filename (dir, mac, NULL);
 
   g_unlink (link);
-  g_rmdir (dir); /* only when empty */
+  /* The directory stays while the domain runs: on a file system mounted
+   * with discard, every freed block is a synchronous trim. */
+  if (domain_gone)
+    g_rmdir (dir); /* only when empty */
 }
 
 /* ---- signals and counts -------------------------------------------------- */
@@ -209,12 +212,12 @@ schedule_commit (VaAllocator *self)
 }
 
 static void
-tear_down (VaAllocator *self, Entry *e)
+tear_down (VaAllocator *self, Entry *e, gboolean domain_gone)
 {
   const VaPoolConfig *pc = va_config_lookup_pool (self->config, e->lease->pool);
   g_autoptr (GError) error = NULL;
 
-  remove_port_link (self, e->lease->uuid, e->lease->mac);
+  remove_port_link (self, e->lease->uuid, e->lease->mac, domain_gone);
   /* A device that will not go is an orphan for reconciliation: the lease
    * is gone from the store either way. */
   if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
@@ -251,7 +254,7 @@ settle_insert (VaAllocator *self, Pending *p)
   if (!va_store_op_propagate_error (p->op, &error))
     {
       g_prefix_error (&error, "recording the lease: ");
-      tear_down (self, e);
+      tear_down (self, e, FALSE);
       answer_waiters (e, error);
       g_hash_table_remove (self->entries, key);
       return;
@@ -284,7 +287,7 @@ settle_delete (VaAllocator *self, Pending *p)
           continue;
         }
       pool = g_strdup (e->lease->pool);
-      tear_down (self, e);
+      tear_down (self, e, p->kind == PENDING_DELETE_DOMAIN);
       answer_waiters (e, NULL);
       g_signal_emit (self, signals[SIGNAL_LEASE_REMOVED], 0, e->lease);
       g_hash_table_remove (self->entries, key);
@@ -647,7 +650,7 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
   if (!e)
     {
       /* idempotent; a stale link from before a crash goes too */
-      remove_port_link (self, uuid, mac);
+      remove_port_link (self, uuid, mac, FALSE);
       return g_task_return_boolean (task, TRUE);
     }
   if (e->state == ENTRY_RELEASING)

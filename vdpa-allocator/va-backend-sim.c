@@ -2,7 +2,8 @@
 /* The simulated ConnectX-6 Dx. It stands in for what only the hardware has
  * (VFs, vDPA devices, their char nodes), so that the daemon, the CLI and the
  * hook run for real on machines without one. Its devices are files under
- * RUN/sim: dev/vhost-vdpa-N (the char node) and vdpa/<name> (what was made),
+ * RUN/sim: dev/vhost-vdpa-N (the char node) and vdpa/<name> (a link naming
+ * the slot and MAC of what was made),
  * so they outlive a daemon crash exactly as kernel devices would. */
 #include "va-backend.h"
 
@@ -85,16 +86,18 @@ device_record (VaBackendSim *self, const char *name)
   return g_build_filename (self->vdpa_dir, name, NULL);
 }
 
+/* A device's record is a symbolic link, vdpaN -> SLOT/MAC: made at once
+ * by symlink(2), and small enough to live in the inode, so that making and
+ * removing devices frees no blocks (on a file system mounted with discard,
+ * freeing blocks costs a synchronous trim). */
 static VaDeviceInfo *
 sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **error)
 {
   VaBackendSim *self = VA_BACKEND_SIM (backend);
   guint index = GPOINTER_TO_UINT (g_hash_table_lookup (self->slot_index, req->slot));
   g_autoptr (VaDeviceInfo) dev = g_new0 (VaDeviceInfo, 1);
-  g_autoptr (GKeyFile) kf = g_key_file_new ();
-  g_autoptr (GError) local = NULL;
   g_autofree char *record = NULL;
-  g_autofree char *data = NULL;
+  g_autofree char *target = NULL;
   int fd;
 
   if (index == 0)
@@ -112,17 +115,17 @@ sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **erro
            NULL;
   close (fd);
 
-  g_key_file_set_string (kf, "device", "slot", req->slot);
-  g_key_file_set_string (kf, "device", "pf", req->pf);
-  g_key_file_set_string (kf, "device", "mac", req->mac);
-  g_key_file_set_string (kf, "device", "chardev", dev->chardev);
-  g_key_file_set_integer (kf, "device", "queues", req->queues);
-  g_key_file_set_integer (kf, "device", "mtu", req->mtu);
-  g_key_file_set_integer (kf, "device", "vlan", req->vlan);
-  data = g_key_file_to_data (kf, NULL, NULL);
   record = device_record (self, dev->name);
-  if (!g_file_set_contents (record, data, -1, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", req->slot, local->message), NULL;
+  target = g_strdup_printf ("%s/%s", req->slot, req->mac);
+  if (symlink (target, record) < 0 && errno == EEXIST)
+    {
+      /* a record a crash left: this create owns the device now */
+      g_unlink (record);
+      if (symlink (target, record) == 0)
+        errno = 0;
+    }
+  if (errno && !g_file_test (record, G_FILE_TEST_IS_SYMLINK))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: recording %s: %s", req->slot, record, g_strerror (errno)), NULL;
   return g_steal_pointer (&dev);
 }
 
@@ -166,21 +169,17 @@ sim_list_devices (VaBackend *backend, GError **error)
     return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s", local->message), NULL;
   while ((name = g_dir_read_name (dir)))
     {
-      g_autoptr (GKeyFile) kf = g_key_file_new ();
       g_autofree char *record = device_record (self, name);
+      g_autofree char *target = g_file_read_link (record, NULL);
+      const char *slash = target ? strchr (target, '/') : NULL;
       VaDeviceInfo *dev;
 
-      if (name[0] == '.' || !g_key_file_load_from_file (kf, record, G_KEY_FILE_NONE, NULL))
-        continue; /* a half-written temp file of g_file_set_contents */
+      if (!slash || !g_str_has_prefix (name, "vdpa") || !g_ascii_isdigit (name[4]))
+        continue;
       dev = g_new0 (VaDeviceInfo, 1);
       dev->name = g_strdup (name);
-      dev->slot = g_key_file_get_string (kf, "device", "slot", NULL);
-      dev->chardev = g_key_file_get_string (kf, "device", "chardev", NULL);
-      if (!dev->slot || !dev->chardev)
-        {
-          va_device_info_free (dev);
-          continue;
-        }
+      dev->slot = g_strndup (target, slash - target);
+      dev->chardev = g_strdup_printf ("%s/vhost-vdpa-%s", self->dev_dir, name + 4);
       g_ptr_array_add (devs, dev);
     }
   return g_steal_pointer (&devs);

@@ -100,9 +100,11 @@ def main():
     bus = Bus()
     bus.polkit_allow(["org.vdpa_allocator.manage"])
     try:
-        d = Daemon(bus, LOAD_CONFIG)
+        d = Daemon(bus, LOAD_CONFIG, run_on_tmpfs=True)
         try:
             d.start()
+            print("# leases durable in %s (disk); devices and port links in %s (%s, as /run is on a host)"
+                  % (d.state_dir, d.run_dir, "tmpfs" if d.tmpfs_run else "disk"), flush=True)
             for clients, target in ((1, None), (8, 2000)):
                 c = c_load(clients)
                 p = py_load(clients)
@@ -118,7 +120,7 @@ def main():
 
         starts, firsts, rss, hwm = [], [], [], []
         for i in range(5):
-            d = Daemon(bus, BIG_CONFIG)
+            d = Daemon(bus, BIG_CONFIG, run_on_tmpfs=True)
             try:
                 t0 = time.monotonic()
                 d.start()  # polls NameHasOwner every 10 ms

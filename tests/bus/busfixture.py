@@ -121,13 +121,19 @@ class Bus:
 class Daemon:
     """vdpa-allocatord with its own config, state and run directories."""
 
-    def __init__(self, bus, config=CONFIG, root=None):
+    def __init__(self, bus, config=CONFIG, root=None, run_on_tmpfs=False):
+        """run_on_tmpfs: the run directory on /dev/shm, as /run is a tmpfs
+        on a real host (the state directory stays on disk)."""
         self.bus = bus
         self.root = root or tempfile.mkdtemp(prefix="va-daemon-")
         os.chmod(self.root, 0o755)
         self.conf_dir = os.path.join(self.root, "etc")
         self.state_dir = os.path.join(self.root, "state")
         self.run_dir = os.path.join(self.root, "run")
+        self.tmpfs_run = None
+        if run_on_tmpfs and os.path.isdir("/dev/shm"):
+            self.tmpfs_run = tempfile.mkdtemp(prefix="va-run-", dir="/dev/shm")
+            self.run_dir = self.tmpfs_run
         os.makedirs(self.conf_dir, exist_ok=True)
         with open(os.path.join(self.conf_dir, "vdpa-allocator.conf"), "w") as f:
             f.write(config)
@@ -171,6 +177,8 @@ class Daemon:
 
     def remove(self):
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.tmpfs_run:
+            shutil.rmtree(self.tmpfs_run, ignore_errors=True)
 
 
 def call(bus, method, args=None, signature=None, timeout=30000):

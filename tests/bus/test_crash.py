@@ -176,14 +176,15 @@ def read_journals(paths):
 
 
 def read_record(path):
-    """A sim device record, or None for what the sim backend does not list
-    either: a temp file of g_file_set_contents that a kill left behind."""
-    kf = GLib.KeyFile()
+    """A sim device record (a link vdpaN -> SLOT/MAC), or None for what the
+    sim backend does not list either."""
     try:
-        kf.load_from_file(path, GLib.KeyFileFlags.NONE)
-        return {k: kf.get_string("device", k) for k in ("slot", "mac", "chardev")}
-    except GLib.Error:
+        slot, mac = os.readlink(path).split("/", 1)
+    except (OSError, ValueError):
         return None
+    name = os.path.basename(path)
+    dev_dir = os.path.join(os.path.dirname(os.path.dirname(path)), "dev")
+    return {"slot": slot, "mac": mac, "chardev": os.path.join(dev_dir, "vhost-vdpa-" + name[len("vdpa"):])}
 
 
 class CrashTest(unittest.TestCase):
