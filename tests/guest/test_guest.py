@@ -37,7 +37,8 @@ def wait_for(path, marker, timeout, proc):
     while time.monotonic() < deadline:
         with open(path, errors="replace") as f:
             text = f.read()
-        if marker in text:
+        # a whole line: the guest may be mid-way through writing it
+        if re.search(re.escape(marker) + ".*\n", text):
             return text
         if proc.poll() is not None:
             break

@@ -22,8 +22,10 @@ only LC_ALL, PATH and HOME, so the private dbus-daemon listens at the
 standard system-bus socket path, in a private directory bound over /run/dbus.
 """
 
+import atexit
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -107,22 +109,50 @@ def missing_tools():
 
 
 def enter_namespaces():
-    """Re-execs this very process (same pid) in a new mount and network
-    namespace, unless already there. Every later mount, libvirtd, QEMU, tap,
-    bridge and virsh call is then private, and disappears with the
-    process."""
-    if os.environ.get(NS_ENV) == "1":
+    """Re-execs this test in new mount, network and PID namespaces, unless
+    already there. Every later mount, libvirtd, QEMU, tap, bridge and virsh
+    call is then private.
+
+    The PID namespace is what makes teardown total: its pid 1 is a small
+    reaper (below) whose only child is the test; when the test ends, however
+    it ends, pid 1 exits and the kernel kills whatever is left in the
+    namespace (QEMU is daemonized by libvirtd, so nothing else would), and
+    the mounts go with the last process. unshare --kill-child does the same
+    if unshare itself is killed."""
+    if os.environ.get(NS_ENV) != "1":
+        if os.geteuid() != 0 or missing_tools():
+            return  # the tests skip themselves
+        os.environ[NS_ENV] = "1"
+        argv = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
+                "--propagation", "private", "--", sys.executable] + sys.argv
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execvp("unshare", argv)
+    if os.getpid() != 1:
         return
-    if os.geteuid() != 0:
-        return  # the tests skip themselves
-    if missing_tools():
+    # pid 1: reap every orphan (libvirtd double-forks QEMU), pass signals on
+    # to the test, exit with its status
+    child = os.fork()
+    if child == 0:
         return
-    os.environ[NS_ENV] = "1"
-    argv = ["unshare", "--mount", "--net", "--propagation", "private", "--",
-            sys.executable] + sys.argv
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execvp("unshare", argv)
+
+    def forward(signum, frame):
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            sys.stdout.flush()
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
 
 
 def in_namespaces():
@@ -144,10 +174,10 @@ def run(cmd, check=True, timeout=60, **kw):
     return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, **kw)
 
 
-def _sigterm_to_exit(signum, frame):
-    # meson's timeout sends SIGTERM: unwind through every finally so that
-    # the fixture tears down what it started
-    raise SystemExit(128 + signum)
+def _sigterm_to_interrupt(signum, frame):
+    # meson's timeout sends SIGTERM: unittest lets KeyboardInterrupt (and
+    # nothing else) end the whole run, and the atexit hook then tears down
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 class Libvirt:
@@ -167,7 +197,8 @@ class Libvirt:
         reason = skip_reason()
         if reason:
             raise SkipTier(reason)
-        signal.signal(signal.SIGTERM, _sigterm_to_exit)
+        signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        atexit.register(self._stop_quietly)
         try:
             self._start(timeout)
         except BaseException:
@@ -176,6 +207,10 @@ class Libvirt:
 
     def _start(self, timeout):
         self.root = tempfile.mkdtemp(prefix="va-libvirt-")
+        # a tmpfs, so that nothing of ours outlives a killed namespace but
+        # this empty directory
+        run(["mount", "-t", "tmpfs", "-o", "mode=0755", "va-libvirt", self.root])
+        self.mounts.append(self.root)
         for target, name in BOUND:
             src = os.path.join(self.root, name)
             os.makedirs(src)
@@ -240,20 +275,26 @@ class Libvirt:
                     p.kill()
                     p.wait(10)
         self.procs = {}
+        for f in self.logs.values():
+            f.close()
+        self.logs = {}
         for target in reversed(self.mounts):
             if run(["umount", target], check=False).returncode != 0:
                 r = run(["umount", "--lazy", target], check=False)
                 if r.returncode != 0:
                     errors.append("umount %s: %s" % (target, r.stderr.strip()))
         self.mounts = []
-        for f in self.logs.values():
-            f.close()
-        self.logs = {}
         if self.root:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
         if errors:
             raise RuntimeError("teardown: " + "; ".join(errors))
+
+    def _stop_quietly(self):
+        try:
+            self.stop()
+        except Exception as e:
+            sys.stderr.write("libvirt fixture: %s\n" % e)
 
     def __enter__(self):
         self.start()
@@ -347,7 +388,8 @@ class Libvirt:
 
 
 def wait_for_console(path, marker, timeout, proc_alive=None):
-    """Waits until a line of the file at path contains marker; returns the
+    """Waits until a whole line (newline included: the guest may be mid-way
+    through writing it) of the file at path contains marker; returns the
     file's text. proc_alive: a callable saying whether to keep waiting."""
     deadline = time.monotonic() + timeout
     text = ""
@@ -357,7 +399,7 @@ def wait_for_console(path, marker, timeout, proc_alive=None):
                 text = f.read()
         except FileNotFoundError:
             text = ""
-        if marker in text:
+        if re.search(re.escape(marker) + ".*\n", text):
             return text
         if proc_alive is not None and not proc_alive():
             break
