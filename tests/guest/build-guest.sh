@@ -45,7 +45,16 @@ busybox=/bin/busybox
 iperf3=$(command -v iperf3) || die "no iperf3: install iperf3"
 
 # The kernel package linux-image-amd64 points at today.
-kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+kernel_pkg() {
+    apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
+}
+kpkg=$(kernel_pkg)
+if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
+    # a machine whose packages were all installed before its lists went
+    echo "build-guest: no package lists; apt-get update" >&2
+    apt-get update -qq >&2 || true
+    kpkg=$(kernel_pkg)
+fi
 [ -n "$kpkg" ] || die "apt-cache knows no linux-image-amd64 (run apt-get update)"
 kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2 }')
 [ -n "$kver" ] && [ "$kver" != "(none)" ] || die "no candidate version of $kpkg"
@@ -76,7 +85,7 @@ deb=$(ls "$debs/${kpkg}_"*.deb 2>/dev/null | head -n1 || true)
 case "$deb" in
 *"_$(echo "$kver" | sed 's/:/%3a/')_"*) ;;
 *)
-    rm -f "$debs/${kpkg}_"*.deb
+    rm -f "$debs"/linux-image-*.deb  # older kernels too: one in the cache
     echo "build-guest: downloading $kpkg $kver" >&2
     # apt's sandbox user may not write into the cache; the download is
     # verified against the package lists all the same.
