@@ -13,6 +13,8 @@ packages="
     dbus-daemon python3 python3-dbus python3-gi python3-dbusmock
     umockdev libumockdev-dev gir1.2-umockdev-1.0
     iproute2 strace
+    libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
+    busybox-static iperf3 cpio
 "
 
 if [ "$(id -u)" -ne 0 ]; then

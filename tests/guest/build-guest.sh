@@ -1,0 +1,189 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# build-guest.sh [CACHE_DIR]
+#
+# Builds the tiny test guest of DESIGN.md section 8 from Debian packages, at
+# run time, into CACHE_DIR/guest (default: tests/cache, which git ignores):
+#
+#   vmlinuz     Debian's kernel, taken with `apt-get download` and
+#               `dpkg-deb -x` (nothing is installed into the host's /boot)
+#   vmlinux     the same kernel decompressed out of the bzImage: QEMU boots
+#               this ELF directly through its PVH entry point, which saves
+#               the ~5 s the xz decompressor costs under TCG
+#   initrd.gz   a gzip'd newc cpio: busybox-static, iperf3 with the shared
+#               libraries ldd names, the virtio modules the kernel builds as
+#               modules (with their dependencies, in load order) and
+#               guest-init.sh as /init
+#   stamp       what the two files were built from; a rebuild with the same
+#               inputs does nothing
+#
+# Prints the two paths (KERNEL=..., INITRD=...) on stdout when done.
+# Needs: apt-get (with package lists), dpkg-deb, cpio, gzip, ldd, and the
+# packages busybox-static and iperf3 installed (contrib/install-deps.sh).
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${1:-$here/../cache}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+out=$cache/guest
+debs=$cache/debs
+mkdir -p "$out" "$debs"
+
+die() {
+    echo "build-guest: $*" >&2
+    exit 1
+}
+
+for tool in apt-cache apt-get dpkg-deb cpio gzip xz ldd; do
+    command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
+done
+busybox=/bin/busybox
+[ -x "$busybox" ] || die "no $busybox: install busybox-static"
+"$busybox" --list | grep -qx insmod || die "$busybox has no insmod applet"
+iperf3=$(command -v iperf3) || die "no iperf3: install iperf3"
+
+# The kernel package linux-image-amd64 points at today.
+kernel_pkg() {
+    apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
+}
+kpkg=$(kernel_pkg)
+if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
+    # a machine whose packages were all installed before its lists went
+    echo "build-guest: no package lists; apt-get update" >&2
+    apt-get update -qq >&2 || true
+    kpkg=$(kernel_pkg)
+fi
+[ -n "$kpkg" ] || die "apt-cache knows no linux-image-amd64 (run apt-get update)"
+kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2 }')
+[ -n "$kver" ] && [ "$kver" != "(none)" ] || die "no candidate version of $kpkg"
+
+pkgver() {
+    dpkg-query -W -f='${Version}' "$1"
+}
+
+key="script=$(cat "$0" "$here/guest-init.sh" | sha256sum | cut -d' ' -f1)
+kernel=$kpkg=$kver
+busybox=$(pkgver busybox-static)
+iperf3=$(pkgver iperf3)
+libiperf0=$(pkgver libiperf0 2>/dev/null || echo none)"
+
+if [ -f "$out/stamp" ] && [ -f "$out/kernel-name" ] && [ -f "$out/initrd.gz" ] &&
+    [ "$(cat "$out/stamp")" = "$key" ]; then
+    echo "build-guest: up to date in $out" >&2
+    echo "KERNEL=$out/$(cat "$out/kernel-name")"
+    echo "INITRD=$out/initrd.gz"
+    exit 0
+fi
+
+work=$(mktemp -d "$cache/guest-build.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+
+# --- kernel ---------------------------------------------------------------
+deb=$(ls "$debs/${kpkg}_"*.deb 2>/dev/null | head -n1 || true)
+case "$deb" in
+*"_$(echo "$kver" | sed 's/:/%3a/')_"*) ;;
+*)
+    rm -f "$debs"/linux-image-*.deb  # older kernels too: one in the cache
+    echo "build-guest: downloading $kpkg $kver" >&2
+    # apt's sandbox user may not write into the cache; the download is
+    # verified against the package lists all the same.
+    (cd "$debs" && apt-get download -q "$kpkg=$kver" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) || true
+    deb=$(ls "$debs/${kpkg}_"*.deb 2>/dev/null | head -n1 || true)
+    [ -n "$deb" ] || die "apt-get download $kpkg=$kver failed"
+    ;;
+esac
+echo "build-guest: extracting $(basename "$deb")" >&2
+dpkg-deb -x "$deb" "$work/kpkg"
+kvmlinuz=$(ls "$work"/kpkg/boot/vmlinuz-* | head -n1)
+krel=${kvmlinuz##*/vmlinuz-}
+moddir=$work/kpkg/lib/modules/$krel
+
+# --- initramfs tree -------------------------------------------------------
+root=$work/root
+mkdir -p "$root/bin" "$root/sbin" "$root/dev" "$root/proc" "$root/sys" \
+    "$root/tmp" "$root/etc" "$root/lib/modules" "$root/usr/bin" "$root/usr/sbin"
+cp /bin/busybox "$root/bin/busybox"
+for applet in $("$root/bin/busybox" --list); do
+    [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+install -m 0755 "$here/guest-init.sh" "$root/init"
+echo "root:x:0:0:root:/:/bin/sh" >"$root/etc/passwd"
+echo "root:x:0:" >"$root/etc/group"
+
+# iperf3 and every shared library ldd names, at the same paths
+cp "$iperf3" "$root/usr/bin/iperf3"
+ldd "$iperf3" | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | while read -r lib; do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+done
+# the interpreter is asked for by its canonical path
+[ -e "$root/lib64/ld-linux-x86-64.so.2" ] || die "ldd named no /lib64/ld-linux-x86-64.so.2"
+
+# modules: what the kernel builds as =m among the drivers the guest needs,
+# with their dependencies first (Debian ships no modules.dep; depmod makes it
+# at install time, so read each module's own depends= field)
+find_mod() {
+    f=$(find "$moddir/kernel" -name "$1.ko" -o -name "$1.ko.xz" | head -n1)
+    [ -n "$f" ] || die "module $1 not found in $krel"
+    echo "$f"
+}
+mod_deps() {
+    f=$(find_mod "$1")
+    case "$f" in
+    *.xz) xz -dc "$f" ;;
+    *) cat "$f" ;;
+    esac | tr '\0' '\n' | grep -a '^depends=' | head -n1 | cut -d= -f2 | tr ',' ' '
+}
+order=""
+add_mod() {
+    case " $order " in *" $1 "*) return ;; esac
+    for d in $(mod_deps "$1"); do
+        add_mod "$d"
+    done
+    order="$order $1"
+}
+config=$(ls "$work"/kpkg/boot/config-*)
+for pair in VIRTIO:virtio VIRTIO_PCI:virtio_pci VIRTIO_NET:virtio_net VIRTIO_CONSOLE:virtio_console; do
+    opt=${pair%%:*}
+    mod=${pair#*:}
+    if grep -qx "CONFIG_$opt=m" "$config"; then
+        add_mod "$mod"
+    elif ! grep -qx "CONFIG_$opt=y" "$config"; then
+        die "kernel $krel has neither CONFIG_$opt=y nor =m"
+    fi
+done
+: >"$root/lib/modules/load-order"
+for m in $order; do
+    f=$(find_mod "$m")
+    case "$f" in
+    *.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
+    *) cp "$f" "$root/lib/modules/$m.ko" ;;
+    esac
+    echo "$m" >>"$root/lib/modules/load-order"
+done
+
+# --- pack -----------------------------------------------------------------
+(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 >"$work/initrd.gz"
+cp "$kvmlinuz" "$work/vmlinuz"
+# The bzImage's payload is xz (CONFIG_KERNEL_XZ); the first xz stream in it
+# is the kernel ELF. A kernel without PVH, or with another compression,
+# boots as the bzImage.
+kname=vmlinuz
+if grep -qx 'CONFIG_PVH=y' "$config"; then
+    off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kvmlinuz" | head -n1 | cut -d: -f1)
+    if [ -n "$off" ] && tail -c +$((off + 1)) "$kvmlinuz" | xz -dc --single-stream >"$work/vmlinux" 2>/dev/null &&
+        [ "$(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+        kname=vmlinux
+        mv "$work/vmlinux" "$out/vmlinux"
+    fi
+fi
+rm -f "$out/stamp"
+mv "$work/vmlinuz" "$out/vmlinuz"
+mv "$work/initrd.gz" "$out/initrd.gz"
+echo "$kname" >"$out/kernel-name"
+printf '%s\n' "$key" >"$out/stamp"
+echo "build-guest: kernel $krel ($kname), modules:$order; initrd $(du -k "$out/initrd.gz" | cut -f1) KiB" >&2
+echo "KERNEL=$out/$kname"
+echo "INITRD=$out/initrd.gz"

@@ -1,0 +1,146 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# /init of the tiny test guest (busybox sh). Everything it does is read from
+# the kernel command line, so one initramfs serves every guest:
+#
+#   va.name=NAME        label printed in every marker line (default: guest)
+#   va.ip=A/P[,A/P...]  addresses of eth0, eth1, ... (in PCI order)
+#   va.role=ROLE        server: iperf3 -s until destroyed
+#                       client: run va.tests against va.peer, then power off
+#                       idle (default): nothing, stay up
+#   va.peer=ADDR        the server's address (client)
+#   va.tests=T[,T...]   client tests, default tcp: ping, tcp, tcp4 (-P 4),
+#                       tcp5r (-P 5 -R), udp16 (-u -l 16 -b 100M),
+#                       udp1460 (-u -l 1460 -b 1G), custom (va.args)
+#   va.time=SECONDS     length of each iperf3 test (default 3)
+#   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
+#
+# Serial console (ttyS0) protocol, one marker per line:
+#   VA-GUEST-READY name=... ips=...
+#   VA-IPERF3-BEGIN name=... test=...   / VA-IPERF3-END name=... test=... rc=N
+#       with iperf3 -J's JSON between them
+#   VA-PING-BEGIN / VA-PING-END         the same for ping
+#   VA-GUEST-DONE name=... failed=N     then the client powers off
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+# keep kernel messages from interleaving with the JSON on the console
+echo 1 >/proc/sys/kernel/printk
+
+param() {
+    for w in $(cat /proc/cmdline); do
+        case "$w" in
+        "va.$1="*) echo "${w#va.$1=}" ;;
+        esac
+    done | tail -n1
+}
+
+name=$(param name)
+name=${name:-guest}
+role=$(param role)
+role=${role:-idle}
+peer=$(param peer)
+tests=$(param tests)
+tests=${tests:-tcp}
+t=$(param time)
+t=${t:-3}
+ips=$(param ip)
+
+say() {
+    echo "$* name=$name"
+}
+
+hold() {
+    # init must never exit: the kernel would panic
+    while :; do sleep 3600; done
+}
+
+while read -r m; do
+    insmod "/lib/modules/$m.ko" || say "VA-GUEST-WARN insmod $m failed"
+done </lib/modules/load-order
+
+ip link set lo up
+# NICs appear as the modules probe; wait for as many as addresses given
+want=$(echo "$ips" | tr ',' '\n' | grep -c . || true)
+i=0
+while [ "$(ls /sys/class/net | grep -c '^eth')" -lt "$want" ] && [ $i -lt 100 ]; do
+    usleep 50000
+    i=$((i + 1))
+done
+n=0
+for a in $(echo "$ips" | tr ',' ' '); do
+    if ! ip addr add "$a" dev "eth$n" || ! ip link set "eth$n" up; then
+        say "VA-GUEST-FAIL cannot configure eth$n with $a"
+        hold
+    fi
+    n=$((n + 1))
+done
+
+say "VA-GUEST-READY role=$role ips=$ips"
+
+case "$role" in
+server)
+    while :; do
+        iperf3 -s
+        say "VA-GUEST-WARN iperf3 -s exited $?"
+        sleep 1
+    done
+    ;;
+client) ;;
+*) hold ;;
+esac
+
+# client: wait for the peer to answer and its server to listen
+i=0
+until ping -c 1 -W 1 "$peer" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -ge 60 ] && break
+done
+
+failed=0
+for test in $(echo "$tests" | tr ',' ' '); do
+    case "$test" in
+    ping)
+        say "VA-PING-BEGIN test=$test"
+        ping -c 3 "$peer"
+        rc=$?
+        say "VA-PING-END test=$test rc=$rc"
+        [ $rc -eq 0 ] || failed=$((failed + 1))
+        continue
+        ;;
+    tcp) args="-t $t" ;;
+    tcp4) args="-t $t -P 4" ;;
+    tcp5r) args="-t $t -P 5 -R" ;;
+    udp16) args="-t $t -u -l 16 -b 100M" ;;
+    udp1460) args="-t $t -u -l 1460 -b 1G" ;;
+    custom) args=$(param args | tr ',' ' ') ;;
+    *)
+        say "VA-GUEST-WARN unknown test $test"
+        failed=$((failed + 1))
+        continue
+        ;;
+    esac
+    # the server may still be starting: retry a refused connection
+    i=0
+    while :; do
+        out=$(iperf3 -c "$peer" -J $args 2>&1)
+        rc=$?
+        [ $rc -eq 0 ] && break
+        i=$((i + 1))
+        echo "$out" | grep -q 'Connection refused' && [ $i -lt 30 ] || break
+        sleep 1
+    done
+    say "VA-IPERF3-BEGIN test=$test args=$(echo "$args" | tr ' ' ',')"
+    echo "$out"
+    say "VA-IPERF3-END test=$test rc=$rc"
+    [ $rc -eq 0 ] || failed=$((failed + 1))
+done
+
+say "VA-GUEST-DONE failed=$failed"
+sync
+poweroff -f
+hold
