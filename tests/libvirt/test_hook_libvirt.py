@@ -1,0 +1,227 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Our hook, installed in a real libvirtd's qemu.d, with vdpa-allocatord on
+the simulated NIC on the private system bus at its standard path: what
+'virsh start' does to a domain's NICs, in private namespaces
+(libvirt_fixture.py). This machine cannot run a vdpa interface (no vhost,
+capped memlock), so an accelerated start is expected to fail after the
+hook's prepare; the test proves the lease existed during it and was given
+back after."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from libvirt_fixture import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console  # noqa: E402
+from test_libvirt import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path  # noqa: E402
+
+enter_namespaces()
+
+import gi  # noqa: E402
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+BUILD = os.environ.get("VA_BUILDDIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
+DAEMON = os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord")
+VDPACTL = os.path.join(BUILD, "vdpa-allocator", "vdpactl")
+SYSCONFDIR = os.environ.get("VA_SYSCONFDIR", "/usr/local/etc")
+NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
+
+CONFIG = """[simulate]
+pfs=1
+vfs=1
+
+[pool accel]
+match-vendor=15b3
+max-vqp=1
+
+[network vpc2]
+mode=vdpa
+pool=accel
+vlan=2334
+
+[network lan]
+mode=virtio
+fallback-bridge=%s
+""" % BRIDGE
+
+
+def with_intent(xml, uuid, nics):
+    """Adds a <uuid> and vdpa:nics metadata for (mac, network) pairs."""
+    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
+    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
+                       % (uuid, NS, meta), 1)
+
+
+class HookInLibvirt(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        reason = skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls.kernel, cls.initrd = build_guest()
+        cls.lv = Libvirt(hooks={"50-vdpa-allocator": HOOK})
+        try:
+            cls.lv.start()
+        except SkipTier as e:
+            raise unittest.SkipTest(str(e))
+        cls.tmp = tempfile.mkdtemp(prefix="va-hooktier-")
+        try:
+            run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+            run(["ip", "addr", "add", HOST_IP + "/24", "dev", BRIDGE])
+            run(["ip", "link", "set", BRIDGE, "up"])
+            # the hook has no environment: it reads the compiled-in
+            # configuration directory, so ours is bound there (privately)
+            cls.conf = os.path.join(cls.tmp, "etc")
+            os.makedirs(os.path.join(cls.conf, "vdpa-allocator"))
+            with open(os.path.join(cls.conf, "vdpa-allocator", "vdpa-allocator.conf"), "w") as f:
+                f.write(CONFIG)
+            run(["mount", "--bind", cls.conf, SYSCONFDIR])
+            cls.lv.mounts.append(SYSCONFDIR)
+            cls.run_dir = os.path.join(cls.tmp, "run")
+            cls.daemon = None
+            cls.start_daemon()
+            cls.bus = Gio.DBusConnection.new_for_address_sync(
+                "unix:path=/run/dbus/system_bus_socket",
+                Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        except BaseException:
+            cls.lv.stop()
+            raise
+
+    @classmethod
+    def start_daemon(cls):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
+        cls.daemon_log = open(os.path.join(cls.tmp, "daemon.log"), "a")
+        cls.daemon = subprocess.Popen([DAEMON, "--config", os.path.join(cls.conf, "vdpa-allocator"), "--state-dir",
+                                       os.path.join(cls.tmp, "state"), "--run-dir", cls.run_dir],
+                                      stdout=cls.daemon_log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30
+        while run([VDPACTL, "status"], check=False).returncode != 0:
+            if cls.daemon.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("daemon did not come up")
+            time.sleep(0.05)
+
+    @classmethod
+    def stop_daemon(cls):
+        cls.daemon.terminate()
+        cls.daemon.wait(20)
+        cls.daemon_log.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.stop_daemon()
+        finally:
+            cls.lv.stop()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def tearDown(self):
+        for dom in self.lv.virsh("list", "--all", "--name", check=False).stdout.split():
+            self.lv.virsh("destroy", dom, check=False)
+            self.lv.virsh("undefine", dom, check=False)
+        run([VDPACTL, "release", "--uuid", "77777777-0000-0000-0000-000000000001", "--all"], check=False)
+
+    def rewrite(self, xml, form):
+        env = dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.run_dir)
+        r = subprocess.run([VDPACTL, "rewrite", "--to", form, "--config", os.path.join(self.conf, "vdpa-allocator"), "-"],
+                           input=xml, capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def leases(self):
+        ret = self.bus.call_sync("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+                                 "ListLeases", None, None, 0, 5000, None)
+        return ret.unpack()[0]
+
+    def boot(self, name, xml):
+        self.lv.define(xml)
+        if os.path.exists(serial_path(name)):
+            os.unlink(serial_path(name))
+        self.lv.virsh("start", name)
+        return wait_for_console(serial_path(name), "VA-GUEST-READY", BOOT_TIMEOUT,
+                                lambda: self.lv.virsh("domstate", name, check=False).stdout.strip() == "running")
+
+    def test_plain_domain_starts_untouched(self):
+        name = "va-plain"
+        console = self.boot(name, domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.31/24"),
+                                             ["52:54:00:77:00:31"]))
+        self.assertIn("ips=10.77.0.31/24", console)
+        self.assertEqual(self.leases(), [])
+
+    def test_portable_nic_starts_and_answers(self):
+        name = "va-portable"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.32/24"),
+                                     ["52:54:00:77:00:32"]), "77777777-0000-0000-0000-000000000032",
+                          [("52:54:00:77:00:32", "lan")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        r = run(["busybox", "ping", "-c", "1", "-W", "5", "10.77.0.32"], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.leases(), [])
+
+    def test_accelerated_nic_leased_during_start_and_given_back(self):
+        name = "va-accel"
+        uuid = "77777777-0000-0000-0000-000000000033"
+        mac = "52:54:00:77:00:33"
+        xml = self.rewrite(with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name), [mac]), uuid,
+                                       [(mac, "vpc2")]), "accelerated")
+        port = os.path.join(self.run_dir, "ports", uuid, mac)
+        self.assertIn("<source dev=\"%s\"/>" % port, xml)
+        seen = []
+        sub = self.bus.signal_subscribe("org.vdpa_allocator.Allocator1", "org.vdpa_allocator.Allocator1", None, None, None, 0,
+                                        lambda c, s, p, i, n, params: seen.append((n, params.unpack()[0]["mac"])))
+        try:
+            self.lv.define(xml)
+            r = self.lv.virsh("start", name, check=False)
+            deadline = time.monotonic() + 10
+            while ("LeaseRemoved", mac) not in seen and time.monotonic() < deadline:
+                GLib.MainContext.default().iteration(False)
+                time.sleep(0.05)
+        finally:
+            self.bus.signal_unsubscribe(sub)
+        # libvirt opened our port path (so the link existed) and then could
+        # not run a vdpa NIC on this machine
+        self.assertNotEqual(r.returncode, 0, "a vdpa NIC cannot start here: %s" % r.stdout)
+        sys.stderr.write("\nva-accel start refused, as expected here: %s\n" % r.stderr.strip().splitlines()[-1])
+        self.assertNotIn("vdpa-allocator:", r.stderr)
+        self.assertEqual(seen, [("LeaseAdded", mac), ("LeaseRemoved", mac)])
+        self.assertEqual(self.leases(), [])
+        self.assertFalse(os.path.lexists(port))
+
+    def test_exhausted_pool_refuses_start_with_the_hooks_line(self):
+        name = "va-full"
+        run([VDPACTL, "allocate", "--uuid", "77777777-0000-0000-0000-000000000001", "--mac", "52:54:00:77:00:01",
+             "--network", "vpc2"])
+        xml = self.rewrite(with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name), ["52:54:00:77:00:34"]),
+                                       "77777777-0000-0000-0000-000000000034", [("52:54:00:77:00:34", "vpc2")]), "accelerated")
+        self.lv.define(xml)
+        r = self.lv.virsh("start", name, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"vdpa-allocator: domain va-full: NIC 52:54:00:77:00:34: pool accel is exhausted")
+
+    def test_daemon_down_refuses_start_quickly(self):
+        name = "va-nodaemon"
+        xml = self.rewrite(with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name), ["52:54:00:77:00:35"]),
+                                       "77777777-0000-0000-0000-000000000035", [("52:54:00:77:00:35", "vpc2")]), "accelerated")
+        self.lv.define(xml)
+        self.stop_daemon()
+        try:
+            t0 = time.monotonic()
+            r = self.lv.virsh("start", name, check=False)
+            elapsed = time.monotonic() - t0
+        finally:
+            self.start_daemon()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("vdpa-allocator: domain va-nodaemon: NIC 52:54:00:77:00:35: vdpa-allocatord is not running", r.stderr)
+        sys.stderr.write("\nva-nodaemon refused in %.2f s\n" % elapsed)
+        self.assertLess(elapsed, 10, "libvirt's own work included; the hook's part is bounded at 2 s")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
