@@ -13,6 +13,8 @@
  * naming the device and the step. */
 #include "va-backend-kernel.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -337,6 +339,30 @@ reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
   g_return_val_if_reached (FALSE);
 }
 
+/* RUN/nodes/<device>: "GROUP MODE" for the udev rule of
+ * udev-rules/90-vdpa-allocator.rules, which sets them on the node at the
+ * bind as the backend does after it. */
+static char *
+access_file (VaBackendKernel *self, const char *name)
+{
+  return g_build_filename (self->run_dir, "nodes", name, NULL);
+}
+
+static gboolean
+write_access_file (VaBackendKernel *self, const char *name, const char *group, guint mode, const char *who, GError **error)
+{
+  g_autofree char *path = access_file (self, name);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *text = g_strdup_printf ("%s %04o\n", group, mode);
+  g_autoptr (GError) local = NULL;
+
+  if (g_mkdir_with_parents (dir, 0755) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", who, dir, g_strerror (errno)), FALSE;
+  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", who, local->message), FALSE;
+  return TRUE;
+}
+
 static gboolean
 prefixed (GError **error, GError *local, const char *who)
 {
@@ -354,18 +380,21 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   VaKernelPf *pf;
   VaKernelVf *vf;
   guint8 mac[6];
+  const char *group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
+  guint mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
 
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
     return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+  if (!write_access_file (self, name, group, mode, who, error))
+    return NULL;
   if (!va_kernel_bind_vhost_vdpa (name, error))
     return NULL;
   dev->chardev = va_kernel_vhost_node (name, error);
   if (!dev->chardev)
     return NULL;
-  if (!va_kernel_set_node_access (dev->chardev, req->pool && req->pool->device_group ? req->pool->device_group : "kvm",
-                                  req->pool && req->pool->device_mode ? req->pool->device_mode : 0660, &local))
+  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
     return prefixed (error, local, who), NULL;
   if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
     return NULL;
@@ -434,6 +463,7 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, slot);
   g_autoptr (GError) local = NULL;
+  g_autofree char *access = access_file (self, name);
   VaKernelPf *pf;
   VaKernelVf *vf;
 
@@ -446,6 +476,7 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
+  g_unlink (access);
   if (!pool || !lookup_vf (self, slot, &pf, &vf, NULL))
     return TRUE; /* the VF went with its PF: nothing left to reset */
   return reset_vlan (pf, vf, pool, who, error);

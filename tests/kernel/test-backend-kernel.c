@@ -297,6 +297,8 @@ test_attach_binds_and_sets_node (Fixture *f, gconstpointer data)
   g_autofree char *override = NULL;
   g_autofree char *probe = NULL;
   g_autofree char *node = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "dev", "vhost-vdpa-0", NULL);
+  g_autofree char *access_path = NULL;
+  g_autofree char *access = NULL;
   struct stat st;
 
   dev = va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error);
@@ -313,6 +315,11 @@ test_attach_binds_and_sets_node (Fixture *f, gconstpointer data)
   g_assert_cmpint (stat (node, &st), ==, 0);
   g_assert_cmpuint (st.st_gid, ==, 1234);
   g_assert_cmpuint (st.st_mode & 07777, ==, 0640);
+  /* what the udev rule reads at the bind */
+  access_path = g_build_filename (f->tmp, "nodes", "va-0000:3b:00.2", NULL);
+  g_assert_true (g_file_get_contents (access_path, &access, NULL, NULL));
+  g_assert_cmpstr (access, ==, "1234 0640\n");
+  g_unlink (access_path);
 }
 
 static void
