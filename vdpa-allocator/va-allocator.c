@@ -819,10 +819,12 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   st->free = st->draining ? 0 : counts.usable;
   if (!va_pools_get_health (self->pools, name, &st->healthy, &st->health_reason, error))
     return NULL;
+  /* a pool without PFs says so in the pool model; one whose PFs have no
+   * VFs is healthy and empty, which deserves a word too */
   if (counts.total == 0 && !st->health_reason[0])
     {
       g_free (st->health_reason);
-      st->health_reason = g_strdup ("no PF matches the pool");
+      st->health_reason = g_strdup ("its PFs have no VFs");
     }
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   return g_steal_pointer (&st);

@@ -74,7 +74,7 @@ sim_discover (VaBackend *backend, GError **error)
 }
 
 static gboolean
-sim_prepare_pf (VaBackend *backend, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+sim_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   /* The simulated PF comes with its VFs made and in the right mode. */
   return TRUE;

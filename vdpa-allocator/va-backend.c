@@ -10,6 +10,7 @@ G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
 static void
 va_backend_class_init (VaBackendClass *klass)
 {
+  g_signal_new ("pfs-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 }
 
 static void
@@ -53,7 +54,7 @@ va_backend_discover (VaBackend *self, GError **error)
 }
 
 gboolean
-va_backend_prepare_pf (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+va_backend_prepare_pf (VaBackend *self, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   return VA_BACKEND_GET_CLASS (self)->prepare_pf (self, pf, pool, error);
 }

@@ -59,8 +59,9 @@ struct _VaBackendClass
   const char *name;
   /* The PFs present now, with their VFs. */
   GPtrArray *(*discover) (VaBackend *self, GError **error);
-  /* Brings a PF to what its pool asks (VF count, eswitch mode). */
-  gboolean (*prepare_pf) (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+  /* Brings a PF to what its pool asks (VF count, eswitch mode). The VFs it
+   * makes or remakes replace pf->vfs, so that they become the pool's slots. */
+  gboolean (*prepare_pf) (VaBackend *self, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
   /* Makes a vDPA device on a slot, with MAC, queues, MTU and VLAN applied. */
   VaDeviceInfo *(*create_device) (VaBackend *self, const VaDeviceRequest *req, GError **error);
   /* Deletes it and resets the VF; a device already gone is no error. */
@@ -69,15 +70,23 @@ struct _VaBackendClass
   GPtrArray *(*list_devices) (VaBackend *self, GError **error);
   /* Whether a process holds the char device open. */
   gboolean (*device_busy) (VaBackend *self, const char *chardev);
+
+  /* Signal "pfs-changed": PFs appeared or disappeared since discover; the
+   * allocator discovers again. Emitted from the thread-default main context
+   * of the backend's creation. */
 };
 
 const char *va_backend_get_name (VaBackend *self);
 GPtrArray *va_backend_discover (VaBackend *self, GError **error);
-gboolean va_backend_prepare_pf (VaBackend *self, const VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+gboolean va_backend_prepare_pf (VaBackend *self, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
 VaDeviceInfo *va_backend_create_device (VaBackend *self, const VaDeviceRequest *req, GError **error);
 gboolean va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error);
 GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
+
+/* The kernel backend: ConnectX PFs, VFs and vDPA devices through libudev,
+ * sysfs and netlink, following the udev monitor. */
+VaBackend *va_backend_kernel_new (const VaConfig *config, const char *run_dir, GError **error);
 
 /* Whether any process on the host holds @path open (a scan of /proc). */
 gboolean va_chardev_held_open (const char *path);

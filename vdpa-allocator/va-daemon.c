@@ -218,8 +218,10 @@ va_daemon_main (int argc, char **argv)
       backend = va_backend_sim_new (d.config, run_dir, &error);
     }
   else
-    g_set_error_literal (&error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
-                         "the kernel backend is not available in this build; add a [simulate] group to use the simulated NIC");
+    {
+      g_message ("driving the ConnectX NICs of this host (kernel backend)");
+      backend = va_backend_kernel_new (d.config, run_dir, &error);
+    }
   if (!backend)
     goto fail;
 

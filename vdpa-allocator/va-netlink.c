@@ -160,6 +160,21 @@ va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add,
   return nlh;
 }
 
+struct nlmsghdr *
+va_nl_build_link_master (void *buf, guint32 seq, int port_ifindex, int master_ifindex, gboolean up)
+{
+  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, port_ifindex);
+  struct ifinfomsg *ifi = mnl_nlmsg_get_payload (nlh);
+
+  if (up)
+    {
+      ifi->ifi_flags = IFF_UP;
+      ifi->ifi_change = IFF_UP;
+    }
+  mnl_attr_put_u32 (nlh, IFLA_MASTER, (guint32) master_ifindex);
+  return nlh;
+}
+
 void
 va_vdpa_mgmtdev_free (VaVdpaMgmtdev *m)
 {
@@ -471,4 +486,44 @@ va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_un
       return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("bridge port %s: removing VLAN %u", port, vid);
+  int ifindex;
+  int kerr = 0;
+  g_autoptr (GError) local = NULL;
+
+  if (!ifindex_of (port, what, &ifindex, error))
+    return FALSE;
+  if (!va_nl_transact (NETLINK_ROUTE, va_nl_build_bridge_vlan (buf, next_seq (), ifindex, FALSE, vid, 0), NULL, NULL, what, &kerr, &local))
+    {
+      if (kerr == ENOENT)
+        return TRUE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+va_nl_link_set_master (const char *port, const char *bridge, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what
+    = bridge ? g_strdup_printf ("port %s: joining bridge %s", port, bridge) : g_strdup_printf ("port %s: leaving its bridge", port);
+  int ifindex;
+  int master = 0;
+
+  if (!bridge && if_nametoindex (port) == 0)
+    return TRUE; /* gone with its VF: out of every bridge */
+  if (!ifindex_of (port, what, &ifindex, error))
+    return FALSE;
+  if (bridge && !ifindex_of (bridge, what, &master, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_ROUTE, va_nl_build_link_master (buf, next_seq (), ifindex, master, bridge != NULL), NULL, NULL, what, NULL,
+                         error);
 }

@@ -25,6 +25,9 @@ struct nlmsghdr *va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, gui
 /* bridge vlan add|del dev PORT vid V [pvid untagged] */
 struct nlmsghdr *va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags);
 
+/* ip link set dev PORT master BR up; master 0: ip link set dev PORT nomaster */
+struct nlmsghdr *va_nl_build_link_master (void *buf, guint32 seq, int port_ifindex, int master_ifindex, gboolean up);
+
 /* A vdpa management device of a VDPA_CMD_MGMTDEV_GET reply. */
 typedef struct
 {
@@ -55,5 +58,11 @@ GPtrArray *va_nl_vdpa_mgmtdevs (GError **error);
 gboolean va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error);
 gboolean va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error);
 gboolean va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_untagged, GError **error);
+/* bridge vlan del; a VLAN the port does not have (a bridge of default_pvid
+ * 0 adds no VLAN 1) is no error. */
+gboolean va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError **error);
+/* Puts @port up into bridge @bridge; @bridge NULL takes it out of its bridge
+ * (a port that is gone is no error then). */
+gboolean va_nl_link_set_master (const char *port, const char *bridge, GError **error);
 
 G_END_DECLS

@@ -281,7 +281,7 @@ va_pools_get_health (const VaPools *self, const char *pool_name, gboolean *healt
     {
       *healthy = FALSE;
       if (reason)
-        *reason = g_strdup ("no PF");
+        *reason = g_strdup ("no PF matches the pool");
       return TRUE;
     }
   for (guint i = 0; i < pool->pfs->len; i++)

@@ -455,7 +455,7 @@ test_empty_pool_unhealthy (void)
   g_assert_true (va_pools_add_pool (pools, "p", NULL));
   g_assert_true (va_pools_get_health (pools, "p", &healthy, &reason, NULL));
   g_assert_false (healthy);
-  g_assert_cmpstr (reason, ==, "no PF");
+  g_assert_cmpstr (reason, ==, "no PF matches the pool");
 }
 
 static void

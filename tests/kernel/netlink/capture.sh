@@ -24,3 +24,5 @@ capture bridge-vlan-del-1 bridge vlan del dev v0 vid 1
 capture bridge-vlan-del-2334 bridge vlan del dev v0 vid 2334
 capture vf-set-vst ip link set dev v0 vf 3 mac 52:54:00:12:34:56 vlan 2334 spoofchk on trust off
 capture vf-reset ip link set dev v0 vf 3 mac 00:00:00:00:00:00 vlan 0 spoofchk off trust off
+capture link-master-up ip link set dev v0 master br0 up
+capture link-nomaster ip link set dev v0 nomaster

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The kernel backend (va-backend-kernel.c) through the provisioning seam,
+ * against the umockdev testbeds of tests/kernel/testbeds. Netlink is the
+ * real kernel's: on this machine it has no vdpa family, which is what the
+ * create test asserts. Runs with LD_PRELOAD=libumockdev-preload.so.0. */
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <umockdev.h>
+#include <unistd.h>
+
+#include "va-backend-kernel.h"
+#include "va-error.h"
+#include "va-kernel.h"
+#include "va-sysfs.h"
+
+#define PF_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
+#define VDPA0_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/mlx5_core.vnet.2/va-0000:3b:00.2"
+
+typedef struct
+{
+  UMockdevTestbed *bed;
+  VaConfig *config;
+  VaBackend *backend;
+  VaPoolConfig pool;
+  char *tmp;
+} Fixture;
+
+static void
+load (Fixture *f, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = g_build_filename (g_getenv ("VA_SRCDIR"), "tests", "kernel", "testbeds", name, NULL);
+  gboolean ok = umockdev_testbed_add_from_file (f->bed, path, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (ok);
+}
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *bus = NULL;
+  g_autofree char *probe = NULL;
+  g_autofree char *autoprobe = NULL;
+
+  f->bed = umockdev_testbed_new ();
+  g_assert_true (umockdev_in_mock_environment ());
+  if (data)
+    load (f, data);
+  /* the vdpa bus files the kernel has and a testbed lacks */
+  bus = g_build_filename (umockdev_testbed_get_sys_dir (f->bed), "bus", "vdpa", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (bus, 0755), ==, 0);
+  probe = g_build_filename (bus, "drivers_probe", NULL);
+  autoprobe = g_build_filename (bus, "drivers_autoprobe", NULL);
+  g_assert_true (g_file_set_contents (probe, "", 0, NULL));
+  g_assert_true (g_file_set_contents (autoprobe, "1", 1, NULL));
+
+  f->tmp = g_dir_make_tmp ("va-backend-kernel-XXXXXX", &error);
+  g_assert_no_error (error);
+  f->config = va_config_new_empty ();
+  f->backend = va_backend_kernel_new (f->config, f->tmp, &error);
+  g_assert_no_error (error);
+  f->pool.name = (char *) "accel";
+  f->pool.match_vendor = 0x15b3;
+  f->pool.device_group = (char *) "1234";
+  f->pool.device_mode = 0640;
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  g_clear_object (&f->backend);
+  va_config_free (f->config);
+  g_rmdir (f->tmp);
+  g_free (f->tmp);
+  g_clear_object (&f->bed);
+}
+
+static char *
+bed_read (Fixture *f, const char *sys_path)
+{
+  g_autofree char *path = g_build_filename (umockdev_testbed_get_root_dir (f->bed), sys_path, NULL);
+  char *text = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  return g_strchomp (text);
+}
+
+static GPtrArray *
+discover (Fixture *f)
+{
+  g_autoptr (GError) error = NULL;
+  GPtrArray *pfs = va_backend_discover (f->backend, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (pfs);
+  return pfs;
+}
+
+static void
+test_discover (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf;
+
+  g_assert_cmpstr (va_backend_get_name (f->backend), ==, "kernel");
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpstr (pf->name, ==, "enp59s0f0np0");
+  g_assert_cmpstr (pf->pci, ==, "0000:3b:00.0");
+  g_assert_cmphex (pf->vendor, ==, 0x15b3);
+  g_assert_cmphex (pf->device, ==, 0x101d);
+  g_assert_cmpint (pf->numa_node, ==, 1);
+  g_assert_true (pf->healthy);
+  g_assert_null (pf->health_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 8);
+  for (guint i = 0; i < 8; i++)
+    {
+      g_autofree char *pci = g_strdup_printf ("0000:3b:%02x.%u", (2 + i) / 8, (2 + i) % 8);
+      g_assert_cmpstr (g_ptr_array_index (pf->vfs, i), ==, pci);
+    }
+
+  /* the pool's selectors take it, or not */
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+  f->pool.match_vendor = 0;
+  f->pool.match_pf = (char *[]){ (char *) "enp59s0f0np0", NULL };
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+  f->pool.match_pf = (char *[]){ (char *) "enp94s0f0", NULL };
+  g_assert_false (va_pool_config_matches (&f->pool, pf));
+  f->pool.match_pf = NULL;
+  f->pool.match_device = 0x1017;
+  g_assert_false (va_pool_config_matches (&f->pool, pf));
+}
+
+static void
+test_discover_cx5 (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  g_autoptr (GError) error = NULL;
+  VaPfInfo *pf;
+
+  load (f, "cx5.umockdev");
+  pfs = discover (f);
+  g_assert_cmpuint (pfs->len, ==, 2);
+  pf = g_ptr_array_index (pfs, 1);
+  g_assert_cmpstr (pf->name, ==, "enp94s0f0");
+  g_assert_false (pf->healthy);
+  g_assert_cmpstr (pf->health_reason, ==,
+                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later");
+  /* nothing is made on it, and that is no error: its reason shows */
+  f->pool.vfs = 4;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (pf->vfs->len, ==, 0);
+}
+
+static void
+test_prepare_unchanged (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  /* already what the pool asks: nothing written */
+  f->pool.vfs = 8;
+  f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+  g_assert_cmpuint (pf->vfs->len, ==, 8);
+}
+
+static void
+test_prepare_makes_vfs (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+  g_autofree char *autoprobe = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_numvfs", "0");
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_drivers_autoprobe", "0");
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpuint (pf->vfs->len, ==, 0);
+
+  f->pool.vfs = 6;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "6");
+  /* VFs bind mlx5_core, whose vnet device is the vdpa management device */
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "1");
+  /* the VFs made are the slots the pool gets */
+  g_assert_cmpuint (pf->vfs->len, ==, 6);
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 5), ==, "0000:3b:00.7");
+}
+
+static void
+test_prepare_mode_change (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  /* legacy → switchdev with 8 VFs: the VFs go first, then devlink, which
+   * this kernel lacks; the PF is left without VFs and the error says where
+   * it stopped */
+  f->pool.vfs = 8;
+  f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: setting eswitch mode switchdev: the kernel has no devlink netlink family (module devlink not "
+                   "loaded, or kernel built without it)");
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "0");
+}
+
+static void
+test_prepare_refused_under_vdpa (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+
+  f->pool.vfs = 4;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: refusing to change sriov_numvfs from 2 to 4: vdpa device va-0000:3b:00.2 sits on VF 0000:3b:00.2");
+}
+
+static VaDeviceRequest
+request (Fixture *f, const char *slot, guint16 vlan)
+{
+  VaDeviceRequest req = { slot, "enp59s0f0np0", "52:54:00:12:34:56", 4, 1500, vlan, &f->pool };
+  return req;
+}
+
+static void
+test_create_no_vdpa_family (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.2", 0);
+  g_autofree char *name = va_backend_kernel_device_name ("0000:3b:00.2");
+
+  g_assert_cmpstr (name, ==, "va-0000:3b:00.2");
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==,
+                   "vdpa device va-0000:3b:00.2 on VF 0000:3b:00.2: the kernel has no vdpa netlink family (module vdpa not loaded, or "
+                   "kernel built without it)");
+  g_clear_error (&error);
+
+  req.slot = "0000:99:00.1";
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "VF 0000:99:00.1: not a VF of any ConnectX PF on this host");
+  g_clear_error (&error);
+
+  req.slot = "0000:3b:00.3";
+  req.mac = "52:54:00:12:34";
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpstr (error->message, ==, "vdpa device va-0000:3b:00.3 on VF 0000:3b:00.3: '52:54:00:12:34' is no MAC address");
+}
+
+static void
+test_create_on_busy_vf (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.2", 0);
+
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "vdpa device va-0000:3b:00.2 on VF 0000:3b:00.2: the VF already carries vdpa device va-0000:3b:00.2 "
+                   "(reconciliation removes orphans)");
+}
+
+static void
+test_attach_binds_and_sets_node (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.2", 0);
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autofree char *override = NULL;
+  g_autofree char *probe = NULL;
+  g_autofree char *node = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "dev", "vhost-vdpa-0", NULL);
+  g_autofree char *access_path = NULL;
+  g_autofree char *access = NULL;
+  struct stat st;
+
+  dev = va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dev->name, ==, "va-0000:3b:00.2");
+  g_assert_cmpstr (dev->slot, ==, "0000:3b:00.2");
+  g_assert_cmpstr (dev->chardev, ==, node);
+  /* race-free bind: driver_override, then drivers_probe */
+  override = bed_read (f, VDPA0_SYS "/driver_override");
+  g_assert_cmpstr (override, ==, "vhost_vdpa");
+  probe = bed_read (f, "/sys/bus/vdpa/drivers_probe");
+  g_assert_cmpstr (probe, ==, "va-0000:3b:00.2");
+  /* the pool's group and mode */
+  g_assert_cmpint (stat (node, &st), ==, 0);
+  g_assert_cmpuint (st.st_gid, ==, 1234);
+  g_assert_cmpuint (st.st_mode & 07777, ==, 0640);
+  /* what the udev rule reads at the bind */
+  access_path = g_build_filename (f->tmp, "nodes", "va-0000:3b:00.2", NULL);
+  g_assert_true (g_file_get_contents (access_path, &access, NULL, NULL));
+  g_assert_cmpstr (access, ==, "1234 0640\n");
+  g_unlink (access_path);
+}
+
+static void
+test_attach_unbound_has_no_node (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.3", 0);
+
+  /* the testbed binds nothing: the node never shows, and the error says so */
+  g_assert_null (va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.3", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==, "vdpa device va-0000:3b:00.3: no vhost-vdpa node: not bound to vhost_vdpa");
+}
+
+static void
+test_attach_vlan_methods (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.2", 2334);
+  g_autofree char *bin = g_build_filename (f->tmp, "bin", NULL);
+  g_autofree char *fake = g_build_filename (bin, "ovs-vsctl", NULL);
+  g_autofree char *log = g_build_filename (f->tmp, "ovs.log", NULL);
+  g_autofree char *script = g_strdup_printf ("#!/bin/sh\necho \"$*\" >> %s\n", log);
+  g_autofree char *old_path = g_strdup (g_getenv ("PATH"));
+  g_autofree char *args = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+
+  /* vst: rtnetlink on the PF, which this machine does not have */
+  f->pool.vlan_method = VA_VLAN_METHOD_VST;
+  g_assert_null (va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error));
+  g_assert_cmpstr (error->message, ==,
+                   "PF enp59s0f0np0 VF 0: setting MAC, VLAN 2334, spoofchk on, trust off: no network interface enp59s0f0np0");
+  g_clear_error (&error);
+
+  /* bridge: the representor into the uplink bridge first */
+  f->pool.vlan_method = VA_VLAN_METHOD_BRIDGE;
+  f->pool.uplink_bridge = (char *) "br-up";
+  g_assert_null (va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error));
+  g_assert_cmpstr (error->message, ==, "port enp59s0f0npf0vf0: joining bridge br-up: no network interface enp59s0f0npf0vf0");
+  g_clear_error (&error);
+
+  /* ovs without Open vSwitch */
+  f->pool.vlan_method = VA_VLAN_METHOD_OVS;
+  g_setenv ("PATH", "/nonexistent", TRUE);
+  g_assert_null (va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error));
+  g_assert_cmpstr (error->message, ==,
+                   "vdpa device va-0000:3b:00.2 on VF 0000:3b:00.2: adding representor enp59s0f0npf0vf0 to OVS bridge br-up with tag "
+                   "2334: ovs-vsctl is not installed (vlan-method=ovs needs Open vSwitch: apt install openvswitch-switch)");
+  g_clear_error (&error);
+
+  /* ovs: the real ovs-vsctl's command line, as libvirt runs it */
+  g_assert_cmpint (g_mkdir (bin, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (fake, script, -1, NULL));
+  g_assert_cmpint (g_chmod (fake, 0755), ==, 0);
+  g_setenv ("PATH", bin, TRUE);
+  dev = va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.2", &error);
+  g_assert_no_error (error);
+  g_assert_true (va_backend_destroy_device (f->backend, "0000:3b:00.2", "va-gone", &f->pool, &error));
+  g_assert_no_error (error);
+  g_setenv ("PATH", old_path, TRUE);
+  g_assert_true (g_file_get_contents (log, &args, NULL, NULL));
+  g_assert_cmpstr (args, ==,
+                   "--timeout=5 -- --may-exist add-port br-up enp59s0f0npf0vf0 tag=2334 -- set Port enp59s0f0npf0vf0 tag=2334\n"
+                   "--timeout=5 -- --if-exists del-port br-up enp59s0f0npf0vf0\n");
+  g_unlink (log);
+  g_unlink (fake);
+  g_rmdir (bin);
+}
+
+static void
+test_list_devices (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) devs = va_backend_list_devices (f->backend, &error);
+  g_autofree char *node = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "dev", "vhost-vdpa-0", NULL);
+  VaDeviceInfo *d;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (devs->len, ==, 2);
+  d = g_ptr_array_index (devs, 0);
+  g_assert_cmpstr (d->name, ==, "va-0000:3b:00.2");
+  g_assert_cmpstr (d->slot, ==, "0000:3b:00.2");
+  g_assert_cmpstr (d->chardev, ==, node);
+  /* made but never bound (a crash between DEV_NEW and the bind): no node */
+  d = g_ptr_array_index (devs, 1);
+  g_assert_cmpstr (d->name, ==, "va-0000:3b:00.3");
+  g_assert_cmpstr (d->slot, ==, "0000:3b:00.3");
+  g_assert_cmpstr (d->chardev, ==, "");
+  g_assert_false (va_backend_device_busy (f->backend, d->chardev));
+  g_assert_false (va_backend_device_busy (f->backend, node));
+}
+
+static void
+test_list_skips_foreign (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) devs = NULL;
+  g_autoptr (GPtrArray) names = NULL;
+
+  /* a device an operator made by hand is never the backend's to remove */
+  umockdev_testbed_add_device (f->bed, "vdpa", "vdpa0", NULL, NULL, NULL);
+  names = va_kernel_vdpa_devices (&error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (names->len, ==, 3);
+  devs = va_backend_list_devices (f->backend, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (devs->len, ==, 2);
+}
+
+static void
+test_destroy (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  /* gone already: no error, and nothing asked of the kernel */
+  g_assert_true (va_backend_destroy_device (f->backend, "0000:3b:00.2", "va-gone", &f->pool, &error));
+  g_assert_no_error (error);
+  g_assert_true (va_backend_destroy_device (f->backend, "0000:99:00.1", "va-0000:99:00.1", NULL, &error));
+  g_assert_no_error (error);
+
+  /* present: DEV_DEL, which this kernel cannot take */
+  g_assert_false (va_backend_destroy_device (f->backend, "0000:3b:00.2", "va-0000:3b:00.2", &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "vdpa device va-0000:3b:00.2 on VF 0000:3b:00.2: deleting it: the kernel has no vdpa netlink family (module vdpa not "
+                   "loaded, or kernel built without it)");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+#define ADD(path, bed, fn) g_test_add (path, Fixture, bed, setup, fn, teardown)
+  ADD ("/backend-kernel/discover/pfs-and-slots", "cx6dx-switchdev.umockdev", test_discover);
+  ADD ("/backend-kernel/discover/cx5-reason", "cx6dx-switchdev.umockdev", test_discover_cx5);
+  ADD ("/backend-kernel/prepare/unchanged", "cx6dx-switchdev.umockdev", test_prepare_unchanged);
+  ADD ("/backend-kernel/prepare/makes-vfs", "cx6dx-legacy.umockdev", test_prepare_makes_vfs);
+  ADD ("/backend-kernel/prepare/mode-change-vfs-first", "cx6dx-legacy.umockdev", test_prepare_mode_change);
+  ADD ("/backend-kernel/prepare/refused-under-vdpa", "cx6dx-vdpa.umockdev", test_prepare_refused_under_vdpa);
+  ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
+  ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
+  ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);
+  ADD ("/backend-kernel/attach/unbound-no-node", "cx6dx-vdpa.umockdev", test_attach_unbound_has_no_node);
+  ADD ("/backend-kernel/attach/vlan-methods", "cx6dx-vdpa.umockdev", test_attach_vlan_methods);
+  ADD ("/backend-kernel/list/devices-with-parents", "cx6dx-vdpa.umockdev", test_list_devices);
+  ADD ("/backend-kernel/list/skips-foreign", "cx6dx-vdpa.umockdev", test_list_skips_foreign);
+  ADD ("/backend-kernel/destroy", "cx6dx-vdpa.umockdev", test_destroy);
+  return g_test_run ();
+}

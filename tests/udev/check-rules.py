@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Checks udev-rules/ without systemd-udevd: `udevadm verify` when this
+udevadm has it (systemd 253 and later), and in any case every rule line
+against the rules syntax of udev(7): KEY[{attr}] OP "value" separated by
+commas, match keys with ==/!=, assignment keys with =/+=/-=/:=, values in
+double quotes, RUN programs absolute and present. Also the modules-load.d
+file: the three modules, never virtio_vdpa."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SRC = os.path.join(os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(__file__), "..", "..")), "udev-rules")
+MATCH = {"ACTION", "DEVPATH", "KERNEL", "KERNELS", "NAME", "SYMLINK", "SUBSYSTEM", "SUBSYSTEMS", "DRIVER", "DRIVERS",
+         "ATTR", "ATTRS", "SYSCTL", "ENV", "CONST", "TAG", "TAGS", "TEST", "PROGRAM", "RESULT"}
+ASSIGN = {"NAME", "SYMLINK", "OWNER", "GROUP", "MODE", "SECLABEL", "ATTR", "SYSCTL", "ENV", "TAG", "RUN", "LABEL",
+          "GOTO", "IMPORT", "OPTIONS"}
+WITH_ATTR = {"ATTR", "ATTRS", "SYSCTL", "ENV", "CONST", "TEST", "RUN", "IMPORT", "SECLABEL"}
+TOKEN = re.compile(r'\s*([A-Z]+)(?:\{([^}]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+errors = []
+
+
+def check_rules(path):
+    with open(path) as f:
+        lines = f.read().split("\n")
+    rules = 0
+    for n, line in enumerate(lines, 1):
+        where = "%s:%d" % (os.path.basename(path), n)
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line.endswith("\\"):
+            errors.append(where + ": line continuations are not used here")
+            continue
+        pos, keys = 0, []
+        while pos < len(line):
+            m = TOKEN.match(line, pos)
+            if not m:
+                errors.append("%s: cannot parse at column %d: %r" % (where, pos + 1, line[pos:pos + 30]))
+                break
+            key, attr, op, value, _ = m.groups()
+            keys.append((key, op))
+            if attr is not None and key not in WITH_ATTR:
+                errors.append("%s: %s takes no {attribute}" % (where, key))
+            if op in ("==", "!="):
+                if key not in MATCH:
+                    errors.append("%s: %s is no match key" % (where, key))
+            elif key not in ASSIGN:
+                errors.append("%s: %s cannot be assigned" % (where, key))
+            if key == "RUN":
+                prog = value.split()[0] if value.split() else ""
+                if not prog.startswith("/") or not os.access(prog, os.X_OK):
+                    errors.append("%s: RUN program %r is not an absolute path to an executable" % (where, prog))
+                if re.search(r"(?<!\$)\$(?!\$|[a-z]+\b|\{)", value.replace("$$", "")):
+                    errors.append("%s: a lone $ in RUN: udev substitutes it; write $$ for the shell" % where)
+                # the shell must parse what udev hands it
+                shell = value.replace("$$", "$").replace("%k", "va-x").replace("%p", "/devices/x")
+                if value.startswith("/bin/sh -c '") and value.endswith("'"):
+                    r = subprocess.run(["/bin/sh", "-n", "-c", shell[len("/bin/sh -c '"):-1]], capture_output=True, text=True)
+                    if r.returncode:
+                        errors.append("%s: RUN shell does not parse: %s" % (where, r.stderr.strip()))
+            pos = m.end()
+        if not any(op in ("==", "!=") for _, op in keys):
+            errors.append(where + ": a rule without a match applies to every device")
+        rules += 1
+    return rules
+
+
+def check_modules(path):
+    with open(path) as f:
+        mods = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    if mods != ["vdpa", "vhost_vdpa", "mlx5_vdpa"]:
+        errors.append("vdpa-allocator.conf: modules are %r" % mods)
+    if "virtio_vdpa" in mods:
+        errors.append("vdpa-allocator.conf: virtio_vdpa would steal the devices")
+
+
+rules_file = os.path.join(SRC, "90-vdpa-allocator.rules")
+n = check_rules(rules_file)
+check_modules(os.path.join(SRC, "vdpa-allocator.conf"))
+udevadm = shutil.which("udevadm")
+if udevadm:
+    r = subprocess.run([udevadm, "verify", rules_file], capture_output=True, text=True)
+    if "Unknown command" in r.stderr or "unknown" in r.stderr.lower() and r.returncode:
+        print("# udevadm has no verify (systemd before 253): syntax checked here only")
+    elif r.returncode:
+        errors.append("udevadm verify: " + (r.stderr or r.stdout).strip())
+    else:
+        print("# udevadm verify: ok")
+else:
+    print("# no udevadm on this machine: syntax checked here only")
+for e in errors:
+    print("error: " + e)
+print("%d rule(s) checked, %d error(s)" % (n, len(errors)))
+sys.exit(1 if errors else 0)

@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The kernel backend: what an operator would type on a ConnectX-6 Dx host,
+ * done with libudev and sysfs (va-kernel.c) and netlink (va-netlink.c).
+ *
+ * Per PF (prepare_pf): the eswitch mode first, then sriov_numvfs, since
+ * mlx5 cannot change the mode of a PF that has VFs: a mode change goes
+ * through 0 VFs and remakes them. Per lease (create_device): DEV_NEW on the
+ * VF's management device pci/<VF>, named va-<VF> so that a restarted daemon
+ * knows its own devices; bound to vhost_vdpa with driver_override and
+ * drivers_probe while the vdpa bus autoprobe is off, so that no other vdpa
+ * driver (virtio_vdpa) can take it first; its vhost-vdpa-N node given the
+ * pool's group and mode; then the pool's VLAN method. Every error is one line
+ * naming the device and the step. */
+#include "va-backend-kernel.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "va-error.h"
+#include "va-kernel.h"
+#include "va-netlink.h"
+#include "va-sysfs.h"
+
+struct _VaBackendKernel
+{
+  VaBackend parent;
+  char *run_dir;
+  GPtrArray *pfs; /* VaKernelPf*, from the last discovery */
+};
+
+G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
+G_DEFINE_TYPE (VaBackendKernel, va_backend_kernel, VA_TYPE_BACKEND)
+
+#define VDPA_AUTOPROBE "/sys/bus/vdpa/drivers_autoprobe"
+
+char *
+va_backend_kernel_device_name (const char *slot)
+{
+  return g_strdup_printf ("va-%s", slot);
+}
+
+static gboolean
+rediscover (VaBackendKernel *self, GError **error)
+{
+  GPtrArray *pfs = va_kernel_discover (error);
+
+  if (!pfs)
+    return FALSE;
+  g_clear_pointer (&self->pfs, g_ptr_array_unref);
+  self->pfs = pfs;
+  return TRUE;
+}
+
+static VaKernelPf *
+lookup_pf (VaBackendKernel *self, const char *pci)
+{
+  for (guint i = 0; self->pfs && i < self->pfs->len; i++)
+    {
+      VaKernelPf *pf = g_ptr_array_index (self->pfs, i);
+      if (strcmp (pf->pci, pci) == 0)
+        return pf;
+    }
+  return NULL;
+}
+
+static gboolean
+lookup_vf_once (VaBackendKernel *self, const char *slot, VaKernelPf **pf_out, VaKernelVf **vf_out)
+{
+  for (guint i = 0; self->pfs && i < self->pfs->len; i++)
+    {
+      VaKernelPf *pf = g_ptr_array_index (self->pfs, i);
+
+      for (guint k = 0; k < pf->vfs->len; k++)
+        {
+          VaKernelVf *vf = g_ptr_array_index (pf->vfs, k);
+          if (strcmp (vf->pci, slot) == 0)
+            {
+              *pf_out = pf;
+              *vf_out = vf;
+              return TRUE;
+            }
+        }
+    }
+  return FALSE;
+}
+
+/* The PF and VF of @slot, looking again when the last discovery had no
+ * such VF (representors appear after their VFs). */
+static gboolean
+lookup_vf (VaBackendKernel *self, const char *slot, VaKernelPf **pf, VaKernelVf **vf, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (lookup_vf_once (self, slot, pf, vf))
+    return TRUE;
+  if (!rediscover (self, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: %s", slot, local->message), FALSE;
+  if (lookup_vf_once (self, slot, pf, vf))
+    return TRUE;
+  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: not a VF of any ConnectX PF on this host", slot), FALSE;
+}
+
+static char *
+vf_syspath (const VaKernelPf *pf, const VaKernelVf *vf)
+{
+  g_autofree char *parent = g_path_get_dirname (pf->syspath);
+  return g_build_filename (parent, vf->pci, NULL);
+}
+
+static GPtrArray *
+vf_addresses (const VaKernelPf *kpf)
+{
+  GPtrArray *vfs = g_ptr_array_new_full (kpf->vfs->len, g_free);
+
+  for (guint k = 0; k < kpf->vfs->len; k++)
+    g_ptr_array_add (vfs, g_strdup (((VaKernelVf *) g_ptr_array_index (kpf->vfs, k))->pci));
+  return vfs;
+}
+
+static GPtrArray *
+kernel_discover (VaBackend *backend, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  GPtrArray *out;
+
+  if (!rediscover (self, error))
+    return NULL;
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pf_info_free);
+  for (guint i = 0; i < self->pfs->len; i++)
+    {
+      const VaKernelPf *kpf = g_ptr_array_index (self->pfs, i);
+      VaPfInfo *pf = g_new0 (VaPfInfo, 1);
+
+      /* pools select PFs by netdev name; one without a netdev is still
+       * listed, by address, so that its reason shows */
+      pf->name = g_strdup (kpf->netdev ? kpf->netdev : kpf->pci);
+      pf->pci = g_strdup (kpf->pci);
+      pf->vendor = kpf->vendor;
+      pf->device = kpf->device;
+      pf->numa_node = kpf->numa_node;
+      pf->healthy = kpf->reason == NULL;
+      pf->health_reason = g_strdup (kpf->reason);
+      pf->vfs = vf_addresses (kpf);
+      g_ptr_array_add (out, pf);
+    }
+  return out;
+}
+
+static gboolean
+kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  VaKernelPf *kpf = lookup_pf (self, pf->pci);
+  g_autoptr (GError) local = NULL;
+  gboolean switchdev, change_mode;
+  guint want_vfs, have_vfs;
+
+  if (!kpf)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci), FALSE;
+  if (!kpf->model->vdpa)
+    return TRUE; /* discovery gave the reason; nothing to make on it */
+
+  /* mlx5 shows phys_switch_id on the uplink only in switchdev mode */
+  switchdev = kpf->switch_id != NULL;
+  change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && (pool->eswitch == VA_ESWITCH_SWITCHDEV) != switchdev;
+  want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
+  have_vfs = kpf->numvfs;
+  if (!change_mode && want_vfs == have_vfs)
+    return TRUE;
+
+  if (change_mode)
+    {
+      const char *mode = va_eswitch_mode_to_string (pool->eswitch);
+
+      /* VFs first out: mlx5 refuses a mode change while VFs exist */
+      if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+        return g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change the eswitch mode to %s: %s", kpf->pci,
+                            mode, local->message),
+               FALSE;
+      have_vfs = 0;
+      if (!va_nl_eswitch_set (kpf->pci, pool->eswitch == VA_ESWITCH_SWITCHDEV, &local))
+        {
+          /* a missing devlink family does not name the PF yet */
+          if (local->code == VA_ERROR_NOT_FOUND)
+            return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci, mode,
+                                local->message),
+                   FALSE;
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+    }
+  if (want_vfs != have_vfs)
+    {
+      /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
+       * management device */
+      if (want_vfs && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+        return FALSE;
+      if (!va_kernel_set_numvfs (kpf, want_vfs, error))
+        return FALSE;
+    }
+
+  /* the VFs just made are the pool's slots */
+  if (!rediscover (self, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: after setting it up: %s", pf->pci, local->message), FALSE;
+  kpf = lookup_pf (self, pf->pci);
+  if (!kpf)
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone while setting it up", pf->pci), FALSE;
+  g_ptr_array_unref (pf->vfs);
+  pf->vfs = vf_addresses (kpf);
+  return TRUE;
+}
+
+static gboolean
+parse_mac (const char *text, guint8 mac[6])
+{
+  unsigned b[6];
+  char tail;
+
+  if (!text || sscanf (text, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
+    return FALSE;
+  for (guint i = 0; i < 6; i++)
+    mac[i] = (guint8) b[i];
+  return TRUE;
+}
+
+static gboolean
+ovs_vsctl (const char *who, const char *step, const char *const *args, GError **error)
+{
+  g_autofree char *prog = g_find_program_in_path ("ovs-vsctl");
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autofree char *err = NULL;
+  g_autoptr (GError) local = NULL;
+  int status;
+
+  if (!prog)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                        "%s: %s: ovs-vsctl is not installed (vlan-method=ovs needs Open vSwitch: apt install openvswitch-switch)", who,
+                        step),
+           FALSE;
+  g_ptr_array_add (argv, prog);
+  g_ptr_array_add (argv, (gpointer) "--timeout=5");
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  if (!g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err, &status, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: running ovs-vsctl: %s", who, step, local->message), FALSE;
+  if (!g_spawn_check_wait_status (status, NULL))
+    {
+      g_strdelimit (g_strstrip (err), "\n", ' ');
+      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: ovs-vsctl failed: %s", who, step,
+                          *err ? err : "no message"),
+             FALSE;
+    }
+  return TRUE;
+}
+
+static const char *
+need_representor (const VaKernelVf *vf, const char *who, const char *method, GError **error)
+{
+  if (!vf->representor)
+    g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                 "%s: vlan-method=%s: VF %s has no representor: the PF's eswitch is not in switchdev mode", who, method, vf->pci);
+  return vf->representor;
+}
+
+static gboolean
+apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool, const guint8 mac[6], guint16 vlan, const char *who,
+            GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  const char *rep;
+
+  switch (pool ? pool->vlan_method : VA_VLAN_METHOD_NONE)
+    {
+      case VA_VLAN_METHOD_NONE:
+        return TRUE;
+      case VA_VLAN_METHOD_VST:
+        if (!pf->netdev)
+          return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: vlan-method=vst: PF %s has no netdev", who, pf->pci),
+                 FALSE;
+        /* the VF's MAC pinned and spoof-checked, its trust off: the guest
+         * cannot leave the VLAN the PF tags */
+        return va_nl_vf_set (pf->netdev, vf->index, mac, vlan, TRUE, FALSE, error);
+      case VA_VLAN_METHOD_BRIDGE:
+        if (!(rep = need_representor (vf, who, "bridge", error)))
+          return FALSE;
+        if (!va_nl_link_set_master (rep, pool->uplink_bridge, error))
+          return FALSE;
+        /* a bridge of default_pvid 1 made the port a member of VLAN 1 */
+        if (vlan != 1 && !va_nl_bridge_vlan_del_absent_ok (rep, 1, error))
+          return FALSE;
+        return !vlan || va_nl_bridge_vlan (rep, TRUE, vlan, TRUE, error);
+      case VA_VLAN_METHOD_OVS:
+        {
+          g_autofree char *tag = g_strdup_printf ("tag=%u", vlan);
+          g_autofree char *step
+            = g_strdup_printf ("adding representor %s to OVS bridge %s with tag %u", vf->representor, pool->uplink_bridge, vlan);
+          /* as libvirt does; "set" too, since --may-exist leaves an
+           * existing port's columns alone */
+          const char *tagged[] = {
+            "--", "--may-exist", "add-port", pool->uplink_bridge, vf->representor, tag, "--", "set", "Port", vf->representor, tag, NULL
+          };
+          const char *untagged[] = { "--", "--may-exist", "add-port", pool->uplink_bridge, vf->representor,
+                                     "--", "clear",       "Port",     vf->representor,     "tag",
+                                     NULL };
+
+          if (!need_representor (vf, who, "ovs", error))
+            return FALSE;
+          return ovs_vsctl (who, step, vlan ? tagged : untagged, error);
+        }
+    }
+  g_return_val_if_reached (FALSE);
+}
+
+static gboolean
+reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool, const char *who, GError **error)
+{
+  static const guint8 zero_mac[6] = { 0 };
+
+  switch (pool ? pool->vlan_method : VA_VLAN_METHOD_NONE)
+    {
+      case VA_VLAN_METHOD_NONE:
+        return TRUE;
+      case VA_VLAN_METHOD_VST:
+        return !pf->netdev || va_nl_vf_set (pf->netdev, vf->index, zero_mac, 0, FALSE, FALSE, error);
+      case VA_VLAN_METHOD_BRIDGE:
+        /* leaving the bridge drops every VLAN of the port */
+        return !vf->representor || va_nl_link_set_master (vf->representor, NULL, error);
+      case VA_VLAN_METHOD_OVS:
+        {
+          g_autofree char *step = g_strdup_printf ("removing representor %s from OVS bridge %s", vf->representor, pool->uplink_bridge);
+          const char *args[] = { "--", "--if-exists", "del-port", pool->uplink_bridge, vf->representor, NULL };
+
+          return !vf->representor || ovs_vsctl (who, step, args, error);
+        }
+    }
+  g_return_val_if_reached (FALSE);
+}
+
+/* RUN/nodes/<device>: "GROUP MODE" for the udev rule of
+ * udev-rules/90-vdpa-allocator.rules, which sets them on the node at the
+ * bind as the backend does after it. */
+static char *
+access_file (VaBackendKernel *self, const char *name)
+{
+  return g_build_filename (self->run_dir, "nodes", name, NULL);
+}
+
+static gboolean
+write_access_file (VaBackendKernel *self, const char *name, const char *group, guint mode, const char *who, GError **error)
+{
+  g_autofree char *path = access_file (self, name);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *text = g_strdup_printf ("%s %04o\n", group, mode);
+  g_autoptr (GError) local = NULL;
+
+  if (g_mkdir_with_parents (dir, 0755) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", who, dir, g_strerror (errno)), FALSE;
+  if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &local))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", who, local->message), FALSE;
+  return TRUE;
+}
+
+static gboolean
+prefixed (GError **error, GError *local, const char *who)
+{
+  g_set_error (error, local->domain, local->code, "%s: %s", who, local->message);
+  return FALSE;
+}
+
+VaDeviceInfo *
+va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, req->slot);
+  g_autoptr (VaDeviceInfo) dev = g_new0 (VaDeviceInfo, 1);
+  g_autoptr (GError) local = NULL;
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+  guint8 mac[6];
+  const char *group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
+  guint mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
+
+  if (!lookup_vf (self, req->slot, &pf, &vf, error))
+    return NULL;
+  if (!parse_mac (req->mac, mac))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+  if (!write_access_file (self, name, group, mode, who, error))
+    return NULL;
+  if (!va_kernel_bind_vhost_vdpa (name, error))
+    return NULL;
+  dev->chardev = va_kernel_vhost_node (name, error);
+  if (!dev->chardev)
+    return NULL;
+  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
+    return prefixed (error, local, who), NULL;
+  if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
+    return NULL;
+  dev->name = g_strdup (name);
+  dev->slot = g_strdup (req->slot);
+  return g_steal_pointer (&dev);
+}
+
+static VaDeviceInfo *
+kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_backend_kernel_device_name (req->slot);
+  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, req->slot);
+  g_autofree char *vfpath = NULL;
+  g_autofree char *existing = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autoptr (GError) local = NULL;
+  VaDeviceInfo *dev;
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+  guint8 mac[6];
+  guint16 family;
+
+  if (!lookup_vf (self, req->slot, &pf, &vf, error))
+    return NULL;
+  if (!parse_mac (req->mac, mac))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+  vfpath = vf_syspath (pf, vf);
+  existing = va_kernel_vf_vdpa_device (vfpath);
+  if (existing)
+    return g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
+                        existing),
+           NULL;
+  /* the family first: its absence is the likeliest failure on a new host,
+   * and says which module to load */
+  if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
+    return prefixed (error, local, who), NULL;
+  autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
+  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
+    return prefixed (error, local, who), NULL;
+  if (!va_nl_vdpa_dev_new (req->slot, name, mac, req->queues, req->mtu, error))
+    dev = NULL;
+  else if (!(dev = va_backend_kernel_attach (backend, req, name, error)))
+    va_nl_vdpa_dev_del (name, NULL); /* not half made; the error says why */
+  /* back as it was, for vdpa devices others make */
+  if (g_strcmp0 (autoprobe, "0") != 0)
+    va_kernel_vdpa_autoprobe (TRUE, NULL);
+  return dev;
+}
+
+static gboolean
+vdpa_present (const char *name)
+{
+  g_autoptr (GPtrArray) names = va_kernel_vdpa_devices (NULL);
+
+  for (guint i = 0; names && i < names->len; i++)
+    if (strcmp (g_ptr_array_index (names, i), name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, slot);
+  g_autoptr (GError) local = NULL;
+  g_autofree char *access = access_file (self, name);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+
+  /* the device first: the VF keeps its VLAN while a guest can still send */
+  if (vdpa_present (name) && !va_nl_vdpa_dev_del (name, &local))
+    {
+      /* a missing vdpa family does not name the device yet */
+      if (local->code == VA_ERROR_NOT_FOUND)
+        return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: deleting it: %s", who, local->message), FALSE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  g_unlink (access);
+  if (!pool || !lookup_vf (self, slot, &pf, &vf, NULL))
+    return TRUE; /* the VF went with its PF: nothing left to reset */
+  return reset_vlan (pf, vf, pool, who, error);
+}
+
+static GPtrArray *
+kernel_list_devices (VaBackend *backend, GError **error)
+{
+  g_autoptr (GPtrArray) names = va_kernel_vdpa_devices (error);
+  g_autoptr (GPtrArray) devs = NULL;
+
+  if (!names)
+    return NULL;
+  devs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_device_info_free);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *name = g_ptr_array_index (names, i);
+      g_autofree char *slot = NULL;
+      VaDeviceInfo *dev;
+
+      /* only the devices this backend names: never one an operator made */
+      if (!g_str_has_prefix (name, "va-"))
+        continue;
+      slot = va_kernel_vdpa_parent_pci (name, NULL);
+      if (!slot)
+        continue;
+      dev = g_new0 (VaDeviceInfo, 1);
+      dev->name = g_strdup (name);
+      dev->slot = g_steal_pointer (&slot);
+      /* a device not bound to vhost_vdpa (a crash between DEV_NEW and the
+       * bind) has no node: "" */
+      dev->chardev = va_kernel_vhost_node (name, NULL);
+      if (!dev->chardev)
+        dev->chardev = g_strdup ("");
+      g_ptr_array_add (devs, dev);
+    }
+  return g_steal_pointer (&devs);
+}
+
+static gboolean
+kernel_device_busy (VaBackend *backend, const char *chardev)
+{
+  return chardev && *chardev && va_chardev_held_open (chardev);
+}
+
+static void
+va_backend_kernel_finalize (GObject *object)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (object);
+
+  g_free (self->run_dir);
+  g_clear_pointer (&self->pfs, g_ptr_array_unref);
+  G_OBJECT_CLASS (va_backend_kernel_parent_class)->finalize (object);
+}
+
+static void
+va_backend_kernel_class_init (VaBackendKernelClass *klass)
+{
+  VaBackendClass *backend_class = VA_BACKEND_CLASS (klass);
+
+  G_OBJECT_CLASS (klass)->finalize = va_backend_kernel_finalize;
+  backend_class->name = "kernel";
+  backend_class->discover = kernel_discover;
+  backend_class->prepare_pf = kernel_prepare_pf;
+  backend_class->create_device = kernel_create_device;
+  backend_class->destroy_device = kernel_destroy_device;
+  backend_class->list_devices = kernel_list_devices;
+  backend_class->device_busy = kernel_device_busy;
+}
+
+static void
+va_backend_kernel_init (VaBackendKernel *self)
+{
+}
+
+VaBackend *
+va_backend_kernel_new (const VaConfig *config, const char *run_dir, GError **error)
+{
+  VaBackendKernel *self = g_object_new (va_backend_kernel_get_type (), NULL);
+
+  self->run_dir = g_strdup (run_dir);
+  return VA_BACKEND (self);
+}
