@@ -16,6 +16,7 @@
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
+#include "va-netlink.h"
 #include "va-paths.h"
 
 #define BUS_NAME "org.vdpa_allocator.Allocator1"
@@ -235,6 +236,9 @@ load_config (void)
   return config ? config : va_config_new_empty ();
 }
 
+/* A portable NIC on a Linux bridge: libvirt refuses <vlan> there, so the
+ * tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
+ * (bridge vlan add ... pvid untagged; bridge vlan del ... vid 1). */
 static int
 on_start (Hook *h)
 {
@@ -252,11 +256,15 @@ on_start (Hook *h)
         continue;
       if (!va_nic_resolve (nic, view, &plan, &error))
         return fail (h, "NIC %s: %s", nic->mac, error->message);
-      /* libvirt tags Open vSwitch ports itself; a Linux bridge's port needs
-       * its VLAN from us, and without it the NIC would land untagged */
-      if (plan.bridge_kind == VA_BRIDGE_LINUX && plan.vlan)
-        return fail (h, "NIC %s: VLAN %u on Linux bridge %s cannot be applied by this build; use an Open vSwitch bridge", nic->mac,
-                     plan.vlan, plan.bridge);
+      /* libvirt tags Open vSwitch ports itself */
+      if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
+        continue;
+      if (!nic->target_dev)
+        return fail (h, "NIC %s: libvirt named no tap, so VLAN %u cannot be applied", nic->mac, plan.vlan);
+      /* fail closed: an untagged NIC would land on the bridge's default VLAN */
+      if (!va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &error)
+          || !va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &error))
+        return fail (h, "NIC %s: VLAN %u on Linux bridge %s: %s", nic->mac, plan.vlan, plan.bridge, error->message);
     }
   return 0;
 }

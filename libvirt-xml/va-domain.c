@@ -28,6 +28,7 @@ nic_free (VaNic *nic)
   g_free (nic->network);
   g_free (nic->pool);
   g_free (nic->bridge);
+  g_free (nic->target_dev);
   g_free (nic);
 }
 
@@ -548,6 +549,10 @@ va_domain_parse (const char *xml, gssize len, GError **error)
       if (!iface)
         return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac), NULL;
       nic->form = interface_form (iface);
+      {
+        xmlNode *target = first_child (iface, "target");
+        nic->target_dev = target ? get_prop (target, "dev") : NULL;
+      }
       g_ptr_array_add (self->nic_ifaces, iface);
     }
 

@@ -32,6 +32,7 @@ typedef struct
   VaBridgeKind bridge_kind;
   guint16 queues; /* 0: the pool's max-vqp */
 
+  char *target_dev;  /* the tap libvirt named in <target dev>, or NULL */
   VaForm form;       /* the form of its <interface> in the document now */
   gboolean fallback; /* portable because the pool had no room */
 } VaNic;

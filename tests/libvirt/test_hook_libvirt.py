@@ -50,7 +50,12 @@ vlan=2334
 [network lan]
 mode=virtio
 fallback-bridge=%s
-""" % BRIDGE
+
+[network lan30]
+mode=virtio
+vlan=30
+fallback-bridge=%s
+""" % (BRIDGE, BRIDGE)
 
 
 def with_intent(xml, uuid, nics):
@@ -164,6 +169,26 @@ class HookInLibvirt(unittest.TestCase):
         r = run(["busybox", "ping", "-c", "1", "-W", "5", "10.77.0.32"], check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(self.leases(), [])
+
+    def test_linux_bridge_vlan_applied_on_the_tap_or_start_refused(self):
+        name = "va-vlan"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name), ["52:54:00:77:00:36"]),
+                          "77777777-0000-0000-0000-000000000036", [("52:54:00:77:00:36", "lan30")])
+        self.lv.define(self.rewrite(xml, "portable"))
+        r = self.lv.virsh("start", name, check=False)
+        if run(["ip", "link", "set", BRIDGE, "type", "bridge", "vlan_filtering", "1"], check=False).returncode == 0:
+            # a kernel with VLAN-filtering bridges: the tap is in VLAN 30 only
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tap = re.search(r"<target dev='(vnet\d+)'/>", self.lv.virsh("dumpxml", name).stdout).group(1)
+            vlans = run(["bridge", "vlan", "show", "dev", tap]).stdout
+            self.assertRegex(vlans, r"30 PVID Egress Untagged")
+            self.assertNotRegex(vlans, r"\b1 PVID")
+        else:
+            # this machine's kernel: fail closed, with the hook's line
+            self.assertNotEqual(r.returncode, 0)
+            self.assertRegex(r.stderr, r"vdpa-allocator: domain va-vlan: NIC 52:54:00:77:00:36: VLAN 30 on Linux bridge %s: "
+                             r"bridge port vnet\d+: adding VLAN 30" % BRIDGE)
+            sys.stderr.write("\nva-vlan refused, closed: %s\n" % r.stderr.strip().splitlines()[-1])
 
     def test_accelerated_nic_leased_during_start_and_given_back(self):
         name = "va-accel"
