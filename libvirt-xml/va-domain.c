@@ -945,3 +945,105 @@ va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaFo
     return NULL;
   return va_domain_to_string (domain, NULL);
 }
+
+/* ---- hot-plug helpers ---------------------------------------------------- */
+
+static char *
+node_to_string (xmlNode *node)
+{
+  xmlBuffer *buf = xmlBufferCreate ();
+  char *out;
+
+  xmlNodeDump (buf, node->doc, node, 0, 0);
+  out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));
+  xmlBufferFree (buf);
+  return out;
+}
+
+char *
+va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
+{
+  xmlNode *devices = first_child (xmlDocGetRootElement (self->doc), "devices");
+  char want[18];
+
+  if (!va_mac_normalize (mac, want))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac), NULL;
+  for (xmlNode *iface = devices ? devices->children : NULL; iface; iface = iface->next)
+    {
+      xmlNode *m;
+      g_autofree char *raw = NULL;
+      char have[18];
+
+      if (!is_element (iface, "interface") || !(m = first_child (iface, "mac")))
+        continue;
+      raw = get_prop (m, "address");
+      if (raw && va_mac_normalize (raw, have) && strcmp (have, want) == 0)
+        return node_to_string (iface);
+    }
+  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the domain has no interface with MAC %s", want), NULL;
+}
+
+static void
+append_nic (GString *out, xmlNode *nic)
+{
+  g_string_append (out, "<nic");
+  for (xmlAttr *a = nic->properties; a; a = a->next)
+    {
+      g_autofree char *value = get_prop (nic, (const char *) a->name);
+      g_autofree char *escaped = value ? g_markup_escape_text (value, -1) : NULL;
+
+      if (!a->ns && escaped)
+        g_string_append_printf (out, " %s=\"%s\"", (const char *) a->name, escaped);
+    }
+  g_string_append (out, "/>");
+}
+
+char *
+va_metadata_update (const char *current, const char *mac, const char *network, GError **error)
+{
+  /* as libvirt's metadata API takes it: no namespace, which libvirt puts on
+   * the element and every child itself */
+  g_autoptr (GString) out = g_string_new ("<nics>");
+  xmlDoc *doc = NULL;
+  xmlNode *root;
+  char want[18];
+  gboolean found = FALSE;
+
+  if (!va_mac_normalize (mac, want))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac), NULL;
+  if (network && !va_name_is_valid (network))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", network), NULL;
+  if (current && !(doc = parse_xml (current, strlen (current), error)))
+    return NULL;
+  root = doc ? xmlDocGetRootElement (doc) : NULL;
+  /* libvirt's virDomainGetMetadata hands the element back without its
+   * namespace: take <nics><nic/></nics> as well as the namespaced form */
+  if (doc && (!root || root->type != XML_ELEMENT_NODE || (root->ns && !is_va_element (root)) || xmlStrcmp (root->name, XSTR ("nics")) != 0))
+    {
+      xmlFreeDoc (doc);
+      return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain's vdpa metadata is not a vdpa:nics element"), NULL;
+    }
+  for (xmlNode *c = root ? root->children : NULL; c; c = c->next)
+    {
+      g_autofree char *m = NULL;
+      char have[18];
+
+      if (c->type != XML_ELEMENT_NODE || (c->ns && !is_va_element (c)) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
+        continue;
+      m = get_prop (c, "mac");
+      if (m && va_mac_normalize (m, have) && strcmp (have, want) == 0)
+        {
+          found = TRUE;
+          if (network)
+            g_string_append_printf (out, "<nic mac=\"%s\" network=\"%s\"/>", want, network);
+          continue;
+        }
+      append_nic (out, c);
+    }
+  if (doc)
+    xmlFreeDoc (doc);
+  if (network && !found)
+    g_string_append_printf (out, "<nic mac=\"%s\" network=\"%s\"/>", want, network);
+  g_string_append (out, "</nics>");
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}

@@ -87,6 +87,16 @@ char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view
 const char *va_form_to_string (VaForm form);
 gboolean va_form_from_string (const char *str, VaForm *form);
 
+/* The <interface> element whose MAC is @mac, serialized (what libvirt's
+ * detach wants), or NULL with VA_ERROR_NOT_FOUND. */
+char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error);
+
+/* The vdpa:nics metadata @current (as libvirt's virDomainGetMetadata
+ * returns it: without its namespace; or NULL for none) with a NIC added
+ * (@network non-NULL) or removed (@network NULL), every other NIC kept, in
+ * the form virDomainSetMetadata takes (libvirt adds the namespace). */
+char *va_metadata_update (const char *current, const char *mac, const char *network, GError **error);
+
 /* Syntax helpers, also used by the daemon for D-Bus arguments. */
 gboolean va_mac_normalize (const char *mac, char out[18]);
 gboolean va_uuid_normalize (const char *uuid, char out[37]);

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "va-domain.h"
+#include "va-error.h"
 
 static void
 test_mac (void)
@@ -66,6 +67,54 @@ test_port_path (void)
   g_assert_cmpstr (p, ==, "/run/vdpa-allocator/ports/6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b/52:54:00:6b:3c:58");
 }
 
+static void
+test_metadata_update (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *added = va_metadata_update (NULL, "52:54:00:00:00:0A", "vpc2", &error);
+  g_autofree char *kept = NULL;
+  g_autofree char *removed = NULL;
+  g_autofree char *bad = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (added, ==, "<nics><nic mac=\"52:54:00:00:00:0a\" network=\"vpc2\"/></nics>");
+  /* as libvirt hands it back: no namespace; inline intent kept as written */
+  kept = va_metadata_update ("<nics>\n  <nic mac=\"52:54:00:00:00:01\" vlan=\"5\" bridge=\"br&amp;0\"/>\n"
+                             "  <nic mac=\"52:54:00:00:00:0a\" network=\"old\"/>\n</nics>",
+                             "52:54:00:00:00:0a", "vpc2", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (kept, ==,
+                   "<nics><nic mac=\"52:54:00:00:00:01\" vlan=\"5\" bridge=\"br&amp;0\"/>"
+                   "<nic mac=\"52:54:00:00:00:0a\" network=\"vpc2\"/></nics>");
+  removed = va_metadata_update (kept, "52:54:00:00:00:01", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (removed, ==, "<nics><nic mac=\"52:54:00:00:00:0a\" network=\"vpc2\"/></nics>");
+  bad = va_metadata_update ("<other/>", "52:54:00:00:00:01", "x", &error);
+  g_assert_null (bad);
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_clear_error (&error);
+  g_assert_null (va_metadata_update ("<!DOCTYPE x [<!ENTITY a 'b'>]><nics/>", "52:54:00:00:00:01", "x", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_clear_error (&error);
+  g_assert_null (va_metadata_update (NULL, "52:54:00:00:00:01", "../x", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+test_interface_xml (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) d = va_domain_parse ("<domain><devices><interface type='bridge'><mac address='52:54:00:00:00:01'/>"
+                                            "<source bridge='br0'/></interface></devices></domain>",
+                                            -1, &error);
+  g_autofree char *xml = va_domain_interface_xml (d, "52:54:00:00:00:01", &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (xml, ==, "<interface type=\"bridge\"><mac address=\"52:54:00:00:00:01\"/><source bridge=\"br0\"/></interface>");
+  g_assert_null (va_domain_interface_xml (d, "52:54:00:00:00:02", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -75,5 +124,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/metadata-precheck", test_precheck);
   g_test_add_func ("/domain/plain-domain-has-no-nics", test_plain_domain_has_no_nics);
   g_test_add_func ("/domain/port-path", test_port_path);
+  g_test_add_func ("/domain/metadata-update", test_metadata_update);
+  g_test_add_func ("/domain/interface-xml", test_interface_xml);
   return g_test_run ();
 }

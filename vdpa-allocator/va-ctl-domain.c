@@ -266,6 +266,223 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
   return 0;
 }
 
+/* ---- attach / detach (libvirt calls no hook for hot-plug) ---------------- */
+
+static gboolean
+update_metadata (Libvirt *lv, unsigned int scopes, const char *mac, const char *network, GError **error)
+{
+  const unsigned int each[] = { VIR_DOMAIN_AFFECT_LIVE, VIR_DOMAIN_AFFECT_CONFIG };
+
+  for (guint i = 0; i < G_N_ELEMENTS (each); i++)
+    {
+      g_autofree char *updated = NULL;
+      char *current;
+
+      if (!(scopes & each[i]))
+        continue;
+      /* none yet is an error from libvirt, and fine here */
+      current = virDomainGetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, VA_XML_NS, each[i]);
+      updated = va_metadata_update (current, mac, network, error);
+      free (current);
+      if (!updated)
+        return FALSE;
+      if (virDomainSetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, updated, "vdpa", VA_XML_NS, each[i]) < 0)
+        return g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "updating the domain's vdpa metadata: %s", virGetLastErrorMessage ()), FALSE;
+    }
+  return TRUE;
+}
+
+static unsigned int
+scopes_of (Libvirt *lv, gboolean persistent, GError **error)
+{
+  unsigned int scopes = 0;
+
+  if (virDomainIsActive (lv->dom) == 1)
+    scopes |= VIR_DOMAIN_AFFECT_LIVE;
+  if (persistent)
+    scopes |= VIR_DOMAIN_AFFECT_CONFIG;
+  if (!scopes)
+    g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                         "the domain is not running: --persistent changes its definition instead");
+  return scopes;
+}
+
+static int
+domain_attach (int argc, char **argv, const char *uri)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GDBusConnection) bus = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (GVariant) lease = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+  g_autofree char *network = NULL, *mac_arg = NULL, *xml = NULL, *iface = NULL;
+  gboolean persistent = FALSE;
+  const GOptionEntry entries[] = {
+    { "network", 'n', 0, G_OPTION_ARG_STRING, &network, "The configured network of the new NIC (required)", "NETWORK" },
+    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac_arg, "Its MAC address (default: a new 52:54:00 one)", "MAC" },
+    { "persistent", 'p', 0, G_OPTION_ARG_NONE, &persistent, "Also add it to the domain's definition", NULL },
+    { NULL },
+  };
+  char uuid[VIR_UUID_STRING_BUFLEN], mac[18];
+  const char *port = NULL;
+  guint16 queues = 1;
+  unsigned int scopes;
+  Libvirt lv = { 0 };
+  int rc;
+
+  if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - hot-plug an accelerated NIC",
+                          "Allocates a vDPA device, attaches it through libvirt and records the NIC in the domain's\n"
+                          "metadata. A failed attach releases what it allocated.",
+                          entries, NULL, 1, 1)))
+    return rc;
+  if (!network)
+    return va_ctl_fail_msg ("--network is required");
+  if (mac_arg && !va_mac_normalize (mac_arg, mac))
+    return va_ctl_fail_msg ("--mac is not a unicast MAC address");
+  if (!libvirt_open (&lv, uri, argv[1], &error) || !(scopes = scopes_of (&lv, persistent, &error)))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  virDomainGetUUIDString (lv.dom, uuid);
+  xml = virDomainGetXMLDesc (lv.dom, 0);
+  domain = xml ? va_domain_parse (xml, -1, NULL) : NULL;
+  if (!mac_arg)
+    {
+      /* a locally administered prefix libvirt uses too, not yet in use */
+      for (;;)
+        {
+          g_autofree char *taken = NULL;
+
+          g_snprintf (mac, sizeof mac, "52:54:00:%02x:%02x:%02x", g_random_int_range (0, 256), g_random_int_range (0, 256),
+                      g_random_int_range (0, 256));
+          taken = domain ? va_domain_interface_xml (domain, mac, NULL) : NULL;
+          if (!taken)
+            break;
+        }
+    }
+  else if (domain && (iface = va_domain_interface_xml (domain, mac, NULL)))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail_msg ("the domain has an interface with that MAC already");
+    }
+
+  g_free (iface);
+  if (scopes & VIR_DOMAIN_AFFECT_LIVE)
+    {
+      bus = system_bus ();
+      ret = daemon_call (bus, "Allocate",
+                         g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv.dom), mac, network,
+                                        g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
+                         "(a{sv})", &error);
+      if (!ret)
+        {
+          g_dbus_error_strip_remote_error (error);
+          libvirt_close (&lv);
+          return va_ctl_fail (error);
+        }
+      lease = g_variant_get_child_value (ret, 0);
+      g_variant_lookup (lease, "port", "&s", &port);
+      g_variant_lookup (lease, "queues", "q", &queues);
+      iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/>"
+                               "<driver queues='%u'/></interface>",
+                               mac, port, queues);
+    }
+  else
+    {
+      /* the definition only: the hook leases the device at the next start */
+      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+      g_autofree char *path = NULL;
+      char canon[37];
+
+      va_uuid_normalize (uuid, canon);
+      path = va_port_path (ports, canon, mac);
+      iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/></interface>", mac, path);
+    }
+  if (virDomainAttachDeviceFlags (lv.dom, iface, scopes) < 0)
+    {
+      g_autofree char *msg = libvirt_error ("libvirt refused the attach");
+      g_autoptr (GVariant) released = lease ? daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", NULL) : NULL;
+      g_autofree char *line = g_strdup_printf ("%s%s", msg,
+                                               !lease     ? ""
+                                               : released ? "; the lease was released"
+                                                          : "; the lease could not be released");
+      libvirt_close (&lv);
+      return va_ctl_fail_msg (line);
+    }
+  if (!update_metadata (&lv, scopes, mac, network, &error))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  g_print ("attached NIC %s on network %s to %s\n", mac, network, argv[1]);
+  libvirt_close (&lv);
+  return 0;
+}
+
+static int
+domain_detach (int argc, char **argv, const char *uri)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GDBusConnection) bus = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+  g_autofree char *mac_arg = NULL, *xml = NULL, *iface = NULL;
+  gboolean persistent = FALSE;
+  const GOptionEntry entries[] = {
+    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac_arg, "The NIC's MAC address (required)", "MAC" },
+    { "persistent", 'p', 0, G_OPTION_ARG_NONE, &persistent, "Also remove it from the domain's definition", NULL },
+    { NULL },
+  };
+  char uuid[VIR_UUID_STRING_BUFLEN], mac[18];
+  unsigned int scopes;
+  Libvirt lv = { 0 };
+  int rc;
+
+  if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - hot-unplug a NIC and release its lease",
+                          "Detaches the NIC through libvirt, releases its lease and drops it from the metadata.", entries, NULL, 1, 1)))
+    return rc;
+  if (!mac_arg || !va_mac_normalize (mac_arg, mac))
+    return va_ctl_fail_msg ("--mac with a unicast MAC address is required");
+  if (!libvirt_open (&lv, uri, argv[1], &error) || !(scopes = scopes_of (&lv, persistent, &error)))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  virDomainGetUUIDString (lv.dom, uuid);
+  xml = virDomainGetXMLDesc (lv.dom, (scopes & VIR_DOMAIN_AFFECT_LIVE) ? 0 : VIR_DOMAIN_XML_INACTIVE);
+  domain = xml ? va_domain_parse (xml, -1, &error) : NULL;
+  iface = domain ? va_domain_interface_xml (domain, mac, &error) : NULL;
+  if (!iface)
+    {
+      libvirt_close (&lv);
+      return error ? va_ctl_fail (error) : va_ctl_fail_msg ("cannot read the domain from libvirt");
+    }
+  if (virDomainDetachDeviceFlags (lv.dom, iface, scopes) < 0)
+    {
+      g_autofree char *msg = libvirt_error ("libvirt refused the detach");
+      libvirt_close (&lv);
+      return va_ctl_fail_msg (msg);
+    }
+  bus = system_bus ();
+  ret = daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", &error);
+  if (!ret)
+    {
+      g_dbus_error_strip_remote_error (error);
+      g_prefix_error (&error, "detached, but the lease was not released (reconciliation will): ");
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  if (!update_metadata (&lv, scopes, mac, NULL, &error))
+    {
+      libvirt_close (&lv);
+      return va_ctl_fail (error);
+    }
+  g_print ("detached NIC %s from %s\n", mac, argv[1]);
+  libvirt_close (&lv);
+  return 0;
+}
+
 int
 va_ctl_cmd_domain (int argc, char **argv)
 {
@@ -279,9 +496,12 @@ va_ctl_cmd_domain (int argc, char **argv)
     }
   if (argc < 2 || strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
     {
-      g_print ("Usage: vdpactl domain [--connect URI] show|accelerate|portable DOMAIN\n\n"
+      g_print ("Usage: vdpactl domain [--connect URI] show|accelerate|portable DOMAIN\n"
+               "       vdpactl domain [--connect URI] attach DOMAIN --network NET [--mac MAC] [--persistent]\n"
+               "       vdpactl domain [--connect URI] detach DOMAIN --mac MAC [--persistent]\n\n"
                "Through libvirt (default qemu:///system): show each NIC's intent, form and lease;\n"
-               "or redefine the domain with its NICs in the accelerated or portable form.\n");
+               "redefine the domain with its NICs in the accelerated or portable form; or hot-plug an\n"
+               "accelerated NIC (libvirt calls no hook for that) and unplug it again.\n");
       return argc < 2 ? 1 : 0;
     }
   if (strcmp (argv[1], "show") == 0)
@@ -290,6 +510,10 @@ va_ctl_cmd_domain (int argc, char **argv)
     return domain_redefine (argc - 1, argv + 1, uri, VA_FORM_ACCELERATED);
   if (strcmp (argv[1], "portable") == 0)
     return domain_redefine (argc - 1, argv + 1, uri, VA_FORM_PORTABLE);
-  g_printerr ("vdpactl: unknown domain command '%.64s'; use show, accelerate or portable\n", argv[1]);
+  if (strcmp (argv[1], "attach") == 0)
+    return domain_attach (argc - 1, argv + 1, uri);
+  if (strcmp (argv[1], "detach") == 0)
+    return domain_detach (argc - 1, argv + 1, uri);
+  g_printerr ("vdpactl: unknown domain command '%.64s'; use show, accelerate, portable, attach or detach\n", argv[1]);
   return 1;
 }

@@ -219,6 +219,49 @@ class HookInLibvirt(unittest.TestCase):
         self.assertEqual(self.leases(), [])
         self.assertFalse(os.path.lexists(port))
 
+    def test_hot_plug_attach_releases_what_a_failed_attach_leased(self):
+        name = "va-hotplug"
+        self.boot(name, domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.37/24"), ["52:54:00:77:00:37"]))
+        r = run([VDPACTL, "domain", "attach", name, "--network", "vpc2", "--mac", "52:54:00:77:00:38"], check=False)
+        # libvirt calls no hook for hot-plug: vdpactl leased the device, and
+        # libvirt could not plug a vdpa NIC on this machine
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("libvirt refused the attach", r.stderr)
+        self.assertIn("the lease was released", r.stderr)
+        self.assertEqual(self.leases(), [])
+        self.assertNotIn("52:54:00:77:00:38", self.lv.virsh("dumpxml", name).stdout)
+
+    def test_persistent_attach_and_detach_change_the_definition(self):
+        name = "va-define"
+        uuid = "77777777-0000-0000-0000-000000000039"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name), ["52:54:00:77:00:39"]), uuid,
+                          [("52:54:00:77:00:39", "lan")])
+        self.lv.define(self.rewrite(xml, "portable"))
+        r = run([VDPACTL, "domain", "attach", name, "--network", "vpc2", "--mac", "52:54:00:77:00:3a", "--persistent"], check=False)
+        self.assertEqual(r.returncode, 0, r.stderr + self.lv.virsh("metadata", name, "--uri", NS, "--config", check=False).stdout)
+        inactive = self.lv.virsh("dumpxml", "--inactive", name).stdout
+        self.assertIn("52:54:00:77:00:3a", inactive)
+        self.assertRegex(inactive, r"<interface type='vdpa'>")
+        # nothing is leased for a domain that is not running
+        self.assertEqual(self.leases(), [])
+        meta = self.lv.virsh("metadata", name, "--uri", NS, "--config").stdout
+        self.assertIn('mac="52:54:00:77:00:39"', meta)
+        self.assertIn('mac="52:54:00:77:00:3a" network="vpc2"', meta)
+        shown = run([VDPACTL, "domain", "show", name, "-j"]).stdout
+        self.assertIn("52:54:00:77:00:3a", shown)
+
+        r = run([VDPACTL, "domain", "detach", name, "--mac", "52:54:00:77:00:39", "--persistent"], check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        inactive = self.lv.virsh("dumpxml", "--inactive", name).stdout
+        self.assertNotIn("52:54:00:77:00:39", inactive)
+        meta = self.lv.virsh("metadata", name, "--uri", NS, "--config").stdout
+        self.assertNotIn("52:54:00:77:00:39", meta)
+        self.assertIn("52:54:00:77:00:3a", meta)
+        r = run([VDPACTL, "domain", "detach", name, "--mac", "52:54:00:77:00:39", "--persistent"], check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no interface with MAC 52:54:00:77:00:39", r.stderr)
+
     def test_exhausted_pool_refuses_start_with_the_hooks_line(self):
         name = "va-full"
         run([VDPACTL, "allocate", "--uuid", "77777777-0000-0000-0000-000000000001", "--mac", "52:54:00:77:00:01",
