@@ -248,6 +248,18 @@ class Libvirt:
         self._wait(lambda: self.virsh("version", check=False).returncode == 0, timeout,
                    "libvirtd", "virsh -c %s version" % URI)
 
+    def restart_libvirtd(self, timeout=90):
+        """Stops libvirtd and starts it again: running guests stay, and
+        libvirtd reconnects to them (calling 'reconnect begin' hooks)."""
+        p = self.procs.pop("libvirtd")
+        p.terminate()
+        p.wait(30)
+        self.logs.pop("libvirtd").close()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_") and not k.startswith("LIBVIRT_")}
+        env["LC_ALL"] = "C.UTF-8"
+        self._spawn("libvirtd", ["/usr/sbin/libvirtd", "-f", "/etc/libvirt/libvirtd.conf", "-p", "/run/libvirt/libvirtd.pid"], env)
+        self._wait(lambda: self.virsh("version", check=False).returncode == 0, timeout, "libvirtd", "virsh -c %s version" % URI)
+
     def stop(self):
         """Tears down everything start() made, whatever state it is in."""
         errors = []

@@ -262,6 +262,46 @@ class HookInLibvirt(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no interface with MAC 52:54:00:77:00:39", r.stderr)
 
+    def test_libvirtd_restart_reconnects_and_claims(self):
+        name = "va-reconnect"
+        uuid = "77777777-0000-0000-0000-00000000003b"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.40/24"), ["52:54:00:77:00:40"]),
+                          uuid, [("52:54:00:77:00:40", "lan")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        # a lease of this running domain (as a hot-plugged NIC would hold),
+        # whose port link a reboot of /run would lose
+        run([VDPACTL, "allocate", "--uuid", uuid, "--mac", "52:54:00:77:00:41", "--network", "vpc2"])
+        port = os.path.join(self.run_dir, "ports", uuid, "52:54:00:77:00:41")
+        os.unlink(port)
+        self.lv.restart_libvirtd()
+        deadline = time.monotonic() + 30
+        while not os.path.lexists(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertTrue(os.path.lexists(port), "reconnect begin did not claim the lease")
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "running")
+        self.assertEqual([x["mac"] for x in self.leases()], ["52:54:00:77:00:41"])
+        # destroying it gives the lease back through stopped/release end
+        self.lv.virsh("destroy", name)
+        deadline = time.monotonic() + 30
+        while self.leases() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.leases(), [])
+
+    def test_managedsave_then_start_passes_through_restore(self):
+        name = "va-restore"
+        uuid = "77777777-0000-0000-0000-00000000003c"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.42/24"), ["52:54:00:77:00:42"]),
+                          uuid, [("52:54:00:77:00:42", "lan")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        self.lv.virsh("managedsave", name, timeout=180)
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "shut off")
+        # restore begin: the hook prints the XML for this host, and libvirt
+        # restores the guest from it
+        self.lv.virsh("start", name, timeout=180)
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "running")
+        r = run(["busybox", "ping", "-c", "1", "-W", "5", "10.77.0.42"], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_exhausted_pool_refuses_start_with_the_hooks_line(self):
         name = "va-full"
         run([VDPACTL, "allocate", "--uuid", "77777777-0000-0000-0000-000000000001", "--mac", "52:54:00:77:00:01",
