@@ -287,6 +287,26 @@ class HookInLibvirt(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(self.leases(), [])
 
+    def test_guest_poweroff_gives_the_leases_back(self):
+        name = "va-poweroff"
+        uuid = "77777777-0000-0000-0000-00000000003d"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd,
+                                     guest_cmdline(name, role="client", ip="10.77.0.43/24", peer=HOST_IP, tests="ping"),
+                                     ["52:54:00:77:00:43"]), uuid, [("52:54:00:77:00:43", "lan")])
+        self.lv.define(self.rewrite(xml, "portable"))
+        self.lv.virsh("start", name)
+        run([VDPACTL, "allocate", "--uuid", uuid, "--mac", "52:54:00:77:00:44", "--network", "vpc2"])
+        self.assertEqual(len(self.leases()), 1)
+        # the guest pings the host, then powers itself off
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while self.lv.virsh("domstate", name, check=False).stdout.strip() == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "shut off")
+        deadline = time.monotonic() + 30
+        while self.leases() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.leases(), [])
+
     def test_managedsave_then_start_passes_through_restore(self):
         name = "va-restore"
         uuid = "77777777-0000-0000-0000-00000000003c"
