@@ -15,6 +15,7 @@ packages="
     iproute2 strace
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
     busybox-static iperf3 cpio
+    openvswitch-switch
 "
 
 if [ "$(id -u)" -ne 0 ]; then

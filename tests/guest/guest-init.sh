@@ -13,13 +13,18 @@
 #   va.tests=T[,T...]   client tests, default tcp: ping, tcp, tcp4 (-P 4),
 #                       tcp5r (-P 5 -R), udp16 (-u -l 16 -b 100M),
 #                       udp1460 (-u -l 1460 -b 1G), custom (va.args)
+#                       T@ADDR runs T against ADDR instead of va.peer (a
+#                       guest with several NICs: one test per path)
 #   va.time=SECONDS     length of each iperf3 test (default 3)
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
 #
 # Serial console (ttyS0) protocol, one marker per line:
 #   VA-GUEST-READY name=... ips=...
+#   VA-IPERF3-START name=... test=...   iperf3 starts now (the host may
+#       sample its CPU counters here and at VA-IPERF3-END)
 #   VA-IPERF3-BEGIN name=... test=...   / VA-IPERF3-END name=... test=... rc=N
 #       with iperf3 -J's JSON between them
+#   VA-IPERF3-STDERR name=... test=... TEXT   iperf3's warnings, if any
 #   VA-PING-BEGIN / VA-PING-END         the same for ping
 #   VA-GUEST-DONE name=... failed=N     then the client powers off
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -103,10 +108,14 @@ done
 
 failed=0
 for test in $(echo "$tests" | tr ',' ' '); do
+    to=$peer
     case "$test" in
+    *@*) to=${test#*@} ;;
+    esac
+    case "${test%%@*}" in
     ping)
         say "VA-PING-BEGIN test=$test"
-        ping -c 3 "$peer"
+        ping -c 3 "$to"
         rc=$?
         say "VA-PING-END test=$test rc=$rc"
         [ $rc -eq 0 ] || failed=$((failed + 1))
@@ -124,16 +133,26 @@ for test in $(echo "$tests" | tr ',' ' '); do
         continue
         ;;
     esac
+    # the peer may not answer on this path yet (ARP, a second NIC)
+    i=0
+    until ping -c 1 -W 1 "$to" >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -ge 30 ] && break
+    done
+    say "VA-IPERF3-START test=$test"
     # the server may still be starting: retry a refused connection
     i=0
     while :; do
-        out=$(iperf3 -c "$peer" -J $args 2>&1)
+        # stderr apart: iperf3 warns there (udp1460: "UDP block size 1460
+        # exceeds TCP MSS"), and the console must carry JSON only
+        out=$(iperf3 -c "$to" -J $args 2>/tmp/iperf3.err)
         rc=$?
         [ $rc -eq 0 ] && break
         i=$((i + 1))
-        echo "$out" | grep -q 'Connection refused' && [ $i -lt 30 ] || break
+        { cat /tmp/iperf3.err; echo "$out"; } | grep -qE 'Connection refused|server is busy' && [ $i -lt 30 ] || break
         sleep 1
     done
+    [ -s /tmp/iperf3.err ] && say "VA-IPERF3-STDERR test=$test $(tr '\n' ' ' </tmp/iperf3.err)"
     say "VA-IPERF3-BEGIN test=$test args=$(echo "$args" | tr ' ' ',')"
     echo "$out"
     say "VA-IPERF3-END test=$test rc=$rc"

@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The paired-guest benchmark end to end with short durations
+(pairbench.py --time VA_PAIR_TIME, default 2): the report's schema, packets on
+every vNIC row, no domains left, every lease back, the VLANs kept apart.
+Needs root, libvirtd, QEMU and Open vSwitch (contrib/install-deps.sh); the
+benchmark enters its own namespaces."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report as rep  # noqa: E402
+
+SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
+
+
+class PairBench(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the benchmark needs root (namespaces, libvirtd)")
+        cls.out = tempfile.mkdtemp(prefix="va-pair-")
+        cls.proc = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "pairbench.py"), "--time",
+                                   os.environ.get("VA_PAIR_TIME", "2"), "--out", cls.out],
+                                  capture_output=True, text=True, timeout=420)
+        sys.stderr.write(cls.proc.stdout + cls.proc.stderr[-4000:])
+        if cls.proc.returncode == 77:
+            raise unittest.SkipTest(cls.proc.stderr.strip().splitlines()[-1])
+        path = os.path.join(cls.out, "pairbench.json")
+        cls.report = None
+        if os.path.exists(path):
+            with open(path) as f:
+                cls.report = json.load(f)
+
+    def setUp(self):
+        self.assertIsNotNone(self.report, "no report; the run said:\n" + self.proc.stderr[-3000:])
+
+    def test_exit_status(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-3000:])
+
+    def test_schema(self):
+        with open(SCHEMA) as f:
+            schema = json.load(f)
+        self.assertEqual(rep.validate(self.report, schema), [])
+        self.assertTrue(os.path.getsize(os.path.join(self.out, "pairbench.svg")) > 0)
+
+    def test_every_vnic_row_has_packets(self):
+        vnic = [r for r in self.report["rows"] if r["kind"] == "vnic"]
+        self.assertEqual(sorted(r["test"] for r in vnic), sorted(rep.TEST_NAMES))
+        for r in vnic:
+            self.assertEqual(r["status"], "measured", r)
+            self.assertGreater(r["bytes"], 0, r)
+            self.assertGreater(r["bandwidth_mbps"], 0, r)
+            if r["test"].startswith("udp"):
+                self.assertGreater(r["pps"], 0, r)
+
+    def test_vdpa_rows_never_invent_numbers(self):
+        for r in self.report["rows"]:
+            if r["kind"] == "vdpa" and not self.report["vdpa_available"]:
+                self.assertEqual(r["status"], "unavailable")
+                self.assertTrue(r["note"].startswith(rep.UNAVAILABLE), r)
+                self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+
+    def test_cleanup_and_leases(self):
+        self.assertEqual(self.report["domains_left"], [])
+        self.assertTrue(self.report["leases"]["returned"], self.report["leases"])
+        self.assertEqual(self.report["leases"]["after"], self.report["leases"]["before"])
+
+    def test_vlans_do_not_cross(self):
+        iso = self.report["isolation"]
+        if not self.report["networks"]["network1"]["tagged"]:
+            self.skipTest("untagged: this host carries no VLANs (Open vSwitch did not start)")
+        self.assertTrue(iso["ok"], iso)
+        crossing = [p for p in iso["probes"] if p["port_vlan"] != p["dst_vlan"]]
+        self.assertEqual(len(crossing), 2)
+        self.assertFalse(any(p["reached"] for p in crossing), crossing)
+        self.assertTrue(all(p["reached"] for p in iso["probes"] if p["port_vlan"] == p["dst_vlan"]), iso)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""report.py on committed iperf3 -J fixtures: the numbers, the ratio
+column, unavailable and fallback rows, the table, the schema and the SVG.
+No root, no guests."""
+
+import json
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report as rep  # noqa: E402
+
+SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
+
+
+def fixture(name):
+    with open(os.path.join(HERE, "fixtures", name)) as f:
+        return json.load(f)
+
+
+def ok(name, cpu=None):
+    return {"rc": 0, "doc": fixture(name), "cpu_seconds": cpu}
+
+
+META = {"host": {"backend": "kernel", "vhost_vdpa_devices": ["/dev/vhost-vdpa-0"]}, "vdpa_reason": None,
+        "networks": {"network1": {"name": "vpc1", "mode": "virtio", "vlan": 2200, "bridge": "br", "bridge_type": "ovs",
+                                  "tagged": True, "form": "virtio"},
+                     "network2": {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "bridge": "br", "bridge_type": "ovs",
+                                  "tagged": True, "form": "accelerated"}, "note": "test"},
+        "params": {"time_s": 10, "tests": rep.TEST_NAMES}, "leases": {"before": [], "during": [], "after": [], "returned": True},
+        "domains_left": [], "isolation": {"probes": [], "ok": True}, "wall_time_s": 1.0}
+
+
+def rows(report, test):
+    return {r["kind"]: r for r in report["rows"] if r["test"] == test}
+
+
+class Report(unittest.TestCase):
+    def setUp(self):
+        with open(SCHEMA) as f:
+            self.schema = json.load(f)
+
+    def test_vdpa_host_numbers_and_ratios(self):
+        results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
+                   "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa": ok("tcp4-vdpa.json")},
+                   "udp1460": {"vnic": {"rc": 1, "doc": fixture("udp1460-failed.json")}}}
+        report = rep.build_report(results, dict(META, vdpa_available=True))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        u = rows(report, "udp16")
+        # REFERENCE.md: 12.1 Mbit/s, 0.46 %, 95,144.3 pps against 19.2, 0.74, 151,418
+        self.assertAlmostEqual(u["vnic"]["bandwidth_mbps"], 12.1)
+        self.assertAlmostEqual(u["vnic"]["loss_percent"], 0.46, places=2)
+        self.assertAlmostEqual(u["vnic"]["pps"], 95144.3, places=1)
+        self.assertAlmostEqual(u["vdpa"]["pps"], 151418.0, places=1)
+        self.assertAlmostEqual(u["vdpa"]["loss_percent"], 0.74, places=2)
+        self.assertAlmostEqual(u["vdpa"]["ratio_vdpa_vnic"], 19.2 / 12.1)
+        self.assertIsNone(u["vnic"]["ratio_vdpa_vnic"])
+        # 0.5 CPU s over 12.1 Mbit/s * 10 s = 0.121 Gbit
+        self.assertAlmostEqual(u["vnic"]["cpu_s_per_gbit"], 0.5 / 0.121, places=3)
+        self.assertNotIn("vdpa-fallback", u, "the accelerated form ran: no fallback row")
+        t = rows(report, "tcp4")
+        self.assertEqual((t["vnic"]["retransmits"], t["vdpa"]["retransmits"]), (0, 12))
+        self.assertIsNone(t["vnic"]["pps"])
+        self.assertIsNone(t["vnic"]["loss_percent"])
+        self.assertAlmostEqual(t["vdpa"]["ratio_vdpa_vnic"], 8680 / 9390)
+        f = rows(report, "udp1460")
+        self.assertEqual(f["vnic"]["status"], "failed")
+        self.assertIn("Connection refused", f["vnic"]["note"])
+        self.assertEqual(f["vdpa"]["status"], "not-run")
+        for r in report["rows"]:
+            if r["status"] != "measured":
+                self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS), r)
+
+        table = rep.table(report)
+        self.assertIn("| test | path | bandwidth (Mbit/s) | loss (%) | throughput (pps) |", table)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vNIC -> vNIC | 12.1 | 0.46 | 95,144.3 | - | 4.13 |  |", table)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA -> vDPA | 19.2 | 0.74 | 151,418.0 | - | - | 1.59x |", table)
+        self.assertIn("| TCP, 4 streams | vDPA -> vDPA | 8,680.0 | - | - | 12 | - | 0.92x |", table)
+
+    def test_no_vdpa_host_fallback_rows_and_no_numbers_for_vdpa(self):
+        meta = dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE)
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa-fallback": ok("udp16-vdpa.json")}}
+        report = rep.build_report(results, meta)
+        self.assertEqual(rep.validate(report, self.schema), [])
+        u = rows(report, "udp16")
+        self.assertEqual(u["vdpa"]["status"], "unavailable")
+        self.assertEqual(u["vdpa"]["note"], "unavailable: no vhost-vdpa device on this host")
+        self.assertEqual([u["vdpa"][k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+        self.assertEqual(u["vdpa-fallback"]["status"], "measured")
+        self.assertIsNone(u["vdpa-fallback"]["ratio_vdpa_vnic"], "a fallback is no vDPA: no ratio")
+        # every test has its vdpa row, even where nothing ran
+        self.assertEqual(sorted(r["test"] for r in report["rows"] if r["kind"] == "vdpa"), sorted(rep.TEST_NAMES))
+        table = rep.table(report)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA -> vDPA | unavailable: no vhost-vdpa device on this host |", table)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | network2 (fallback: virtio) -> same | 19.2 | 0.74 | 151,418.0 | - | - | "
+                      "n/a (fallback) |", table)
+        svg = rep.svg(report)
+        self.assertTrue(svg.startswith("<?xml") and svg.rstrip().endswith("</svg>"))
+        self.assertIn("unavailable: no vhost-vdpa device on this host", svg)
+        self.assertIn("(fallback)", svg)
+
+    def test_validator_catches_a_number_in_a_bad_place(self):
+        report = rep.build_report({}, dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE))
+        report["rows"][0]["bandwidth_mbps"] = "fast"
+        report["rows"][0]["extra"] = 1
+        errs = rep.validate(report, self.schema)
+        self.assertTrue(any("bandwidth_mbps" in e for e in errs), errs)
+        self.assertTrue(any("unexpected extra" in e for e in errs), errs)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
