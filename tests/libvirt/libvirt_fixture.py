@@ -122,6 +122,9 @@ def enter_namespaces():
     if os.environ.get(NS_ENV) != "1":
         if os.geteuid() != 0 or missing_tools():
             return  # the tests skip themselves
+        # the guest is built (and its kernel downloaded) out here: the
+        # private network namespace has no way out
+        build_guest()
         os.environ[NS_ENV] = "1"
         argv = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
                 "--propagation", "private", "--", sys.executable] + sys.argv

@@ -38,13 +38,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "libvirt"))
 sys.path.insert(0, HERE)
 from libvirt_fixture import Libvirt, build_guest, enter_namespaces, in_namespaces, run, skip_reason  # noqa: E402
 
-if not in_namespaces() and os.geteuid() == 0 and not {"-h", "--help"} & set(sys.argv):
-    # the guest's Debian packages are downloaded on first use: that needs
-    # the host's network, which the namespaces below do not have
-    try:
-        build_guest()
-    except Exception as e:  # noqa: BLE001 - reported again, in full, inside
-        sys.stderr.write("pairbench: building the guest: %s\n" % e)
+# (enter_namespaces builds the guest first, while the host's network is
+# still reachable)
 enter_namespaces()
 
 from test_libvirt import domain_xml, guest_cmdline, serial_path  # noqa: E402
