@@ -851,7 +851,9 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   if (!va_pools_get_counts (self->pools, name, &counts, error))
     return NULL;
   st->name = g_strdup (name);
-  st->total = counts.total;
+  /* lost slots left the host with their PF; a leased one counts until
+   * its lease is released */
+  st->total = counts.total - counts.lost;
   st->leased = counts.leased;
   st->draining = va_pools_get_draining (self->pools, name);
   st->free = st->draining ? 0 : counts.usable;
