@@ -29,8 +29,9 @@ typedef struct
   char *key; /* "uuid/mac" */
   VaLease *lease;
   EntryState state;
-  gboolean broken;    /* its slot is not on this host now */
-  GPtrArray *waiters; /* GTask*, answered when the queued operation is done */
+  gboolean broken;     /* its slot is not on this host now */
+  char *broken_reason; /* why, while broken */
+  GPtrArray *waiters;  /* GTask*, answered when the queued operation is done */
 } Entry;
 
 typedef struct _Job Job;
@@ -70,7 +71,18 @@ struct _VaAllocator
   GHashTable *below_watermark; /* pool names */
   VaDomainLister lister;
   gpointer lister_data;
+  GHashTable *pf_states; /* PCI address → PfState*, the PFs in pools */
+  gulong pfs_changed_id;
 };
+
+/* What the allocator remembers of a PF in a pool between discoveries. */
+typedef struct
+{
+  gboolean gone;
+  gboolean healthy;
+  char *reason;        /* current health reason; NULL when healthy */
+  char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
+} PfState;
 
 enum
 {
@@ -78,6 +90,9 @@ enum
   SIGNAL_LEASE_REMOVED,
   SIGNAL_LOW_WATERMARK,
   SIGNAL_POOLS_CHANGED,
+  SIGNAL_PF_EVENT,
+  SIGNAL_LEASE_BROKEN,
+  SIGNAL_LEASE_REPAIRED,
   N_SIGNALS
 };
 
@@ -89,9 +104,18 @@ static void
 entry_free (Entry *e)
 {
   g_free (e->key);
+  g_free (e->broken_reason);
   va_lease_free (e->lease);
   g_clear_pointer (&e->waiters, g_ptr_array_unref);
   g_free (e);
+}
+
+static void
+pf_state_free (PfState *st)
+{
+  g_free (st->reason);
+  g_free (st->prepare_error);
+  g_free (st);
 }
 
 static void
@@ -222,8 +246,8 @@ tear_down (VaAllocator *self, Entry *e, gboolean domain_gone)
    * is gone from the store either way. */
   if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
     g_debug ("%s: %s", e->key, error->message);
-  if (!e->broken)
-    va_pools_release (self->pools, e->lease->uuid, e->lease->mac, NULL);
+  /* a lease broken since start-up holds no slot: NOT_FOUND, ignored */
+  va_pools_release (self->pools, e->lease->uuid, e->lease->mac, NULL);
 }
 
 static void
@@ -803,6 +827,20 @@ va_allocator_list_leases (VaAllocator *self)
   return out;
 }
 
+const char *
+va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
+{
+  g_autofree char *key = NULL;
+  char u[37], m[18];
+  Entry *e;
+
+  if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
+    return NULL;
+  key = make_key (u, m);
+  e = g_hash_table_lookup (self->entries, key);
+  return e && e->broken ? (e->broken_reason ? e->broken_reason : "broken") : NULL;
+}
+
 VaPoolStatus *
 va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
 {
@@ -813,7 +851,9 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   if (!va_pools_get_counts (self->pools, name, &counts, error))
     return NULL;
   st->name = g_strdup (name);
-  st->total = counts.total;
+  /* lost slots left the host with their PF; a leased one counts until
+   * its lease is released */
+  st->total = counts.total - counts.lost;
   st->leased = counts.leased;
   st->draining = va_pools_get_draining (self->pools, name);
   st->free = st->draining ? 0 : counts.usable;
@@ -1124,6 +1164,284 @@ apply_networks (VaAllocator *self)
     }
 }
 
+/* ---- PFs coming and going ----------------------------------------------- */
+
+static void pf_event (VaAllocator *self, const char *pool, const char *pf, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+
+static void
+pf_event (VaAllocator *self, const char *pool, const char *pf, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_signal_emit (self, signals[SIGNAL_PF_EVENT], 0, pool, pf, msg);
+}
+
+/* The first pool, in configuration order, whose selectors take @pf. */
+static const VaPoolConfig *
+pool_for (VaAllocator *self, const VaPfInfo *pf)
+{
+  for (guint k = 0; k < self->config->pools->len; k++)
+    if (va_pool_config_matches (g_ptr_array_index (self->config->pools, k), pf))
+      return g_ptr_array_index (self->config->pools, k);
+  return NULL;
+}
+
+/* Health by precedence: gone, then what discovery says (a model that cannot
+ * carry vDPA, no netdev, link down), then a failed prepare_pf. */
+static void
+update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, const char *reason)
+{
+  if (healthy && st->prepare_error)
+    {
+      healthy = FALSE;
+      reason = st->prepare_error;
+    }
+  if (!healthy && !reason)
+    reason = "unhealthy";
+  if (st->healthy == healthy && g_strcmp0 (st->reason, healthy ? NULL : reason) == 0)
+    return;
+  st->healthy = healthy;
+  g_free (st->reason);
+  st->reason = healthy ? NULL : g_strdup (reason);
+  va_pools_set_pf_health (self->pools, pool, pf, healthy, reason, NULL);
+  if (healthy)
+    pf_event (self, pool, pf, "PF %s in pool %s is healthy again", pf, pool);
+  else
+    pf_event (self, pool, pf, "PF %s in pool %s is unhealthy: %s", pf, pool, reason);
+}
+
+/* The PF's slots become its VFs of now: new VFs join, VFs that went are
+ * lost, VFs that came back are free (or leased) again. */
+static gboolean
+sync_slots (VaAllocator *self, const char *pool, const char *pf, GPtrArray *vfs, GError **error)
+{
+  g_auto (GStrv) slots = va_pools_list_slots (self->pools, pool, pf, error);
+  g_autoptr (GHashTable) now = g_hash_table_new (g_str_hash, g_str_equal);
+
+  if (!slots)
+    return FALSE;
+  for (guint k = 0; k < vfs->len; k++)
+    {
+      const char *vf = g_ptr_array_index (vfs, k);
+
+      g_hash_table_add (now, (gpointer) vf);
+      if (va_pools_lookup_slot (self->pools, vf))
+        {
+          if (!va_pools_set_slot_lost (self->pools, vf, FALSE, error))
+            return FALSE;
+        }
+      else if (!va_pools_add_slot (self->pools, pool, pf, vf, error))
+        return FALSE;
+    }
+  for (guint k = 0; slots[k]; k++)
+    if (!g_hash_table_contains (now, slots[k]) && !va_pools_set_slot_lost (self->pools, slots[k], TRUE, error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Entries on @slots (a set), oldest first is no matter: keys, copied, so
+ * that signal handlers may call back in. */
+static GPtrArray *
+entries_on (VaAllocator *self, GHashTable *slots, gboolean broken)
+{
+  GPtrArray *keys = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter iter;
+  Entry *e;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_RELEASING && e->broken == broken && (!slots || g_hash_table_contains (slots, e->lease->slot)))
+      g_ptr_array_add (keys, g_strdup (e->key));
+  return keys;
+}
+
+static void
+break_lease (VaAllocator *self, Entry *e, const char *reason)
+{
+  if (e->broken && g_strcmp0 (e->broken_reason, reason) == 0)
+    return;
+  e->broken = TRUE;
+  g_free (e->broken_reason);
+  e->broken_reason = g_strdup (reason);
+  /* its node is gone, and a new device may get its number: nothing may
+   * open the device through the link */
+  remove_port_link (self, e->lease->uuid, e->lease->mac, FALSE);
+  g_signal_emit (self, signals[SIGNAL_LEASE_BROKEN], 0, e->lease, reason);
+}
+
+/* The PF at @pci left the host: its slots are lost, its leases broken. */
+static void
+pf_gone (VaAllocator *self, const char *pci, PfState *st)
+{
+  const char *pool, *pf;
+  g_auto (GStrv) slots = NULL;
+  g_autoptr (GHashTable) set = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GPtrArray) keys = NULL;
+  g_autofree char *reason = NULL;
+
+  if (!va_pools_find_pf (self->pools, pci, &pool, &pf))
+    return;
+  st->gone = TRUE;
+  reason = g_strdup_printf ("PF %s (%s) is gone from the host", pf, pci);
+  slots = va_pools_list_slots (self->pools, pool, pf, NULL);
+  for (guint k = 0; slots && slots[k]; k++)
+    {
+      va_pools_set_slot_lost (self->pools, slots[k], TRUE, NULL);
+      g_hash_table_add (set, slots[k]);
+    }
+  g_clear_pointer (&st->prepare_error, g_free);
+  update_health (self, pool, pf, st, FALSE, reason);
+  pf_event (self, pool, pf, "PF %s (%s) left pool %s: its %u slot(s) are lost", pf, pci, pool, slots ? g_strv_length (slots) : 0);
+  keys = entries_on (self, set, FALSE);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      Entry *e = g_hash_table_lookup (self->entries, g_ptr_array_index (keys, i));
+      if (e)
+        break_lease (self, e, reason);
+    }
+}
+
+/* Broken leases whose slot is back get it, and their device re-made. */
+static void
+repair_leases (VaAllocator *self)
+{
+  g_autoptr (GPtrArray) keys = entries_on (self, NULL, TRUE);
+
+  for (guint i = 0; i < keys->len; i++)
+    {
+      Entry *e = g_hash_table_lookup (self->entries, g_ptr_array_index (keys, i));
+      const VaSlot *slot = e ? va_pools_lookup_slot (self->pools, e->lease->slot) : NULL;
+      const VaSlot *held;
+      VaDeviceRequest dreq = { 0 };
+      g_autoptr (VaDeviceInfo) dev = NULL;
+      g_autoptr (GError) error = NULL;
+      g_autofree char *reason = NULL;
+
+      if (!slot)
+        continue;
+      held = va_pools_lookup_lease (self->pools, e->lease->uuid, e->lease->mac);
+      if (held != slot
+          && !va_pools_restore (self->pools, e->lease->uuid, e->lease->mac, *e->lease->network ? e->lease->network : NULL, e->lease->slot,
+                                NULL))
+        continue; /* the slot is lost still, or another lease took it */
+      if (va_slot_get_state (slot) != VA_SLOT_LEASED)
+        continue;
+      {
+        PfState *st = g_hash_table_lookup (self->pf_states, va_slot_get_pf_pci_address (slot));
+        if (st && st->gone)
+          continue;
+      }
+      dreq.slot = e->lease->slot;
+      dreq.pf = va_slot_get_pf (slot);
+      dreq.mac = e->lease->mac;
+      dreq.queues = e->lease->queues;
+      dreq.vlan = e->lease->vlan;
+      dreq.pool = va_config_lookup_pool (self->config, e->lease->pool);
+      dreq.mtu = dreq.pool ? dreq.pool->mtu : 0;
+      dev = va_backend_create_device (self->backend, &dreq, &error);
+      if (!dev)
+        {
+          reason = g_strdup_printf ("its slot %s is back, but its device could not be re-made: %s", e->lease->slot, error->message);
+          break_lease (self, e, reason);
+          continue;
+        }
+      g_free (e->lease->device);
+      e->lease->device = g_strdup (dev->name);
+      g_free (e->lease->chardev);
+      e->lease->chardev = g_strdup (dev->chardev);
+      e->broken = FALSE;
+      g_clear_pointer (&e->broken_reason, g_free);
+      if (!make_port_link (self, e->lease, &error))
+        {
+          break_lease (self, e, error->message);
+          continue;
+        }
+      g_signal_emit (self, signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
+    }
+}
+
+/* Brings the pools to the PFs of @pfs: a new PF that a pool selects is
+ * prepared and joins it with its VFs as slots; a known PF (by PCI address,
+ * whatever its VF count) gets its health and slots updated; a PF that came
+ * back is prepared again; a PF that is no longer there is gone. Goes on
+ * past errors; the first is returned. */
+static gboolean
+sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  g_auto (GStrv) known = NULL;
+  GError *first = NULL;
+
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      VaPfInfo *pf = g_ptr_array_index (pfs, i);
+      const VaPoolConfig *pc = NULL;
+      const char *pool, *name;
+      g_autoptr (GError) local = NULL;
+      PfState *st;
+      gboolean fresh = FALSE;
+
+      g_hash_table_add (seen, pf->pci);
+      if (va_pools_find_pf (self->pools, pf->pci, &pool, &name))
+        st = g_hash_table_lookup (self->pf_states, pf->pci);
+      else
+        {
+          pc = pool_for (self, pf);
+          if (!pc)
+            continue;
+          if (!va_pools_add_pf (self->pools, pc->name, pf->name, pf->pci, pf->numa_node, &local))
+            goto next;
+          pool = pc->name;
+          name = pf->name;
+          st = g_new0 (PfState, 1);
+          st->healthy = TRUE;
+          g_hash_table_insert (self->pf_states, g_strdup (pf->pci), st);
+          fresh = TRUE;
+        }
+      if (fresh || st->gone)
+        {
+          /* new, or back: a PF that returns comes back as the kernel
+           * probes it, without the VFs or eswitch mode it had */
+          g_autoptr (GError) prep = NULL;
+
+          pc = va_config_lookup_pool (self->config, pool);
+          g_clear_pointer (&st->prepare_error, g_free);
+          if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
+            st->prepare_error = g_strdup (prep->message);
+        }
+      if (!sync_slots (self, pool, name, pf->vfs, &local))
+        goto next;
+      if (fresh)
+        pf_event (self, pool, name, "PF %s (%s) joined pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
+      else if (st->gone)
+        pf_event (self, pool, name, "PF %s (%s) is back in pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
+      st->gone = FALSE;
+      update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+    next:
+      if (local && !first)
+        first = g_steal_pointer (&local);
+    }
+
+  known = va_pools_list_pf_addresses (self->pools);
+  for (guint i = 0; known[i]; i++)
+    {
+      PfState *st = g_hash_table_lookup (self->pf_states, known[i]);
+      if (st && !st->gone && !g_hash_table_contains (seen, known[i]))
+        pf_gone (self, known[i], st);
+    }
+  repair_leases (self);
+  if (first)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 add_pools (VaAllocator *self, GError **error)
 {
@@ -1139,35 +1457,29 @@ add_pools (VaAllocator *self, GError **error)
   pfs = va_backend_discover (self->backend, error);
   if (!pfs)
     return FALSE;
-  for (guint i = 0; i < pfs->len; i++)
-    {
-      VaPfInfo *pf = g_ptr_array_index (pfs, i);
-      const VaPoolConfig *pc = NULL;
-      g_autoptr (GError) local = NULL;
-      gboolean healthy = pf->healthy;
-      g_autofree char *reason = g_strdup (pf->health_reason);
+  return sync_pfs (self, pfs, error);
+}
 
-      /* pools in name order: the first that selects a PF gets it */
-      for (guint k = 0; k < self->config->pools->len && !pc; k++)
-        if (va_pool_config_matches (g_ptr_array_index (self->config->pools, k), pf))
-          pc = g_ptr_array_index (self->config->pools, k);
-      if (!pc || va_pools_lookup_slot (self->pools, pf->vfs->len ? g_ptr_array_index (pf->vfs, 0) : ""))
-        continue;
-      if (!va_backend_prepare_pf (self->backend, pf, pc, &local))
-        {
-          healthy = FALSE;
-          g_free (reason);
-          reason = g_strdup (local->message);
-        }
-      if (!va_pools_add_pf (self->pools, pc->name, pf->name, pf->pci, pf->numa_node, error))
-        return FALSE;
-      for (guint k = 0; k < pf->vfs->len; k++)
-        if (!va_pools_add_slot (self->pools, pc->name, pf->name, g_ptr_array_index (pf->vfs, k), error))
-          return FALSE;
-      if (!healthy && !va_pools_set_pf_health (self->pools, pc->name, pf->name, FALSE, reason ? reason : "unhealthy", error))
-        return FALSE;
-    }
-  return TRUE;
+static void
+check_watermarks (VaAllocator *self)
+{
+  for (guint i = 0; i < self->config->pools->len; i++)
+    check_watermark (self, ((VaPoolConfig *) g_ptr_array_index (self->config->pools, i))->name);
+}
+
+/* The backend saw PFs come, go or change (the udev monitor). */
+static void
+on_pfs_changed (VaBackend *backend, VaAllocator *self)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) pfs = va_backend_discover (backend, &error);
+
+  if (!pfs)
+    pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
+  else if (!sync_pfs (self, pfs, &error))
+    pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
+  check_watermarks (self);
 }
 
 static gboolean
@@ -1191,6 +1503,7 @@ restore_leases (VaAllocator *self, GError **error)
         {
           g_warning ("lease of %s on %s is broken: %s", e->key, lease->slot, local->message);
           e->broken = TRUE;
+          e->broken_reason = g_strdup (local->message);
         }
       else
         make_port_link (self, e->lease, NULL);
@@ -1215,8 +1528,8 @@ va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const ch
   apply_networks (self);
   if (!restore_leases (self, error))
     return NULL;
-  for (guint i = 0; i < self->config->pools->len; i++)
-    check_watermark (self, ((VaPoolConfig *) g_ptr_array_index (self->config->pools, i))->name);
+  check_watermarks (self);
+  self->pfs_changed_id = g_signal_connect (backend, "pfs-changed", G_CALLBACK (on_pfs_changed), self);
   return g_steal_pointer (&self);
 }
 
@@ -1238,6 +1551,7 @@ va_allocator_finalize (GObject *object)
 {
   VaAllocator *self = VA_ALLOCATOR (object);
 
+  g_clear_signal_handler (&self->pfs_changed_id, self->backend);
   g_clear_handle_id (&self->commit_source, g_source_remove);
   finish_inflight (self);
   g_clear_pointer (&self->pending, g_ptr_array_unref);
@@ -1245,6 +1559,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->pools, va_pools_free);
   g_clear_pointer (&self->view, va_host_view_unref);
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
+  g_clear_pointer (&self->pf_states, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
   g_free (self->ports_dir);
@@ -1272,6 +1587,18 @@ va_allocator_class_init (VaAllocatorClass *klass)
   /* counts, health or drain of some pool may have changed */
   signals[SIGNAL_POOLS_CHANGED]
     = g_signal_new ("pools-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  /* (const char *pool, const char *pf, const char *message): a PF joined a
+   * pool, left the host, came back, or changed health; @message is one
+   * line for the log. @pool and @pf are "" when discovery itself failed. */
+  signals[SIGNAL_PF_EVENT] = g_signal_new ("pf-event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 3,
+                                           G_TYPE_STRING, G_TYPE_STRING, G_TYPE_STRING);
+  /* (VaLease *lease, const char *reason): the lease's slot left the host,
+   * or came back without its device; the lease stays until released */
+  signals[SIGNAL_LEASE_BROKEN] = g_signal_new ("lease-broken", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                               G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
+  /* (VaLease *lease): a broken lease has its slot and device again */
+  signals[SIGNAL_LEASE_REPAIRED]
+    = g_signal_new ("lease-repaired", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
 }
 
 static void
@@ -1280,6 +1607,7 @@ va_allocator_init (VaAllocator *self)
   self->entries = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) entry_free);
   self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) pending_free);
   self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) pf_state_free);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }

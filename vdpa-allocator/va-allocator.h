@@ -75,7 +75,14 @@ VaAllocator *va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *st
 
 void va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data);
 
-/* Replaces the configuration (SIGHUP). Pools and networks are re-read; a
+/* The allocator follows the backend's "pfs-changed" signal: a PF that
+ * appears joins the first pool that selects it; one that leaves the host
+ * has its slots marked lost, its health set, and its leases broken
+ * ("lease-broken"); one that returns is prepared again, its slots come
+ * back, and its leases get their devices re-made ("lease-repaired").
+ * "pf-event" carries a line for the log for each such change.
+ *
+ * Replaces the configuration (SIGHUP). Pools and networks are re-read; a
  * pool that disappears keeps its leases until released. */
 gboolean va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error);
 
@@ -97,6 +104,10 @@ gint va_allocator_claim (VaAllocator *self, const char *uuid, GError **error);
 
 /* VaLease*, committed leases only, ordered by creation. */
 GPtrArray *va_allocator_list_leases (VaAllocator *self);
+
+/* Why the lease of (@uuid, @mac) is broken (its slot left the host, or came
+ * back without its device), or NULL when it is not, or there is none. */
+const char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac);
 
 /* VaPoolStatus* by pool name. */
 GPtrArray *va_allocator_list_pools (VaAllocator *self);

@@ -10,11 +10,19 @@
  * drivers_probe while the vdpa bus autoprobe is off, so that no other vdpa
  * driver (virtio_vdpa) can take it first; its vhost-vdpa-N node given the
  * pool's group and mode; then the pool's VLAN method. Every error is one line
- * naming the device and the step. */
+ * naming the device and the step.
+ *
+ * After start, a libudev monitor on the "pci" and "net" subsystems follows
+ * ConnectX devices (the ID_VDPA_ALLOCATOR property the udev rules set, or
+ * vendor 15b3) on the thread-default main context of the backend's
+ * creation: a burst of their uevents (a PF and its netdev and VFs appear
+ * together) is followed, once it settles, by one "pfs-changed". */
 #include "va-backend-kernel.h"
 
 #include <errno.h>
+#include <glib-unix.h>
 #include <glib/gstdio.h>
+#include <libudev.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,12 +36,20 @@ struct _VaBackendKernel
   VaBackend parent;
   char *run_dir;
   GPtrArray *pfs; /* VaKernelPf*, from the last discovery */
+  struct udev *udev;
+  struct udev_monitor *monitor;
+  GMainContext *context;
+  GSource *monitor_source;
+  GSource *settle_source; /* pending "pfs-changed", while a burst goes on */
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
 G_DEFINE_TYPE (VaBackendKernel, va_backend_kernel, VA_TYPE_BACKEND)
 
 #define VDPA_AUTOPROBE "/sys/bus/vdpa/drivers_autoprobe"
+/* How long the uevents of one change take to settle: a PF's pci uevent
+ * comes before its netdev's, and its VFs' after both. */
+#define SETTLE_MS 100
 
 char *
 va_backend_kernel_device_name (const char *slot)
@@ -522,11 +538,113 @@ kernel_device_busy (VaBackend *backend, const char *chardev)
   return chardev && *chardev && va_chardev_held_open (chardev);
 }
 
+/* ---- the udev monitor ---------------------------------------------------- */
+
+static gboolean
+is_connectx (struct udev_device *d)
+{
+  const char *v;
+
+  /* the udev rules' mark; on a remove uevent, from the udev database */
+  if (g_strcmp0 (udev_device_get_property_value (d, "ID_VDPA_ALLOCATOR"), "1") == 0)
+    return TRUE;
+  /* in every pci uevent, a remove included, when no rule ran */
+  v = udev_device_get_property_value (d, "PCI_ID");
+  if (v && g_ascii_strncasecmp (v, "15b3:", 5) == 0)
+    return TRUE;
+  return g_strcmp0 (udev_device_get_sysattr_value (d, "vendor"), "0x15b3") == 0;
+}
+
+/* A uevent of a ConnectX PCI function (PF or VF), or of a netdev on one (a
+ * PF's uplink whose link changed, a representor). */
+static gboolean
+is_relevant (struct udev_device *d)
+{
+  const char *subsystem = udev_device_get_subsystem (d);
+  struct udev_device *parent;
+
+  if (g_strcmp0 (subsystem, "pci") == 0)
+    return is_connectx (d);
+  if (g_strcmp0 (subsystem, "net") != 0)
+    return FALSE;
+  /* a netdev that went with its PCI device has no parent left: the PCI
+   * device's own remove uevent tells */
+  parent = udev_device_get_parent_with_subsystem_devtype (d, "pci", NULL);
+  return parent && is_connectx (parent);
+}
+
+static gboolean
+on_settled (gpointer user_data)
+{
+  VaBackendKernel *self = user_data;
+
+  g_clear_pointer (&self->settle_source, g_source_unref);
+  g_signal_emit_by_name (self, "pfs-changed");
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_uevent (int fd, GIOCondition condition, gpointer user_data)
+{
+  VaBackendKernel *self = user_data;
+  struct udev_device *d;
+  gboolean hit = FALSE;
+
+  /* the socket is non-blocking: NULL once drained */
+  while ((d = udev_monitor_receive_device (self->monitor)))
+    {
+      hit = hit || is_relevant (d);
+      udev_device_unref (d);
+    }
+  if (hit && !self->settle_source)
+    {
+      self->settle_source = g_timeout_source_new (SETTLE_MS);
+      g_source_set_callback (self->settle_source, on_settled, self, NULL);
+      g_source_attach (self->settle_source, self->context);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+start_monitor (VaBackendKernel *self, GError **error)
+{
+  int r;
+
+  self->udev = udev_new ();
+  if (!self->udev)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: libudev: %s", g_strerror (errno)), FALSE;
+  self->monitor = udev_monitor_new_from_netlink (self->udev, "udev");
+  if (!self->monitor)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: opening the udev monitor: %s",
+                        g_strerror (errno)),
+           FALSE;
+  if ((r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "pci", NULL)) < 0
+      || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "net", NULL)) < 0
+      || (r = udev_monitor_enable_receiving (self->monitor)) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s",
+                        g_strerror (-r)),
+           FALSE;
+  self->context = g_main_context_ref_thread_default ();
+  self->monitor_source = g_unix_fd_source_new (udev_monitor_get_fd (self->monitor), G_IO_IN);
+  g_source_set_callback (self->monitor_source, G_SOURCE_FUNC (on_uevent), self, NULL);
+  g_source_attach (self->monitor_source, self->context);
+  return TRUE;
+}
+
 static void
 va_backend_kernel_finalize (GObject *object)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (object);
 
+  if (self->settle_source)
+    g_source_destroy (self->settle_source);
+  g_clear_pointer (&self->settle_source, g_source_unref);
+  if (self->monitor_source)
+    g_source_destroy (self->monitor_source);
+  g_clear_pointer (&self->monitor_source, g_source_unref);
+  g_clear_pointer (&self->context, g_main_context_unref);
+  g_clear_pointer (&self->monitor, udev_monitor_unref);
+  g_clear_pointer (&self->udev, udev_unref);
   g_free (self->run_dir);
   g_clear_pointer (&self->pfs, g_ptr_array_unref);
   G_OBJECT_CLASS (va_backend_kernel_parent_class)->finalize (object);
@@ -555,8 +673,10 @@ va_backend_kernel_init (VaBackendKernel *self)
 VaBackend *
 va_backend_kernel_new (const VaConfig *config, const char *run_dir, GError **error)
 {
-  VaBackendKernel *self = g_object_new (va_backend_kernel_get_type (), NULL);
+  g_autoptr (VaBackendKernel) self = g_object_new (va_backend_kernel_get_type (), NULL);
 
   self->run_dir = g_strdup (run_dir);
-  return VA_BACKEND (self);
+  if (!start_monitor (self, error))
+    return NULL;
+  return VA_BACKEND (g_steal_pointer (&self));
 }

@@ -71,9 +71,11 @@ struct _VaBackendClass
   /* Whether a process holds the char device open. */
   gboolean (*device_busy) (VaBackend *self, const char *chardev);
 
-  /* Signal "pfs-changed": PFs appeared or disappeared since discover; the
-   * allocator discovers again. Emitted from the thread-default main context
-   * of the backend's creation. */
+  /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
+   * driver) since discover; the allocator discovers again. Emitted from the
+   * thread-default main context of the backend's creation, once a burst of
+   * device events has settled. Backends without a device monitor (sim)
+   * never emit it. */
 };
 
 const char *va_backend_get_name (VaBackend *self);

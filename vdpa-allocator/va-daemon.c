@@ -125,6 +125,31 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
              r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len);
 }
 
+/* The allocator and its backend never print: the PFs and leases that come
+ * and go are logged here. */
+static void
+on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *message, gpointer user_data)
+{
+  if (*pf)
+    g_message ("%s", message);
+  else
+    g_warning ("%s", message);
+}
+
+static void
+on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, gpointer user_data)
+{
+  g_warning ("lease of domain %s (%s) NIC %s on slot %s is broken: %s", lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed",
+             lease->mac, lease->slot, reason);
+}
+
+static void
+on_lease_repaired (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  g_message ("lease of domain %s (%s) NIC %s on slot %s is whole again: device %s, %s", lease->uuid,
+             *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, lease->device, lease->chardev);
+}
+
 static void
 print_check (const VaConfig *config)
 {
@@ -232,6 +257,9 @@ va_daemon_main (int argc, char **argv)
   if (!d.alloc)
     goto fail;
   va_allocator_set_domain_lister (d.alloc, list_domains, (gpointer) g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+  g_signal_connect (d.alloc, "pf-event", G_CALLBACK (on_pf_event), NULL);
+  g_signal_connect (d.alloc, "lease-broken", G_CALLBACK (on_lease_broken), NULL);
+  g_signal_connect (d.alloc, "lease-repaired", G_CALLBACK (on_lease_repaired), NULL);
 
   conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
   if (!conn)

@@ -27,7 +27,7 @@ struct _VaDbus
   PolkitAuthority *authority;
   GHashTable *uids; /* unique bus name → uid: a connection's uid never changes */
   guint name_owner_sub;
-  gulong handlers[4];
+  gulong handlers[5];
 };
 
 static gsize resources_registered;
@@ -417,7 +417,17 @@ do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   for (guint i = 0; i < leases->len; i++)
-    g_variant_builder_add_value (&b, va_dbus_lease_to_variant (g_ptr_array_index (leases, i)));
+    {
+      const VaLease *lease = g_ptr_array_index (leases, i);
+      const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
+      g_autoptr (GVariant) v = g_variant_ref_sink (va_dbus_lease_to_variant (lease));
+      GVariantDict d;
+
+      g_variant_dict_init (&d, v);
+      g_variant_dict_insert (&d, "broken", "b", broken != NULL);
+      g_variant_dict_insert (&d, "broken_reason", "s", broken ? broken : "");
+      g_variant_builder_add_value (&b, g_variant_dict_end (&d));
+    }
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(aa{sv})", &b));
 }
 
@@ -628,6 +638,13 @@ on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 }
 
 static void
+on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, VaDbus *self)
+{
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseBroken",
+                                 g_variant_new ("(@a{sv}s)", va_dbus_lease_to_variant (lease), reason), NULL);
+}
+
+static void
 on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self)
 {
   g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LowWatermark", g_variant_new ("(su)", pool, free), NULL);
@@ -695,6 +712,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->handlers[1] = g_signal_connect (alloc, "lease-removed", G_CALLBACK (on_lease_removed), self);
   self->handlers[2] = g_signal_connect (alloc, "low-watermark", G_CALLBACK (on_low_watermark), self);
   self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools_changed), self);
+  self->handlers[4] = g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_lease_broken), self);
   return self;
 }
 

@@ -34,6 +34,7 @@ struct _Pf
   guint n_slots;
   guint n_leased;
   guint n_lost;
+  GPtrArray *slots; /* VaSlot*, not owned, in the order added */
 };
 
 struct _Pool
@@ -52,6 +53,7 @@ struct _VaPools
   GHashTable *domains;        /* uuid → GPtrArray of VaSlot* */
   GHashTable *quotas;         /* network → quota */
   GHashTable *network_leases; /* network → count */
+  GHashTable *pfs_by_pci;     /* PCI address → Pf*, PFs that have one */
 };
 
 static void
@@ -77,6 +79,7 @@ pf_free (Pf *pf)
   g_free (pf->name);
   g_free (pf->pci_address);
   g_free (pf->reason);
+  g_ptr_array_unref (pf->slots);
   g_free (pf);
 }
 
@@ -100,6 +103,7 @@ va_pools_new (void)
   self->domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_ptr_array_unref);
   self->quotas = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->network_leases = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->pfs_by_pci = g_hash_table_new (g_str_hash, g_str_equal);
   return self;
 }
 
@@ -114,6 +118,7 @@ va_pools_free (VaPools *self)
   g_hash_table_unref (self->pools);
   g_hash_table_unref (self->quotas);
   g_hash_table_unref (self->network_leases);
+  g_hash_table_unref (self->pfs_by_pci);
   g_free (self);
 }
 
@@ -194,6 +199,11 @@ va_pools_add_pf (VaPools *self, const char *pool_name, const char *name, const c
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "pool %s has a PF named %s already", pool->name, name);
       return FALSE;
     }
+  if (pci_address && *pci_address && g_hash_table_contains (self->pfs_by_pci, pci_address))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "PF %s is in a pool already", pci_address);
+      return FALSE;
+    }
   pf = g_new0 (Pf, 1);
   pf->name = g_strdup (name);
   pf->pci_address = g_strdup (pci_address ? pci_address : "");
@@ -202,7 +212,10 @@ va_pools_add_pf (VaPools *self, const char *pool_name, const char *name, const c
   pf->reason = g_strdup ("");
   pf->pool = pool;
   g_queue_init (&pf->free);
+  pf->slots = g_ptr_array_new ();
   g_ptr_array_add (pool->pfs, pf);
+  if (*pf->pci_address)
+    g_hash_table_insert (self->pfs_by_pci, pf->pci_address, pf);
   g_ptr_array_sort (pool->pfs, pf_compare);
   g_hash_table_insert (pool->pfs_by_name, pf->name, pf);
   return TRUE;
@@ -228,6 +241,7 @@ va_pools_add_slot (VaPools *self, const char *pool_name, const char *pf_name, co
   slot->link.data = slot;
   g_queue_push_tail_link (&pf->free, &slot->link);
   pf->n_slots++;
+  g_ptr_array_add (pf->slots, slot);
   g_hash_table_insert (self->slots, slot->address, slot);
   return TRUE;
 }
@@ -236,6 +250,34 @@ gboolean
 va_pools_has_pool (const VaPools *self, const char *name)
 {
   return name && g_hash_table_contains (self->pools, name);
+}
+
+gboolean
+va_pools_find_pf (const VaPools *self, const char *pci_address, const char **pool, const char **pf_name)
+{
+  Pf *pf = pci_address && *pci_address ? g_hash_table_lookup (self->pfs_by_pci, pci_address) : NULL;
+
+  if (!pf)
+    return FALSE;
+  if (pool)
+    *pool = pf->pool->name;
+  if (pf_name)
+    *pf_name = pf->name;
+  return TRUE;
+}
+
+char **
+va_pools_list_slots (const VaPools *self, const char *pool, const char *pf_name, GError **error)
+{
+  Pf *pf = lookup_pf (self, pool, pf_name, error);
+  g_autoptr (GStrvBuilder) builder = NULL;
+
+  if (!pf)
+    return NULL;
+  builder = g_strv_builder_new ();
+  for (guint i = 0; i < pf->slots->len; i++)
+    g_strv_builder_add (builder, ((VaSlot *) g_ptr_array_index (pf->slots, i))->address);
+  return g_strv_builder_end (builder);
 }
 
 static gint
@@ -254,6 +296,19 @@ va_pools_list_pools (const VaPools *self)
   g_qsort_with_data (names, (gint) n, sizeof (char *), str_ptr_compare, NULL);
   for (guint i = 0; i < n; i++)
     g_strv_builder_add (builder, names[i]);
+  return g_strv_builder_end (builder);
+}
+
+char **
+va_pools_list_pf_addresses (const VaPools *self)
+{
+  g_autofree const char **addrs = (const char **) g_hash_table_get_keys_as_array (self->pfs_by_pci, NULL);
+  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+  guint n = g_hash_table_size (self->pfs_by_pci);
+
+  g_qsort_with_data (addrs, (gint) n, sizeof (char *), str_ptr_compare, NULL);
+  for (guint i = 0; i < n; i++)
+    g_strv_builder_add (builder, addrs[i]);
   return g_strv_builder_end (builder);
 }
 

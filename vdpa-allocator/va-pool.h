@@ -66,6 +66,15 @@ gboolean va_pools_add_pf (VaPools *self, const char *pool, const char *pf, const
 gboolean va_pools_add_slot (VaPools *self, const char *pool, const char *pf, const char *address, GError **error);
 
 gboolean va_pools_has_pool (const VaPools *self, const char *name);
+/* The pool and name of the PF at @pci_address, in whichever pool it is; FALSE
+ * when no pool has it. PFs are known by address: a netdev name can change,
+ * and a PF with no VFs has no slot to be found by. */
+gboolean va_pools_find_pf (const VaPools *self, const char *pci_address, const char **pool, const char **pf);
+/* The addresses of a PF's slots, in the order they were added; free with
+ * g_strfreev(). NULL with VA_ERROR_NOT_FOUND for an unknown PF. */
+char **va_pools_list_slots (const VaPools *self, const char *pool, const char *pf, GError **error);
+/* Every PF's PCI address, in every pool; free with g_strfreev(). */
+char **va_pools_list_pf_addresses (const VaPools *self);
 /* Pool names, sorted; free with g_strfreev(). */
 char **va_pools_list_pools (const VaPools *self);
 

@@ -272,6 +272,25 @@ class BusTest(unittest.TestCase):
         pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
         self.assertEqual(pool["Leased"], 3)
 
+    def test_lease_whose_slot_is_gone_is_listed_broken(self):
+        kept = allocate(self.bus, UUID1, mac(1))
+        lost = allocate(self.bus, UUID1, mac(2))
+        self.assertNotEqual(kept["slot"].split(":")[0], lost["slot"].split(":")[0])
+        self.daemon.stop()
+        # the second simulated PF is gone at the next start: its lease stays,
+        # broken, and says why
+        conf = os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace("pfs=2", "pfs=1"))
+        self.daemon.start()
+        listed = {x["mac"]: x for x in call(self.bus, "ListLeases")[0]}
+        self.assertFalse(listed[mac(1)]["broken"])
+        self.assertEqual(listed[mac(1)]["broken_reason"], "")
+        self.assertTrue(listed[mac(2)]["broken"])
+        self.assertIn("names slot %s, which no pool has" % lost["slot"], listed[mac(2)]["broken_reason"])
+
     def test_reload_on_sighup(self):
         dropin = os.path.join(self.daemon.conf_dir, "conf.d")
         os.makedirs(dropin)

@@ -428,9 +428,13 @@ test_build_duplicates (void)
   g_assert_false (va_pools_add_pf (pools, "p", "pf0", "x", 0, &error));
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
-  /* A slot address is unique across pools. */
+  /* A PF's PCI address is unique across pools, and so is a slot's. */
   g_assert_true (va_pools_add_pool (pools, "a", NULL));
-  g_assert_true (va_pools_add_pf (pools, "a", "pf0", "0000:00:00.0", 0, NULL));
+  g_assert_false (va_pools_add_pf (pools, "a", "pf0", "0000:00:00.0", 0, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpstr (error->message, ==, "PF 0000:00:00.0 is in a pool already");
+  g_clear_error (&error);
+  g_assert_true (va_pools_add_pf (pools, "a", "pf0", "0000:80:00.0", 0, NULL));
   g_assert_false (va_pools_add_slot (pools, "a", "pf0", "0000:00:00.1", &error));
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
@@ -443,6 +447,41 @@ test_build_duplicates (void)
   g_assert_cmpstr (names[1], ==, "p");
   g_assert_true (va_pools_has_pool (pools, "a"));
   g_assert_false (va_pools_has_pool (pools, "b"));
+}
+
+static void
+test_find_pf_by_address (void)
+{
+  g_autoptr (VaPools) pools = make_pools (2, NULL, 2);
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) slots = NULL;
+  g_auto (GStrv) addrs = NULL;
+  const char *pool = NULL, *pf = NULL;
+
+  g_assert_true (va_pools_find_pf (pools, "0000:01:00.0", &pool, &pf));
+  g_assert_cmpstr (pool, ==, "p");
+  g_assert_cmpstr (pf, ==, "pf1");
+  g_assert_false (va_pools_find_pf (pools, "0000:09:00.0", NULL, NULL));
+  g_assert_false (va_pools_find_pf (pools, "", NULL, NULL));
+  /* a PF without slots is found all the same */
+  g_assert_true (va_pools_add_pool (pools, "q", NULL));
+  g_assert_true (va_pools_add_pf (pools, "q", "bare", "0000:0a:00.0", -1, NULL));
+  g_assert_true (va_pools_find_pf (pools, "0000:0a:00.0", &pool, &pf));
+  g_assert_cmpstr (pool, ==, "q");
+  g_assert_cmpstr (pf, ==, "bare");
+
+  slots = va_pools_list_slots (pools, "p", "pf1", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (slots), ==, 2);
+  g_assert_cmpstr (slots[0], ==, "0000:01:00.1");
+  g_assert_cmpstr (slots[1], ==, "0000:01:00.2");
+  g_assert_null (va_pools_list_slots (pools, "p", "pf9", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+
+  addrs = va_pools_list_pf_addresses (pools);
+  g_assert_cmpuint (g_strv_length (addrs), ==, 3);
+  g_assert_cmpstr (addrs[0], ==, "0000:00:00.0");
+  g_assert_cmpstr (addrs[2], ==, "0000:0a:00.0");
 }
 
 static void
@@ -505,6 +544,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pool/slots/lost", test_lost_slots);
   g_test_add_func ("/pool/model/duplicates-refused", test_build_duplicates);
   g_test_add_func ("/pool/model/empty-pool-unhealthy", test_empty_pool_unhealthy);
+  g_test_add_func ("/pool/model/find-pf-by-address", test_find_pf_by_address);
   g_test_add_func ("/pool/model/scale-4096-slots", test_scale);
 
   return g_test_run ();

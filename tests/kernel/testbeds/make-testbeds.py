@@ -119,6 +119,11 @@ write("cx6dx-vdpa.umockdev",
       "ConnectX-6 Dx PF with 2 VFs; vdpa device va-0000:3b:00.2 bound to vhost_vdpa "
       "(child vhost-vdpa-0), va-0000:3b:00.3 made but not yet bound")
 
+write("cx6dx-hotplug.umockdev",
+      pf(0x3b, 0x101d, 1, 8, 127, PF6, "switchdev") + vfs(0x3b, 8, PF6, "switchdev"),
+      "the PF and VFs of `cx6dx-switchdev.umockdev` without the PCI bridge: "
+      "the same PF coming back after it left the host")
+
 with open("README.md", "w") as f:
     f.write("""# umockdev testbeds of ConnectX NICs
 

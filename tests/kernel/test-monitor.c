@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The allocator on the kernel backend following udev events: umockdev
+ * testbeds changed while the allocator runs (a PF added, removed, its link
+ * going down), the uevents emitted with umockdev_testbed_uevent, the main
+ * loop run until the allocator has reacted. Runs with
+ * LD_PRELOAD=libumockdev-preload.so.0. */
+#include <glib/gstdio.h>
+#include <string.h>
+#include <umockdev.h>
+
+#include "va-allocator.h"
+#include "va-backend.h"
+#include "va-domain.h"
+#include "va-error.h"
+#include "va-paths.h"
+#include "va-store.h"
+
+#define BRIDGE_SYS "/sys/devices/pci0000:3a/0000:3a:00.0"
+#define PF_SYS BRIDGE_SYS "/0000:3b:00.0"
+#define PF_NET_SYS PF_SYS "/net/enp59s0f0np0"
+#define UUID "5b2c4a8e-1f3d-4c6b-9a7e-2d8f0e1c3b4a"
+#define MAC "52:54:00:00:00:01"
+#define SLOT "0000:3b:00.2"
+#define GONE "PF enp59s0f0np0 (0000:3b:00.0) is gone from the host"
+#define NO_VDPA "the kernel has no vdpa netlink family (module vdpa not loaded, or kernel built without it)"
+
+typedef struct
+{
+  UMockdevTestbed *bed;
+  char *tmp;
+  char *conf_dir;
+  char *state_dir;
+  char *run_dir;
+  VaConfig *config;
+  VaBackend *backend;
+  VaStore *store;
+  VaAllocator *alloc;
+  guint changes;     /* "pfs-changed" of the backend */
+  GPtrArray *events; /* "pf-event" messages */
+  GPtrArray *broken; /* "lease-broken": "slot: reason" */
+  guint repaired;
+} Fixture;
+
+static const char conf[] = "[pool accel]\n"
+                           "match-vendor=15b3\n"
+                           "max-vqp=2\n";
+
+/* Lets the monitor read what was sent: umockdev's uevent socket is a Unix
+ * datagram socket, which queues 10 datagrams (net.unix.max_dgram_qlen). */
+static void
+drain (void)
+{
+  while (g_main_context_pending (NULL))
+    g_main_context_iteration (NULL, FALSE);
+}
+
+/* A testbed file, device by device: umockdev sends an "add" uevent for
+ * each, and the allocator's monitor reads them as the kernel's would
+ * arrive. */
+static void
+load (Fixture *f, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = g_build_filename (g_getenv ("VA_SRCDIR"), "tests", "kernel", "testbeds", name, NULL);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) blocks = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  g_assert_no_error (error);
+  blocks = g_strsplit (text, "\n\n", -1);
+  for (guint i = 0; blocks[i]; i++)
+    {
+      if (!*g_strstrip (blocks[i]))
+        continue;
+      g_assert_true (umockdev_testbed_add_from_string (f->bed, blocks[i], &error));
+      g_assert_no_error (error);
+      drain ();
+    }
+}
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *conf_file = NULL;
+
+  f->bed = umockdev_testbed_new ();
+  g_assert_true (umockdev_in_mock_environment ());
+  if (data)
+    load (f, data);
+  f->tmp = g_dir_make_tmp ("va-monitor-XXXXXX", &error);
+  g_assert_no_error (error);
+  f->conf_dir = g_build_filename (f->tmp, "etc", NULL);
+  f->state_dir = g_build_filename (f->tmp, "state", NULL);
+  f->run_dir = g_build_filename (f->tmp, "run", NULL);
+  g_assert_cmpint (g_mkdir (f->conf_dir, 0755), ==, 0);
+  conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_assert_true (g_file_set_contents (conf_file, conf, -1, NULL));
+  f->events = g_ptr_array_new_with_free_func (g_free);
+  f->broken = g_ptr_array_new_with_free_func (g_free);
+}
+
+static void
+on_changed (VaBackend *backend, Fixture *f)
+{
+  f->changes++;
+}
+
+static void
+on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *message, Fixture *f)
+{
+  g_ptr_array_add (f->events, g_strdup (message));
+}
+
+static void
+on_broken (VaAllocator *alloc, VaLease *lease, const char *reason, Fixture *f)
+{
+  g_ptr_array_add (f->broken, g_strdup_printf ("%s: %s", lease->slot, reason));
+}
+
+static void
+on_repaired (VaAllocator *alloc, VaLease *lease, Fixture *f)
+{
+  f->repaired++;
+}
+
+static void
+start (Fixture *f)
+{
+  g_autoptr (GError) error = NULL;
+
+  f->config = va_config_load (f->conf_dir, &error);
+  g_assert_no_error (error);
+  f->backend = va_backend_kernel_new (f->config, f->run_dir, &error);
+  g_assert_no_error (error);
+  f->store = va_store_open (f->state_dir, &error);
+  g_assert_no_error (error);
+  f->alloc = va_allocator_new (f->config, f->backend, f->store, f->run_dir, &error);
+  g_assert_no_error (error);
+  /* after the allocator's own handler: it has reacted when this runs */
+  g_signal_connect (f->backend, "pfs-changed", G_CALLBACK (on_changed), f);
+  g_signal_connect (f->alloc, "pf-event", G_CALLBACK (on_pf_event), f);
+  g_signal_connect (f->alloc, "lease-broken", G_CALLBACK (on_broken), f);
+  g_signal_connect (f->alloc, "lease-repaired", G_CALLBACK (on_repaired), f);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  g_autofree char *cmd = g_strdup_printf ("rm -rf '%s'", f->tmp);
+
+  g_clear_object (&f->alloc);
+  g_clear_pointer (&f->store, va_store_free);
+  g_clear_object (&f->backend);
+  g_clear_pointer (&f->config, va_config_free);
+  g_assert_true (g_spawn_command_line_sync (cmd, NULL, NULL, NULL, NULL));
+  g_free (f->tmp);
+  g_free (f->conf_dir);
+  g_free (f->state_dir);
+  g_free (f->run_dir);
+  g_ptr_array_unref (f->events);
+  g_ptr_array_unref (f->broken);
+  g_clear_object (&f->bed);
+}
+
+static gboolean
+on_timeout (gpointer user_data)
+{
+  gboolean *expired = user_data;
+
+  *expired = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* Runs the main loop until the backend has announced a change (and the
+ * allocator handled it), or @ms have passed; whether it did. */
+static gboolean
+wait_change (Fixture *f, guint since, guint ms)
+{
+  gboolean expired = FALSE;
+  guint id = g_timeout_add (ms, on_timeout, &expired);
+
+  while (f->changes == since && !expired)
+    g_main_context_iteration (NULL, TRUE);
+  if (!expired)
+    g_source_remove (id);
+  return f->changes > since;
+}
+
+/* Runs the main loop until the backend has announced a change since
+ * @since and then none for a while: the uevents of one hot-plug may come
+ * in more than one burst. */
+static gboolean
+settle (Fixture *f, guint since)
+{
+  if (!wait_change (f, since, 5000))
+    return FALSE;
+  while (wait_change (f, f->changes, 400))
+    ;
+  return TRUE;
+}
+
+static void
+uevent (Fixture *f, const char *sys_path, const char *action)
+{
+  umockdev_testbed_uevent (f->bed, sys_path, action);
+  drain ();
+}
+
+static VaPoolStatus *
+pool (Fixture *f)
+{
+  g_autoptr (GError) error = NULL;
+  VaPoolStatus *st = va_allocator_get_pool (f->alloc, "accel", &error);
+
+  g_assert_no_error (error);
+  return st;
+}
+
+static void
+assert_pool (Fixture *f, guint total, guint free, guint leased, gboolean healthy, const char *reason)
+{
+  g_autoptr (VaPoolStatus) st = pool (f);
+
+  g_assert_cmpuint (st->total, ==, total);
+  g_assert_cmpuint (st->free, ==, free);
+  g_assert_cmpuint (st->leased, ==, leased);
+  g_assert_cmpint (st->healthy, ==, healthy);
+  g_assert_cmpstr (st->health_reason, ==, reason);
+}
+
+static char *
+vf_sys (guint i)
+{
+  return g_strdup_printf (BRIDGE_SYS "/0000:3b:%02x.%u", (2 + i) / 8, (2 + i) % 8);
+}
+
+/* As the kernel does when the PF goes: its VFs first, then its netdev,
+ * then the PF itself; the uevents carry the properties of the devices, so
+ * they are sent before the devices leave the testbed. Child devices are
+ * removed one by one: umockdev drops the /sys/class link of the device it
+ * is given only. */
+static void
+remove_pf (Fixture *f)
+{
+  for (guint i = 0; i < 8; i++)
+    {
+      g_autofree char *vf = vf_sys (i);
+      g_autofree char *vf_net = g_strdup_printf ("%s/net/enp59s0f0np0v%u", vf, i);
+      g_autofree char *rep = g_strdup_printf (PF_SYS "/net/enp59s0f0npf0vf%u", i);
+
+      uevent (f, rep, "remove");
+      uevent (f, vf_net, "remove");
+      uevent (f, vf, "remove");
+      umockdev_testbed_remove_device (f->bed, rep);
+      umockdev_testbed_remove_device (f->bed, vf_net);
+      umockdev_testbed_remove_device (f->bed, vf);
+    }
+  uevent (f, PF_NET_SYS, "remove");
+  uevent (f, PF_SYS, "remove");
+  umockdev_testbed_remove_device (f->bed, PF_NET_SYS);
+  umockdev_testbed_remove_device (f->bed, PF_SYS);
+}
+
+static void
+test_pf_appears (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  start (f);
+  assert_pool (f, 0, 0, 0, FALSE, "no PF matches the pool");
+
+  /* a ConnectX-6 Dx shows up after the daemon started */
+  mark = f->changes;
+  load (f, "cx6dx-switchdev.umockdev");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+  g_assert_cmpuint (f->events->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 (0000:3b:00.0) joined pool accel with 8 slot(s)");
+
+  /* the same PF announced again joins nothing twice */
+  mark = f->changes;
+  uevent (f, PF_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+  g_assert_cmpuint (f->events->len, ==, 1);
+}
+
+static void
+test_unrelated_ignored (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  start (f);
+  /* the Intel PCI bridge, and a netdev on no ConnectX */
+  mark = f->changes;
+  uevent (f, BRIDGE_SYS, "change");
+  umockdev_testbed_add_device (f->bed, "net", "eth9", NULL, NULL, NULL);
+  uevent (f, "/sys/devices/eth9", "add");
+  g_assert_false (wait_change (f, mark, 400));
+  g_assert_cmpuint (f->changes, ==, 0);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+}
+
+static void
+store_lease (Fixture *f)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaStore) store = va_store_open (f->state_dir, &error);
+  g_autoptr (VaLease) lease = va_lease_new ();
+  g_autoptr (VaStoreOp) op = NULL;
+  g_autofree char *ports = va_path_ports (f->run_dir);
+
+  g_assert_no_error (error);
+  lease->uuid = g_strdup (UUID);
+  lease->domain_name = g_strdup ("vm1");
+  lease->mac = g_strdup (MAC);
+  lease->network = g_strdup ("");
+  lease->pool = g_strdup ("accel");
+  lease->slot = g_strdup (SLOT);
+  lease->device = g_strdup ("va-" SLOT);
+  lease->chardev = g_strdup ("/dev/vhost-vdpa-0");
+  lease->port = va_port_path (ports, UUID, MAC);
+  lease->queues = 2;
+  op = va_store_queue_insert (store, lease);
+  g_assert_true (va_store_commit (store, &error));
+  g_assert_no_error (error);
+  g_assert_true (va_store_op_propagate_error (op, &error));
+}
+
+static const VaLease *
+find_lease (GPtrArray *leases)
+{
+  g_assert_cmpuint (leases->len, ==, 1);
+  return g_ptr_array_index (leases, 0);
+}
+
+static void
+released (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  gboolean *done = user_data;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (va_allocator_release_finish (VA_ALLOCATOR (source), res, &error));
+  g_assert_no_error (error);
+  *done = TRUE;
+}
+
+static void
+test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autofree char *ports = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *repair_failed = NULL;
+  gboolean done = FALSE;
+
+  store_lease (f);
+  start (f);
+  assert_pool (f, 8, 7, 1, TRUE, "");
+  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID, MAC));
+  ports = va_path_ports (f->run_dir);
+  link = va_port_path (ports, UUID, MAC);
+  g_assert_true (g_file_test (link, G_FILE_TEST_IS_SYMLINK));
+
+  /* the PF leaves the host under a live lease */
+  mark = f->changes;
+  remove_pf (f);
+  g_assert_true (settle (f, mark));
+  /* its free slots are lost; the leased one stays the lease's */
+  assert_pool (f, 1, 0, 1, FALSE, "enp59s0f0np0: " GONE);
+  g_assert_cmpuint (f->broken->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (f->broken, 0), ==, SLOT ": " GONE);
+  g_assert_cmpstr (va_allocator_get_lease_broken (f->alloc, UUID, MAC), ==, GONE);
+  g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 in pool accel is unhealthy: " GONE);
+  g_assert_cmpstr (g_ptr_array_index (f->events, 1), ==, "PF enp59s0f0np0 (0000:3b:00.0) left pool accel: its 8 slot(s) are lost");
+  /* the lease is kept, broken; no link to a node that is gone */
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpstr (find_lease (leases)->slot, ==, SLOT);
+  g_assert_false (g_file_test (link, G_FILE_TEST_EXISTS));
+
+  /* the PF comes back: its slots with it; the lease has its slot again,
+   * but its device cannot be re-made on a kernel without vdpa */
+  mark = f->changes;
+  load (f, "cx6dx-hotplug.umockdev");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 7, 1, TRUE, "");
+  g_assert_cmpstr (g_ptr_array_index (f->events, f->events->len - 2), ==,
+                   "PF enp59s0f0np0 (0000:3b:00.0) is back in pool accel with 8 slot(s)");
+  g_assert_cmpstr (g_ptr_array_index (f->events, f->events->len - 1), ==, "PF enp59s0f0np0 in pool accel is healthy again");
+  repair_failed = g_strdup_printf ("its slot %s is back, but its device could not be re-made: vdpa device va-%s on VF %s: %s", SLOT, SLOT,
+                                   SLOT, NO_VDPA);
+  g_assert_cmpuint (f->broken->len, ==, 2);
+  g_assert_cmpstr (va_allocator_get_lease_broken (f->alloc, UUID, MAC), ==, repair_failed);
+  g_assert_cmpuint (f->repaired, ==, 0);
+
+  /* released, the broken lease frees its slot */
+  va_allocator_release_async (f->alloc, UUID, MAC, released, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID, MAC));
+}
+
+static void
+test_release_while_gone (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  gboolean done = FALSE;
+
+  store_lease (f);
+  start (f);
+  mark = f->changes;
+  remove_pf (f);
+  g_assert_true (settle (f, mark));
+  /* released while its PF is away: the slot is lost, not free */
+  va_allocator_release_async (f->alloc, UUID, MAC, released, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+  assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: " GONE);
+  mark = f->changes;
+  load (f, "cx6dx-hotplug.umockdev");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+}
+
+static void
+test_link_down_up (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  start (f);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+
+  mark = f->changes;
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "down");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "0");
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  /* its slots stay, but take no lease */
+  assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate down, carrier off)");
+  g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==,
+                   "PF enp59s0f0np0 in pool accel is unhealthy: link down on enp59s0f0np0 (operstate down, carrier off)");
+
+  mark = f->changes;
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "1");
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+  g_assert_cmpstr (g_ptr_array_index (f->events, 1), ==, "PF enp59s0f0np0 in pool accel is healthy again");
+  g_assert_cmpuint (f->broken->len, ==, 0);
+}
+
+static void
+test_reload_pf_without_vfs (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+  g_autoptr (GError) error = NULL;
+  VaConfig *config;
+  const char *cx5
+    = "enp94s0f0: ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later";
+
+  start (f);
+  assert_pool (f, 0, 0, 0, FALSE, cx5);
+  /* a PF with no VFs is known by its address, not by a first VF: found
+   * again on reload, it is no duplicate */
+  config = va_config_load (f->conf_dir, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_allocator_reload (f->alloc, config, &error));
+  g_assert_no_error (error);
+  va_config_free (f->config);
+  f->config = config;
+  assert_pool (f, 0, 0, 0, FALSE, cx5);
+  /* and so on a uevent */
+  mark = f->changes;
+  uevent (f, "/sys/devices/pci0000:5d/0000:5d:00.0/0000:5e:00.0", "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 0, 0, 0, FALSE, cx5);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+#define ADD(path, bed, fn) g_test_add (path, Fixture, bed, setup, fn, teardown)
+  ADD ("/monitor/pf-appears", NULL, test_pf_appears);
+  ADD ("/monitor/unrelated-ignored", "cx6dx-switchdev.umockdev", test_unrelated_ignored);
+  ADD ("/monitor/pf-leaves-and-returns", "cx6dx-switchdev.umockdev", test_pf_leaves_and_returns);
+  ADD ("/monitor/release-while-gone", "cx6dx-switchdev.umockdev", test_release_while_gone);
+  ADD ("/monitor/link-down-up", "cx6dx-switchdev.umockdev", test_link_down_up);
+  ADD ("/monitor/reload-pf-without-vfs", "cx5.umockdev", test_reload_pf_without_vfs);
+  return g_test_run ();
+}
