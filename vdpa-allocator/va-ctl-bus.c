@@ -183,8 +183,17 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
-  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" },   { "port", "PORT" }, { NULL },
+  { "domain_name", "DOMAIN" },
+  { "mac", "MAC" },
+  { "network", "NETWORK" },
+  { "pool", "POOL" },
+  { "vlan", "VLAN" },
+  { "queues", "QUEUES" },
+  { "slot", "SLOT" },
+  { "device", "DEVICE" },
+  { "broken", "BROKEN" },
+  { "port", "PORT" },
+  { NULL },
 };
 
 /* aa{sv} of every pool's properties. */
