@@ -10,6 +10,7 @@
 #include <glib-unix.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "va-allocator.h"
@@ -29,21 +30,67 @@ typedef struct
 
 /* A VaDomainLister: the domains libvirt has, from a helper process, so that
  * libvirt's client library stays out of the daemon. */
+#define LIBVIRT_TIMEOUT_S 30
+
+static gboolean
+give_up (gpointer user_data)
+{
+  g_cancellable_cancel (user_data);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+communicated (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  *(GAsyncResult **) user_data = g_object_ref (res);
+}
+
+/* A VaDomainLister: the domains libvirt has, from a helper process, so that
+ * libvirt's client library stays out of the daemon. It runs in the
+ * allocator's worker thread; a libvirtd that does not answer within
+ * LIBVIRT_TIMEOUT_S (or $VDPA_ALLOCATOR_LIBVIRT_TIMEOUT) counts as
+ * unreachable, and the helper is killed. */
 static gboolean
 list_domains (GHashTable **domains, gpointer user_data, GError **error)
 {
   const char *uri = user_data;
   g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-domains");
-  const char *argv[] = { helper, uri, NULL };
+  g_autoptr (GMainContext) ctx = g_main_context_new ();
+  g_autoptr (GCancellable) cancel = g_cancellable_new ();
+  const char *limit = g_getenv ("VDPA_ALLOCATOR_LIBVIRT_TIMEOUT");
+  guint timeout_s = limit && atoi (limit) > 0 ? (guint) atoi (limit) : LIBVIRT_TIMEOUT_S;
+  g_autoptr (GSource) timer = g_timeout_source_new_seconds (timeout_s);
+  g_autoptr (GSubprocess) proc = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
   g_autofree char *out = NULL;
   g_autofree char *err = NULL;
   g_auto (GStrv) lines = NULL;
-  int status;
 
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, error))
+  g_main_context_push_thread_default (ctx);
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, error, helper, uri, NULL);
+  if (proc)
+    {
+      g_source_set_callback (timer, give_up, cancel, NULL);
+      g_source_attach (timer, ctx);
+      g_subprocess_communicate_utf8_async (proc, NULL, cancel, communicated, &res);
+      while (!res)
+        g_main_context_iteration (ctx, TRUE);
+      g_source_destroy (timer);
+      if (!g_subprocess_communicate_utf8_finish (proc, res, &out, &err, error))
+        {
+          g_subprocess_force_exit (proc);
+          if (g_cancellable_is_cancelled (cancel))
+            {
+              g_clear_error (error);
+              g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "libvirt did not answer within %u s", timeout_s);
+            }
+        }
+    }
+  g_main_context_pop_thread_default (ctx);
+  if (!out)
     return FALSE;
-  if (!g_spawn_check_wait_status (status, NULL))
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s", g_strstrip (err)), FALSE;
+  if (!g_subprocess_get_successful (proc))
+    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s", err ? g_strstrip (err) : "libvirt unreachable"), FALSE;
   *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   lines = g_strsplit (out, "\n", -1);
   for (guint i = 0; lines[i]; i++)

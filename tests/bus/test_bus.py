@@ -360,6 +360,34 @@ class LibvirtReconcileTest(unittest.TestCase):
             bus.close()
 
 
+    def test_a_libvirtd_that_never_answers_counts_as_unreachable(self):
+        import socket
+        import threading
+        sock_path = os.path.join(tempfile.mkdtemp(prefix="va-mute-"), "libvirt-sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(sock_path)
+        server.listen(4)
+        held = []
+        threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+        bus = Bus()
+        daemon = Daemon(bus)
+        try:
+            os.environ["VDPA_ALLOCATOR_LIBVIRT_TIMEOUT"] = "2"
+            daemon.start(libvirt_uri="qemu+unix:///system?socket=" + sock_path)
+            t0 = time.monotonic()
+            report = call(bus, "Reconcile")[0]
+            self.assertLess(time.monotonic() - t0, 20)
+            self.assertFalse(report["libvirt"])
+            self.assertIn("did not answer within 2 s", report["libvirt_error"])
+            self.assertEqual(daemon.stop(), 0)
+        finally:
+            os.environ.pop("VDPA_ALLOCATOR_LIBVIRT_TIMEOUT", None)
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+            server.close()
+
+
 class CommandLineTest(unittest.TestCase):
     def test_daemon_not_running(self):
         bus = Bus()
