@@ -1,0 +1,119 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# lab-features.sh VDUSE_NET [TEST_NETLINK]: runs INSIDE the lab host
+# (lab_host.py) and prints TAP. It proves that what the build machines'
+# kernel lacks is real there:
+#   - vdpa, vduse and vhost_vdpa load; the vdpa netlink family answers;
+#   - 802.1Q: a VLAN link on a veth;
+#   - a VLAN-filtering bridge takes `bridge vlan add ... pvid untagged`;
+#   - a VDUSE virtio-net device (VDUSE_NET, tests/lab/vduse-net.c) becomes a
+#     vdpa device with `vdpa dev add ... mgmtdev vduse`, binds to vhost_vdpa
+#     through driver_override + drivers_probe, and /dev/vhost-vdpa-N appears;
+#     `vdpa dev del` removes it and the VDUSE device is destroyed.
+#   - with TEST_NETLINK (tests/kernel/test-netlink), its lab cases run: the
+#     project's own netlink code against the real vdpa family.
+set -u
+
+vduse_net=$1
+test_netlink=${2:-}
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+# check DESCRIPTION COMMAND...: one TAP line; the command's output as
+# diagnostics when it fails
+check() {
+    d=$1
+    shift
+    if out=$("$@" 2>&1); then
+        ok "$d"
+    else
+        not_ok "$d"
+        printf '%s\n' "$out" | sed 's/^/# /'
+    fi
+}
+diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
+
+echo "# kernel $(uname -r)"
+
+# --- modules ---------------------------------------------------------------
+check "modprobe vdpa vduse vhost_vdpa" modprobe -a vdpa vduse vhost_vdpa
+check "/dev/vduse/control exists" test -c /dev/vduse/control
+check "vdpa netlink family answers (vdpa mgmtdev show)" vdpa mgmtdev show
+
+# --- 802.1Q ------------------------------------------------------------------
+ip link add lab-a type veth peer name lab-b
+check "ip link add link lab-a name lab-a.10 type vlan id 10" \
+    ip link add link lab-a name lab-a.10 type vlan id 10
+check "lab-a.10 is an 802.1Q link with id 10" sh -c 'ip -d link show lab-a.10 | grep -q "vlan protocol 802.1Q id 10"'
+ip link del lab-a.10 2>/dev/null
+
+# --- VLAN-filtering bridge ----------------------------------------------------
+check "ip link add lab-br type bridge vlan_filtering 1" ip link add lab-br type bridge vlan_filtering 1
+check "vlan_filtering is 1" sh -c '[ "$(cat /sys/class/net/lab-br/bridge/vlan_filtering)" = 1 ]'
+ip link set lab-b master lab-br
+check "bridge vlan add dev lab-b vid 10 pvid untagged" bridge vlan add dev lab-b vid 10 pvid untagged
+check "bridge vlan del dev lab-b vid 1" bridge vlan del dev lab-b vid 1
+check "lab-b has VLAN 10 as PVID untagged and nothing else" sh -c '
+    out=$(bridge -j vlan show dev lab-b)
+    echo "$out"
+    [ "$out" = "[{\"ifname\":\"lab-b\",\"vlans\":[{\"vlan\":10,\"flags\":[\"PVID\",\"Egress Untagged\"]}]}]" ]'
+ip link del lab-br
+ip link del lab-a
+
+# --- VDUSE virtio-net device, vdpa bus, vhost_vdpa ------------------------------
+if [ ! -x "$vduse_net" ]; then
+    not_ok "vduse-net at $vduse_net"
+else
+    # no automatic binding: the test binds through driver_override as the
+    # kernel backend does
+    echo 0 >/sys/bus/vdpa/drivers_autoprobe
+    ready=/tmp/vduse-net.ready
+    "$vduse_net" -n lab-vduse0 -r "$ready" -v 2>/tmp/vduse-net.log &
+    vpid=$!
+    i=0
+    while [ ! -s "$ready" ] && [ $i -lt 50 ] && kill -0 $vpid 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    check "vduse-net creates VDUSE device lab-vduse0" test -s "$ready"
+    check "vdpa mgmtdev show lists vduse" sh -c 'vdpa mgmtdev show | grep -q "^vduse:"'
+    check "vdpa dev add name vduse0 mgmtdev vduse refuses mac" \
+        sh -c '! vdpa dev add name vduse0 mgmtdev vduse mac 52:54:00:00:00:09'
+    check "vdpa dev add name lab-vduse0 mgmtdev vduse" vdpa dev add name lab-vduse0 mgmtdev vduse
+    check "vdpa device lab-vduse0 on the vdpa bus" test -e /sys/bus/vdpa/devices/lab-vduse0
+    check "echo vhost_vdpa > driver_override" sh -c 'echo vhost_vdpa >/sys/bus/vdpa/devices/lab-vduse0/driver_override'
+    check "echo lab-vduse0 > drivers_probe" sh -c 'echo lab-vduse0 >/sys/bus/vdpa/drivers_probe'
+    check "lab-vduse0 is bound to vhost_vdpa" \
+        sh -c '[ "$(basename "$(readlink /sys/bus/vdpa/devices/lab-vduse0/driver)")" = vhost_vdpa ]'
+    node=$(ls -d /sys/bus/vdpa/devices/lab-vduse0/vhost-vdpa-* 2>/dev/null | head -n1)
+    node=/dev/${node##*/}
+    diag "char node: $node"
+    check "/dev/vhost-vdpa-N appears" test -c "$node"
+    check "/dev/vhost-vdpa-N opens" sh -c "exec 3<>$node"
+    check "vdpa dev show lab-vduse0" vdpa dev show lab-vduse0
+    check "vdpa dev del lab-vduse0" vdpa dev del lab-vduse0
+    check "the vdpa device is gone" test ! -e /sys/bus/vdpa/devices/lab-vduse0
+    kill -TERM $vpid
+    wait $vpid
+    vrc=$?
+    check "vduse-net destroys its device and exits 0 (got $vrc)" test $vrc -eq 0
+    check "/dev/vduse/lab-vduse0 is gone" test ! -e /dev/vduse/lab-vduse0
+    diag "$(cat /tmp/vduse-net.log)"
+    echo 1 >/sys/bus/vdpa/drivers_autoprobe
+fi
+
+# --- the project's netlink code -------------------------------------------------
+if [ -n "$test_netlink" ]; then
+    diag "$test_netlink --tap -p /netlink/lab:"
+    if out=$(VA_LAB=1 "$test_netlink" --tap -p /netlink/lab 2>&1); then
+        ok "test-netlink /netlink/lab"
+    else
+        not_ok "test-netlink /netlink/lab"
+    fi
+    printf '%s\n' "$out" | sed 's/^/# /'
+fi
+
+echo "1..$n"
+[ $failed -eq 0 ]
