@@ -198,7 +198,7 @@ test_bridge_vlan_real (void)
   g_assert_cmpstr (error->message, ==, "port v0: joining bridge nobr0: no network interface nobr0");
   g_clear_error (&error);
   g_assert_true (va_nl_link_set_master ("v0", "br0", &error));
-  filtering = sh ("ip link set br0 type bridge vlan_filtering 1 default_pvid 0 2>/dev/null") == 0;
+  filtering = sh ("ip link set br0 type bridge vlan_filtering 1 vlan_default_pvid 0 2>/dev/null") == 0;
 
   if (!filtering)
     {
