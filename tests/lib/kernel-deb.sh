@@ -6,7 +6,8 @@
 # Source it; the caller sets -eu and defines die().
 #
 #   kdeb_download DEBDIR PKG VER  fetch PKG=VER with `apt-get download` into
-#                                 DEBDIR (other versions of PKG go), print its path
+#                                 DEBDIR, print its path; DEBDIR keeps one kernel
+#                                 .deb, so give each user its own
 #   kdeb_vmlinux VMLINUZ OUT      write the ELF kernel inside an xz bzImage to
 #                                 OUT; false if there is none. QEMU boots that
 #                                 ELF through its PVH entry point, which saves the
@@ -20,7 +21,7 @@ kdeb_download() {
     _dir=$1 _pkg=$2 _ver=$3
     _deb=$(ls "$_dir/${_pkg}_$(echo "$_ver" | sed 's/:/%3a/')_"*.deb 2>/dev/null | head -n1 || true)
     if [ -z "$_deb" ]; then
-        rm -f "$_dir/${_pkg}_"*.deb
+        rm -f "$_dir"/linux-image-*.deb
         echo "kernel-deb: downloading $_pkg $_ver" >&2
         # apt's sandbox user may not write into the cache; the download is
         # verified against the package lists all the same.
