@@ -14,6 +14,11 @@
 #               so modprobe works there
 #   initrd.gz   busybox-static, the modules that mount the root (virtio-9p,
 #               overlayfs) and lab-init.sh as /init
+#   extra/      packages the lab host needs and the build machine lacks,
+#               unpacked with dpkg-deb -x (never installed here); lab-init.sh
+#               copies the tree into the lab host's overlay. Today: udev (its
+#               systemd-udevd, udevadm and rules), at the version of the
+#               installed libudev1, whose other dependencies systemd brings
 #   stamp       what they were built from; same inputs, no rebuild
 #
 # Prints KERNEL=, INITRD=, MODULES= and KREL= lines on stdout.
@@ -59,8 +64,13 @@ kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2 }')
 # built in); the rest come from modprobe once the root is up
 boot_mods="9pnet_virtio 9p overlay"
 
+extra_pkgs=udev
+udev_ver=$(dpkg-query -W -f='${Version}' libudev1 2>/dev/null || true)
+[ -n "$udev_ver" ] || die "libudev1 is not installed"
+
 key="script=$(cat "$0" "$here/lab-init.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
 kernel=$kpkg=$kver
+extra=$extra_pkgs=$udev_ver
 busybox=$(dpkg-query -W -f='${Version}' busybox-static)"
 
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$key" ]; then
@@ -82,6 +92,31 @@ depmod -b "$work/kpkg" "$krel" || die "depmod failed"
 grep -qx 'CONFIG_PVH=y' "$work/kpkg/boot/config-$krel" || die "$krel has no PVH entry point"
 kdeb_vmlinux "$kvmlinuz" "$work/vmlinux" || die "no ELF kernel inside $kvmlinuz"
 
+mkdir -p "$work/extra"
+for p in $extra_pkgs; do
+    d=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1 || true)
+    case "$d" in
+    *"_$(echo "$udev_ver" | sed 's/:/%3a/')_"*) ;;
+    *)
+        rm -f "$debs/${p}_"*.deb
+        (cd "$debs" && apt-get download -q "$p=$udev_ver" 2>&1 |
+            grep -v '^W: Download is performed unsandboxed' >&2) || true
+        d=$(ls "$debs/${p}_"*.deb 2>/dev/null | head -n1 || true)
+        [ -n "$d" ] || die "apt-get download $p=$udev_ver failed"
+        ;;
+    esac
+    dpkg-deb -x "$d" "$work/extra"
+done
+# merged /usr as on the build machine: /lib, /bin, /sbin are symlinks there,
+# which cp -a will not write a directory over
+for d in lib bin sbin; do
+    if [ -L "/$d" ] && [ -d "$work/extra/$d" ]; then
+        mkdir -p "$work/extra/usr/$d"
+        cp -a "$work/extra/$d/." "$work/extra/usr/$d/"
+        rm -rf "${work:?}/extra/$d"
+    fi
+done
+
 root=$work/root
 mkdir -p "$root/bin" "$root/dev" "$root/proc" "$root/sys" "$root/lib/modules" \
     "$root/lower" "$root/upper" "$root/newroot"
@@ -98,7 +133,8 @@ done
 [ -s "$root/lib/modules/load-order" ] || die "no boot modules found"
 (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 >"$work/initrd.gz"
 
-rm -rf "$out/stamp" "$out/modules" "$out/vmlinux" "$out/initrd.gz"
+rm -rf "$out/stamp" "$out/modules" "$out/vmlinux" "$out/initrd.gz" "$out/extra"
+mv "$work/extra" "$out/extra"
 mv "$work/vmlinux" "$out/vmlinux"
 mv "$work/initrd.gz" "$out/initrd.gz"
 mv "$moddir" "$out/modules"
@@ -106,6 +142,7 @@ cat >"$out/paths" <<EOF
 KERNEL=$out/vmlinux
 INITRD=$out/initrd.gz
 MODULES=$out/modules
+EXTRA=$out/extra
 KREL=$krel
 EOF
 printf '%s\n' "$key" >"$out/stamp"

@@ -11,6 +11,9 @@
 #     vdpa device with `vdpa dev add ... mgmtdev vduse`, binds to vhost_vdpa
 #     through driver_override + drivers_probe, and /dev/vhost-vdpa-N appears;
 #     `vdpa dev del` removes it and the VDUSE device is destroyed.
+#   - systemd-udevd (unpacked by build-lab-kernel.sh) runs with the
+#     project's udev rule, which gives the real /dev/vhost-vdpa-N the group
+#     and mode the daemon left in /run/vdpa-allocator/nodes/NAME on bind;
 #   - with TEST_NETLINK (tests/kernel/test-netlink), its lab cases run: the
 #     project's own netlink code against the real vdpa family.
 set -u
@@ -102,6 +105,41 @@ else
     check "/dev/vduse/lab-vduse0 is gone" test ! -e /dev/vduse/lab-vduse0
     diag "$(cat /tmp/vduse-net.log)"
     echo 1 >/sys/bus/vdpa/drivers_autoprobe
+fi
+
+# --- udev: the project's rule on the real char node --------------------------------
+srcdir=${VA_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+if [ ! -x /lib/systemd/systemd-udevd ] || [ ! -x "$vduse_net" ]; then
+    not_ok "systemd-udevd and vduse-net present"
+else
+    check "systemd-udevd --daemon" /lib/systemd/systemd-udevd --daemon
+    udevadm trigger --action=add >/dev/null 2>&1
+    check "udevadm settle" udevadm settle -t 30
+    mkdir -p /etc/udev/rules.d /run/vdpa-allocator/nodes
+    cp "$srcdir/udev-rules/90-vdpa-allocator.rules" /etc/udev/rules.d/
+    udevadm control --reload
+    # the rule matches vdpa devices named va-*; on VDUSE the vdpa device
+    # carries the VDUSE device's name
+    echo "disk 0660" >/run/vdpa-allocator/nodes/va-lab1
+    rm -f /tmp/vduse-net.ready
+    "$vduse_net" -n va-lab1 -r /tmp/vduse-net.ready 2>/tmp/vduse-net.log &
+    vpid=$!
+    i=0
+    while [ ! -s /tmp/vduse-net.ready ] && [ $i -lt 50 ] && kill -0 $vpid 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    check "vdpa dev add name va-lab1 mgmtdev vduse (autoprobe binds vhost_vdpa)" vdpa dev add name va-lab1 mgmtdev vduse
+    udevadm settle -t 30
+    node=$(ls -d /sys/bus/vdpa/devices/va-lab1/vhost-vdpa-* 2>/dev/null | head -n1)
+    node=/dev/${node##*/}
+    check "udev rule: $node is root:disk 0660" sh -c "[ \"\$(stat -c '%U:%G %a' $node)\" = 'root:disk 660' ]"
+    diag "$(ls -l "$node" 2>&1)"
+    check "vdpa dev del va-lab1" vdpa dev del va-lab1
+    kill -TERM $vpid
+    wait $vpid
+    rm -f /run/vdpa-allocator/nodes/va-lab1
+    udevadm control --exit 2>/dev/null
 fi
 
 # --- the project's netlink code -------------------------------------------------

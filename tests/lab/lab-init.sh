@@ -13,6 +13,7 @@
 #   fresh tmpfs on /run /tmp /var/tmp (the lower layer holds the build
 #   machine's live /run), binds the kernel package's module tree (lab.modules=
 #   on the command line, a path in the shared root) over /lib/modules/KREL,
+#   copies the unpacked extra packages (lab.extra=, udev) into the overlay,
 #   then runs /lab/cmd with /lab/env, its output to the console and to
 #   /lab/output, its status to /lab/rc, and powers off.
 #
@@ -71,6 +72,11 @@ mods=$(param modules)
 if [ -n "$mods" ] && [ -d "$mods" ]; then
     mkdir -p "/lib/modules/$krel"
     mount --bind "$mods" "/lib/modules/$krel"
+fi
+# packages the build machine lacks (udev), unpacked by build-lab-kernel.sh
+extra=$(param extra)
+if [ -n "$extra" ] && [ -d "$extra" ]; then
+    cp -a "$extra/." / 2>/dev/null || echo "lab-init: copying $extra failed"
 fi
 hostname lab 2>/dev/null || echo lab >/proc/sys/kernel/hostname
 ip link set lo up 2>/dev/null || true

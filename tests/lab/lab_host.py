@@ -90,7 +90,7 @@ def run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", ec
     qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", "stdio", "-monitor", "none",
             "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
-            "-append", "console=ttyS0 quiet panic=-1 lab.modules=%s" % k["MODULES"],
+            "-append", "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"]),
             # multidevs=remap: / spans several host filesystems
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
