@@ -14,6 +14,8 @@
 #   - systemd-udevd (unpacked by build-lab-kernel.sh) runs with the
 #     project's udev rule, which gives the real /dev/vhost-vdpa-N the group
 #     and mode the daemon left in /run/vdpa-allocator/nodes/NAME on bind;
+#   - QEMU starts with -netdev vhost-vdpa on that node and stays running
+#     (paused: the nested guest need not boot), what libvirt will ask of it;
 #   - with TEST_NETLINK (tests/kernel/test-netlink), its lab cases run: the
 #     project's own netlink code against the real vdpa family.
 set -u
@@ -135,6 +137,17 @@ else
     node=/dev/${node##*/}
     check "udev rule: $node is root:disk 0660" sh -c "[ \"\$(stat -c '%U:%G %a' $node)\" = 'root:disk 660' ]"
     diag "$(ls -l "$node" 2>&1)"
+    qemu=/usr/bin/qemu-system-x86_64
+    if [ -x $qemu ]; then
+        $qemu -accel tcg -m 128 -nodefaults -display none -S \
+            -netdev vhost-vdpa,vhostdev="$node",id=v0 -device virtio-net-pci,netdev=v0 >/tmp/qemu.log 2>&1 &
+        qpid=$!
+        sleep 5
+        check "QEMU -netdev vhost-vdpa,vhostdev=$node starts and stays up" kill -0 $qpid
+        kill $qpid 2>/dev/null
+        wait $qpid 2>/dev/null
+        diag "$(cat /tmp/qemu.log)"
+    fi
     check "vdpa dev del va-lab1" vdpa dev del va-lab1
     kill -TERM $vpid
     wait $vpid
