@@ -175,6 +175,13 @@ netlink_run() {
 if [ -n "$test_netlink" ]; then
     netlink_run "test-netlink /netlink/lab: vdpa DEV_NEW/DEV_DEL on VDUSE" -p /netlink/lab/vduse-dev-new-del
     netlink_run "test-netlink, every other case, on the lab kernel" -s /netlink/lab/vduse-dev-new-del
+    # vdpa.ko declares no genl family alias, so nothing loads it on demand:
+    # unloaded, the family is really absent and the error is the real one
+    check "modprobe -r vhost_vdpa vduse vdpa" modprobe -r vhost_vdpa vduse vdpa
+    check "test-netlink /netlink/kernel/no-vdpa-family runs (not skipped) and passes" sh -c '
+        out=$(VA_SRCDIR=$1 "$2" --tap -p /netlink/kernel/no-vdpa-family 2>&1) || { echo "$out"; exit 1; }
+        echo "$out"
+        echo "$out" | grep -q "^ok 1 /netlink/kernel/no-vdpa-family$"' sh "$srcdir" "$test_netlink"
 fi
 
 echo "1..$n"
