@@ -78,6 +78,10 @@ extra=$(param extra)
 if [ -n "$extra" ] && [ -d "$extra" ]; then
     cp -a "$extra/." / 2>/dev/null || echo "lab-init: copying $extra failed"
 fi
+# a host with systemd has /dev/net/tun from kmod's static nodes, which load
+# tun on first open; here nothing makes those nodes, so load it (QEMU's
+# tap networking, libvirt's <interface type='bridge'|'network'>)
+modprobe -q tun 2>/dev/null || true
 hostname lab 2>/dev/null || echo lab >/proc/sys/kernel/hostname
 ip link set lo up 2>/dev/null || true
 echo 4 >/proc/sys/kernel/printk
