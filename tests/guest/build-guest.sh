@@ -35,6 +35,7 @@ die() {
     echo "build-guest: $*" >&2
     exit 1
 }
+. "$here/../lib/kernel-deb.sh"
 
 for tool in apt-cache apt-get dpkg-deb cpio gzip xz ldd; do
     command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
@@ -63,7 +64,7 @@ pkgver() {
     dpkg-query -W -f='${Version}' "$1"
 }
 
-key="script=$(cat "$0" "$here/guest-init.sh" | sha256sum | cut -d' ' -f1)
+key="script=$(cat "$0" "$here/guest-init.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
 kernel=$kpkg=$kver
 busybox=$(pkgver busybox-static)
 iperf3=$(pkgver iperf3)
@@ -81,19 +82,7 @@ work=$(mktemp -d "$cache/guest-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 # --- kernel ---------------------------------------------------------------
-deb=$(ls "$debs/${kpkg}_"*.deb 2>/dev/null | head -n1 || true)
-case "$deb" in
-*"_$(echo "$kver" | sed 's/:/%3a/')_"*) ;;
-*)
-    rm -f "$debs"/linux-image-*.deb  # older kernels too: one in the cache
-    echo "build-guest: downloading $kpkg $kver" >&2
-    # apt's sandbox user may not write into the cache; the download is
-    # verified against the package lists all the same.
-    (cd "$debs" && apt-get download -q "$kpkg=$kver" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) || true
-    deb=$(ls "$debs/${kpkg}_"*.deb 2>/dev/null | head -n1 || true)
-    [ -n "$deb" ] || die "apt-get download $kpkg=$kver failed"
-    ;;
-esac
+deb=$(kdeb_download "$debs" "$kpkg" "$kver")
 echo "build-guest: extracting $(basename "$deb")" >&2
 dpkg-deb -x "$deb" "$work/kpkg"
 kvmlinuz=$(ls "$work"/kpkg/boot/vmlinuz-* | head -n1)
@@ -124,60 +113,33 @@ done
 # modules: what the kernel builds as =m among the drivers the guest needs,
 # with their dependencies first (Debian ships no modules.dep; depmod makes it
 # at install time, so read each module's own depends= field)
-find_mod() {
-    f=$(find "$moddir/kernel" -name "$1.ko" -o -name "$1.ko.xz" | head -n1)
-    [ -n "$f" ] || die "module $1 not found in $krel"
-    echo "$f"
-}
-mod_deps() {
-    f=$(find_mod "$1")
-    case "$f" in
-    *.xz) xz -dc "$f" ;;
-    *) cat "$f" ;;
-    esac | tr '\0' '\n' | grep -a '^depends=' | head -n1 | cut -d= -f2 | tr ',' ' '
-}
-order=""
-add_mod() {
-    case " $order " in *" $1 "*) return ;; esac
-    for d in $(mod_deps "$1"); do
-        add_mod "$d"
-    done
-    order="$order $1"
-}
 config=$(ls "$work"/kpkg/boot/config-*)
+mods=""
 for pair in VIRTIO:virtio VIRTIO_PCI:virtio_pci VIRTIO_NET:virtio_net VIRTIO_CONSOLE:virtio_console; do
     opt=${pair%%:*}
     mod=${pair#*:}
     if grep -qx "CONFIG_$opt=m" "$config"; then
-        add_mod "$mod"
+        mods="$mods $mod"
     elif ! grep -qx "CONFIG_$opt=y" "$config"; then
         die "kernel $krel has neither CONFIG_$opt=y nor =m"
     fi
 done
 : >"$root/lib/modules/load-order"
+order=$(kdeb_mod_order "$moddir" $mods)
 for m in $order; do
-    f=$(find_mod "$m")
-    case "$f" in
-    *.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
-    *) cp "$f" "$root/lib/modules/$m.ko" ;;
-    esac
+    kdeb_copy_mod "$moddir" "$m" "$root/lib/modules/$m.ko"
     echo "$m" >>"$root/lib/modules/load-order"
 done
 
 # --- pack -----------------------------------------------------------------
 (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 >"$work/initrd.gz"
 cp "$kvmlinuz" "$work/vmlinuz"
-# The bzImage's payload is xz (CONFIG_KERNEL_XZ); the first xz stream in it
-# is the kernel ELF. A kernel without PVH, or with another compression,
-# boots as the bzImage.
+# QEMU boots the ELF inside the bzImage through its PVH entry point; a
+# kernel without PVH boots as the bzImage.
 kname=vmlinuz
-if grep -qx 'CONFIG_PVH=y' "$config"; then
-    off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$kvmlinuz" | head -n1 | cut -d: -f1)
-    if [ -n "$off" ] && tail -c +$((off + 1)) "$kvmlinuz" | xz -dc --single-stream >"$work/vmlinux" 2>/dev/null &&
-        [ "$(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ')" = '177ELF' ]; then
-        kname=vmlinux
-        mv "$work/vmlinux" "$out/vmlinux"
-    fi
+if grep -qx 'CONFIG_PVH=y' "$config" && kdeb_vmlinux "$kvmlinuz" "$work/vmlinux"; then
+    kname=vmlinux
+    mv "$work/vmlinux" "$out/vmlinux"
 fi
 rm -f "$out/stamp"
 mv "$work/vmlinuz" "$out/vmlinuz"

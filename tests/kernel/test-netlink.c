@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <linux/if_bridge.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,7 +201,7 @@ test_bridge_vlan_real (void)
   g_assert_cmpstr (error->message, ==, "port v0: joining bridge nobr0: no network interface nobr0");
   g_clear_error (&error);
   g_assert_true (va_nl_link_set_master ("v0", "br0", &error));
-  filtering = sh ("ip link set br0 type bridge vlan_filtering 1 default_pvid 0 2>/dev/null") == 0;
+  filtering = sh ("ip link set br0 type bridge vlan_filtering 1 vlan_default_pvid 0 2>/dev/null") == 0;
 
   if (!filtering)
     {
@@ -227,6 +230,100 @@ test_bridge_vlan_real (void)
   g_assert_cmpstr (error->message, ==, "bridge port ghost0: adding VLAN 5 as untagged PVID: no network interface ghost0");
 }
 
+/* The lab host (tests/lab, issue 7): a real vdpa bus with a VDUSE
+ * management device, served by tests/lab/vduse-net (VA_VDUSE_NET). The
+ * VF-oriented va_nl_vdpa_dev_new names bus "pci"; VDUSE's management device
+ * has no bus, so DEV_NEW goes through the builder with bus NULL and
+ * va_nl_transact, which is what a VDUSE pool in the kernel backend would
+ * need a bus-less entry point for. The vdpa device takes the name of the
+ * VDUSE device it sits on: VDUSE finds its device by that name. */
+static void
+die_with_parent (gpointer data)
+{
+  (void) data;
+  prctl (PR_SET_PDEATHSIG, SIGTERM);
+}
+
+static void
+test_lab_vduse_dev_new_del (void)
+{
+  const char *vduse_net = g_getenv ("VA_VDUSE_NET");
+  const char *name = "va-lab-vduse";
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) mgmt = NULL;
+  g_autofree char *ready = NULL;
+  g_autofree char *sysdev = g_strdup_printf ("/sys/bus/vdpa/devices/%s", name);
+  gboolean found = FALSE;
+  guint16 family = 0;
+  GPid pid;
+  int status = 0;
+  int kerr = 0;
+
+  if (!vduse_net || !g_file_test ("/dev/vduse/control", G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("not in the lab host (VA_VDUSE_NET and /dev/vduse/control)");
+      return;
+    }
+  ready = g_strdup_printf ("%s/va-lab-vduse.ready", g_get_tmp_dir ());
+  unlink (ready);
+  {
+    char *argv[] = { (char *) vduse_net, "-n", (char *) name, "-r", ready, NULL };
+    /* a failed assertion must not leave it holding our output pipe */
+    g_assert_true (g_spawn_async (NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                                  die_with_parent, NULL, &pid, &error));
+    g_assert_no_error (error);
+  }
+  for (int i = 0; i < 100 && !g_file_test (ready, G_FILE_TEST_EXISTS); i++)
+    g_usleep (50000);
+  g_assert_true (g_file_test (ready, G_FILE_TEST_EXISTS));
+
+  /* discovery: the VDUSE management device has no bus */
+  mgmt = va_nl_vdpa_mgmtdevs (&error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < mgmt->len; i++)
+    {
+      VaVdpaMgmtdev *m = g_ptr_array_index (mgmt, i);
+      g_test_message ("mgmtdev %s/%s", m->bus ? m->bus : "(no bus)", m->dev);
+      found |= m->bus == NULL && g_strcmp0 (m->dev, "vduse") == 0;
+    }
+  g_assert_true (found);
+
+  /* the VF-oriented call names bus "pci": the kernel finds no such device */
+  g_assert_false (va_nl_vdpa_dev_new ("vduse", name, NULL, 0, 0, &error));
+  g_test_message ("va_nl_vdpa_dev_new (\"vduse\"): %s", error->message);
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_clear_error (&error);
+
+  g_assert_true (va_nl_genl_family ("vdpa", "vdpa", &family, &error));
+  g_assert_no_error (error);
+  /* VDUSE takes its MAC, MTU and queue pairs from the device's config
+   * space, and refuses them here */
+  g_assert_false (va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, 7001, NULL, "vduse", name, mac, 0, 0), NULL, NULL,
+                                  "creating a VDUSE vdpa device with a MAC", &kerr, &error));
+  g_test_message ("with a MAC: %s (errno %d)", error->message, kerr);
+  g_assert_cmpint (kerr, !=, 0);
+  g_clear_error (&error);
+  g_assert_false (g_file_test (sysdev, G_FILE_TEST_EXISTS));
+
+  va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, 7002, NULL, "vduse", name, NULL, 0, 0), NULL, NULL,
+                  "creating a VDUSE vdpa device", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_file_test (sysdev, G_FILE_TEST_EXISTS));
+
+  g_assert_true (va_nl_vdpa_dev_del (name, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (sysdev, G_FILE_TEST_EXISTS));
+  g_assert_true (va_nl_vdpa_dev_del (name, &error)); /* gone already: TRUE */
+  g_assert_no_error (error);
+
+  kill (pid, SIGTERM);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_spawn_close_pid (pid);
+  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+  unlink (ready);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -239,6 +336,8 @@ main (int argc, char **argv)
   g_test_add_func ("/netlink/built/devlink-eswitch-as-uapi", test_devlink);
   g_test_add_func ("/netlink/kernel/nlctrl-resolves", test_nlctrl_resolves);
   g_test_add_func ("/netlink/kernel/no-vdpa-family", test_no_vdpa_family);
+  g_test_add_func ("/netlink/lab/vduse-dev-new-del", test_lab_vduse_dev_new_del);
+  /* last: it unshares this process's network namespace */
   g_test_add_func ("/netlink/kernel/bridge-vlan-in-netns", test_bridge_vlan_real);
   return g_test_run ();
 }

@@ -1,0 +1,99 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The lab host's init, in two stages (lab-host.py boots it):
+#
+# stage 1 (no argument): /init of the initramfs, busybox only. Loads the
+#   virtio-9p and overlayfs modules, mounts the build machine's root (9p tag
+#   "hostroot", read-only) under an overlayfs whose upper layer is a tmpfs,
+#   mounts the run's shared folder (9p tag "lab", writable) at /lab there and
+#   switch_roots into "sh /lab/lab-init.sh stage2".
+#
+# stage 2: runs in that root with the build machine's own userspace. Puts
+#   fresh tmpfs on /run /tmp /var/tmp (the lower layer holds the build
+#   machine's live /run), binds the kernel package's module tree (lab.modules=
+#   on the command line, a path in the shared root) over /lib/modules/KREL,
+#   copies the unpacked extra packages (lab.extra=, udev) into the overlay,
+#   then runs /lab/cmd with /lab/env, its output to the console and to
+#   /lab/output, its status to /lab/rc, and powers off.
+#
+# Console markers: LAB-READY uptime=S (the moment the command starts), then
+# LAB-DONE rc=N.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+
+param() {
+    for w in $(cat /proc/cmdline); do
+        case "$w" in
+        "lab.$1="*) echo "${w#lab.$1=}" ;;
+        esac
+    done
+}
+
+halt_now() {
+    echo "LAB-DONE rc=$1"
+    sync
+    # busybox's, not the build machine's systemctl in stage 2
+    busybox poweroff -f
+    while :; do sleep 3600; done  # init must never exit
+}
+
+if [ "${1:-}" != stage2 ]; then
+    mount -t proc proc /proc
+    mount -t sysfs sysfs /sys
+    mount -t devtmpfs devtmpfs /dev
+    for m in $(cat /lib/modules/load-order); do
+        insmod "/lib/modules/$m.ko" || { echo "lab-init: insmod $m failed"; halt_now 120; }
+    done
+    o=trans=virtio,version=9p2000.L,msize=512000
+    mount -t 9p -o "$o,ro,cache=loose" hostroot /lower || { echo "lab-init: no hostroot"; halt_now 121; }
+    mount -t tmpfs -o mode=0755 upper /upper
+    mkdir -p /upper/data /upper/work
+    mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot ||
+        { echo "lab-init: overlayfs failed"; halt_now 122; }
+    mkdir -p /newroot/lab
+    mount -t 9p -o "$o,cache=none" lab /newroot/lab || { echo "lab-init: no lab share"; halt_now 123; }
+    mount --move /dev /newroot/dev
+    mount --move /proc /newroot/proc
+    mount --move /sys /newroot/sys
+    exec switch_root /newroot /bin/sh /lab/lab-init.sh stage2
+fi
+
+# --- stage 2 ---------------------------------------------------------------
+for d in /run /tmp /var/tmp; do
+    mount -t tmpfs -o mode=1777 tmpfs "$d"
+done
+chmod 0755 /run
+mkdir -p /run/lock /dev/pts /dev/shm
+mount -t devpts -o gid=5,mode=0620,ptmxmode=0666 devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || true
+krel=$(uname -r)
+mods=$(param modules)
+if [ -n "$mods" ] && [ -d "$mods" ]; then
+    mkdir -p "/lib/modules/$krel"
+    mount --bind "$mods" "/lib/modules/$krel"
+fi
+# packages the build machine lacks (udev), unpacked by build-lab-kernel.sh
+extra=$(param extra)
+if [ -n "$extra" ] && [ -d "$extra" ]; then
+    cp -a "$extra/." / 2>/dev/null || echo "lab-init: copying $extra failed"
+fi
+# a host with systemd has /dev/net/tun from kmod's static nodes, which load
+# tun on first open; here nothing makes those nodes, so load it (QEMU's
+# tap networking, libvirt's <interface type='bridge'|'network'>)
+modprobe -q tun 2>/dev/null || true
+hostname lab 2>/dev/null || echo lab >/proc/sys/kernel/hostname
+ip link set lo up 2>/dev/null || true
+echo 4 >/proc/sys/kernel/printk
+
+[ -f /lab/env ] && . /lab/env
+cd "${LAB_CWD:-/}" || halt_now 124
+echo "LAB-READY uptime=$(cut -d' ' -f1 /proc/uptime)"
+# the status goes through a file: a pipeline's status is its last command's
+(
+    sh /lab/cmd </dev/null
+    echo $? >/lab/rc
+) 2>&1 | tee /lab/output
+rc=$(cat /lab/rc 2>/dev/null || echo 125)
+cd /
+halt_now "$rc"

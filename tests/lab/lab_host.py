@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The lab host (issue 7, DESIGN.md section 7): Debian's 6.12 kernel booted
+under QEMU TCG with the build machine's own root filesystem, read-only over
+virtio-9p under a tmpfs overlay, running one command and powering off.
+
+    lab_host.py [--timeout S] [--env NAME]... [--keep] -- COMMAND [ARG]...
+
+runs COMMAND inside the lab host in the current directory (which must be on
+the build machine's root filesystem: the lab host sees that, not the
+caller's mount namespace), prints its output, and exits with its status; 124
+when the lab host does not finish within --timeout seconds. The environment
+passed in is PATH, every VA_* and LAB_* variable and the --env names.
+Timings go to stderr as "lab-host: ..." lines.
+
+As a module: run(argv, timeout=..., env=...) returns a Result.
+
+Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.path.dirname(os.path.dirname(HERE))
+QEMU = "/usr/bin/qemu-system-x86_64"
+
+
+class Result:
+    def __init__(self, rc, output, console, timed_out, boot_s, guest_uptime_s, total_s, rundir):
+        self.rc = rc                            # the command's status, None if it never ended
+        self.output = output                    # what it printed (from the shared folder)
+        self.console = console                  # the whole serial console
+        self.timed_out = timed_out
+        self.boot_s = boot_s                    # QEMU start to the command's start, wall clock
+        self.guest_uptime_s = guest_uptime_s    # the same from the guest kernel's clock
+        self.total_s = total_s
+        self.rundir = rundir                    # kept only with keep=True
+
+    def summary(self):
+        f = lambda v: "?" if v is None else "%.1f s" % v
+        return "boot-to-command %s (guest uptime %s), total %s, rc %s%s" % (
+            f(self.boot_s), f(self.guest_uptime_s), f(self.total_s), self.rc,
+            ", TIMED OUT" if self.timed_out else "")
+
+
+def cache_dir():
+    return os.environ.get("VA_TEST_CACHE", os.path.join(SRCDIR, "tests", "cache"))
+
+
+def build_kernel():
+    """Builds (or finds in the cache) the lab kernel; returns its paths."""
+    r = subprocess.run(["sh", os.path.join(HERE, "build-lab-kernel.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-lab-kernel.sh failed (%d)" % r.returncode)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
+def missing_tools():
+    need = [QEMU, "/bin/busybox"]
+    return [t for t in need if not os.access(t, os.X_OK)] + \
+        [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
+
+
+def run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False):
+    k = build_kernel()
+    cwd = os.path.abspath(cwd or os.getcwd())
+    base = os.path.join(cache_dir(), "lab", "runs")
+    os.makedirs(base, exist_ok=True)
+    rundir = tempfile.mkdtemp(prefix="run.", dir=base)
+    os.chmod(rundir, 0o755)
+    shutil.copy(os.path.join(HERE, "lab-init.sh"), os.path.join(rundir, "lab-init.sh"))
+    with open(os.path.join(rundir, "cmd"), "w") as f:
+        f.write("exec %s\n" % shlex.join(argv))
+    names = {"PATH"} | {n for n in os.environ if n.startswith(("VA_", "LAB_"))} | set(env)
+    with open(os.path.join(rundir, "env"), "w") as f:
+        for n in sorted(names):
+            if n in os.environ:
+                f.write("export %s=%s\n" % (n, shlex.quote(os.environ[n])))
+        f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
+
+    qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
+            "-no-reboot", "-serial", "stdio", "-monitor", "none",
+            "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
+            "-append", "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"]),
+            # multidevs=remap: / spans several host filesystems
+            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+            "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
+    console = []
+    marks = {}
+    t0 = time.monotonic()
+    p = subprocess.Popen(qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+
+    def reader():
+        for raw in p.stdout:
+            line = raw.decode(errors="replace")
+            console.append(line)
+            if echo:
+                sys.stderr.write(line)
+            if line.startswith("LAB-READY") and "ready" not in marks:
+                marks["ready"] = time.monotonic() - t0
+                try:
+                    marks["uptime"] = float(line.split("uptime=")[1].split()[0])
+                except (IndexError, ValueError):
+                    pass
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    timed_out = False
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        p.kill()
+        p.wait()
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    th.join(5)
+    p.stdout.close()
+    total = time.monotonic() - t0
+    rc = None
+    try:
+        with open(os.path.join(rundir, "rc")) as f:
+            rc = int(f.read().strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(os.path.join(rundir, "output"), errors="replace") as f:
+            output = f.read()
+    except OSError:
+        output = ""
+    if not keep:
+        shutil.rmtree(rundir, ignore_errors=True)
+    return Result(rc, output, "".join(console), timed_out, marks.get("ready"), marks.get("uptime"),
+                  total, rundir if keep else None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--env", action="append", default=[], metavar="NAME")
+    ap.add_argument("--keep", action="store_true", help="keep the run's shared folder")
+    ap.add_argument("--console", action="store_true", help="echo the serial console to stderr")
+    ap.add_argument("--mem", default="2048")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        ap.error("no command")
+    miss = missing_tools()
+    if miss:
+        sys.exit("lab-host: missing %s" % " ".join(miss))
+    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console)
+    if not a.console:
+        sys.stdout.write(r.output)
+    sys.stdout.flush()
+    print("lab-host: %s" % r.summary(), file=sys.stderr)
+    if r.rundir:
+        print("lab-host: shared folder kept in %s" % r.rundir, file=sys.stderr)
+    if r.timed_out:
+        print("lab-host: did not finish within %d s; console tail:\n%s" % (a.timeout, r.console[-3000:]),
+              file=sys.stderr)
+        sys.exit(124)
+    if r.rc is None:
+        print("lab-host: the command left no status; console tail:\n%s" % r.console[-3000:], file=sys.stderr)
+        sys.exit(125)
+    sys.exit(r.rc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The lab host harness (lab_host.py): the command runs on the 6.12 kernel
+over the build machine's root, its status and output come back, writes land
+in the tmpfs overlay and not on the build machine, and a lab host that does
+not finish within its bound is killed and reported."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lab_host  # noqa: E402
+
+
+class LabHost(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        miss = lab_host.missing_tools()
+        if miss:
+            raise unittest.SkipTest("missing " + " ".join(miss))
+
+    def test_command_status_and_output(self):
+        marker = "/etc/lab-host-overlay-probe.%d" % os.getpid()
+        r = lab_host.run(["sh", "-c", "uname -r; touch %s && echo wrote; "
+                          "ls /lib/modules/$(uname -r)/modules.dep; exit 3" % marker], timeout=300)
+        print("lab-host:", r.summary(), file=sys.stderr)
+        self.assertFalse(r.timed_out, r.console[-3000:])
+        self.assertEqual(r.rc, 3, r.console[-3000:])
+        self.assertRegex(r.output, r"^6\.12\.")
+        self.assertIn("wrote", r.output)
+        self.assertIn("modules.dep", r.output)
+        self.assertFalse(os.path.exists(marker), "a write inside the lab host reached the build machine")
+        self.assertIsNotNone(r.boot_s)
+
+    def test_time_bound(self):
+        r = lab_host.run(["sleep", "3600"], timeout=30)
+        self.assertTrue(r.timed_out)
+        self.assertIsNone(r.rc)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
