@@ -10,8 +10,9 @@
 #   switch_roots into "sh /lab/lab-init.sh stage2".
 #
 # stage 2: runs in that root with the build machine's own userspace. Puts
-#   fresh tmpfs on /run /tmp /var/tmp (the lower layer holds the build
-#   machine's live /run), binds the kernel package's module tree (lab.modules=
+#   fresh tmpfs on /run and /var/tmp (the lower layer holds the build
+#   machine's live /run); /tmp stays the overlay's, writable in memory,
+#   because the tree under test may live there (CI clones anywhere), binds the kernel package's module tree (lab.modules=
 #   on the command line, a path in the shared root) over /lib/modules/KREL,
 #   copies the unpacked extra packages (lab.extra=, udev) into the overlay,
 #   then runs /lab/cmd with /lab/env, its output to the console and to
@@ -59,7 +60,7 @@ if [ "${1:-}" != stage2 ]; then
 fi
 
 # --- stage 2 ---------------------------------------------------------------
-for d in /run /tmp /var/tmp; do
+for d in /run /var/tmp; do
     mount -t tmpfs -o mode=1777 tmpfs "$d"
 done
 chmod 0755 /run
