@@ -27,6 +27,12 @@ put_header (void *buf)
   return mnl_nlmsg_put_header (buf);
 }
 
+/* iproute2 6.1's vdpa and devlink put version 0 in the generic netlink
+ * header, not VDPA_GENL_VERSION/DEVLINK_GENL_VERSION (1): captured in the
+ * lab host (tests/kernel/netlink/capture-genl.sh). Neither family checks the
+ * version; we send what iproute2 sends. */
+#define IPROUTE2_GENL_VERSION 0
+
 static struct nlmsghdr *
 genl_header (void *buf, guint16 family, guint8 cmd, guint8 version, guint16 flags, guint32 seq)
 {
@@ -55,7 +61,7 @@ struct nlmsghdr *
 va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mgmt_bus, const char *mgmt_dev, const char *name,
                           const guint8 mac[6], guint16 max_vqp, guint16 mtu)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_NEW, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_NEW, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
 
   /* vdpa dev add name NAME mgmtdev BUS/DEV mac M mtu U max_vqp Q */
   if (mgmt_bus)
@@ -74,7 +80,7 @@ va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mg
 struct nlmsghdr *
 va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *name)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_DEL, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_DEL, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
 
   mnl_attr_put_strz (nlh, VDPA_ATTR_DEV_NAME, name);
   return nlh;
@@ -83,13 +89,13 @@ va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *na
 struct nlmsghdr *
 va_nl_build_vdpa_mgmtdev_dump (void *buf, guint16 family, guint32 seq)
 {
-  return genl_header (buf, family, VDPA_CMD_MGMTDEV_GET, VDPA_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
+  return genl_header (buf, family, VDPA_CMD_MGMTDEV_GET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
 }
 
 struct nlmsghdr *
 va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev, guint16 mode)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_SET, DEVLINK_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_SET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
 
   /* devlink dev eswitch set BUS/DEV mode legacy|switchdev */
   mnl_attr_put_strz (nlh, DEVLINK_ATTR_BUS_NAME, bus);
