@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bus"))
+import busfixture  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", ".."))
 RECORD_HOOK = os.path.join(HERE, "record-hook.sh")
@@ -76,26 +79,8 @@ cgroup_controllers = [ ]
 namespaces = [ ]
 """
 
-BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=/run/dbus/system_bus_socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_type="method_return"/>
-    <allow send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="signal"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-  </policy>
-</busconfig>
-"""
+# the bus tier's permissive system bus, at the standard socket path
+BUS_CONF = busfixture.BUS_CONF.format(socket="/run/dbus/system_bus_socket")
 
 
 class SkipTier(Exception):
