@@ -37,7 +37,7 @@ fi
 
 if [ -n "$(meson introspect --benchmarks build 2>/dev/null | grep -v '^\[\]$')" ]; then
     step "Benchmarks"
-    meson test -C build --benchmark --suite bench --verbose
+    meson test -C build --benchmark --suite bench --verbose --logbase testlog-bench
 fi
 
 step "Summary"
