@@ -166,18 +166,29 @@ input_has_decl (const char *xml, gsize len)
   return len >= 6 && memcmp (xml, "<?xml", 5) == 0 && g_ascii_isspace (xml[5]);
 }
 
-/* libxml2 refuses an element only when 256 are already open, so a document
- * 257 deep gets through it: count for ourselves. */
+/* What the parser lets through but the document must not hold: elements
+ * 257 deep (libxml2 refuses one only when 256 are already open), and a
+ * namespace name with '<' or '&', which libxml2 writes back unescaped, so
+ * that its own output would not parse. One walk over the tree. */
 static gboolean
-is_too_deep (xmlNode *root)
+check_tree (xmlNode *root, GError **error)
 {
   xmlNode *n = root;
   guint depth = 1;
 
   while (n)
     {
-      if (n->type == XML_ELEMENT_NODE && depth > VA_XML_MAX_DEPTH)
-        return TRUE;
+      if (n->type == XML_ELEMENT_NODE)
+        {
+          if (depth > VA_XML_MAX_DEPTH)
+            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH),
+                   FALSE;
+          for (xmlNs *ns = n->nsDef; ns; ns = ns->next)
+            if (ns->href && strpbrk ((const char *) ns->href, "<&"))
+              return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML,
+                                  "namespace name '%.64s' holds '<' or '&', which cannot be written back", ns->href),
+                     FALSE;
+        }
       if (n->type == XML_ELEMENT_NODE && n->children)
         {
           n = n->children;
@@ -191,7 +202,7 @@ is_too_deep (xmlNode *root)
         }
       n = n == root ? NULL : n->next;
     }
-  return FALSE;
+  return TRUE;
 }
 
 static xmlDoc *
@@ -241,11 +252,8 @@ parse_xml (const char *xml, gsize len, GError **error)
         g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "not well-formed XML");
       g_clear_pointer (&doc, xmlFreeDoc);
     }
-  else if (xmlDocGetRootElement (doc) && is_too_deep (xmlDocGetRootElement (doc)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
-      g_clear_pointer (&doc, xmlFreeDoc);
-    }
+  else if (xmlDocGetRootElement (doc) && !check_tree (xmlDocGetRootElement (doc), error))
+    g_clear_pointer (&doc, xmlFreeDoc);
   xmlFreeParserCtxt (ctxt);
   return doc;
 }
