@@ -104,12 +104,6 @@ va_host_view_lookup_network (const VaHostView *self, const char *name)
   return g_hash_table_lookup (self->networks_by_name, name);
 }
 
-GPtrArray *
-va_host_view_get_networks (const VaHostView *self)
-{
-  return self->networks;
-}
-
 void
 va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64 free)
 {

@@ -47,8 +47,6 @@ const char *va_host_view_get_port_root (const VaHostView *self);
 /* Copies @network. A second network of the same name replaces the first. */
 void va_host_view_add_network (VaHostView *self, const VaNetwork *network);
 const VaNetwork *va_host_view_lookup_network (const VaHostView *self, const char *name);
-/* Networks in the order they were added. */
-GPtrArray *va_host_view_get_networks (const VaHostView *self);
 
 /* @free < 0 means unknown, taken as unlimited. */
 void va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64 free);

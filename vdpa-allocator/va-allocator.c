@@ -919,12 +919,6 @@ va_allocator_get_backend_name (VaAllocator *self)
   return va_backend_get_name (self->backend);
 }
 
-VaConfig *
-va_allocator_get_config (VaAllocator *self)
-{
-  return self->config;
-}
-
 void
 va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data)
 {

@@ -87,7 +87,6 @@ void va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, g
 gboolean va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error);
 
 const char *va_allocator_get_backend_name (VaAllocator *self);
-VaConfig *va_allocator_get_config (VaAllocator *self);
 
 void va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyncReadyCallback callback, gpointer user_data);
 VaLease *va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **error);

@@ -32,20 +32,6 @@ struct _VaDbus
 
 static gsize resources_registered;
 
-static const GDBusErrorEntry error_entries[] = {
-  { VA_ERROR_FAILED, "org.vdpa_allocator.Error.Failed" },
-  { VA_ERROR_INVALID_ARGUMENT, "org.vdpa_allocator.Error.InvalidArgument" },
-  { VA_ERROR_INVALID_XML, "org.vdpa_allocator.Error.InvalidXml" },
-  { VA_ERROR_INVALID_CONFIG, "org.vdpa_allocator.Error.InvalidConfig" },
-  { VA_ERROR_NO_SUCH_NETWORK, "org.vdpa_allocator.Error.NoSuchNetwork" },
-  { VA_ERROR_NO_SUCH_POOL, "org.vdpa_allocator.Error.NoSuchPool" },
-  { VA_ERROR_POOL_EXHAUSTED, "org.vdpa_allocator.Error.PoolExhausted" },
-  { VA_ERROR_PERMISSION_DENIED, "org.vdpa_allocator.Error.PermissionDenied" },
-  { VA_ERROR_PROVISIONING_FAILED, "org.vdpa_allocator.Error.ProvisioningFailed" },
-  { VA_ERROR_NOT_FOUND, "org.vdpa_allocator.Error.NotFound" },
-  { VA_ERROR_BUSY, "org.vdpa_allocator.Error.Busy" },
-};
-
 void
 va_dbus_error_register (void)
 {
@@ -53,8 +39,16 @@ va_dbus_error_register (void)
 
   if (g_once_init_enter (&once))
     {
+      /* org.vdpa_allocator.Error.<the name va-error.c gives the code> */
+      static GDBusErrorEntry entries[VA_ERROR_LAST];
       gsize quark = 0;
-      g_dbus_error_register_error_domain ("va-error-quark", &quark, error_entries, G_N_ELEMENTS (error_entries));
+
+      for (guint i = 0; i < VA_ERROR_LAST; i++)
+        {
+          entries[i].error_code = i;
+          entries[i].dbus_error_name = g_strconcat ("org.vdpa_allocator.Error.", va_error_name (i), NULL);
+        }
+      g_dbus_error_register_error_domain ("va-error-quark", &quark, entries, VA_ERROR_LAST);
       g_once_init_leave (&once, 1);
     }
 }
