@@ -286,6 +286,13 @@ need_representor (const VaKernelVf *vf, const char *who, const char *method, GEr
 }
 
 static gboolean
+prefixed (GError **error, GError *local, const char *who)
+{
+  g_set_error (error, local->domain, local->code, "%s: %s", who, local->message);
+  return FALSE;
+}
+
+static gboolean
 apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool, const guint8 mac[6], guint16 vlan, const char *who,
             GError **error)
 {
@@ -328,7 +335,13 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
 
           if (!need_representor (vf, who, "ovs", error))
             return FALSE;
-          return ovs_vsctl (who, step, vlan ? tagged : untagged, error);
+          if (!ovs_vsctl (who, step, vlan ? tagged : untagged, error))
+            return FALSE;
+          /* OVS leaves its ports' links as they are; a down representor
+           * passes nothing (the bridge method's join sets it up) */
+          if (!va_nl_link_set_up (vf->representor, &local))
+            return prefixed (error, local, who);
+          return TRUE;
         }
     }
   g_return_val_if_reached (FALSE);
@@ -392,13 +405,6 @@ write_access_file (VaBackendKernel *self, const char *name, const char *group, g
   if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &local))
     return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", who, local->message), FALSE;
   return TRUE;
-}
-
-static gboolean
-prefixed (GError **error, GError *local, const char *who)
-{
-  g_set_error (error, local->domain, local->code, "%s: %s", who, local->message);
-  return FALSE;
 }
 
 VaDeviceInfo *

@@ -167,6 +167,17 @@ va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add,
 }
 
 struct nlmsghdr *
+va_nl_build_link_up (void *buf, guint32 seq, int ifindex)
+{
+  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, ifindex);
+  struct ifinfomsg *ifi = mnl_nlmsg_get_payload (nlh);
+
+  ifi->ifi_flags = IFF_UP;
+  ifi->ifi_change = IFF_UP;
+  return nlh;
+}
+
+struct nlmsghdr *
 va_nl_build_link_master (void *buf, guint32 seq, int port_ifindex, int master_ifindex, gboolean up)
 {
   struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, port_ifindex);
@@ -536,4 +547,16 @@ va_nl_link_set_master (const char *port, const char *bridge, GError **error)
     return FALSE;
   return va_nl_transact (NETLINK_ROUTE, va_nl_build_link_master (buf, next_seq (), ifindex, master, bridge != NULL), NULL, NULL, what, NULL,
                          error);
+}
+
+gboolean
+va_nl_link_set_up (const char *port, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("port %s: setting it up", port);
+  int ifindex;
+
+  if (!ifindex_of (port, what, &ifindex, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_ROUTE, va_nl_build_link_up (buf, next_seq (), ifindex), NULL, NULL, what, NULL, error);
 }

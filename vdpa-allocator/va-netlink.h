@@ -27,6 +27,7 @@ struct nlmsghdr *va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifind
 
 /* ip link set dev PORT master BR up; master 0: ip link set dev PORT nomaster */
 struct nlmsghdr *va_nl_build_link_master (void *buf, guint32 seq, int port_ifindex, int master_ifindex, gboolean up);
+struct nlmsghdr *va_nl_build_link_up (void *buf, guint32 seq, int ifindex);
 
 /* A vdpa management device of a VDPA_CMD_MGMTDEV_GET reply. */
 typedef struct
@@ -68,5 +69,6 @@ gboolean va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError 
 /* Puts @port up into bridge @bridge; @bridge NULL takes it out of its bridge
  * (a port that is gone is no error then). */
 gboolean va_nl_link_set_master (const char *port, const char *bridge, GError **error);
+gboolean va_nl_link_set_up (const char *port, GError **error);
 
 G_END_DECLS

@@ -144,9 +144,11 @@ test_link_master (void)
   char buf[VA_NL_BUF_SIZE];
   g_autoptr (GBytes) up = fixture ("link-master-up");
   g_autoptr (GBytes) nomaster = fixture ("link-nomaster");
+  g_autoptr (GBytes) link_up = fixture ("link-up");
 
   assert_same (va_nl_build_link_master (buf, fixture_u32 (up, 8), (int) fixture_u32 (up, 20), (int) fixture_u32 (up, 36), TRUE), up);
   assert_same (va_nl_build_link_master (buf, fixture_u32 (nomaster, 8), (int) fixture_u32 (nomaster, 20), 0, FALSE), nomaster);
+  assert_same (va_nl_build_link_up (buf, fixture_u32 (link_up, 8), (int) fixture_u32 (link_up, 20)), link_up);
 }
 
 /* Derived from the uapi layout (make-uapi-fixtures.py): a PCI management

@@ -1,16 +1,18 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""vlan-method=bridge through the daemon on a real VLAN-filtering bridge,
+"""vlan-method=bridge and vlan-method=ovs through the daemon, on a real
+VLAN-filtering Linux bridge and on Open vSwitch with the kernel datapath,
 run INSIDE the lab host (lab_host.py; issue 7).
 
 A vduse-test pool of three VDUSE devices (tests/lab/vduse-net), each slot's
 representor played by a veth named like the slot whose peer sits in a
-network namespace of its own. The daemon (kernel backend, private system
-bus) leases the slots on VLANs 10, 20 and 10: each port must carry its VLAN
-as PVID untagged and nothing else, the two namespaces on VLAN 10 must reach
-each other and neither reaches the one on VLAN 20, and release must take
-the port out of the bridge. Then the vhost_vdpa module is unloaded and an
-allocation must fail with its one line and leave no vdpa device behind.
+network namespace of its own, left down as a new representor is. The daemon
+(kernel backend, private system bus) leases the slots on VLANs 10, 20 and
+10: each port must carry its VLAN (Linux: as PVID untagged and nothing
+else; OVS: as the port's tag) and be up, the two namespaces on VLAN 10 must
+reach each other and neither reaches the one on VLAN 20, and release must
+take the port out of the bridge. Then the vhost_vdpa module is unloaded and
+an allocation must fail with its one line and leave no vdpa device behind.
 
 The vdpa netlink family exists only in the initial network namespace, so
 the daemon runs there; only the representors' peers move out."""
@@ -31,14 +33,15 @@ VDPACTL = busfixture.VDPACTL
 BRIDGE = "br-lab"
 SLOTS = ("vduse0", "vduse1", "vduse2")
 UUID = "7ab1e5e0-0000-4000-8000-%012d"
+OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 CONFIG = """[pool lab]
 type=vduse-test
-vlan-method=bridge
+vlan-method=%s
 uplink-bridge=%s
 device-group=disk
 device-mode=0660
-""" % BRIDGE
+"""
 
 
 def run(*argv, check=True):
@@ -52,13 +55,12 @@ def in_lab_host():
     return os.path.exists("/sys/module/vduse") or run("modprobe", "-n", "vduse", check=False).returncode == 0
 
 
-def port_vlans(port):
-    out = json.loads(run("bridge", "-j", "vlan", "show", "dev", port).stdout or "[]")
-    return [v for entry in out for v in entry.get("vlans", [])]
+def link(port):
+    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0]
 
 
-def master_of(port):
-    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0].get("master")
+def is_up(port):
+    return "UP" in link(port).get("flags", [])
 
 
 def ping(ns, addr):
@@ -70,7 +72,10 @@ def vdpa_devices():
     return sorted(os.listdir("/sys/bus/vdpa/devices")) if os.path.isdir("/sys/bus/vdpa/devices") else []
 
 
-class BridgeVlan(unittest.TestCase):
+class VlanMethod:
+    """The cases; a subclass makes the uplink and reads a port's VLANs."""
+    METHOD = None
+
     @classmethod
     def setUpClass(cls):
         if not os.access(VDUSE_NET, os.X_OK):
@@ -79,6 +84,7 @@ class BridgeVlan(unittest.TestCase):
             raise unittest.SkipTest("not in the lab host: this kernel has no vduse")
         run("modprobe", "-a", "vdpa", "vduse", "vhost_vdpa", "bridge")
         cls.servers = []
+        cls.procs = []
         cls.bus = cls.daemon = None
         try:
             cls._set_up()
@@ -88,8 +94,7 @@ class BridgeVlan(unittest.TestCase):
 
     @classmethod
     def _set_up(cls):
-        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1")
-        run("ip", "link", "set", BRIDGE, "up")
+        cls.make_uplink()
         for i, slot in enumerate(SLOTS):
             ns = "lab-%s" % slot
             run("ip", "netns", "add", ns)
@@ -106,7 +111,7 @@ class BridgeVlan(unittest.TestCase):
                     raise RuntimeError("vduse-net va-%s did not come up" % slot)
                 time.sleep(0.05)
         cls.bus = busfixture.Bus()
-        cls.daemon = busfixture.Daemon(cls.bus, config=CONFIG)
+        cls.daemon = busfixture.Daemon(cls.bus, config=CONFIG % (cls.METHOD, BRIDGE))
         cls.daemon.start()
 
     @classmethod
@@ -121,7 +126,10 @@ class BridgeVlan(unittest.TestCase):
         for slot in SLOTS:
             run("ip", "netns", "del", "lab-%s" % slot, check=False)
             run("ip", "link", "del", slot, check=False)
-        run("ip", "link", "del", BRIDGE, check=False)
+        cls.remove_uplink()
+        for p in cls.procs:
+            p.terminate()
+            p.wait(10)
 
     def vdpactl(self, *args, check=True):
         return run(VDPACTL, *args, check=check)
@@ -139,9 +147,10 @@ class BridgeVlan(unittest.TestCase):
         self.assertEqual([(p["Name"], p["Total"], p["Free"], p["Healthy"]) for p in pools], [("lab", 3, 3, True)])
 
     def test_2_vlans_isolate_and_release_removes_ports(self):
-        # before any lease no port is in the bridge: nothing reaches anything
+        # before any lease no port is in the bridge, and none is up
         for slot in SLOTS:
-            self.assertIsNone(master_of(slot))
+            self.assertFalse(self.in_uplink(slot))
+            self.assertFalse(is_up(slot))
         leases = {n: self.allocate(n, vlan) for n, vlan in ((1, 10), (2, 20), (3, 10))}
         ns = {n: "lab-" + lease["slot"] for n, lease in leases.items()}
         addr = {n: "10.77.0.%d" % (SLOTS.index(lease["slot"]) + 1) for n, lease in leases.items()}
@@ -149,9 +158,9 @@ class BridgeVlan(unittest.TestCase):
         try:
             for n, vlan in ((1, 10), (2, 20), (3, 10)):
                 slot = leases[n]["slot"]
-                self.assertEqual(master_of(slot), BRIDGE)
-                # PVID untagged, and nothing else: not the bridge's default VLAN 1
-                self.assertEqual(port_vlans(slot), [{"vlan": vlan, "flags": ["PVID", "Egress Untagged"]}])
+                self.assertTrue(self.in_uplink(slot))
+                self.assertTrue(is_up(slot), slot)
+                self.assertEqual(self.port_vlans(slot), [vlan])
                 node = leases[n]["chardev"]
                 st = os.stat(node)
                 self.assertEqual((st.st_mode & 0o7777, st.st_gid), (0o660, 6), node)  # disk is gid 6 on Debian
@@ -164,8 +173,7 @@ class BridgeVlan(unittest.TestCase):
             for n in leases:
                 self.release(n)
         for n, lease in leases.items():
-            self.assertIsNone(master_of(lease["slot"]), "release left %s in the bridge" % lease["slot"])
-            self.assertEqual(port_vlans(lease["slot"]), [])
+            self.assertFalse(self.in_uplink(lease["slot"]), "release left %s in the bridge" % lease["slot"])
             self.assertNotIn(lease["device"], vdpa_devices())
         self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"slot"'), 0)
 
@@ -187,6 +195,69 @@ class BridgeVlan(unittest.TestCase):
         lease = self.allocate(9, 10)
         self.assertTrue(os.path.exists(lease["chardev"]))
         self.release(9)
+
+
+class LinuxBridge(VlanMethod, unittest.TestCase):
+    METHOD = "bridge"
+
+    @classmethod
+    def make_uplink(cls):
+        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1")
+        run("ip", "link", "set", BRIDGE, "up")
+
+    @classmethod
+    def remove_uplink(cls):
+        run("ip", "link", "del", BRIDGE, check=False)
+
+    def in_uplink(self, port):
+        return link(port).get("master") == BRIDGE
+
+    def port_vlans(self, port):
+        # PVID untagged, and nothing else: not the bridge's default VLAN 1
+        out = json.loads(run("bridge", "-j", "vlan", "show", "dev", port).stdout or "[]")
+        vlans = [v for entry in out for v in entry.get("vlans", [])]
+        self.assertTrue(all(v.get("flags") == ["PVID", "Egress Untagged"] for v in vlans), vlans)
+        return [v["vlan"] for v in vlans]
+
+
+class OpenVSwitch(VlanMethod, unittest.TestCase):
+    """Open vSwitch with the kernel datapath (the openvswitch module), its
+    database and run files on the lab host's tmpfs /run."""
+    METHOD = "ovs"
+
+    @classmethod
+    def make_uplink(cls):
+        d = "/run/openvswitch"
+        os.makedirs(d, exist_ok=True)
+        run("modprobe", "openvswitch")
+        run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
+        cls.procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
+                                           "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 20
+        while not os.path.exists(d + "/db.sock"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("ovsdb-server did not come up")
+            time.sleep(0.05)
+        run("ovs-vsctl", "--no-wait", "init")
+        cls.procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
+                                           "--log-file=" + d + "/ovs-vswitchd.log"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        run("ovs-vsctl", "--timeout=30", "add-br", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
+
+    @classmethod
+    def remove_uplink(cls):
+        run("ovs-vsctl", "--timeout=10", "--if-exists", "del-br", BRIDGE, check=False)
+
+    def in_uplink(self, port):
+        return run("ovs-vsctl", "port-to-br", port, check=False).stdout.strip() == BRIDGE
+
+    def port_vlans(self, port):
+        tag = run("ovs-vsctl", "get", "Port", port, "tag").stdout.strip()
+        trunks = run("ovs-vsctl", "get", "Port", port, "trunks").stdout.strip()
+        self.assertEqual(trunks, "[]")  # an access port: its tag and nothing else
+        return [int(tag)] if tag != "[]" else []
 
 
 if __name__ == "__main__":

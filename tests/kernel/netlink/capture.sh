@@ -26,3 +26,4 @@ capture vf-set-vst ip link set dev v0 vf 3 mac 52:54:00:12:34:56 vlan 2334 spoof
 capture vf-reset ip link set dev v0 vf 3 mac 00:00:00:00:00:00 vlan 0 spoofchk off trust off
 capture link-master-up ip link set dev v0 master br0 up
 capture link-nomaster ip link set dev v0 nomaster
+capture link-up ip link set dev v0 up
