@@ -15,8 +15,9 @@
  * After start, a libudev monitor on the "pci" and "net" subsystems follows
  * ConnectX devices (the ID_VDPA_ALLOCATOR property the udev rules set, or
  * vendor 15b3), and on "vduse" the VDUSE test pool's devices, on the
- * thread-default main context of the backend's
- * creation: a burst of their uevents (a PF and its netdev and VFs appear
+ * thread-default main context of the backend's creation; so does an
+ * rtnetlink link monitor for the PFs' link state, since a carrier change
+ * sends no uevent. A burst of events (a PF and its netdev and VFs appear
  * together) is followed, once it settles, by one "pfs-changed". */
 #include "va-backend-kernel.h"
 
@@ -42,6 +43,8 @@ struct _VaBackendKernel
   GMainContext *context;
   GSource *monitor_source;
   GSource *settle_source; /* pending "pfs-changed", while a burst goes on */
+  VaNlMonitor *links;
+  GSource *links_source;
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
@@ -617,6 +620,16 @@ on_settled (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static void
+changed_soon (VaBackendKernel *self)
+{
+  if (self->settle_source)
+    return;
+  self->settle_source = g_timeout_source_new (SETTLE_MS);
+  g_source_set_callback (self->settle_source, on_settled, self, NULL);
+  g_source_attach (self->settle_source, self->context);
+}
+
 static gboolean
 on_uevent (int fd, GIOCondition condition, gpointer user_data)
 {
@@ -630,12 +643,39 @@ on_uevent (int fd, GIOCondition condition, gpointer user_data)
       hit = hit || is_relevant (d);
       udev_device_unref (d);
     }
-  if (hit && !self->settle_source)
+  if (hit)
+    changed_soon (self);
+  return G_SOURCE_CONTINUE;
+}
+
+/* A PF's uplink whose link state differs from what discovery saw. Only
+ * that: the VF settings the backend itself sends on a PF are link messages
+ * too. */
+static void
+on_link_event (const VaNlLinkEvent *ev, gpointer user_data)
+{
+  VaBackendKernel *self = user_data;
+
+  for (guint i = 0; self->pfs && i < self->pfs->len; i++)
     {
-      self->settle_source = g_timeout_source_new (SETTLE_MS);
-      g_source_set_callback (self->settle_source, on_settled, self, NULL);
-      g_source_attach (self->settle_source, self->context);
+      const VaKernelPf *pf = g_ptr_array_index (self->pfs, i);
+
+      if (g_strcmp0 (pf->netdev, ev->ifname) != 0)
+        continue;
+      if (ev->deleted || (ev->oper_up >= 0 && ev->oper_up != (g_strcmp0 (pf->operstate, "up") == 0))
+          || (ev->carrier >= 0 && (ev->carrier == 1) != pf->carrier))
+        changed_soon (self);
     }
+}
+
+/* A carrier change comes with no uevent: only as a link message. */
+static gboolean
+on_link_message (int fd, GIOCondition condition, gpointer user_data)
+{
+  VaBackendKernel *self = user_data;
+
+  if (!va_nl_link_monitor_read (self->links, on_link_event, self))
+    changed_soon (self); /* some were lost: look at everything again */
   return G_SOURCE_CONTINUE;
 }
 
@@ -659,10 +699,16 @@ start_monitor (VaBackendKernel *self, GError **error)
     return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s",
                         g_strerror (-r)),
            FALSE;
+  self->links = va_nl_link_monitor_new (error);
+  if (!self->links)
+    return FALSE;
   self->context = g_main_context_ref_thread_default ();
   self->monitor_source = g_unix_fd_source_new (udev_monitor_get_fd (self->monitor), G_IO_IN);
   g_source_set_callback (self->monitor_source, G_SOURCE_FUNC (on_uevent), self, NULL);
   g_source_attach (self->monitor_source, self->context);
+  self->links_source = g_unix_fd_source_new (va_nl_link_monitor_get_fd (self->links), G_IO_IN);
+  g_source_set_callback (self->links_source, G_SOURCE_FUNC (on_link_message), self, NULL);
+  g_source_attach (self->links_source, self->context);
   return TRUE;
 }
 
@@ -677,6 +723,10 @@ va_backend_kernel_finalize (GObject *object)
   if (self->monitor_source)
     g_source_destroy (self->monitor_source);
   g_clear_pointer (&self->monitor_source, g_source_unref);
+  if (self->links_source)
+    g_source_destroy (self->links_source);
+  g_clear_pointer (&self->links_source, g_source_unref);
+  g_clear_pointer (&self->links, va_nl_link_monitor_free);
   g_clear_pointer (&self->context, g_main_context_unref);
   g_clear_pointer (&self->monitor, udev_monitor_unref);
   g_clear_pointer (&self->udev, udev_unref);

@@ -560,3 +560,113 @@ va_nl_link_set_up (const char *port, GError **error)
     return FALSE;
   return va_nl_transact (NETLINK_ROUTE, va_nl_build_link_up (buf, next_seq (), ifindex), NULL, NULL, what, NULL, error);
 }
+
+/* ---- link monitor -------------------------------------------------------- */
+
+/* <linux/if.h>'s, which clashes with <net/if.h>: RFC 2863's "up" */
+#ifndef IF_OPER_UP
+#define IF_OPER_UP 6
+#endif
+
+static int
+link_attr_cb (const struct nlattr *attr, void *data)
+{
+  const struct nlattr **tb = data;
+  int type = mnl_attr_get_type (attr);
+
+  if (mnl_attr_type_valid (attr, IFLA_MAX) < 0)
+    return MNL_CB_OK;
+  if ((type == IFLA_IFNAME && mnl_attr_validate (attr, MNL_TYPE_NUL_STRING) < 0)
+      || ((type == IFLA_OPERSTATE || type == IFLA_CARRIER) && mnl_attr_validate (attr, MNL_TYPE_U8) < 0))
+    return MNL_CB_OK; /* malformed: as if absent */
+  tb[type] = attr;
+  return MNL_CB_OK;
+}
+
+gboolean
+va_nl_parse_link_event (const struct nlmsghdr *nlh, VaNlLinkEvent *ev)
+{
+  const struct nlattr *tb[IFLA_MAX + 1] = { NULL };
+
+  if ((nlh->nlmsg_type != RTM_NEWLINK && nlh->nlmsg_type != RTM_DELLINK) || nlh->nlmsg_len < mnl_nlmsg_size (sizeof (struct ifinfomsg)))
+    return FALSE;
+  mnl_attr_parse (nlh, sizeof (struct ifinfomsg), link_attr_cb, tb);
+  if (!tb[IFLA_IFNAME])
+    return FALSE;
+  ev->ifname = mnl_attr_get_str (tb[IFLA_IFNAME]);
+  ev->deleted = nlh->nlmsg_type == RTM_DELLINK;
+  ev->oper_up = tb[IFLA_OPERSTATE] ? mnl_attr_get_u8 (tb[IFLA_OPERSTATE]) == IF_OPER_UP : -1;
+  ev->carrier = tb[IFLA_CARRIER] ? mnl_attr_get_u8 (tb[IFLA_CARRIER]) != 0 : -1;
+  return TRUE;
+}
+
+struct _VaNlMonitor
+{
+  struct mnl_socket *nl;
+  char buf[32768]; /* a link message with every attribute is a few KiB */
+};
+
+VaNlMonitor *
+va_nl_link_monitor_new (GError **error)
+{
+  g_autoptr (VaNlMonitor) self = g_new0 (VaNlMonitor, 1);
+
+  self->nl = mnl_socket_open2 (NETLINK_ROUTE, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (!self->nl)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: opening a netlink socket: %s",
+                        g_strerror (errno)),
+           NULL;
+  if (mnl_socket_bind (self->nl, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: joining the link group: %s",
+                        g_strerror (errno)),
+           NULL;
+  return g_steal_pointer (&self);
+}
+
+int
+va_nl_link_monitor_get_fd (VaNlMonitor *self)
+{
+  return mnl_socket_get_fd (self->nl);
+}
+
+gboolean
+va_nl_link_monitor_read (VaNlMonitor *self, VaNlLinkFunc cb, gpointer user_data)
+{
+  gboolean complete = TRUE;
+  ssize_t n;
+
+  while ((n = mnl_socket_recvfrom (self->nl, self->buf, sizeof self->buf)) != 0)
+    {
+      int len = (int) n;
+
+      if (n < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          if (errno == ENOBUFS)
+            {
+              complete = FALSE;
+              continue;
+            }
+          break; /* EAGAIN: drained */
+        }
+      for (const struct nlmsghdr *r = (const struct nlmsghdr *) self->buf; mnl_nlmsg_ok (r, len); r = mnl_nlmsg_next (r, &len))
+        {
+          VaNlLinkEvent ev;
+
+          if (va_nl_parse_link_event (r, &ev))
+            cb (&ev, user_data);
+        }
+    }
+  return complete;
+}
+
+void
+va_nl_link_monitor_free (VaNlMonitor *self)
+{
+  if (!self)
+    return;
+  if (self->nl)
+    mnl_socket_close (self->nl);
+  g_free (self);
+}

@@ -40,6 +40,31 @@ void va_vdpa_mgmtdev_free (VaVdpaMgmtdev *m);
 /* Parses one reply message (a dump is several); NULL if it names none. */
 VaVdpaMgmtdev *va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh);
 
+/* What an RTM_NEWLINK or RTM_DELLINK of the link group says of a link. */
+typedef struct
+{
+  const char *ifname;
+  gboolean deleted;
+  int oper_up; /* 1: operstate up, 0: another; -1: not said */
+  int carrier; /* 0 or 1; -1: not said */
+} VaNlLinkEvent;
+
+/* Parses one message; FALSE if it is no link message with a name. */
+gboolean va_nl_parse_link_event (const struct nlmsghdr *nlh, VaNlLinkEvent *ev);
+
+/* A non-blocking rtnetlink socket on the link group: link state changes,
+ * carrier included, which the kernel reports in no uevent. */
+typedef struct _VaNlMonitor VaNlMonitor;
+VaNlMonitor *va_nl_link_monitor_new (GError **error);
+int va_nl_link_monitor_get_fd (VaNlMonitor *self);
+/* Reads what is pending, handing each link message to @cb. FALSE when the
+ * kernel dropped messages (the socket overran): the caller must look again
+ * at everything. */
+typedef void (*VaNlLinkFunc) (const VaNlLinkEvent *ev, gpointer user_data);
+gboolean va_nl_link_monitor_read (VaNlMonitor *self, VaNlLinkFunc cb, gpointer user_data);
+void va_nl_link_monitor_free (VaNlMonitor *self);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaNlMonitor, va_nl_link_monitor_free)
+
 /* Sends @nlh on a new socket of @protocol and reads to the ACK or the end
  * of the dump, handing each reply to @cb. On a kernel error, sets errno-like
  * *kernel_errno and an error saying @what, with the kernel's extended ack

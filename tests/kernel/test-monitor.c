@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define _GNU_SOURCE
 /* The allocator on the kernel backend following udev events: umockdev
  * testbeds changed while the allocator runs (a PF added, removed, its link
  * going down), the uevents emitted with umockdev_testbed_uevent, the main
  * loop run until the allocator has reacted. Runs with
  * LD_PRELOAD=libumockdev-preload.so.0. */
+#include <errno.h>
 #include <glib/gstdio.h>
+#include <sched.h>
 #include <string.h>
 #include <umockdev.h>
 
@@ -451,6 +454,68 @@ test_link_down_up (Fixture *f, gconstpointer data)
 }
 
 static void
+ip (const char *args)
+{
+  g_autofree char *cmd = g_strdup_printf ("ip %s", args);
+  g_autofree char *err = NULL;
+  int status = 0;
+
+  g_assert_true (g_spawn_command_line_sync (cmd, NULL, &err, &status, NULL));
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("%s: %s", cmd, err);
+}
+
+/* A carrier change sends no uevent, only a link message: the kernel keeps
+ * the PF's sysfs carrier and operstate current, and tells rtnetlink's link
+ * group. Here the testbed plays sysfs and a veth named like the PF's
+ * uplink, in a network namespace of the test's own, plays the link: its
+ * peer going down and up changes only its carrier. */
+static void
+test_carrier_without_uevent (Fixture *f, gconstpointer data)
+{
+  guint mark = 0;
+
+  if (unshare (CLONE_NEWNET) != 0)
+    {
+      g_test_skip_printf ("no network namespace of our own: %s", g_strerror (errno));
+      return;
+    }
+  start (f);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+
+  /* the uplink comes up without carrier */
+  mark = f->changes;
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "lowerlayerdown");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "0");
+  ip ("link add enp59s0f0np0 type veth peer name cable0");
+  ip ("link set enp59s0f0np0 up");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate lowerlayerdown, carrier off)");
+
+  /* the cable plugged in */
+  mark = f->changes;
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "1");
+  ip ("link set cable0 up");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+
+  /* and pulled: the carrier alone changes */
+  mark = f->changes;
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "lowerlayerdown");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "0");
+  ip ("link set cable0 down");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate lowerlayerdown, carrier off)");
+
+  /* the backend's own VF settings on the PF are link messages too, but
+   * change no link state: no rediscovery for them */
+  mark = f->changes;
+  ip ("link set enp59s0f0np0 alias uplink");
+  g_assert_false (wait_change (f, mark, 1000));
+}
+
+static void
 test_reload_pf_without_vfs (Fixture *f, gconstpointer data)
 {
   guint mark = 0;
@@ -487,6 +552,7 @@ main (int argc, char **argv)
   ADD ("/monitor/pf-leaves-and-returns", "cx6dx-switchdev.umockdev", test_pf_leaves_and_returns);
   ADD ("/monitor/release-while-gone", "cx6dx-switchdev.umockdev", test_release_while_gone);
   ADD ("/monitor/link-down-up", "cx6dx-switchdev.umockdev", test_link_down_up);
+  ADD ("/monitor/carrier-without-uevent", "cx6dx-switchdev.umockdev", test_carrier_without_uevent);
   ADD ("/monitor/reload-pf-without-vfs", "cx5.umockdev", test_reload_pf_without_vfs);
   return g_test_run ();
 }
