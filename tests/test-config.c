@@ -167,6 +167,21 @@ test_device_permissions (Fixture *f, gconstpointer data)
 }
 
 static void
+test_vduse_pool_type (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+
+  g_free (write_file (f, "vdpa-allocator.conf",
+                      "[pool lab]\ntype=vduse-test\nvlan-method=bridge\nuplink-bridge=br-lab\n[pool cx]\nmatch-vendor=15b3\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (va_config_lookup_pool (config, "lab")->type, ==, VA_POOL_TYPE_VDUSE_TEST);
+  g_assert_cmpint (va_config_lookup_pool (config, "cx")->type, ==, VA_POOL_TYPE_CONNECTX);
+  g_assert_cmpstr (va_pool_type_to_string (VA_POOL_TYPE_VDUSE_TEST), ==, "vduse-test");
+}
+
+static void
 test_missing_dir (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
@@ -192,6 +207,14 @@ static const BadCase bad_cases[] = {
   { "[pool a]\nvlan-method=bridge\n", "[pool a] vlan-method: bridge needs uplink-bridge" },
   { "[pool a]\nvlan-method=vst\neswitch=switchdev\n",
     "[pool a] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy" },
+  { "[pool a]\ntype=bluefield\n", "[pool a] type: 'bluefield' is not connectx or vduse-test" },
+  { "[pool a]\ntype=vduse-test\nmatch-pf=eth0\n",
+    "[pool a] type: vduse-test takes no match-* keys (the pool takes the VDUSE devices named va-*)" },
+  { "[pool a]\ntype=vduse-test\nvfs=4\n", "[pool a] type: vduse-test takes no vfs" },
+  { "[pool a]\ntype=vduse-test\neswitch=legacy\n", "[pool a] type: vduse-test takes no eswitch" },
+  { "[pool a]\ntype=vduse-test\nvlan-method=vst\n", "[pool a] type: vduse-test takes no vlan-method=vst (there is no PF to tag)" },
+  { "[pool a]\ntype=vduse-test\nmtu=9000\n", "[pool a] type: vduse-test takes no mtu (VDUSE devices refuse it)" },
+  { "[pool a]\ntype=vduse-test\nmax-vqp=2\n", "[pool a] type: vduse-test takes no max-vqp other than 1 (VDUSE devices refuse it)" },
   { "[pool a]\nmatch-pci=0000:b3:00\n", "[pool a] match-pci: '0000:b3:00' is not a PCI address like 0000:b3:00.1" },
   { "[pool a]\nmatch-pf=this-name-is-far-too-long\n", "[pool a] match-pf: 'this-name-is-far-too-long' is not a network interface name" },
   { "[pool a]\nmatch-vendor=zz\n", "[pool a] match-vendor: 'zz' is not a 16-bit hexadecimal id" },
@@ -296,6 +319,7 @@ main (int argc, char **argv)
   ADD ("/config/design-example", test_design_example);
   ADD ("/config/dropins-override-in-name-order", test_dropins_override);
   ADD ("/config/device-group-and-mode", test_device_permissions);
+  ADD ("/config/vduse-pool-type", test_vduse_pool_type);
   ADD ("/config/missing-dir", test_missing_dir);
   ADD ("/config/empty-dir", test_empty_dir);
   ADD ("/config/bad-values-name-file-group-key", test_bad_values);

@@ -14,7 +14,8 @@
  *
  * After start, a libudev monitor on the "pci" and "net" subsystems follows
  * ConnectX devices (the ID_VDPA_ALLOCATOR property the udev rules set, or
- * vendor 15b3) on the thread-default main context of the backend's
+ * vendor 15b3), and on "vduse" the VDUSE test pool's devices, on the
+ * thread-default main context of the backend's
  * creation: a burst of their uevents (a PF and its netdev and VFs appear
  * together) is followed, once it settles, by one "pfs-changed". */
 #include "va-backend-kernel.h"
@@ -159,6 +160,7 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->healthy = kpf->reason == NULL;
       pf->health_reason = g_strdup (kpf->reason);
       pf->vfs = vf_addresses (kpf);
+      pf->vduse_test = va_kernel_pf_is_vduse (kpf);
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -177,6 +179,8 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci), FALSE;
   if (!kpf->model->vdpa)
     return TRUE; /* discovery gave the reason; nothing to make on it */
+  if (va_kernel_pf_is_vduse (kpf))
+    return TRUE; /* its servers made its devices */
 
   /* mlx5 shows phys_switch_id on the uplink only in switchdev mode */
   switchdev = kpf->switch_id != NULL;
@@ -355,6 +359,17 @@ reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
   g_return_val_if_reached (FALSE);
 }
 
+/* How errors name a device: VF slots are PCI addresses, VDUSE slots not. */
+static char *
+device_who (const char *name, const char *slot)
+{
+  unsigned dom, bus, dev, fn;
+  char tail;
+  gboolean vf = sscanf (slot, "%4x:%2x:%2x.%1u%c", &dom, &bus, &dev, &fn, &tail) == 4;
+
+  return g_strdup_printf ("vdpa device %s on %s %s", name, vf ? "VF" : "VDUSE slot", slot);
+}
+
 /* RUN/nodes/<device>: "GROUP MODE" for the udev rule of
  * udev-rules/90-vdpa-allocator.rules, which sets them on the node at the
  * bind as the backend does after it. */
@@ -390,7 +405,7 @@ VaDeviceInfo *
 va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
-  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, req->slot);
+  g_autofree char *who = device_who (name, req->slot);
   g_autoptr (VaDeviceInfo) dev = g_new0 (VaDeviceInfo, 1);
   g_autoptr (GError) local = NULL;
   VaKernelPf *pf;
@@ -419,49 +434,6 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   return g_steal_pointer (&dev);
 }
 
-static VaDeviceInfo *
-kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **error)
-{
-  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
-  g_autofree char *name = va_backend_kernel_device_name (req->slot);
-  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, req->slot);
-  g_autofree char *vfpath = NULL;
-  g_autofree char *existing = NULL;
-  g_autofree char *autoprobe = NULL;
-  g_autoptr (GError) local = NULL;
-  VaDeviceInfo *dev;
-  VaKernelPf *pf;
-  VaKernelVf *vf;
-  guint8 mac[6];
-  guint16 family;
-
-  if (!lookup_vf (self, req->slot, &pf, &vf, error))
-    return NULL;
-  if (!parse_mac (req->mac, mac))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
-  vfpath = vf_syspath (pf, vf);
-  existing = va_kernel_vf_vdpa_device (vfpath);
-  if (existing)
-    return g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
-                        existing),
-           NULL;
-  /* the family first: its absence is the likeliest failure on a new host,
-   * and says which module to load */
-  if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
-    return prefixed (error, local, who), NULL;
-  autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
-  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
-    return prefixed (error, local, who), NULL;
-  if (!va_nl_vdpa_dev_new (req->slot, name, mac, req->queues, req->mtu, error))
-    dev = NULL;
-  else if (!(dev = va_backend_kernel_attach (backend, req, name, error)))
-    va_nl_vdpa_dev_del (name, NULL); /* not half made; the error says why */
-  /* back as it was, for vdpa devices others make */
-  if (g_strcmp0 (autoprobe, "0") != 0)
-    va_kernel_vdpa_autoprobe (TRUE, NULL);
-  return dev;
-}
-
 static gboolean
 vdpa_present (const char *name)
 {
@@ -473,11 +445,65 @@ vdpa_present (const char *name)
   return FALSE;
 }
 
+static VaDeviceInfo *
+kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_backend_kernel_device_name (req->slot);
+  g_autofree char *who = device_who (name, req->slot);
+  g_autofree char *vfpath = NULL;
+  g_autofree char *existing = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autoptr (GError) local = NULL;
+  VaDeviceInfo *dev;
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+  guint8 mac[6];
+  guint16 family;
+  gboolean made;
+
+  if (!lookup_vf (self, req->slot, &pf, &vf, error))
+    return NULL;
+  if (!parse_mac (req->mac, mac))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+  if (va_kernel_pf_is_vduse (pf))
+    existing = vdpa_present (name) ? g_strdup (name) : NULL;
+  else
+    {
+      vfpath = vf_syspath (pf, vf);
+      existing = va_kernel_vf_vdpa_device (vfpath);
+    }
+  if (existing)
+    return g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
+                        existing),
+           NULL;
+  /* the family first: its absence is the likeliest failure on a new host,
+   * and says which module to load */
+  if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
+    return prefixed (error, local, who), NULL;
+  autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
+  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
+    return prefixed (error, local, who), NULL;
+  /* VDUSE: the device's server fixed its MAC, MTU and queues */
+  if (va_kernel_pf_is_vduse (pf))
+    made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
+  else
+    made = va_nl_vdpa_dev_new ("pci", req->slot, name, mac, req->queues, req->mtu, error);
+  if (!made)
+    dev = NULL;
+  else if (!(dev = va_backend_kernel_attach (backend, req, name, error)))
+    va_nl_vdpa_dev_del (name, NULL); /* not half made; the error says why */
+  /* back as it was, for vdpa devices others make */
+  if (g_strcmp0 (autoprobe, "0") != 0)
+    va_kernel_vdpa_autoprobe (TRUE, NULL);
+  return dev;
+}
+
 static gboolean
 kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, const VaPoolConfig *pool, GError **error)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
-  g_autofree char *who = g_strdup_printf ("vdpa device %s on VF %s", name, slot);
+  g_autofree char *who = device_who (name, slot);
   g_autoptr (GError) local = NULL;
   g_autofree char *access = access_file (self, name);
   VaKernelPf *pf;
@@ -516,7 +542,7 @@ kernel_list_devices (VaBackend *backend, GError **error)
       /* only the devices this backend names: never one an operator made */
       if (!g_str_has_prefix (name, "va-"))
         continue;
-      slot = va_kernel_vdpa_parent_pci (name, NULL);
+      slot = va_kernel_vdpa_slot (name, NULL);
       if (!slot)
         continue;
       dev = g_new0 (VaDeviceInfo, 1);
@@ -565,6 +591,8 @@ is_relevant (struct udev_device *d)
 
   if (g_strcmp0 (subsystem, "pci") == 0)
     return is_connectx (d);
+  if (g_strcmp0 (subsystem, "vduse") == 0)
+    return TRUE; /* a VDUSE test pool's device came or went */
   if (g_strcmp0 (subsystem, "net") != 0)
     return FALSE;
   /* a netdev that went with its PCI device has no parent left: the PCI
@@ -620,6 +648,7 @@ start_monitor (VaBackendKernel *self, GError **error)
            FALSE;
   if ((r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "pci", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "net", NULL)) < 0
+      || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "vduse", NULL)) < 0
       || (r = udev_monitor_enable_receiving (self->monitor)) < 0)
     return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s",
                         g_strerror (-r)),

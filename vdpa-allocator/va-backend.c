@@ -92,6 +92,10 @@ strv_has (char **v, const char *s)
 gboolean
 va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 {
+  if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
+    return FALSE;
+  if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
+    return TRUE;
   /* A pool with no selector takes no PF: never all of them by accident. */
   if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
     return FALSE;

@@ -21,6 +21,7 @@ typedef struct
   gboolean healthy;
   char *health_reason; /* NULL when healthy */
   GPtrArray *vfs;      /* char*, VF PCI addresses: the slots */
+  gboolean vduse_test; /* the VDUSE test PF: only vduse-test pools take it */
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);

@@ -91,6 +91,12 @@ va_eswitch_mode_to_string (VaEswitchMode mode)
 }
 
 const char *
+va_pool_type_to_string (VaPoolType type)
+{
+  return type == VA_POOL_TYPE_VDUSE_TEST ? "vduse-test" : "connectx";
+}
+
+const char *
 va_vlan_method_to_string (VaVlanMethod method)
 {
   static const char *const names[] = { "none", "vst", "bridge", "ovs" };
@@ -307,6 +313,30 @@ item_mode (const Item *it, guint *out, GError **error)
   return TRUE;
 }
 
+/* A VDUSE pool has one PF and devices whose MAC, MTU and queues the
+ * userspace server fixed: what would choose or shape VFs means nothing. */
+static gboolean
+check_vduse_pool (const Group *g, const VaPoolConfig *p, GError **error)
+{
+  const char *bad = NULL;
+
+  if (p->match_pf || p->match_pci || p->match_vendor || p->match_device)
+    bad = "match-* keys (the pool takes the VDUSE devices named va-*)";
+  else if (p->vfs)
+    bad = "vfs";
+  else if (p->eswitch != VA_ESWITCH_UNCHANGED)
+    bad = "eswitch";
+  else if (p->vlan_method == VA_VLAN_METHOD_VST)
+    bad = "vlan-method=vst (there is no PF to tag)";
+  else if (p->mtu)
+    bad = "mtu (VDUSE devices refuse it)";
+  else if (p->max_vqp != 1)
+    bad = "max-vqp other than 1 (VDUSE devices refuse it)";
+  if (bad)
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] type: vduse-test takes no %s", g->file, g->name, bad), FALSE;
+  return TRUE;
+}
+
 static gboolean
 parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 {
@@ -323,7 +353,16 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       const char *v = it.entry->value;
       guint n;
 
-      if (strcmp (key, "match-pf") == 0)
+      if (strcmp (key, "type") == 0)
+        {
+          if (strcmp (v, "connectx") == 0)
+            p->type = VA_POOL_TYPE_CONNECTX;
+          else if (strcmp (v, "vduse-test") == 0)
+            p->type = VA_POOL_TYPE_VDUSE_TEST;
+          else
+            return item_error (&it, error, "'%.64s' is not connectx or vduse-test", v);
+        }
+      else if (strcmp (key, "match-pf") == 0)
         {
           if (!item_list (&it, va_ifname_is_valid, "a network interface name", &p->match_pf, error))
             return FALSE;
@@ -405,6 +444,8 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         return item_error (&it, error, "unknown key");
     }
 
+  if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
+    return FALSE;
   if ((p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS) && !p->uplink_bridge)
     return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,
                         va_vlan_method_to_string (p->vlan_method)),

@@ -22,9 +22,18 @@ typedef enum
   VA_VLAN_METHOD_OVS,
 } VaVlanMethod;
 
+typedef enum
+{
+  VA_POOL_TYPE_CONNECTX,
+  /* for tests without ConnectX: VDUSE devices va-SLOT as slots (see
+   * va_kernel_pf_is_vduse) */
+  VA_POOL_TYPE_VDUSE_TEST,
+} VaPoolType;
+
 typedef struct
 {
   char *name;
+  VaPoolType type;
   char **match_pf;      /* netdev names; NULL: any */
   char **match_pci;     /* PCI addresses; NULL: any */
   guint16 match_vendor; /* 0: any */
@@ -78,6 +87,7 @@ VaHostView *va_config_to_host_view (const VaConfig *self, const char *port_root)
 
 const char *va_eswitch_mode_to_string (VaEswitchMode mode);
 const char *va_vlan_method_to_string (VaVlanMethod method);
+const char *va_pool_type_to_string (VaPoolType type);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaConfig, va_config_free)
 

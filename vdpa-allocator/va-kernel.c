@@ -239,6 +239,66 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
   return g_steal_pointer (&pf);
 }
 
+static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+
+gboolean
+va_kernel_pf_is_vduse (const VaKernelPf *pf)
+{
+  return pf->model == &vduse_model;
+}
+
+static int
+cmp_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* NULL while the vduse module is not loaded (no "control" device). */
+static VaKernelPf *
+discover_vduse (struct udev *udev)
+{
+  g_autoptr (UdevEnumerate) e = udev_enumerate_new (udev);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (VaKernelPf) pf = NULL;
+  struct udev_list_entry *entry;
+  gboolean loaded = FALSE;
+
+  udev_enumerate_add_match_subsystem (e, "vduse");
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    g_autofree char *name = g_path_get_basename (udev_list_entry_get_name (entry));
+
+    loaded = loaded || strcmp (name, "control") == 0;
+    /* only the devices the test pool may take: never another user's */
+    if (g_str_has_prefix (name, "va-") && name[3])
+      g_ptr_array_add (names, g_steal_pointer (&name));
+  }
+  if (!loaded)
+    return NULL;
+  g_ptr_array_sort (names, cmp_name);
+  pf = g_new0 (VaKernelPf, 1);
+  pf->pci = g_strdup (VA_KERNEL_VDUSE_PF);
+  pf->syspath = g_strdup ("/sys/devices/virtual/vduse");
+  pf->model = &vduse_model;
+  pf->numa_node = -1;
+  pf->numvfs = names->len;
+  pf->totalvfs = names->len;
+  pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) vf_free);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *slot = (const char *) g_ptr_array_index (names, i) + 3;
+      g_autoptr (UdevDevice) rep = udev_device_new_from_subsystem_sysname (udev, "net", slot);
+      VaKernelVf *vf = g_new0 (VaKernelVf, 1);
+
+      vf->pci = g_strdup (slot);
+      vf->index = i;
+      vf->representor = rep ? g_strdup (slot) : NULL;
+      g_ptr_array_add (pf->vfs, vf);
+    }
+  return g_steal_pointer (&pf);
+}
+
 static int
 cmp_pf (gconstpointer a, gconstpointer b)
 {
@@ -253,6 +313,7 @@ va_kernel_discover (GError **error)
   g_autoptr (UdevEnumerate) e = NULL;
   g_autoptr (GPtrArray) pfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_kernel_pf_free);
   struct udev_list_entry *entry;
+  VaKernelPf *vduse;
   int r;
 
   if (!udev)
@@ -279,6 +340,9 @@ va_kernel_discover (GError **error)
     g_ptr_array_add (pfs, read_pf (udev, d, model));
   }
   g_ptr_array_sort (pfs, cmp_pf);
+  vduse = discover_vduse (udev);
+  if (vduse)
+    g_ptr_array_add (pfs, vduse);
   return g_steal_pointer (&pfs);
 }
 
@@ -402,10 +466,16 @@ va_kernel_bind_vhost_vdpa (const char *name, GError **error)
 {
   g_autofree char *syspath = vdpa_syspath (name, error);
   g_autofree char *override = NULL;
+  g_autofree char *driver = NULL;
   g_autoptr (GError) local = NULL;
 
   if (!syspath)
     return FALSE;
+  driver = va_sysfs_path ("/sys/bus/vdpa/drivers/vhost_vdpa");
+  if (!g_file_test (driver, G_FILE_TEST_IS_DIR))
+    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                        "vdpa device %s: binding to vhost_vdpa: the vhost_vdpa module is not loaded (modprobe vhost_vdpa)", name),
+           FALSE;
   override = g_build_filename (syspath, "driver_override", NULL);
   if (!va_sysfs_write (override, "vhost_vdpa", &local))
     return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: driver_override: %s", name, local->message), FALSE;
@@ -435,14 +505,15 @@ va_kernel_vhost_node (const char *name, GError **error)
 }
 
 char *
-va_kernel_vdpa_parent_pci (const char *name, GError **error)
+va_kernel_vdpa_slot (const char *name, GError **error)
 {
   g_autofree char *syspath = vdpa_syspath (name, error);
   g_auto (GStrv) parts = NULL;
 
   if (!syspath)
     return NULL;
-  /* the nearest PCI address up the path: the VF under the auxiliary device */
+  /* the nearest PCI address up the path: the VF under the auxiliary
+   * device; or .../vduse/va-SLOT/va-SLOT */
   parts = g_strsplit (syspath, "/", -1);
   for (int i = (int) g_strv_length (parts) - 1; i >= 0; i--)
     {
@@ -451,14 +522,10 @@ va_kernel_vdpa_parent_pci (const char *name, GError **error)
 
       if (sscanf (parts[i], "%4x:%2x:%2x.%1u%c", &dom, &bus, &slot, &fn, &tail) == 4)
         return g_strdup (parts[i]);
+      if (i > 0 && strcmp (parts[i - 1], "vduse") == 0 && g_str_has_prefix (parts[i], "va-") && parts[i][3])
+        return g_strdup (parts[i] + 3);
     }
-  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device", name), NULL;
-}
-
-static int
-cmp_name (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(char *const *) a, *(char *const *) b);
+  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device or a VDUSE device", name), NULL;
 }
 
 GPtrArray *

@@ -51,8 +51,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaKernelPf, va_kernel_pf_free)
 const VaKernelModel *va_kernel_model_lookup (guint16 device);
 
 /* Every ConnectX PF present now (vendor 0x15b3, a PF id of the table),
- * sorted by PCI address, with its VFs and their representors. */
+ * sorted by PCI address, with its VFs and their representors; then, while
+ * the vduse module is loaded, the VDUSE test PF. */
 GPtrArray *va_kernel_discover (GError **error);
+
+/* The VDUSE test PF (pool type vduse-test, for hosts without ConnectX such
+ * as the lab host of tests/lab): its "VFs" are the VDUSE devices named
+ * va-SLOT that a userspace server made, its management device the bus-less
+ * "vduse"; a netdev named SLOT stands in for a slot's representor. */
+#define VA_KERNEL_VDUSE_PF "vduse"
+gboolean va_kernel_pf_is_vduse (const VaKernelPf *pf);
 
 /* Sets the VF count: through 0 when changing a non-zero count, as the
  * kernel requires; refuses while a vdpa device sits on a VF that would go. */
@@ -62,13 +70,16 @@ gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError *
 char *va_kernel_vf_vdpa_device (const char *vf_syspath);
 
 /* The vdpa bus: autoprobe off so that a new device binds to nothing until
- * told; then driver_override=vhost_vdpa and drivers_probe, race-free. */
+ * told; then driver_override=vhost_vdpa and drivers_probe, race-free.
+ * Binding fails first when no vhost_vdpa driver is registered: the kernel
+ * would take the probe and bind nothing. */
 gboolean va_kernel_vdpa_autoprobe (gboolean on, GError **error);
 gboolean va_kernel_bind_vhost_vdpa (const char *vdpa_name, GError **error);
 /* /dev/vhost-vdpa-N of a bound device (under VA_PATH_DEV). */
 char *va_kernel_vhost_node (const char *vdpa_name, GError **error);
-/* The PCI address of the VF a vdpa device sits on. */
-char *va_kernel_vdpa_parent_pci (const char *vdpa_name, GError **error);
+/* The slot a vdpa device sits on: its VF's PCI address, or SLOT for a
+ * VDUSE device va-SLOT. */
+char *va_kernel_vdpa_slot (const char *vdpa_name, GError **error);
 /* Names of the vdpa devices present, sorted. */
 GPtrArray *va_kernel_vdpa_devices (GError **error);
 gboolean va_kernel_set_node_access (const char *node, const char *group, guint mode, GError **error);

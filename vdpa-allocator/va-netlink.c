@@ -371,16 +371,20 @@ va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **e
 }
 
 gboolean
-va_nl_vdpa_dev_new (const char *vf_pci, const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu, GError **error)
+va_nl_vdpa_dev_new (const char *mgmt_bus, const char *mgmt_dev, const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu,
+                    GError **error)
 {
   char buf[VA_NL_BUF_SIZE];
-  g_autofree char *what = g_strdup_printf ("vdpa device %s on VF %s: creating it", name, vf_pci);
+  g_autofree char *what = g_strcmp0 (mgmt_bus, "pci") == 0
+                            ? g_strdup_printf ("vdpa device %s on VF %s: creating it", name, mgmt_dev)
+                            : g_strdup_printf ("vdpa device %s on management device %s%s%s: creating it", name, mgmt_bus ? mgmt_bus : "",
+                                               mgmt_bus ? "/" : "", mgmt_dev);
   guint16 family;
 
   if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
     return FALSE;
-  return va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, next_seq (), "pci", vf_pci, name, mac, max_vqp, mtu), NULL,
-                         NULL, what, NULL, error);
+  return va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, next_seq (), mgmt_bus, mgmt_dev, name, mac, max_vqp, mtu),
+                         NULL, NULL, what, NULL, error);
 }
 
 gboolean

@@ -52,7 +52,11 @@ gboolean va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, g
 gboolean va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **error);
 
 /* Steps the backend takes, each sending one message. */
-gboolean va_nl_vdpa_dev_new (const char *vf_pci, const char *name, const guint8 mac[6], guint16 max_vqp, guint16 mtu, GError **error);
+/* DEV_NEW on management device @mgmt_bus/@mgmt_dev: "pci" and a VF's
+ * address, or NULL and "vduse" (which refuses MAC, MTU and queues: pass
+ * NULL and 0). */
+gboolean va_nl_vdpa_dev_new (const char *mgmt_bus, const char *mgmt_dev, const char *name, const guint8 mac[6], guint16 max_vqp,
+                             guint16 mtu, GError **error);
 gboolean va_nl_vdpa_dev_del (const char *name, GError **error); /* gone already: TRUE */
 GPtrArray *va_nl_vdpa_mgmtdevs (GError **error);
 gboolean va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error);

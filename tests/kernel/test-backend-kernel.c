@@ -45,6 +45,7 @@ setup (Fixture *f, gconstpointer data)
   g_autofree char *bus = NULL;
   g_autofree char *probe = NULL;
   g_autofree char *autoprobe = NULL;
+  g_autofree char *driver = NULL;
 
   f->bed = umockdev_testbed_new ();
   g_assert_true (umockdev_in_mock_environment ());
@@ -57,6 +58,8 @@ setup (Fixture *f, gconstpointer data)
   autoprobe = g_build_filename (bus, "drivers_autoprobe", NULL);
   g_assert_true (g_file_set_contents (probe, "", 0, NULL));
   g_assert_true (g_file_set_contents (autoprobe, "1", 1, NULL));
+  driver = g_build_filename (bus, "drivers", "vhost_vdpa", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (driver, 0755), ==, 0);
 
   f->tmp = g_dir_make_tmp ("va-backend-kernel-XXXXXX", &error);
   g_assert_no_error (error);
@@ -448,6 +451,118 @@ test_destroy (Fixture *f, gconstpointer data)
                    "loaded, or kernel built without it)");
 }
 
+/* The VDUSE test pool (pool type vduse-test): VDUSE devices va-SLOT as its
+ * slots, under a PF that only such pools take. The devices here are what
+ * tests/lab/vduse-net makes on the lab host's real kernel, where the lab
+ * tier runs the same code for real. */
+#define VDUSE_BED                                                                                                                          \
+  "P: /devices/virtual/vduse/control\nE: SUBSYSTEM=vduse\n\n"                                                                              \
+  "P: /devices/virtual/vduse/va-vduse1\nE: SUBSYSTEM=vduse\n\n"                                                                            \
+  "P: /devices/virtual/vduse/va-vduse0\nE: SUBSYSTEM=vduse\n\n"                                                                            \
+  "P: /devices/virtual/vduse/blk0\nE: SUBSYSTEM=vduse\n\n"                                                                                 \
+  "P: /devices/virtual/vduse/va-vduse0/va-vduse0\nE: SUBSYSTEM=vdpa\n\n"                                                                   \
+  "P: /devices/virtual/net/vduse1\nE: SUBSYSTEM=net\nE: INTERFACE=vduse1\nA: ifindex=9\n\n"
+
+static void
+test_vduse_pool (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) pfs = NULL;
+  g_autoptr (GPtrArray) devs = NULL;
+  g_autoptr (GPtrArray) kpfs = NULL;
+  VaPoolConfig vduse_pool = { .name = (char *) "lab", .type = VA_POOL_TYPE_VDUSE_TEST };
+  VaPfInfo *cx, *pf;
+  VaKernelPf *kpf;
+  VaDeviceRequest req = request (f, "vduse0", 0);
+  gboolean ok;
+
+  /* no vduse module: no such PF */
+  pfs = discover (f);
+  g_assert_cmpuint (pfs->len, ==, 1);
+  g_clear_pointer (&pfs, g_ptr_array_unref);
+
+  ok = umockdev_testbed_add_from_string (f->bed, VDUSE_BED, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  pfs = discover (f);
+  g_assert_cmpuint (pfs->len, ==, 2);
+  cx = g_ptr_array_index (pfs, 0);
+  pf = g_ptr_array_index (pfs, 1);
+  g_assert_cmpstr (pf->name, ==, "vduse");
+  g_assert_cmpstr (pf->pci, ==, "vduse");
+  g_assert_true (pf->vduse_test);
+  g_assert_false (cx->vduse_test);
+  g_assert_true (pf->healthy);
+  g_assert_cmpint (pf->numa_node, ==, -1);
+  /* only the va-* devices, sorted; never another user's (blk0) */
+  g_assert_cmpuint (pf->vfs->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 0), ==, "vduse0");
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 1), ==, "vduse1");
+
+  /* only a vduse-test pool takes it, and it takes nothing else */
+  g_assert_true (va_pool_config_matches (&vduse_pool, pf));
+  g_assert_false (va_pool_config_matches (&vduse_pool, cx));
+  g_assert_false (va_pool_config_matches (&f->pool, pf));
+  f->pool.match_vendor = 0;
+  f->pool.match_pf = (char *[]){ (char *) "vduse", NULL };
+  g_assert_false (va_pool_config_matches (&f->pool, pf));
+
+  /* a netdev named like the slot stands in for its representor */
+  kpfs = va_kernel_discover (&error);
+  g_assert_no_error (error);
+  kpf = g_ptr_array_index (kpfs, 1);
+  g_assert_true (va_kernel_pf_is_vduse (kpf));
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (kpf->vfs, 0))->representor);
+  g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (kpf->vfs, 1))->representor, ==, "vduse1");
+
+  /* nothing to prepare: the servers made the devices */
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &vduse_pool, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (pf->vfs->len, ==, 2);
+
+  /* a VDUSE device's vdpa device names its slot */
+  devs = va_backend_list_devices (f->backend, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (devs->len, ==, 1);
+  g_assert_cmpstr (((VaDeviceInfo *) g_ptr_array_index (devs, 0))->name, ==, "va-vduse0");
+  g_assert_cmpstr (((VaDeviceInfo *) g_ptr_array_index (devs, 0))->slot, ==, "vduse0");
+
+  /* the slot carries its device already */
+  req.pool = &vduse_pool;
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (
+    error->message, ==,
+    "vdpa device va-vduse0 on VDUSE slot vduse0: the VF already carries vdpa device va-vduse0 (reconciliation removes orphans)");
+  g_clear_error (&error);
+  /* the free one reaches DEV_NEW, which this kernel cannot take */
+  req.slot = "vduse1";
+  g_assert_null (va_backend_create_device (f->backend, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_assert_cmpstr (
+    error->message, ==,
+    "vdpa device va-vduse1 on VDUSE slot vduse1: the kernel has no vdpa netlink family (module vdpa not loaded, or kernel built "
+    "without it)");
+}
+
+static void
+test_bind_needs_vhost_vdpa (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *driver = g_build_filename (umockdev_testbed_get_sys_dir (f->bed), "bus", "vdpa", "drivers", "vhost_vdpa", NULL);
+  g_autofree char *probe = NULL;
+  VaDeviceRequest req = request (f, "0000:3b:00.3", 0);
+
+  /* the kernel would take the probe and bind nothing */
+  g_assert_cmpint (g_rmdir (driver), ==, 0);
+  g_assert_null (va_backend_kernel_attach (f->backend, &req, "va-0000:3b:00.3", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "vdpa device va-0000:3b:00.3: binding to vhost_vdpa: the vhost_vdpa module is not loaded (modprobe vhost_vdpa)");
+  probe = bed_read (f, "/sys/bus/vdpa/drivers_probe");
+  g_assert_cmpstr (probe, ==, "");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -467,5 +582,7 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/list/devices-with-parents", "cx6dx-vdpa.umockdev", test_list_devices);
   ADD ("/backend-kernel/list/skips-foreign", "cx6dx-vdpa.umockdev", test_list_skips_foreign);
   ADD ("/backend-kernel/destroy", "cx6dx-vdpa.umockdev", test_destroy);
+  ADD ("/backend-kernel/vduse-test/pool", "cx6dx-switchdev.umockdev", test_vduse_pool);
+  ADD ("/backend-kernel/attach/needs-vhost-vdpa", "cx6dx-vdpa.umockdev", test_bind_needs_vhost_vdpa);
   return g_test_run ();
 }

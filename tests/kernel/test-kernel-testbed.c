@@ -288,6 +288,7 @@ test_vdpa_bind_and_node (Fixture *f, gconstpointer data)
   g_autofree char *bus = g_build_filename (umockdev_testbed_get_sys_dir (f->bed), "bus", "vdpa", NULL);
   g_autofree char *probe_file = g_build_filename (bus, "drivers_probe", NULL);
   g_autofree char *autoprobe_file = g_build_filename (bus, "drivers_autoprobe", NULL);
+  g_autofree char *driver_dir = g_build_filename (bus, "drivers", "vhost_vdpa", NULL);
 
   names = va_kernel_vdpa_devices (&error);
   g_assert_no_error (error);
@@ -295,7 +296,7 @@ test_vdpa_bind_and_node (Fixture *f, gconstpointer data)
   g_assert_cmpstr (g_ptr_array_index (names, 0), ==, "va-0000:3b:00.2");
   g_assert_cmpstr (g_ptr_array_index (names, 1), ==, "va-0000:3b:00.3");
 
-  parent = va_kernel_vdpa_parent_pci ("va-0000:3b:00.3", &error);
+  parent = va_kernel_vdpa_slot ("va-0000:3b:00.3", &error);
   g_assert_cmpstr (parent, ==, "0000:3b:00.3");
 
   /* the bound one has its node */
@@ -317,6 +318,8 @@ test_vdpa_bind_and_node (Fixture *f, gconstpointer data)
 
   g_assert_true (va_kernel_vdpa_autoprobe (FALSE, &error));
   g_assert_no_error (error);
+  /* a vhost_vdpa driver registered on the bus */
+  g_assert_cmpint (g_mkdir_with_parents (driver_dir, 0755), ==, 0);
   g_assert_true (va_kernel_bind_vhost_vdpa ("va-0000:3b:00.3", &error));
   g_assert_no_error (error);
   value = bed_read (f, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3/mlx5_core.vnet.3/va-0000:3b:00.3/driver_override");

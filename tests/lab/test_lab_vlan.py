@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""vlan-method=bridge through the daemon on a real VLAN-filtering bridge,
+run INSIDE the lab host (lab_host.py; issue 7).
+
+A vduse-test pool of three VDUSE devices (tests/lab/vduse-net), each slot's
+representor played by a veth named like the slot whose peer sits in a
+network namespace of its own. The daemon (kernel backend, private system
+bus) leases the slots on VLANs 10, 20 and 10: each port must carry its VLAN
+as PVID untagged and nothing else, the two namespaces on VLAN 10 must reach
+each other and neither reaches the one on VLAN 20, and release must take
+the port out of the bridge. Then the vhost_vdpa module is unloaded and an
+allocation must fail with its one line and leave no vdpa device behind.
+
+The vdpa netlink family exists only in the initial network namespace, so
+the daemon runs there; only the representors' peers move out."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bus"))
+import busfixture  # noqa: E402
+
+VDUSE_NET = os.environ.get("VA_VDUSE_NET", os.path.join(busfixture.BUILD, "tests", "lab", "vduse-net"))
+VDPACTL = busfixture.VDPACTL
+BRIDGE = "br-lab"
+SLOTS = ("vduse0", "vduse1", "vduse2")
+UUID = "7ab1e5e0-0000-4000-8000-%012d"
+
+CONFIG = """[pool lab]
+type=vduse-test
+vlan-method=bridge
+uplink-bridge=%s
+device-group=disk
+device-mode=0660
+""" % BRIDGE
+
+
+def run(*argv, check=True):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stdout))
+    return r
+
+
+def in_lab_host():
+    return os.path.exists("/sys/module/vduse") or run("modprobe", "-n", "vduse", check=False).returncode == 0
+
+
+def port_vlans(port):
+    out = json.loads(run("bridge", "-j", "vlan", "show", "dev", port).stdout or "[]")
+    return [v for entry in out for v in entry.get("vlans", [])]
+
+
+def master_of(port):
+    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0].get("master")
+
+
+def ping(ns, addr):
+    # busybox's: the build machine need not have iputils
+    return run("ip", "netns", "exec", ns, "busybox", "ping", "-c", "1", "-W", "2", addr, check=False).returncode == 0
+
+
+def vdpa_devices():
+    return sorted(os.listdir("/sys/bus/vdpa/devices")) if os.path.isdir("/sys/bus/vdpa/devices") else []
+
+
+class BridgeVlan(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(VDUSE_NET, os.X_OK):
+            raise unittest.SkipTest("no vduse-net at %s" % VDUSE_NET)
+        if not in_lab_host():
+            raise unittest.SkipTest("not in the lab host: this kernel has no vduse")
+        run("modprobe", "-a", "vdpa", "vduse", "vhost_vdpa", "bridge")
+        cls.servers = []
+        cls.bus = cls.daemon = None
+        try:
+            cls._set_up()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up(cls):
+        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1")
+        run("ip", "link", "set", BRIDGE, "up")
+        for i, slot in enumerate(SLOTS):
+            ns = "lab-%s" % slot
+            run("ip", "netns", "add", ns)
+            run("ip", "link", "add", slot, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run("ip", "-n", ns, "addr", "add", "10.77.0.%d/24" % (i + 1), "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            ready = "/run/%s.ready" % slot
+            p = subprocess.Popen([VDUSE_NET, "-n", "va-" + slot, "-r", ready],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cls.servers.append(p)
+            deadline = time.monotonic() + 10
+            while not os.path.exists(ready):
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("vduse-net va-%s did not come up" % slot)
+                time.sleep(0.05)
+        cls.bus = busfixture.Bus()
+        cls.daemon = busfixture.Daemon(cls.bus, config=CONFIG)
+        cls.daemon.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.daemon:
+            cls.daemon.stop()
+        if cls.bus:
+            cls.bus.close()
+        for p in cls.servers:
+            p.terminate()
+            p.wait(10)
+        for slot in SLOTS:
+            run("ip", "netns", "del", "lab-%s" % slot, check=False)
+            run("ip", "link", "del", slot, check=False)
+        run("ip", "link", "del", BRIDGE, check=False)
+
+    def vdpactl(self, *args, check=True):
+        return run(VDPACTL, *args, check=check)
+
+    def allocate(self, n, vlan):
+        out = self.vdpactl("allocate", "-j", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n,
+                           "-p", "lab", "--vlan", str(vlan)).stdout
+        return json.loads(out)
+
+    def release(self, n):
+        self.vdpactl("release", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n)
+
+    def test_1_pool_has_the_vduse_slots(self):
+        pools = json.loads(self.vdpactl("pool", "list", "-j").stdout)
+        self.assertEqual([(p["Name"], p["Total"], p["Free"], p["Healthy"]) for p in pools], [("lab", 3, 3, True)])
+
+    def test_2_vlans_isolate_and_release_removes_ports(self):
+        # before any lease no port is in the bridge: nothing reaches anything
+        for slot in SLOTS:
+            self.assertIsNone(master_of(slot))
+        leases = {n: self.allocate(n, vlan) for n, vlan in ((1, 10), (2, 20), (3, 10))}
+        ns = {n: "lab-" + lease["slot"] for n, lease in leases.items()}
+        addr = {n: "10.77.0.%d" % (SLOTS.index(lease["slot"]) + 1) for n, lease in leases.items()}
+        self.assertEqual(sorted(lease["slot"] for lease in leases.values()), list(SLOTS))
+        try:
+            for n, vlan in ((1, 10), (2, 20), (3, 10)):
+                slot = leases[n]["slot"]
+                self.assertEqual(master_of(slot), BRIDGE)
+                # PVID untagged, and nothing else: not the bridge's default VLAN 1
+                self.assertEqual(port_vlans(slot), [{"vlan": vlan, "flags": ["PVID", "Egress Untagged"]}])
+                node = leases[n]["chardev"]
+                st = os.stat(node)
+                self.assertEqual((st.st_mode & 0o7777, st.st_gid), (0o660, 6), node)  # disk is gid 6 on Debian
+                self.assertIn("va-" + slot, vdpa_devices())
+            self.assertTrue(ping(ns[1], addr[3]), "VLAN 10 to VLAN 10")
+            self.assertTrue(ping(ns[3], addr[1]), "VLAN 10 to VLAN 10, back")
+            self.assertFalse(ping(ns[1], addr[2]), "VLAN 10 reached VLAN 20")
+            self.assertFalse(ping(ns[2], addr[3]), "VLAN 20 reached VLAN 10")
+        finally:
+            for n in leases:
+                self.release(n)
+        for n, lease in leases.items():
+            self.assertIsNone(master_of(lease["slot"]), "release left %s in the bridge" % lease["slot"])
+            self.assertEqual(port_vlans(lease["slot"]), [])
+            self.assertNotIn(lease["device"], vdpa_devices())
+        self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"slot"'), 0)
+
+    def test_3_vhost_vdpa_not_loaded(self):
+        run("modprobe", "-r", "vhost_vdpa")
+        try:
+            r = self.vdpactl("allocate", "-u", UUID % 9, "-m", "52:54:00:77:00:09", "-p", "lab", "--vlan", "10", check=False)
+            self.assertNotEqual(r.returncode, 0)
+            lines = r.stdout.strip().splitlines()
+            self.assertEqual(len(lines), 1, r.stdout)
+            self.assertRegex(lines[0], r"^vdpactl: pool 'lab': vdpa device va-vduse\d: binding to vhost_vdpa: "
+                             r"the vhost_vdpa module is not loaded \(modprobe vhost_vdpa\)$")
+            # not half made: no device, no lease, the slot free again
+            self.assertEqual([d for d in vdpa_devices() if d.startswith("va-")], [])
+            self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"slot"'), 0)
+        finally:
+            run("modprobe", "vhost_vdpa")
+        # loaded again: the same request succeeds
+        lease = self.allocate(9, 10)
+        self.assertTrue(os.path.exists(lease["chardev"]))
+        self.release(9)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
