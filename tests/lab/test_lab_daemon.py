@@ -97,6 +97,16 @@ def wait_until(pred, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+def holds_for(pred, seconds, what, interval=0.2):
+    """Checks pred for seconds; raises AssertionError naming what the first
+    time it is false."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pred():
+            raise AssertionError("%s: no longer true" % what)
+        time.sleep(interval)
+
+
 class Timer:
     """with Timer("what"): logs how long the block took."""
 
@@ -384,8 +394,9 @@ class DaemonInLab(unittest.TestCase):
         log("pool: %s", json.dumps(p, sort_keys=True))
 
     def test_2_allocate_makes_the_device_release_deletes_it(self):
-        lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", "lab-cli", "--mac", self.MAC,
-                                   "--network", NETWORK).stdout)
+        with Timer("vdpactl allocate"):
+            lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", "lab-cli", "--mac", self.MAC,
+                                       "--network", NETWORK).stdout)
         log("lease: %s", json.dumps(lease, sort_keys=True))
         self.assertEqual(lease["pool"], POOL)
         self.assertIn(lease["slot"], SLOTS)
@@ -415,8 +426,10 @@ class DaemonInLab(unittest.TestCase):
         self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
         self.assertEqual(pool()["Leased"], 1)
 
-        vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC)
-        self.assertNoLeaseAndNoDevice(device)
+        with Timer("vdpactl release"):
+            vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC)
+        with Timer("lease and device gone"):
+            self.assertNoLeaseAndNoDevice(device)
         self.assertFalse(os.path.exists(node))
         self.assertIsNone(master(lease["slot"]))
         self.assertEqual(pool()["Free"], len(SLOTS))
@@ -460,11 +473,13 @@ class DaemonInLab(unittest.TestCase):
 
     def test_3_virsh_start_paused_runs_qemu_on_vhost_vdpa(self):
         name = "lab-accel"
-        xml = self.domain_xml(name)
+        with Timer("vdpactl rewrite"):
+            xml = self.domain_xml(name)
         port = os.path.join(RUN_DIR, "ports", self.UUID, self.MAC)
         self.assertIn("<interface type=\"vdpa\">", xml)
         self.assertIn("<source dev=\"%s\"/>" % port, xml)
-        LAB.lv.define(xml)
+        with Timer("virsh define"):
+            LAB.lv.define(xml)
         with Timer("virsh start --paused"):
             r = virsh("start", "--paused", name, check=False, timeout=180)
         self.assertEqual(r.returncode, 0, "%s%s\nlibvirtd:\n%s\ndaemon:\n%s" % (
@@ -476,6 +491,8 @@ class DaemonInLab(unittest.TestCase):
         self.assertEqual((lease["uuid"], lease["mac"], lease["network"]), (self.UUID, self.MAC, NETWORK))
         device, node = lease["device"], lease["chardev"]
         self.assertEqual(vdpa_driver(device), "vhost_vdpa")
+        self.assertEqual(master(lease["slot"]), BRIDGE)
+        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
         self.assertRegex(virsh("dumpxml", name).stdout, r"<interface type='vdpa'>")
 
         # QEMU: a vhost-vdpa netdev on the fd libvirt opened through the port
@@ -492,13 +509,13 @@ class DaemonInLab(unittest.TestCase):
             log("qemu %d: %s", pid, [line.strip() for line in f if "locked memory" in line][0])
 
         # and stays there
-        time.sleep(2)
-        self.assertEqual(virsh("domstate", name).stdout.strip(), "paused")
-        self.assertTrue(os.path.exists("/proc/%d" % pid))
+        holds_for(lambda: os.path.exists("/proc/%d" % pid) and virsh("domstate", name).stdout.strip() == "paused", 3,
+                  "QEMU %d up and the domain paused" % pid)
 
         with Timer("virsh destroy"):
             virsh("destroy", name)
-        self.assertNoLeaseAndNoDevice(device)
+        with Timer("lease and device gone"):
+            self.assertNoLeaseAndNoDevice(device)
 
 
 if __name__ == "__main__":
