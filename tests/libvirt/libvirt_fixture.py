@@ -170,10 +170,14 @@ def _sigterm_to_interrupt(signum, frame):
 
 class Libvirt:
     """libvirtd + virtlogd + a private system bus in the current (private)
-    namespaces. hooks: {file name in qemu.d: executable path}."""
+    namespaces. hooks: {file name in qemu.d: executable path}. system_bus:
+    the bus runs with the distribution's system configuration
+    (dbus-daemon --system: deny by default, the policies installed in
+    /etc/dbus-1/system.d allow) instead of the bus tier's permissive one."""
 
-    def __init__(self, hooks=None):
+    def __init__(self, hooks=None, system_bus=False):
         self.hooks = dict(hooks or {})
+        self.system_bus = system_bus
         self.root = None
         self.mounts = []
         self.procs = {}  # name -> Popen, in start order
@@ -226,7 +230,8 @@ class Libvirt:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("DBUS_") and not k.startswith("LIBVIRT_")}
         env["LC_ALL"] = "C.UTF-8"
-        self._spawn("dbus-daemon", ["dbus-daemon", "--nofork", "--config-file=/etc/libvirt/bus.conf"], env)
+        bus = ["--system"] if self.system_bus else ["--config-file=/etc/libvirt/bus.conf"]
+        self._spawn("dbus-daemon", ["dbus-daemon", "--nofork"] + bus, env)
         self._wait(lambda: os.path.exists("/run/dbus/system_bus_socket"), 10, "dbus-daemon", "dbus-daemon")
         self._spawn("virtlogd", ["/usr/sbin/virtlogd", "-f", "/etc/libvirt/virtlogd.conf",
                                  "-p", "/run/libvirt/virtlogd.pid"], env)

@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The whole suite in the lab host (DESIGN.md section 7), run INSIDE it by
+lab_host.py: vdpa-allocatord on the kernel backend with a pool of VDUSE
+devices (type=vduse-test), the real system bus with the project's policy,
+systemd-udevd with the project's rule, and libvirtd with the project's hook
+in qemu.d, where a vdpa interface can start for real (the build machine
+caps locked memory and has no vhost-vdpa).
+
+    lab_host.py -- /usr/bin/python3 tests/lab/test_lab_daemon.py [-v] [TEST...]
+
+The module's fixture (Lab, started once by setUpModule) brings everything
+up and tears it down; the helpers start_vduse(), vdpactl(), virsh() and
+wait_until() are for the test classes here and for those to come (VLAN
+isolation, the hook's Linux-bridge path, module unloading): add a
+unittest.TestCase to this file and use LAB.
+
+It refuses to run anywhere but in the lab host: it loads modules, starts
+udevd and a system bus, and writes below /etc."""
+
+import grp
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("VA_BUILDDIR", os.path.join(SRCDIR, "build"))
+sys.path.insert(0, os.path.join(SRCDIR, "tests", "libvirt"))
+import libvirt_fixture  # noqa: E402
+from libvirt_fixture import Libvirt, run  # noqa: E402
+
+DAEMON = os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord")
+VDPACTL = os.path.join(BUILD, "vdpa-allocator", "vdpactl")
+HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
+VDUSE_NET = os.path.join(BUILD, "tests", "lab", "vduse-net")
+UDEV_RULE = os.path.join(SRCDIR, "udev-rules", "90-vdpa-allocator.rules")
+BUS_POLICY = os.path.join(SRCDIR, "contrib", "org.vdpa_allocator.Allocator1.conf")
+# the hook reads its compiled-in configuration directory, so the daemon is
+# given the same one; the lab host writes it in its overlay
+CONFIG_DIR = os.path.join(os.environ.get("VA_SYSCONFDIR", "/usr/local/etc"), "vdpa-allocator")
+# the default run directory: the udev rule reads RUN/nodes/
+RUN_DIR = "/run/vdpa-allocator"
+WORK = "/var/tmp/va-lab"  # a fresh tmpfs in the lab host
+NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
+
+POOL = "lab"
+BRIDGE = "br-lab"
+NETWORK = "accel"
+VLAN = 10
+DEVICE_GROUP = "disk"
+DEVICE_MODE = 0o660
+SLOTS = ["vduse0", "vduse1"]
+
+CONFIG = """# written by tests/lab/test_lab_daemon.py
+[pool %(pool)s]
+type=vduse-test
+vlan-method=bridge
+uplink-bridge=%(bridge)s
+device-group=%(group)s
+device-mode=%(mode)04o
+
+[network %(network)s]
+mode=vdpa
+pool=%(pool)s
+vlan=%(vlan)d
+fallback-bridge=%(bridge)s
+""" % dict(pool=POOL, bridge=BRIDGE, group=DEVICE_GROUP, mode=DEVICE_MODE, network=NETWORK, vlan=VLAN)
+
+
+def log(fmt, *args):
+    sys.stderr.write("lab-daemon: " + (fmt % args if args else fmt) + "\n")
+    sys.stderr.flush()
+
+
+def in_lab_host():
+    # lab-init.sh runs the command with /lab shared and LAB_CWD set
+    return os.path.exists("/lab/cmd") and "LAB_CWD" in os.environ
+
+
+def wait_until(pred, timeout, what, interval=0.1):
+    """Calls pred until it returns something true, and returns that; raises
+    TimeoutError naming what after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError("%s: not within %d s" % (what, timeout))
+        time.sleep(interval)
+
+
+def holds_for(pred, seconds, what, interval=0.2):
+    """Checks pred for seconds; raises AssertionError naming what the first
+    time it is false."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pred():
+            raise AssertionError("%s: no longer true" % what)
+        time.sleep(interval)
+
+
+class Timer:
+    """with Timer("what"): logs how long the block took."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.s = time.monotonic() - self.t0
+        log("%-40s %6.1f s%s", self.what, self.s, "" if exc[0] is None else " (failed)")
+
+
+def vdpactl(*args, check=True, timeout=60):
+    """vdpactl on the default system bus; a CompletedProcess."""
+    r = subprocess.run([VDPACTL] + list(args), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError("vdpactl %s failed (%d): %s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def vdpactl_json(*args):
+    return json.loads(vdpactl(*(list(args) + ["-j"])).stdout)
+
+
+def virsh(*args, check=True, timeout=120):
+    return LAB.lv.virsh(*args, check=check, timeout=timeout)
+
+
+def leases():
+    return vdpactl_json("lease", "list")
+
+
+def pool(name=POOL):
+    for p in vdpactl_json("pool", "list"):
+        if p["Name"] == name:
+            return p
+    raise KeyError("no pool %s in vdpactl pool list" % name)
+
+
+def vdpa_devices():
+    try:
+        return sorted(os.listdir("/sys/bus/vdpa/devices"))
+    except FileNotFoundError:
+        return []
+
+
+def vdpa_driver(device):
+    link = "/sys/bus/vdpa/devices/%s/driver" % device
+    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+def bridge_vlans(port):
+    """[(vid, flags)] of a bridge port, from bridge -j vlan show."""
+    out = json.loads(run(["bridge", "-j", "vlan", "show", "dev", port]).stdout or "[]")
+    return [(v["vlan"], sorted(v.get("flags", []))) for entry in out for v in entry["vlans"]]
+
+
+def master(ifname):
+    link = "/sys/class/net/%s/master" % ifname
+    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+class Lab:
+    """Everything the cases share, brought up once: modules, udevd with the
+    project's rule, the system bus with the project's policy, virtlogd and
+    libvirtd with the hook (libvirt_fixture's Libvirt), a VLAN-filtering
+    bridge, one VDUSE device per slot, and the daemon."""
+
+    def __init__(self):
+        self.lv = None
+        self.vduse = {}  # slot -> Popen of its vduse-net
+        self.daemon = None
+        self.daemon_log = None
+        self.udevd = False
+        self.timings = {}
+
+    # --- life cycle ------------------------------------------------------
+
+    def start(self):
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _step(self, what, fn, *args):
+        with Timer(what) as t:
+            fn(*args)
+        self.timings[what] = t.s
+
+    def _start(self):
+        shutil.rmtree(WORK, ignore_errors=True)
+        os.makedirs(WORK)
+        self._step("modprobe", run, ["modprobe", "-a", "vdpa", "vduse", "vhost_vdpa", "tun", "bridge"])
+        self._step("systemd-udevd", self.start_udevd)
+        self._step("configuration and bus policy", self.write_files)
+        self._step("dbus-daemon, virtlogd, libvirtd", self.start_libvirt)
+        self._step("bridge " + BRIDGE, self.make_bridge)
+        for slot in SLOTS:
+            self._step("VDUSE device va-" + slot, start_vduse, slot)
+        self._step("vdpa-allocatord", self.start_daemon)
+
+    def stop(self):
+        """Tears down what start() made, whatever state it is in; never
+        raises (the lab host is thrown away anyway)."""
+        t0 = time.monotonic()
+        if self.lv and "libvirtd" in self.lv.procs:
+            for dom in virsh("list", "--all", "--name", check=False, timeout=30).stdout.split():
+                virsh("destroy", dom, check=False, timeout=60)
+                virsh("undefine", dom, check=False, timeout=30)
+        if self.daemon:
+            for lease in self._leases_quietly():
+                vdpactl("release", "--uuid", lease["uuid"], "--all", check=False)
+            self.stop_daemon()
+        if self.lv:
+            try:
+                self.lv.stop()
+            except Exception as e:
+                log("teardown: %s", e)
+            self.lv = None
+        # devices a failed case left behind, then their VDUSE devices
+        for dev in vdpa_devices():
+            if dev.startswith("va-"):
+                run(["vdpa", "dev", "del", dev], check=False)
+        for slot in list(self.vduse):
+            stop_vduse(slot)
+        if self.udevd:
+            run(["udevadm", "control", "--exit"], check=False)
+            self.udevd = False
+        log("%-40s %6.1f s", "teardown", time.monotonic() - t0)
+
+    def _leases_quietly(self):
+        try:
+            return leases()
+        except Exception:
+            return []
+
+    # --- the parts -------------------------------------------------------
+
+    def start_udevd(self):
+        os.makedirs("/etc/udev/rules.d", exist_ok=True)
+        shutil.copy(UDEV_RULE, "/etc/udev/rules.d/")
+        run(["/lib/systemd/systemd-udevd", "--daemon"])
+        self.udevd = True
+        run(["udevadm", "trigger", "--action=add"], check=False)
+        run(["udevadm", "settle", "-t", "60"], timeout=90)
+
+    def write_files(self):
+        # the lower layer is the build machine's: whatever it has there
+        # (an installed configuration) is hidden, ours alone is read
+        shutil.rmtree(CONFIG_DIR, ignore_errors=True)
+        os.makedirs(CONFIG_DIR)
+        with open(os.path.join(CONFIG_DIR, "vdpa-allocator.conf"), "w") as f:
+            f.write(CONFIG)
+        os.makedirs("/etc/dbus-1/system.d", exist_ok=True)
+        shutil.copy(BUS_POLICY, "/etc/dbus-1/system.d/")
+
+    def start_libvirt(self):
+        # the lab host is a machine of this test's own: what
+        # enter_namespaces() gives the libvirt tier on the build machine
+        os.environ[libvirt_fixture.NS_ENV] = "1"
+        self.lv = Libvirt(hooks={"50-vdpa-allocator": HOOK}, system_bus=True)
+        self.lv.start(timeout=180)
+
+    def make_bridge(self):
+        run(["ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1"])
+        run(["ip", "link", "set", BRIDGE, "up"])
+
+    def start_daemon(self):
+        state = os.path.join(WORK, "state")
+        self.daemon_log = open(os.path.join(WORK, "daemon.log"), "a")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DBUS_", "VDPA_ALLOCATOR_"))}
+        self.daemon = subprocess.Popen([DAEMON, "--config", CONFIG_DIR, "--state-dir", state, "--run-dir", RUN_DIR],
+                                       stdin=subprocess.DEVNULL, stdout=self.daemon_log, stderr=subprocess.STDOUT, env=env)
+
+        def up():
+            if self.daemon.poll() is not None:
+                raise RuntimeError("vdpa-allocatord exited %d:\n%s" % (self.daemon.returncode, self.read_daemon_log()))
+            return vdpactl("status", check=False).returncode == 0
+        wait_until(up, 60, "vdpa-allocatord on the system bus")
+
+    def stop_daemon(self):
+        if self.daemon and self.daemon.poll() is None:
+            self.daemon.terminate()
+            try:
+                self.daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait(10)
+        self.daemon = None
+        if self.daemon_log:
+            self.daemon_log.close()
+            self.daemon_log = None
+
+    def read_daemon_log(self):
+        try:
+            with open(os.path.join(WORK, "daemon.log"), errors="replace") as f:
+                return f.read()
+        except OSError as e:
+            return "(%s)" % e
+
+
+LAB = Lab()
+
+
+def start_vduse(slot, timeout=30):
+    """A slot of the vduse-test pool: the VDUSE device va-SLOT (vduse-net),
+    and the netdev SLOT that stands in for its VF representor (one end of a
+    veth pair; the other end is SLOT-peer)."""
+    ready = os.path.join(WORK, "vduse-%s.ready" % slot)
+    logf = open(os.path.join(WORK, "vduse-%s.log" % slot), "w")
+    p = subprocess.Popen([VDUSE_NET, "-n", "va-" + slot, "-r", ready, "-v"], stdin=subprocess.DEVNULL, stdout=logf,
+                         stderr=subprocess.STDOUT)
+    logf.close()
+    LAB.vduse[slot] = p
+
+    def made():
+        if p.poll() is not None:
+            raise RuntimeError("vduse-net for %s exited %d" % (slot, p.returncode))
+        return os.path.exists(ready) and os.path.getsize(ready) > 0
+    wait_until(made, timeout, "VDUSE device va-" + slot)
+    run(["ip", "link", "add", slot, "type", "veth", "peer", "name", slot + "-peer"])
+    run(["ip", "link", "set", slot, "up"])
+    run(["ip", "link", "set", slot + "-peer", "up"])
+
+
+def stop_vduse(slot, timeout=30):
+    """Destroys the VDUSE device of slot (vduse-net retries while a vdpa
+    device still sits on it) and its representor stand-in."""
+    p = LAB.vduse.pop(slot, None)
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+    run(["ip", "link", "del", slot], check=False)
+
+
+def setUpModule():
+    if not in_lab_host():
+        raise unittest.SkipTest("runs only inside the lab host: lab_host.py -- /usr/bin/python3 %s" % __file__)
+    t0 = time.monotonic()
+    LAB.start()
+    log("%-40s %6.1f s", "setup, in all", time.monotonic() - t0)
+
+
+def tearDownModule():
+    LAB.stop()
+
+
+class DaemonInLab(unittest.TestCase):
+    """The daemon on the kernel backend, a pool of VDUSE devices, the hook in
+    a real libvirtd: the three things the build machine cannot do."""
+
+    UUID = "1ab00000-0000-4000-8000-000000000001"
+    MAC = "52:54:00:1a:b0:01"
+
+    def setUp(self):
+        self.t0 = time.monotonic()
+
+    def tearDown(self):
+        for dom in virsh("list", "--all", "--name", check=False).stdout.split():
+            virsh("destroy", dom, check=False)
+            virsh("undefine", dom, check=False)
+        vdpactl("release", "--uuid", self.UUID, "--all", check=False)
+        log("%-40s %6.1f s", self.id().rsplit(".", 1)[-1], time.monotonic() - self.t0)
+
+    def assertNoLeaseAndNoDevice(self, device, timeout=30):
+        wait_until(lambda: leases() == [], timeout, "the lease given back")
+        wait_until(lambda: device not in vdpa_devices(), timeout, "vdpa device %s deleted" % device)
+        self.assertFalse(os.path.lexists(os.path.join(RUN_DIR, "ports", self.UUID, self.MAC)))
+
+    def test_1_pool_of_vduse_devices_discovered(self):
+        status = vdpactl_json("status")
+        self.assertEqual(status["backend"], "kernel")
+        p = pool()
+        self.assertTrue(p["Healthy"], p)
+        self.assertEqual((p["Total"], p["Free"], p["Leased"]), (len(SLOTS), len(SLOTS), 0), p)
+        self.assertEqual(p["VlanMethod"], "bridge")
+        log("pool: %s", json.dumps(p, sort_keys=True))
+
+    def test_2_allocate_makes_the_device_release_deletes_it(self):
+        with Timer("vdpactl allocate"):
+            lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", "lab-cli", "--mac", self.MAC,
+                                       "--network", NETWORK).stdout)
+        log("lease: %s", json.dumps(lease, sort_keys=True))
+        self.assertEqual(lease["pool"], POOL)
+        self.assertIn(lease["slot"], SLOTS)
+        device = "va-" + lease["slot"]
+        self.assertEqual(lease["device"], device)
+        self.assertEqual(lease["vlan"], VLAN)
+
+        # the real node, with the pool's group and mode
+        node = lease["chardev"]
+        self.assertRegex(node, r"^/dev/vhost-vdpa-\d+$")
+        st = os.stat(node)
+        self.assertTrue(stat.S_ISCHR(st.st_mode), node)
+        self.assertEqual(grp.getgrgid(st.st_gid).gr_name, DEVICE_GROUP)
+        self.assertEqual(stat.S_IMODE(st.st_mode), DEVICE_MODE, "%s is %o" % (node, stat.S_IMODE(st.st_mode)))
+        self.assertEqual(os.readlink(lease["port"]), node)
+
+        # on the vdpa bus, bound to vhost_vdpa, as iproute2 sees it
+        shown = json.loads(run(["vdpa", "-j", "dev", "show"]).stdout)["dev"]
+        self.assertIn(device, shown)
+        self.assertEqual(shown[device]["mgmtdev"], "vduse")
+        self.assertEqual(vdpa_driver(device), "vhost_vdpa")
+        self.assertEqual(os.path.basename(node), [n for n in os.listdir("/sys/bus/vdpa/devices/" + device)
+                                                  if n.startswith("vhost-vdpa-")][0])
+
+        # the representor stand-in in the uplink bridge, the VLAN untagged
+        self.assertEqual(master(lease["slot"]), BRIDGE)
+        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(pool()["Leased"], 1)
+
+        with Timer("vdpactl release"):
+            vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC)
+        with Timer("lease and device gone"):
+            self.assertNoLeaseAndNoDevice(device)
+        self.assertFalse(os.path.exists(node))
+        self.assertIsNone(master(lease["slot"]))
+        self.assertEqual(pool()["Free"], len(SLOTS))
+
+    def domain_xml(self, name):
+        """A domain that cannot boot anything (no disk, no kernel, 64 MiB)
+        with one NIC marked for the accelerated network, in its accelerated
+        form as vdpactl rewrite makes it."""
+        xml = """<domain type='qemu'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <vdpa:nics xmlns:vdpa='%(ns)s'>
+      <vdpa:nic mac='%(mac)s' network='%(network)s'/>
+    </vdpa:nics>
+  </metadata>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+  </os>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <interface type='bridge'>
+      <mac address='%(mac)s'/>
+      <source bridge='%(bridge)s'/>
+      <model type='virtio'/>
+    </interface>
+    <controller type='usb' model='none'/>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=NETWORK, bridge=BRIDGE)
+        r = subprocess.run([VDPACTL, "rewrite", "--to", "accelerated", "--config", CONFIG_DIR, "-"], input=xml,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_3_virsh_start_paused_runs_qemu_on_vhost_vdpa(self):
+        name = "lab-accel"
+        with Timer("vdpactl rewrite"):
+            xml = self.domain_xml(name)
+        port = os.path.join(RUN_DIR, "ports", self.UUID, self.MAC)
+        self.assertIn("<interface type=\"vdpa\">", xml)
+        self.assertIn("<source dev=\"%s\"/>" % port, xml)
+        with Timer("virsh define"):
+            LAB.lv.define(xml)
+        with Timer("virsh start --paused"):
+            r = virsh("start", "--paused", name, check=False, timeout=180)
+        self.assertEqual(r.returncode, 0, "%s%s\nlibvirtd:\n%s\ndaemon:\n%s" % (
+            r.stdout, r.stderr, LAB.lv.read_log("/var/log/libvirt/qemu/%s.log" % name)[-3000:], LAB.read_daemon_log()[-3000:]))
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "paused")
+
+        (lease,) = leases()
+        log("lease: %s", json.dumps(lease, sort_keys=True))
+        self.assertEqual((lease["uuid"], lease["mac"], lease["network"]), (self.UUID, self.MAC, NETWORK))
+        device, node = lease["device"], lease["chardev"]
+        self.assertEqual(vdpa_driver(device), "vhost_vdpa")
+        self.assertEqual(master(lease["slot"]), BRIDGE)
+        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertRegex(virsh("dumpxml", name).stdout, r"<interface type='vdpa'>")
+
+        # QEMU: a vhost-vdpa netdev on the fd libvirt opened through the port
+        with open("/run/libvirt/qemu/%s.pid" % name) as f:
+            pid = int(f.read().strip())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().decode().split("\0")
+        netdev = [a for a in argv if "vhost-vdpa" in a]
+        log("qemu %d: %s", pid, " ".join(netdev))
+        self.assertTrue(netdev, " ".join(argv))
+        fds = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)]
+        self.assertIn(node, fds)
+        with open("/proc/%d/limits" % pid) as f:
+            log("qemu %d: %s", pid, [line.strip() for line in f if "locked memory" in line][0])
+
+        # and stays there
+        holds_for(lambda: os.path.exists("/proc/%d" % pid) and virsh("domstate", name).stdout.strip() == "paused", 3,
+                  "QEMU %d up and the domain paused" % pid)
+
+        with Timer("virsh destroy"):
+            virsh("destroy", name)
+        with Timer("lease and device gone"):
+            self.assertNoLeaseAndNoDevice(device)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
