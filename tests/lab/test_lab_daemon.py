@@ -21,6 +21,7 @@ udevd and a system bus, and writes below /etc."""
 import grp
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -54,6 +55,9 @@ POOL = "lab"
 BRIDGE = "br-lab"
 NETWORK = "accel"
 VLAN = 10
+PLAIN = "plain"  # virtio only, on the Linux bridge: the hook tags the tap
+PLAIN_VLAN = 20
+AUTO = "auto"  # vdpa while the pool has room, else virtio on the same VLAN
 DEVICE_GROUP = "disk"
 DEVICE_MODE = 0o660
 SLOTS = ["vduse0", "vduse1"]
@@ -71,7 +75,19 @@ mode=vdpa
 pool=%(pool)s
 vlan=%(vlan)d
 fallback-bridge=%(bridge)s
-""" % dict(pool=POOL, bridge=BRIDGE, group=DEVICE_GROUP, mode=DEVICE_MODE, network=NETWORK, vlan=VLAN)
+
+[network %(plain)s]
+mode=virtio
+vlan=%(plain_vlan)d
+fallback-bridge=%(bridge)s
+
+[network %(auto)s]
+mode=auto
+pool=%(pool)s
+vlan=%(vlan)d
+fallback-bridge=%(bridge)s
+""" % dict(pool=POOL, bridge=BRIDGE, group=DEVICE_GROUP, mode=DEVICE_MODE, network=NETWORK, vlan=VLAN, plain=PLAIN,
+           plain_vlan=PLAIN_VLAN, auto=AUTO)
 
 
 def log(fmt, *args):
@@ -434,10 +450,10 @@ class DaemonInLab(unittest.TestCase):
         self.assertIsNone(master(lease["slot"]))
         self.assertEqual(pool()["Free"], len(SLOTS))
 
-    def domain_xml(self, name):
+    def domain_xml(self, name, network=NETWORK, form="accelerated"):
         """A domain that cannot boot anything (no disk, no kernel, 64 MiB)
-        with one NIC marked for the accelerated network, in its accelerated
-        form as vdpactl rewrite makes it."""
+        with one NIC marked for @network, in @form as vdpactl rewrite makes
+        it."""
         xml = """<domain type='qemu'>
   <name>%(name)s</name>
   <uuid>%(uuid)s</uuid>
@@ -465,8 +481,8 @@ class DaemonInLab(unittest.TestCase):
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=NETWORK, bridge=BRIDGE)
-        r = subprocess.run([VDPACTL, "rewrite", "--to", "accelerated", "--config", CONFIG_DIR, "-"], input=xml,
+""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=network, bridge=BRIDGE)
+        r = subprocess.run([VDPACTL, "rewrite", "--to", form, "--config", CONFIG_DIR, "-"], input=xml,
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout
@@ -516,6 +532,63 @@ class DaemonInLab(unittest.TestCase):
             virsh("destroy", name)
         with Timer("lease and device gone"):
             self.assertNoLeaseAndNoDevice(device)
+
+
+    def start_paused(self, name):
+        with Timer("virsh start --paused " + name):
+            r = virsh("start", "--paused", name, check=False, timeout=180)
+        self.assertEqual(r.returncode, 0, "%s%s\nlibvirtd:\n%s\ndaemon:\n%s" % (
+            r.stdout, r.stderr, LAB.lv.read_log("/var/log/libvirt/qemu/%s.log" % name)[-3000:], LAB.read_daemon_log()[-3000:]))
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "paused")
+
+    def tap_of(self, name):
+        """The tap libvirt made for the domain's one NIC."""
+        taps = re.findall(r"<target dev='([^']+)'/>", virsh("dumpxml", name).stdout)
+        self.assertEqual(len(taps), 1, taps)
+        return taps[0]
+
+    def test_4_hook_puts_the_tap_in_its_vlan_on_a_linux_bridge(self):
+        # libvirt puts a tap on a Linux bridge with the bridge's default
+        # VLAN 1; at "start begin" the hook makes it VLAN 20, untagged, alone
+        name = "lab-plain"
+        xml = self.domain_xml(name, PLAIN, "portable")
+        self.assertIn("<source bridge=\"%s\"/>" % BRIDGE, xml)
+        LAB.lv.define(xml)
+        self.start_paused(name)
+        tap = self.tap_of(name)
+        self.assertEqual(master(tap), BRIDGE)
+        self.assertEqual(bridge_vlans(tap), [(PLAIN_VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(leases(), [])
+        virsh("destroy", name)
+        wait_until(lambda: not os.path.exists("/sys/class/net/" + tap), 30, "tap %s gone" % tap)
+
+    def test_5_auto_falls_back_to_virtio_on_the_same_vlan(self):
+        # the pool drained: "vdpactl domain accelerate" asks the daemon,
+        # which knows there is no room, and the NIC stays portable; the
+        # hook puts its tap in the network's VLAN, the one a vDPA NIC of
+        # the network gets
+        name = "lab-auto"
+        LAB.lv.define(self.domain_xml(name, AUTO, "portable"))
+        vdpactl("pool", "drain", POOL)
+        try:
+            vdpactl("domain", "accelerate", name)
+            self.assertIn("<interface type='bridge'>", virsh("dumpxml", "--inactive", name).stdout)
+            self.start_paused(name)
+            tap = self.tap_of(name)
+            self.assertEqual(bridge_vlans(tap), [(VLAN, ["Egress Untagged", "PVID"])])
+            self.assertEqual(leases(), [])
+            virsh("destroy", name)
+        finally:
+            vdpactl("pool", "undrain", POOL)
+        # room again: accelerated, on the same VLAN
+        vdpactl("domain", "accelerate", name)
+        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", "--inactive", name).stdout)
+        self.start_paused(name)
+        (lease,) = leases()
+        self.assertEqual((lease["network"], lease["vlan"]), (AUTO, VLAN))
+        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        virsh("destroy", name)
+        self.assertNoLeaseAndNoDevice(lease["device"])
 
 
 if __name__ == "__main__":
