@@ -465,6 +465,23 @@ ip (const char *args)
     g_error ("%s: %s", cmd, err);
 }
 
+/* The kernel's side of a link change: sysfs (the testbed) says @up or not,
+ * then the real link changes with `ip @args`; the pool must follow. */
+#define LINK_DOWN "enp59s0f0np0: link down on enp59s0f0np0 (operstate lowerlayerdown, carrier off)"
+static void
+link_change (Fixture *f, gboolean up, const char *args)
+{
+  guint mark = f->changes;
+  g_auto (GStrv) steps = g_strsplit (args, ";", -1);
+
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", up ? "up" : "lowerlayerdown");
+  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", up ? "1" : "0");
+  for (guint i = 0; steps[i]; i++)
+    ip (steps[i]);
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, up ? 8 : 0, 0, up, up ? "" : LINK_DOWN);
+}
+
 /* A carrier change sends no uevent, only a link message: the kernel keeps
  * the PF's sysfs carrier and operstate current, and tells rtnetlink's link
  * group. Here the testbed plays sysfs and a veth named like the PF's
@@ -482,31 +499,11 @@ test_carrier_without_uevent (Fixture *f, gconstpointer data)
     }
   start (f);
   assert_pool (f, 8, 8, 0, TRUE, "");
-
-  /* the uplink comes up without carrier */
-  mark = f->changes;
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "lowerlayerdown");
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "0");
-  ip ("link add enp59s0f0np0 type veth peer name cable0");
-  ip ("link set enp59s0f0np0 up");
-  g_assert_true (settle (f, mark));
-  assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate lowerlayerdown, carrier off)");
-
-  /* the cable plugged in */
-  mark = f->changes;
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "1");
-  ip ("link set cable0 up");
-  g_assert_true (settle (f, mark));
-  assert_pool (f, 8, 8, 0, TRUE, "");
-
-  /* and pulled: the carrier alone changes */
-  mark = f->changes;
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "lowerlayerdown");
-  umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "carrier", "0");
-  ip ("link set cable0 down");
-  g_assert_true (settle (f, mark));
-  assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate lowerlayerdown, carrier off)");
+  /* the uplink comes up without carrier; the cable plugged in; pulled:
+   * the carrier alone changes */
+  link_change (f, FALSE, "link add enp59s0f0np0 type veth peer name cable0;link set enp59s0f0np0 up");
+  link_change (f, TRUE, "link set cable0 up");
+  link_change (f, FALSE, "link set cable0 down");
 
   /* the backend's own VF settings on the PF are link messages too, but
    * change no link state: no rediscovery for them */
