@@ -273,7 +273,7 @@ static int
 on_rewrite (Hook *h)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = call (h, "RewriteDomain", g_variant_new ("(ss)", h->xml, "auto"), "(s)", &error);
+  g_autoptr (GVariant) ret = call (h, "RewriteDomain", g_variant_new ("(ss)", h->xml, "saved"), "(s)", &error);
   g_autofree char *offline = NULL;
   const char *out;
 

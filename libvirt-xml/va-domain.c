@@ -835,8 +835,9 @@ to_accelerated (xmlNode *iface, const VaNicPlan *plan, const char *path)
   set_prop_if_differs (ensure_child (iface, "driver"), "queues", queues);
 }
 
-gboolean
-va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error)
+/* @keep: a portable NIC stays portable whatever @form says. */
+static gboolean
+rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GError **error)
 {
   g_autoptr (GArray) plans = g_array_sized_new (FALSE, TRUE, sizeof (VaNicPlan), self->nics->len);
   g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
@@ -857,7 +858,9 @@ va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError *
       if (!va_nic_resolve (nic, view, plan, error))
         return FALSE;
 
-      *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO) ? VA_FORM_ACCELERATED : VA_FORM_PORTABLE;
+      *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO && !(keep && nic->form == VA_FORM_PORTABLE))
+                ? VA_FORM_ACCELERATED
+                : VA_FORM_PORTABLE;
       if (*want == VA_FORM_ACCELERATED)
         {
           gint64 free_slots = va_host_view_get_pool_free (view, plan->pool);
@@ -942,6 +945,18 @@ va_domain_to_string (const VaDomain *self, gsize *len)
   out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));
   xmlBufferFree (buf);
   return out;
+}
+
+gboolean
+va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error)
+{
+  return rewrite (self, view, form, FALSE, error);
+}
+
+gboolean
+va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error)
+{
+  return rewrite (self, view, VA_FORM_ACCELERATED, TRUE, error);
 }
 
 char *

@@ -77,6 +77,13 @@ char *va_port_path (const char *port_root, const char *uuid, const char *mac);
  * the document is untouched. */
 gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
 
+/* For a restore or an incoming migration: QEMU loads a saved virtio-net
+ * only into a backend that offers what the saved one did, and vhost-vdpa
+ * offers less than a tap ("saved image requires TUN_F_UFO support"). So a
+ * portable NIC stays portable; an accelerated one stays accelerated where
+ * its pool has room, else goes portable where it may. */
+gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error);
+
 /* Serializes the document as libxml2 does, in UTF-8, keeping the XML
  * declaration only when the input had one. */
 char *va_domain_to_string (const VaDomain *self, gsize *len);

@@ -418,12 +418,12 @@ test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
                     "</devices></domain>";
   g_autofree char *out = NULL;
 
-  out = va_allocator_rewrite_domain (f->alloc, xml, VA_FORM_ACCELERATED, &error);
+  out = va_allocator_rewrite_domain (f->alloc, xml, "accelerated", &error);
   g_assert_no_error (error);
   g_assert_nonnull (strstr (out, "type=\"vdpa\""));
   g_assert_true (va_allocator_drain (f->alloc, "accel", TRUE, NULL));
   g_free (out);
-  out = va_allocator_rewrite_domain (f->alloc, xml, VA_FORM_ACCELERATED, &error);
+  out = va_allocator_rewrite_domain (f->alloc, xml, "accelerated", &error);
   g_assert_no_error (error);
   g_assert_nonnull (strstr (out, "type=\"bridge\""));
 }

@@ -115,6 +115,47 @@ test_interface_xml (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
 }
 
+/* Restore and incoming migration: a NIC saved on a tap must not come back
+ * on vhost-vdpa (QEMU refuses the load); a vDPA NIC comes back on vDPA
+ * where there is room, else on the network's bridge. */
+static void
+test_rewrite_saved (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaHostView) view = va_host_view_new ("/run/p");
+  VaNetwork net = { (char *) "auto", VA_MODE_AUTO, (char *) "accel", 10, (char *) "br0", VA_BRIDGE_LINUX };
+  const char *xml = "<domain><name>d</name><uuid>6f1e2a3b4c5d4e6f8a9b0c1d2e3f4a5b</uuid><metadata>"
+                    "<v:nics xmlns:v='" VA_XML_NS "'><v:nic mac='52:54:00:00:00:01' network='auto'/>"
+                    "<v:nic mac='52:54:00:00:00:02' network='auto'/></v:nics></metadata><devices>"
+                    "<interface type='vdpa'><mac address='52:54:00:00:00:01'/><source dev='/run/p/x'/></interface>"
+                    "<interface type='bridge'><mac address='52:54:00:00:00:02'/><source bridge='br0'/></interface>"
+                    "</devices></domain>";
+  g_autoptr (VaDomain) d = NULL;
+  g_autoptr (VaDomain) full = NULL;
+  VaNic *a, *b;
+
+  va_host_view_add_network (view, &net);
+  va_host_view_add_pool (view, "accel", 1, 8);
+  d = va_domain_parse (xml, -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_domain_rewrite_saved (d, view, &error));
+  g_assert_no_error (error);
+  a = g_ptr_array_index (va_domain_get_nics (d), 0);
+  b = g_ptr_array_index (va_domain_get_nics (d), 1);
+  g_assert_cmpint (a->form, ==, VA_FORM_ACCELERATED);
+  g_assert_cmpint (b->form, ==, VA_FORM_PORTABLE); /* room, but saved on a tap */
+  g_assert_false (b->fallback);
+
+  /* no room: the vDPA NIC falls back */
+  va_host_view_set_pool_free (view, "accel", 0, NULL);
+  full = va_domain_parse (xml, -1, &error);
+  g_assert_true (va_domain_rewrite_saved (full, view, &error));
+  g_assert_no_error (error);
+  a = g_ptr_array_index (va_domain_get_nics (full), 0);
+  g_assert_cmpint (a->form, ==, VA_FORM_PORTABLE);
+  g_assert_true (a->fallback);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -126,5 +167,6 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
+  g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   return g_test_run ();
 }

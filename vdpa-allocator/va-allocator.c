@@ -899,18 +899,29 @@ va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GErr
 }
 
 char *
-va_allocator_rewrite_domain (VaAllocator *self, const char *xml, VaForm form, GError **error)
+va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error)
 {
-  g_autoptr (VaHostView) view = va_config_to_host_view (self->config, self->ports_dir);
-  g_auto (GStrv) names = va_pools_list_pools (self->pools);
+  g_autoptr (VaHostView) view = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+  g_auto (GStrv) names = NULL;
+  gboolean saved = g_strcmp0 (to, "saved") == 0;
+  VaForm form = VA_FORM_ACCELERATED;
 
+  if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
+    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable, auto or saved", to ? to : ""),
+           NULL;
+  view = va_config_to_host_view (self->config, self->ports_dir);
+  names = va_pools_list_pools (self->pools);
   for (guint i = 0; names[i]; i++)
     {
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
       if (st)
         va_host_view_set_pool_free (view, names[i], st->free, NULL);
     }
-  return va_domain_rewrite_xml (xml, -1, view, form, error);
+  domain = va_domain_parse (xml, -1, error);
+  if (!domain || !(saved ? va_domain_rewrite_saved (domain, view, error) : va_domain_rewrite (domain, view, form, error)))
+    return NULL;
+  return va_domain_to_string (domain, NULL);
 }
 
 const char *

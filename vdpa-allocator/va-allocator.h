@@ -114,8 +114,11 @@ VaPoolStatus *va_allocator_get_pool (VaAllocator *self, const char *name, GError
 
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 
-/* The intent engine with this host's live free capacity. */
-char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, VaForm form, GError **error);
+/* The intent engine with this host's live free capacity. @to: "accelerated",
+ * "portable", "auto" (accelerated where the pool has room, the engine's
+ * accelerated) or "saved" (for a restore or incoming migration: see
+ * va_domain_rewrite_saved). */
+char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error);
 
 /* Devices without leases are removed (unless held open); leases whose device
  * is gone get it back; leases of domains libvirt no longer runs are

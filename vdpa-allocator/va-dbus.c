@@ -431,16 +431,9 @@ do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
   g_autoptr (GError) error = NULL;
   g_autofree char *out = NULL;
   const char *xml, *to;
-  VaForm form;
 
   g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &xml, &to);
-  /* "auto" is accelerated where there is room: the engine's accelerated */
-  if (strcmp (to, "auto") == 0)
-    form = VA_FORM_ACCELERATED;
-  else if (!va_form_from_string (to, &form))
-    return g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable or auto",
-                                                  to);
-  out = va_allocator_rewrite_domain (self->alloc, xml, form, &error);
+  out = va_allocator_rewrite_domain (self->alloc, xml, to, &error);
   if (!out)
     return g_dbus_method_invocation_return_gerror (inv, error);
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(s)", out));

@@ -163,7 +163,10 @@ class HookTest(unittest.TestCase):
         for op in ("restore", "migrate"):
             r = hook(xml, op, "begin")
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(r.stdout.count('type="vdpa"'), 2, r.stdout)
+            # the vDPA NIC stays vDPA; the one saved on a tap stays on a
+            # bridge, though there is room: QEMU cannot load it on vhost-vdpa
+            self.assertEqual(r.stdout.count('type="vdpa"'), 1, r.stdout)
+            self.assertEqual(r.stdout.count('type="bridge"'), 1, r.stdout)
             self.assertIn(os.path.join(self.daemon.run_dir, "ports", UUID), r.stdout)
         # a full pool: the NICs fall back to the network's bridge and VLAN
         hook(domain([("52:54:00:00:00:07", "vpc2", "vdpa"), ("52:54:00:00:00:08", "vpc2", "vdpa")], "c",
