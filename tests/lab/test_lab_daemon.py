@@ -591,5 +591,43 @@ class DaemonInLab(unittest.TestCase):
         self.assertNoLeaseAndNoDevice(lease["device"])
 
 
+    def test_6_restore_keeps_a_nic_saved_on_a_tap_portable(self):
+        # saved on a tap while the pool was drained, restored with room:
+        # QEMU cannot load that virtio-net into vhost-vdpa ("saved image
+        # requires TUN_F_UFO support"), so the hook keeps it on the bridge
+        name = "lab-restore"
+        LAB.lv.define(self.domain_xml(name, AUTO, "portable"))
+        vdpactl("pool", "drain", POOL)
+        try:
+            self.start_paused(name)
+            with Timer("virsh managedsave"):
+                virsh("managedsave", name, timeout=180)
+        finally:
+            vdpactl("pool", "undrain", POOL)
+        self.assertEqual(pool()["Free"], len(SLOTS))
+        self.start_paused(name)  # restore begin
+        self.assertIn("<interface type='bridge'>", virsh("dumpxml", name).stdout)
+        self.assertEqual(bridge_vlans(self.tap_of(name)), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(leases(), [])
+        virsh("destroy", name)
+
+    def test_7_a_refused_save_keeps_the_lease(self):
+        # QEMU refuses to save (or migrate) a vhost-vdpa device without
+        # dirty-page logging (VHOST_F_LOG_ALL), which VDUSE lacks: the
+        # guest goes on, its lease and device with it
+        name = "lab-nosave"
+        LAB.lv.define(self.domain_xml(name, AUTO, "accelerated"))
+        self.start_paused(name)
+        (lease,) = leases()
+        r = virsh("managedsave", name, check=False, timeout=180)
+        log("managedsave: %s", r.stderr.strip().replace("\n", " "))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "paused")
+        self.assertEqual(leases(), [lease])
+        self.assertIn(lease["device"], vdpa_devices())
+        virsh("destroy", name)
+        self.assertNoLeaseAndNoDevice(lease["device"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
