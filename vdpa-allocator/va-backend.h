@@ -20,7 +20,7 @@ typedef struct
   int numa_node; /* -1: unknown */
   gboolean healthy;
   char *health_reason; /* NULL when healthy */
-  GPtrArray *vfs;      /* char*, VF PCI addresses: the slots */
+  GPtrArray *vfs;      /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
   gboolean vduse_test; /* the VDUSE test PF: only vduse-test pools take it */
 } VaPfInfo;
 
@@ -30,7 +30,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPfInfo, va_pf_info_free)
 /* What a lease needs made on a slot. */
 typedef struct
 {
-  const char *slot; /* VF PCI address */
+  const char *slot; /* a VF PCI address, or a VDUSE slot */
   const char *pf;   /* its PF's name */
   const char *mac;
   guint16 queues;
@@ -43,7 +43,7 @@ typedef struct
 typedef struct
 {
   char *name;    /* vdpa device name */
-  char *slot;    /* VF PCI address it sits on */
+  char *slot;    /* the slot it sits on */
   char *chardev; /* /dev/vhost-vdpa-N */
 } VaDeviceInfo;
 

@@ -19,7 +19,7 @@ typedef struct
 
 typedef struct
 {
-  char *pci;         /* VF PCI address */
+  char *pci;         /* VF PCI address; for VDUSE, the slot */
   guint index;       /* N of the PF's virtfnN */
   char *netdev;      /* the VF's own netdev while bound to mlx5_core; NULL otherwise */
   char *representor; /* switchdev: netdev with phys_port_name pfXvfN; NULL otherwise */
