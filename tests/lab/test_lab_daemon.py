@@ -629,5 +629,43 @@ class DaemonInLab(unittest.TestCase):
         self.assertNoLeaseAndNoDevice(lease["device"])
 
 
+    def test_8_survives_sigkill_and_reconciles_the_real_kernel(self):
+        # the lease's domain is defined, so reconciliation with the real
+        # libvirtd keeps its lease
+        name = "lab-keep"
+        LAB.lv.define(self.domain_xml(name, NETWORK, "accelerated"))
+        lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", name, "--mac", self.MAC,
+                                   "--network", NETWORK).stdout)
+        other = "va-" + [slot for slot in SLOTS if slot != lease["slot"]][0]
+
+        LAB.daemon.kill()
+        LAB.daemon.wait(10)
+        LAB.stop_daemon()
+        with Timer("vdpa-allocatord after SIGKILL"):
+            LAB.start_daemon()
+        self.assertEqual([(x["uuid"], x["mac"], x["device"]) for x in leases()], [(self.UUID, self.MAC, lease["device"])])
+        self.assertIn(lease["device"], vdpa_devices())
+        self.assertEqual(os.readlink(lease["port"]), lease["chardev"])
+        report = vdpactl_json("reconcile")
+        log("reconcile: %s", json.dumps(report, sort_keys=True))
+        self.assertEqual((report["orphans"], report["missing"], report["released"]), ([], [], 0))
+
+        # a va-* device no lease owns is removed; a leased one that went is
+        # made again, bound, with its node and link
+        run(["vdpa", "dev", "add", "name", other, "mgmtdev", "vduse"])
+        run(["vdpa", "dev", "del", lease["device"]])
+        report = vdpactl_json("reconcile")
+        log("reconcile: %s", json.dumps(report, sort_keys=True))
+        self.assertEqual((report["orphans"], report["missing"]), ([other], ["%s/%s" % (self.UUID, self.MAC)]))
+        self.assertNotIn(other, vdpa_devices())
+        self.assertEqual(vdpa_driver(lease["device"]), "vhost_vdpa")
+        (now,) = leases()
+        st = os.stat(now["chardev"])
+        self.assertEqual((grp.getgrgid(st.st_gid).gr_name, stat.S_IMODE(st.st_mode)), (DEVICE_GROUP, DEVICE_MODE))
+        self.assertEqual(os.readlink(now["port"]), now["chardev"])
+        vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC)
+        self.assertNoLeaseAndNoDevice(lease["device"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
