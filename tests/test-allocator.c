@@ -2,6 +2,7 @@
 /* The allocator core on the simulated NIC (the stand-in for hardware this
  * machine lacks) with a real SQLite store: leases, their durability across
  * a restart, port links, reconciliation of devices. */
+#include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -389,6 +390,63 @@ test_reconcile (Fixture *f, gconstpointer data)
   g_assert_false (g_file_test (gone->port, G_FILE_TEST_EXISTS));
 }
 
+static gboolean
+list_none (GHashTable **domains, gpointer user_data, GError **error)
+{
+  *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  return TRUE;
+}
+
+/* A guest holding its device open (QEMU on /dev/vhost-vdpa-N): on a real
+ * kernel, deleting the device would wait until it is closed, and the
+ * daemon with it. Nothing releases it: not Release, not ReleaseDomain, not
+ * reconciliation with a libvirt that does not know the domain. */
+static void
+test_no_release_while_open (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (VaLease) b = allocate (f, UUID1, "52:54:00:00:00:02", "vpc2", -1, &error);
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (GAsyncResult) res2 = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+  g_autofree char *msg = NULL;
+  int fd;
+
+  g_assert_no_error (error);
+  fd = open (a->chardev, O_RDWR | O_CLOEXEC);
+  g_assert_cmpint (fd, >=, 0);
+
+  g_assert_false (release (f, UUID1, a->mac, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  msg = g_strdup_printf ("NIC 52:54:00:00:00:01 of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first", UUID1,
+                         a->device, a->chardev);
+  g_assert_cmpstr (error->message, ==, msg);
+  g_clear_error (&error);
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &res);
+  va_allocator_release_domain_finish (f->alloc, wait_for (&res), &error);
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 2);
+
+  va_allocator_set_domain_lister (f->alloc, list_none, NULL);
+  va_allocator_reconcile_async (f->alloc, done_cb, &res2);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res2), &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (report->released, ==, 0);
+  g_assert_cmpuint (report->busy->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (report->busy, 0), ==, a->device);
+  g_assert_cmpuint (n_leases (f), ==, 2);
+  g_assert_true (g_file_test (a->chardev, G_FILE_TEST_EXISTS));
+
+  /* the guest gone, the lease goes */
+  close (fd);
+  g_assert_true (release (f, UUID1, a->mac, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (a->chardev, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (n_leases (f), ==, 1);
+}
+
 static void
 test_release_domain (Fixture *f, gconstpointer data)
 {
@@ -440,6 +498,7 @@ main (int argc, char **argv)
   ADD ("/allocator/leases-survive-restart", test_leases_survive_restart);
   ADD ("/allocator/reconcile", test_reconcile);
   ADD ("/allocator/release-domain", test_release_domain);
+  ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
   return g_test_run ();
 }

@@ -641,6 +641,19 @@ va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **
 
 /* ---- release ------------------------------------------------------------- */
 
+/* Whether a process (a guest's QEMU) holds the lease's device open. Then
+ * it must not go: the kernel's vdpa DEV_DEL waits until the node is closed
+ * (vhost_vdpa_remove), and the daemon with it. */
+static gboolean
+in_use (VaAllocator *self, const Entry *e, GError **error)
+{
+  if (e->broken || !*e->lease->chardev || !va_backend_device_busy (self->backend, e->lease->chardev))
+    return FALSE;
+  g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first",
+               e->lease->mac, e->lease->uuid, e->lease->device, e->lease->chardev);
+  return TRUE;
+}
+
 static gboolean
 check_uuid (const char *in, char uuid[37], GError **error)
 {
@@ -682,6 +695,8 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
       g_ptr_array_add (e->waiters, g_steal_pointer (&task));
       return;
     }
+  if (in_use (self, e, &error))
+    return g_task_return_error (task, g_steal_pointer (&error));
 
   e->state = ENTRY_RELEASING;
   e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
@@ -724,6 +739,11 @@ queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError *
 
   if (has_pending_of (self, uuid) && !commit_now (self, error))
     return FALSE;
+  /* all or nothing: no lease of a domain whose guest still runs */
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (strcmp (e->lease->uuid, uuid) == 0 && in_use (self, e, error))
+      return FALSE;
 
   p = g_new0 (Pending, 1);
   p->kind = PENDING_DELETE_DOMAIN;
@@ -1104,6 +1124,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   else
     {
       g_autoptr (GHashTable) gone = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      g_autoptr (GHashTable) running = g_hash_table_new (g_str_hash, g_str_equal);
       GHashTableIter iter;
       const char *uuid;
       Entry *e;
@@ -1117,12 +1138,24 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
           if (e->state != ENTRY_COMMITTED)
             continue;
-          if (!known || (!GPOINTER_TO_INT (active) && now - e->lease->created > RECONCILE_GRACE_SECONDS))
+          if (known && (GPOINTER_TO_INT (active) || now - e->lease->created <= RECONCILE_GRACE_SECONDS))
+            continue;
+          if (in_use (self, e, NULL))
             {
-              report->released++;
-              g_hash_table_add (gone, g_strdup (e->lease->uuid));
+              /* whatever libvirt says, a guest runs on it */
+              g_hash_table_add (running, e->lease->uuid);
+              g_ptr_array_add (report->busy, g_strdup (e->lease->device));
             }
+          else
+            g_hash_table_add (gone, g_strdup (e->lease->uuid));
         }
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+        if (e->state == ENTRY_COMMITTED && g_hash_table_contains (gone, e->lease->uuid) && !g_hash_table_contains (running, e->lease->uuid))
+          report->released++;
+      g_hash_table_iter_init (&iter, running);
+      while (g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
+        g_hash_table_remove (gone, uuid);
       /* queued after the walk: queueing changes the entries' states */
       g_hash_table_iter_init (&iter, gone);
       while (!error && g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))

@@ -55,7 +55,7 @@ typedef struct
 {
   guint released;
   GPtrArray *orphans;     /* char*, device names removed */
-  GPtrArray *busy;        /* char*, orphans left alone: a process holds them */
+  GPtrArray *busy;        /* char*, devices left alone because a process holds them: orphans, and those of leases of gone domains */
   GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
   GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
   gboolean libvirt_reachable;

@@ -667,5 +667,27 @@ class DaemonInLab(unittest.TestCase):
         self.assertNoLeaseAndNoDevice(lease["device"])
 
 
+    def test_9_no_release_under_a_running_guest(self):
+        # the kernel's DEV_DEL waits until QEMU closes the node: a release
+        # that tried would hang the daemon; it is refused, quickly, with one
+        # line, the lease and the device kept
+        name = "lab-busy"
+        LAB.lv.define(self.domain_xml(name, NETWORK, "accelerated"))
+        self.start_paused(name)
+        (lease,) = leases()
+        with Timer("vdpactl release, refused"):
+            r = vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC, check=False, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(r.stderr, "vdpactl: NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain "
+                         "first\n" % (self.MAC, self.UUID, lease["device"], lease["chardev"]))
+        r = vdpactl("release", "--uuid", self.UUID, "--all", check=False, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(vdpactl_json("status")["backend"], "kernel")  # still serving
+        self.assertEqual(leases(), [lease])
+        self.assertIn(lease["device"], vdpa_devices())
+        virsh("destroy", name)
+        self.assertNoLeaseAndNoDevice(lease["device"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
