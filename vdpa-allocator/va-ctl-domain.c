@@ -268,6 +268,16 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
 
 /* ---- attach / detach (libvirt calls no hook for hot-plug) ---------------- */
 
+/* The daemon's Busy: the device is held open, by QEMU here. */
+static gboolean
+is_busy (const GError *error)
+{
+  g_autofree char *remote = error ? g_dbus_error_get_remote_error (error) : NULL;
+  g_autofree char *busy = g_strconcat ("org.vdpa_allocator.Error.", va_error_name (VA_ERROR_BUSY), NULL);
+
+  return g_strcmp0 (remote, busy) == 0;
+}
+
 static gboolean
 update_metadata (Libvirt *lv, unsigned int scopes, const char *mac, const char *network, GError **error)
 {
@@ -402,11 +412,15 @@ domain_attach (int argc, char **argv, const char *uri)
   if (virDomainAttachDeviceFlags (lv.dom, iface, scopes) < 0)
     {
       g_autofree char *msg = libvirt_error ("libvirt refused the attach");
-      g_autoptr (GVariant) released = lease ? daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", NULL) : NULL;
-      g_autofree char *line = g_strdup_printf ("%s%s", msg,
-                                               !lease     ? ""
-                                               : released ? "; the lease was released"
-                                                          : "; the lease could not be released");
+      g_autoptr (GError) rel_error = NULL;
+      g_autoptr (GVariant) released = lease ? daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", &rel_error) : NULL;
+      /* QEMU 7.2 keeps a refused hot-plug's vhost-vdpa fd until it exits */
+      g_autofree char *line
+        = g_strdup_printf ("%s%s", msg,
+                           !lease                ? ""
+                           : released            ? "; the lease was released"
+                           : is_busy (rel_error) ? "; QEMU still holds the device, so its lease stays until the domain stops"
+                                                 : "; the lease could not be released");
       libvirt_close (&lv);
       return va_ctl_fail_msg (line);
     }
@@ -466,10 +480,17 @@ domain_detach (int argc, char **argv, const char *uri)
     }
   bus = system_bus ();
   ret = daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", &error);
+  if (!ret && is_busy (error))
+    {
+      /* libvirt has asked; the guest ejects the NIC when it will */
+      libvirt_close (&lv);
+      return va_ctl_fail_msg ("detach requested, but the guest has not let go of the NIC yet: its lease stays until 'vdpactl release' "
+                              "once it has, or until the domain stops");
+    }
   if (!ret)
     {
       g_dbus_error_strip_remote_error (error);
-      g_prefix_error (&error, "detached, but the lease was not released (reconciliation will): ");
+      g_prefix_error (&error, "detached, but the lease was not released (it goes when the domain stops, or with 'vdpactl release'): ");
       libvirt_close (&lv);
       return va_ctl_fail (error);
     }

@@ -450,7 +450,7 @@ class DaemonInLab(unittest.TestCase):
         self.assertIsNone(master(lease["slot"]))
         self.assertEqual(pool()["Free"], len(SLOTS))
 
-    def domain_xml(self, name, network=NETWORK, form="accelerated"):
+    def domain_xml(self, name, network=NETWORK, form="accelerated", acpi=False):
         """A domain that cannot boot anything (no disk, no kernel, 64 MiB)
         with one NIC marked for @network, in @form as vdpactl rewrite makes
         it."""
@@ -467,7 +467,7 @@ class DaemonInLab(unittest.TestCase):
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
   </os>
-  <on_poweroff>destroy</on_poweroff>
+  %(features)s<on_poweroff>destroy</on_poweroff>
   <on_reboot>destroy</on_reboot>
   <on_crash>destroy</on_crash>
   <devices>
@@ -481,7 +481,8 @@ class DaemonInLab(unittest.TestCase):
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=network, bridge=BRIDGE)
+""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=network, bridge=BRIDGE,
+           features="<features><acpi/></features>\n  " if acpi else "")
         r = subprocess.run([VDPACTL, "rewrite", "--to", form, "--config", CONFIG_DIR, "-"], input=xml,
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -685,6 +686,48 @@ class DaemonInLab(unittest.TestCase):
         self.assertEqual(vdpactl_json("status")["backend"], "kernel")  # still serving
         self.assertEqual(leases(), [lease])
         self.assertIn(lease["device"], vdpa_devices())
+        virsh("destroy", name)
+        self.assertNoLeaseAndNoDevice(lease["device"])
+
+
+    def test_10_hot_plug_on_a_running_guest(self):
+        # libvirt calls no hook for hot-plug: vdpactl leases, then attaches
+        mac = "52:54:00:1a:b0:0a"
+        name = "lab-hotplug"
+        LAB.lv.define(self.domain_xml(name, PLAIN, "portable", acpi=True))
+        self.start_paused(name)
+        with Timer("vdpactl domain attach"):
+            vdpactl("domain", "attach", name, "--network", NETWORK, "--mac", mac, timeout=120)
+        (lease,) = leases()
+        self.assertEqual((lease["mac"], lease["network"]), (mac, NETWORK))
+        self.assertIn("<source dev='%s'/>" % lease["port"], virsh("dumpxml", name).stdout)
+        with open("/run/libvirt/qemu/%s.pid" % name) as f:
+            pid = int(f.read().strip())
+        self.assertIn(lease["chardev"], [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)])
+        # a paused guest never ejects the NIC: the lease stays, said so
+        with Timer("vdpactl domain detach"):
+            r = vdpactl("domain", "detach", name, "--mac", mac, check=False, timeout=120)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "vdpactl: detach requested, but the guest has not let go of the NIC yet: its lease stays until "
+                         "'vdpactl release' once it has, or until the domain stops\n")
+        self.assertEqual(leases(), [lease])
+        virsh("destroy", name)
+        self.assertNoLeaseAndNoDevice(lease["device"])
+
+    def test_11_a_refused_hot_plug_keeps_its_lease_until_the_domain_stops(self):
+        # no ACPI, no PCI hot-plug: QEMU refuses the device but keeps the
+        # vhost-vdpa fd it was given (QEMU 7.2, libvirt 9.0)
+        mac = "52:54:00:1a:b0:0b"
+        name = "lab-nohotplug"
+        LAB.lv.define(self.domain_xml(name, PLAIN, "portable"))
+        self.start_paused(name)
+        r = vdpactl("domain", "attach", name, "--network", NETWORK, "--mac", mac, check=False, timeout=120)
+        log("attach: %s", r.stderr.strip())
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^vdpactl: libvirt refused the attach: .*does not support hotplugging.*; QEMU still holds the "
+                         r"device, so its lease stays until the domain stops\n$")
+        (lease,) = leases()
+        self.assertEqual(vdpactl_json("status")["backend"], "kernel")  # still serving
         virsh("destroy", name)
         self.assertNoLeaseAndNoDevice(lease["device"])
 
