@@ -1149,13 +1149,14 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
           else
             g_hash_table_add (gone, g_strdup (e->lease->uuid));
         }
-      g_hash_table_iter_init (&iter, self->entries);
-      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
-        if (e->state == ENTRY_COMMITTED && g_hash_table_contains (gone, e->lease->uuid) && !g_hash_table_contains (running, e->lease->uuid))
-          report->released++;
+      /* a domain's leases go all together or not at all */
       g_hash_table_iter_init (&iter, running);
       while (g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
         g_hash_table_remove (gone, uuid);
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+        if (e->state == ENTRY_COMMITTED && g_hash_table_contains (gone, e->lease->uuid))
+          report->released++;
       /* queued after the walk: queueing changes the entries' states */
       g_hash_table_iter_init (&iter, gone);
       while (!error && g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
