@@ -379,11 +379,7 @@ reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
 static char *
 device_who (const char *name, const char *slot)
 {
-  unsigned dom, bus, dev, fn;
-  char tail;
-  gboolean vf = sscanf (slot, "%4x:%2x:%2x.%1u%c", &dom, &bus, &dev, &fn, &tail) == 4;
-
-  return g_strdup_printf ("vdpa device %s on %s %s", name, vf ? "VF" : "VDUSE slot", slot);
+  return g_strdup_printf ("vdpa device %s on %s %s", name, va_pci_address_is_valid (slot) ? "VF" : "VDUSE slot", slot);
 }
 
 /* RUN/nodes/<device>: "GROUP MODE" for the udev rule of

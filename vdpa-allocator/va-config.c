@@ -247,8 +247,8 @@ item_ifname (const Item *it, char **out, GError **error)
   return TRUE;
 }
 
-static gboolean
-is_pci_address (const char *s)
+gboolean
+va_pci_address_is_valid (const char *s)
 {
   /* dddd:bb:dd.f */
   if (strlen (s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.')
@@ -272,7 +272,7 @@ item_list (const Item *it, gboolean (*valid) (const char *), const char *what, c
       if (!valid (parts[i]))
         return item_error (it, error, "'%.64s' is not %s", parts[i], what);
       /* PCI addresses compare in lower case; interface names as written */
-      g_ptr_array_add (list, valid == is_pci_address ? g_ascii_strdown (parts[i], -1) : g_strdup (parts[i]));
+      g_ptr_array_add (list, valid == va_pci_address_is_valid ? g_ascii_strdown (parts[i], -1) : g_strdup (parts[i]));
     }
   if (list->len == 0)
     return item_error (it, error, "empty list");
@@ -369,7 +369,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         }
       else if (strcmp (key, "match-pci") == 0)
         {
-          if (!item_list (&it, is_pci_address, "a PCI address like 0000:b3:00.1", &p->match_pci, error))
+          if (!item_list (&it, va_pci_address_is_valid, "a PCI address like 0000:b3:00.1", &p->match_pci, error))
             return FALSE;
         }
       else if (strcmp (key, "match-vendor") == 0)

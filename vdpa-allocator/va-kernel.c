@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "va-config.h"
 #include "va-error.h"
 #include "va-paths.h"
 #include "va-sysfs.h"
@@ -517,10 +518,7 @@ va_kernel_vdpa_slot (const char *name, GError **error)
   parts = g_strsplit (syspath, "/", -1);
   for (int i = (int) g_strv_length (parts) - 1; i >= 0; i--)
     {
-      unsigned dom, bus, slot, fn;
-      char tail;
-
-      if (sscanf (parts[i], "%4x:%2x:%2x.%1u%c", &dom, &bus, &slot, &fn, &tail) == 4)
+      if (va_pci_address_is_valid (parts[i]))
         return g_strdup (parts[i]);
       if (i > 0 && strcmp (parts[i - 1], "vduse") == 0 && g_str_has_prefix (parts[i], "va-") && parts[i][3])
         return g_strdup (parts[i] + 3);
