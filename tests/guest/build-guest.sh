@@ -57,8 +57,7 @@ if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
     kpkg=$(kernel_pkg)
 fi
 [ -n "$kpkg" ] || die "apt-cache knows no linux-image-amd64 (run apt-get update)"
-kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2 }')
-[ -n "$kver" ] && [ "$kver" != "(none)" ] || die "no candidate version of $kpkg"
+kver=$(kdeb_candidate "$kpkg")
 
 pkgver() {
     dpkg-query -W -f='${Version}' "$1"
@@ -82,11 +81,8 @@ work=$(mktemp -d "$cache/guest-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 # --- kernel ---------------------------------------------------------------
-deb=$(kdeb_download "$debs" "$kpkg" "$kver")
-echo "build-guest: extracting $(basename "$deb")" >&2
-dpkg-deb -x "$deb" "$work/kpkg"
-kvmlinuz=$(ls "$work"/kpkg/boot/vmlinuz-* | head -n1)
-krel=${kvmlinuz##*/vmlinuz-}
+krel=$(kdeb_extract "$(kdeb_download "$debs" "$kpkg" "$kver")" "$work/kpkg")
+kvmlinuz=$work/kpkg/boot/vmlinuz-$krel
 moddir=$work/kpkg/lib/modules/$krel
 
 # --- initramfs tree -------------------------------------------------------

@@ -57,8 +57,7 @@ if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
     kpkg=$(newest_612)
 fi
 [ -n "$kpkg" ] || die "apt knows no linux-image-6.12.*+deb12-amd64-unsigned (bookworm-security in sources?)"
-kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ { print $2 }')
-[ -n "$kver" ] && [ "$kver" != "(none)" ] || die "no candidate version of $kpkg"
+kver=$(kdeb_candidate "$kpkg")
 
 # the modules /init loads to mount the root (virtio and virtio_pci are
 # built in); the rest come from modprobe once the root is up
@@ -82,11 +81,8 @@ fi
 work=$(mktemp -d "$out/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-deb=$(kdeb_download "$debs" "$kpkg" "$kver")
-echo "build-lab-kernel: extracting $(basename "$deb")" >&2
-dpkg-deb -x "$deb" "$work/kpkg"
-kvmlinuz=$(ls "$work"/kpkg/boot/vmlinuz-* | head -n1)
-krel=${kvmlinuz##*/vmlinuz-}
+krel=$(kdeb_extract "$(kdeb_download "$debs" "$kpkg" "$kver")" "$work/kpkg")
+kvmlinuz=$work/kpkg/boot/vmlinuz-$krel
 moddir=$work/kpkg/lib/modules/$krel
 depmod -b "$work/kpkg" "$krel" || die "depmod failed"
 grep -qx 'CONFIG_PVH=y' "$work/kpkg/boot/config-$krel" || die "$krel has no PVH entry point"

@@ -5,6 +5,9 @@
 # kernel under QEMU (tests/guest/build-guest.sh, tests/lab/build-lab-kernel.sh).
 # Source it; the caller sets -eu and defines die().
 #
+#   kdeb_candidate PKG            print the version apt would install of PKG
+#   kdeb_extract DEB DIR          unpack the kernel package DEB into DIR and
+#                                 print its release (DIR/boot/vmlinuz-REL)
 #   kdeb_download DEBDIR PKG VER  fetch PKG=VER with `apt-get download` into
 #                                 DEBDIR, print its path; DEBDIR keeps one kernel
 #                                 .deb, so give each user its own
@@ -16,6 +19,20 @@
 #                                 load order (reads each module's depends=, so it
 #                                 needs no modules.dep)
 #   kdeb_copy_mod MODDIR MOD DEST write MOD's .ko, decompressed, to DEST
+
+kdeb_candidate() {
+    _ver=$(apt-cache policy "$1" | awk '/Candidate:/ { print $2 }')
+    [ -n "$_ver" ] && [ "$_ver" != "(none)" ] || die "no candidate version of $1"
+    echo "$_ver"
+}
+
+kdeb_extract() {
+    echo "kernel-deb: extracting $(basename "$1")" >&2
+    dpkg-deb -x "$1" "$2"
+    _vmlinuz=$(ls "$2"/boot/vmlinuz-* | head -n1)
+    [ -n "$_vmlinuz" ] || die "no kernel in $1"
+    echo "${_vmlinuz##*/vmlinuz-}"
+}
 
 kdeb_download() {
     _dir=$1 _pkg=$2 _ver=$3
