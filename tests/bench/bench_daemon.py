@@ -18,9 +18,10 @@ from gi.repository import Gio, GLib  # noqa: E402
 LOAD = os.environ.get("VA_BENCH_LOAD", os.path.join(os.environ.get("VA_BUILDDIR", "build"), "tests", "bench", "bench-load"))
 SECONDS = float(os.environ.get("VA_BENCH_SECONDS", "2"))
 
-LOAD_CONFIG = """[simulate]
-pfs=2
-vfs=64
+# the simulated NIC with PFS x VFS slots, one pool, one network
+SIM_CONFIG = """[simulate]
+pfs=%d
+vfs=%d
 
 [pool accel]
 match-vendor=15b3
@@ -31,20 +32,8 @@ mode=vdpa
 pool=accel
 vlan=10
 """
-
-BIG_CONFIG = """[simulate]
-pfs=4
-vfs=1024
-
-[pool accel]
-match-vendor=15b3
-max-vqp=4
-
-[network bench]
-mode=vdpa
-pool=accel
-vlan=10
-"""
+LOAD_CONFIG = SIM_CONFIG % (2, 64)
+BIG_CONFIG = SIM_CONFIG % (4, 1024)
 
 
 def c_load(clients):
