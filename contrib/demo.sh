@@ -31,7 +31,7 @@ step "Installing build and test dependencies (Debian packages)"
 
 step "Building"
 ./contrib/build.sh build >/dev/null
-vdpactl=build/vdpa-allocator/vdpactl
+vdpactl=build/vdpa-allocator/ctl/vdpactl
 out=build/demo
 mkdir -p "$out"
 
@@ -79,7 +79,7 @@ cat >"$run/bus.conf" <<BUS
 BUS
 dbus-daemon --config-file="$run/bus.conf" --fork --print-pid >"$run/bus.pid"
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$run/system_bus_socket"
-build/vdpa-allocator/vdpa-allocatord --config contrib/examples/sim --state-dir "$run/state" --run-dir "$run/run" \
+build/vdpa-allocator/daemon/vdpa-allocatord --config contrib/examples/sim --state-dir "$run/state" --run-dir "$run/run" \
     >"$run/daemon.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; kill "$(cat "$run/bus.pid")" 2>/dev/null' EXIT

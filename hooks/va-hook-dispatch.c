@@ -10,25 +10,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "va-hook-calls.h"
 #include "va-precheck.h"
 
 #define MAX_XML (16 * 1024 * 1024)
 #define HELPER "vdpa-allocator-hook-helper"
-
-/* The hook calls with work: DESIGN.md section 5. */
-static int
-has_work (const char *op, const char *sub)
-{
-  static const char *const calls[][2] = {
-    { "prepare", "begin" },   { "start", "begin" },   { "stopped", "end" },   { "release", "end" },
-    { "reconnect", "begin" }, { "migrate", "begin" }, { "restore", "begin" },
-  };
-
-  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
-    if (strcmp (op, calls[i][0]) == 0 && strcmp (sub, calls[i][1]) == 0)
-      return 1;
-  return 0;
-}
 
 static char *
 read_all (size_t *len)
@@ -108,7 +94,7 @@ va_hook_dispatch (int argc, char **argv, const char *helper_dir)
       fprintf (stderr, "vdpa-allocator: out of memory reading the domain XML\n");
       return 1;
     }
-  if (argc < 4 || !has_work (argv[2], argv[3]) || !va_text_may_have_intent (xml, len))
+  if (argc < 4 || va_hook_call_lookup (argv[2], argv[3]) == VA_HOOK_CALL_NONE || !va_text_may_have_intent (xml, len))
     {
       free (xml);
       return 0;

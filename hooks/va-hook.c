@@ -3,9 +3,12 @@
  * vdpa-allocator metadata, for the calls of DESIGN.md section 5. libvirt
  * shows a failing hook's stderr to the user, so every failure is one line
  * naming the domain, the NIC and the reason. */
+#define G_LOG_DOMAIN "va-hook"
+
 #include "config.h"
 
 #include "va-hook.h"
+#include "va-hook-calls.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -13,15 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "va-bus.h"
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
 #include "va-netlink.h"
 #include "va-paths.h"
 
-#define BUS_NAME "org.vdpa_allocator.Allocator1"
-#define BUS_PATH "/org/vdpa_allocator/Allocator1"
-#define BUS_IFACE "org.vdpa_allocator.Allocator1"
 /* The whole of a hook call's talk with the daemon. */
 #define DEADLINE_MS 2000
 
@@ -60,10 +61,14 @@ read_stdin (gsize *len, GError **error)
         {
           if (errno == EINTR)
             continue;
-          return g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the domain XML: %s", g_strerror (errno)), NULL;
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the domain XML: %s", g_strerror (errno));
+          return NULL;
         }
       if (buf->len + n > VA_XML_MAX_SIZE)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain XML is over %d bytes", VA_XML_MAX_SIZE), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain XML is over %d bytes", VA_XML_MAX_SIZE);
+          return NULL;
+        }
       g_string_append_len (buf, chunk, n);
     }
   *len = buf->len;
@@ -77,51 +82,26 @@ remaining_ms (const Hook *h)
   return (gint) CLAMP (left, 1, DEADLINE_MS);
 }
 
-/* Whether the daemon itself answered with one of its errors, rather than
- * not answering at all. */
+/* The system bus within the call's budget (a wedged dbus-daemon must not
+ * hold libvirtd's job), once per hook call. */
 static gboolean
-is_daemon_refusal (const GError *error)
+connect_bus (Hook *h, GError **error)
 {
-  g_autofree char *name = g_dbus_error_get_remote_error (error);
-  return name && g_str_has_prefix (name, "org.vdpa_allocator.Error.");
-}
-
-/* One line for a failed call: the daemon's own message, or why it could
- * not be reached. */
-static char *
-call_error (GError *error)
-{
-  if (is_daemon_refusal (error))
-    {
-      g_dbus_error_strip_remote_error (error);
-      return g_strdup (error->message);
-    }
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_TIMEOUT)
-      || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NO_REPLY))
-    return g_strdup_printf ("vdpa-allocatord did not answer within %d seconds", DEADLINE_MS / 1000);
-  if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_SERVICE_UNKNOWN)
-      || g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
-    return g_strdup ("vdpa-allocatord is not running");
-  g_dbus_error_strip_remote_error (error);
-  return g_strdup_printf ("vdpa-allocatord is unreachable: %s", error->message);
+  if (!h->conn)
+    h->conn = va_bus_connect (remaining_ms (h), error);
+  return h->conn != NULL;
 }
 
 static GVariant *
 call (Hook *h, const char *method, GVariant *params, const char *reply, GError **error)
 {
-  if (!h->conn)
+  if (!connect_bus (h, error))
     {
-      h->conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
-      if (!h->conn)
-        {
-          if (params)
-            g_variant_unref (g_variant_ref_sink (params));
-          g_prefix_error (error, "no system bus: ");
-          return NULL;
-        }
+      if (params)
+        g_variant_unref (g_variant_ref_sink (params));
+      return NULL;
     }
-  return g_dbus_connection_call_sync (h->conn, BUS_NAME, BUS_PATH, BUS_IFACE, method, params, G_VARIANT_TYPE (reply),
-                                      G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, error);
+  return va_bus_call (h->conn, VA_BUS_PATH, VA_BUS_IFACE, method, params, reply, remaining_ms (h), error);
 }
 
 typedef struct
@@ -150,9 +130,8 @@ on_prepare (Hook *h)
   guint sent = 0, done = 0;
   int rc = 0;
 
-  h->conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
-  if (!h->conn)
-    return fail (h, "vdpa-allocatord is unreachable: no system bus: %s", error->message);
+  if (!connect_bus (h, &error))
+    return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
 
   /* All NICs at once: the daemon commits one main-loop turn's requests in
    * one transaction, so a domain's NICs cost one disk flush. */
@@ -171,7 +150,7 @@ on_prepare (Hook *h)
         g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (nic->vlan));
       if (nic->queues)
         g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (nic->queues));
-      g_dbus_connection_call (h->conn, BUS_NAME, BUS_PATH, BUS_IFACE, "Allocate",
+      g_dbus_connection_call (h->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate",
                               g_variant_new ("(ssss@a{sv})", va_domain_get_uuid (h->domain), h->name, nic->mac,
                                              nic->network ? nic->network : "", g_variant_builder_end (&opts)),
                               G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, allocated, &pending[i]);
@@ -188,8 +167,8 @@ on_prepare (Hook *h)
     {
       if (pending[i].error && rc == 0)
         {
-          g_autofree char *why = call_error (pending[i].error);
-          rc = fail (h, "NIC %s: %s", pending[i].nic->mac, why);
+          va_bus_explain_error (&pending[i].error, DEADLINE_MS);
+          rc = fail (h, "NIC %s: %s", pending[i].nic->mac, pending[i].error->message);
         }
       g_clear_error (&pending[i].error);
       g_clear_pointer (&pending[i].reply, g_variant_unref);
@@ -205,10 +184,7 @@ on_stopped (Hook *h)
 
   /* Nothing to refuse at stop: say why, and let reconciliation finish it. */
   if (!ret)
-    {
-      g_autofree char *why = call_error (error);
-      fail (h, "leases not released now (reconciliation will): %s", why);
-    }
+    fail (h, "leases not released now (reconciliation will): %s", error->message);
   return 0;
 }
 
@@ -220,10 +196,7 @@ on_reconnect (Hook *h)
 
   /* A failure here must not make libvirt kill a running guest. */
   if (!ret)
-    {
-      g_autofree char *why = call_error (error);
-      fail (h, "leases not claimed: %s", why);
-    }
+    fail (h, "leases not claimed: %s", error->message);
   return 0;
 }
 
@@ -279,7 +252,7 @@ on_rewrite (Hook *h)
 
   if (ret)
     g_variant_get (ret, "(&s)", &out);
-  else if (!is_daemon_refusal (error))
+  else if (g_error_matches (error, VA_ERROR, VA_ERROR_UNREACHABLE))
     {
       /* No daemon here: nothing can be leased, so the portable form. */
       g_autoptr (VaConfig) config = load_config ();
@@ -293,10 +266,7 @@ on_rewrite (Hook *h)
       out = offline;
     }
   else
-    {
-      g_dbus_error_strip_remote_error (error);
-      return fail (h, "rewriting for this host: %s", error->message);
-    }
+    return fail (h, "rewriting for this host: %s", error->message);
   fputs (out, stdout);
   return fflush (stdout) == 0 ? 0 : fail (h, "writing the domain XML: %s", g_strerror (errno));
 }
@@ -339,18 +309,28 @@ va_hook_main (int argc, char **argv)
   if (!va_domain_get_uuid (domain))
     return fail (&h, "the domain XML has no <uuid>");
 
-  if (strcmp (op, "prepare") == 0 && strcmp (sub, "begin") == 0)
-    rc = on_prepare (&h);
-  else if (strcmp (op, "start") == 0 && strcmp (sub, "begin") == 0)
-    rc = on_start (&h);
-  else if ((strcmp (op, "stopped") == 0 || strcmp (op, "release") == 0) && strcmp (sub, "end") == 0)
-    rc = on_stopped (&h);
-  else if (strcmp (op, "reconnect") == 0 && strcmp (sub, "begin") == 0)
-    rc = on_reconnect (&h);
-  else if ((strcmp (op, "migrate") == 0 || strcmp (op, "restore") == 0) && strcmp (sub, "begin") == 0)
-    rc = on_rewrite (&h);
-  else
-    rc = 0;
+  switch (va_hook_call_lookup (op, sub))
+    {
+      case VA_HOOK_CALL_PREPARE:
+        rc = on_prepare (&h);
+        break;
+      case VA_HOOK_CALL_START:
+        rc = on_start (&h);
+        break;
+      case VA_HOOK_CALL_STOPPED:
+        rc = on_stopped (&h);
+        break;
+      case VA_HOOK_CALL_RECONNECT:
+        rc = on_reconnect (&h);
+        break;
+      case VA_HOOK_CALL_REWRITE:
+        rc = on_rewrite (&h);
+        break;
+      case VA_HOOK_CALL_NONE:
+      default:
+        rc = 0;
+        break;
+    }
   g_clear_object (&h.conn);
   return rc;
 }

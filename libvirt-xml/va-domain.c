@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-domain"
+
 #include "va-domain.h"
 
 #include <libxml/parser.h>
@@ -7,6 +9,7 @@
 #include <string.h>
 
 #include "va-error.h"
+#include "va-ids.h"
 #include "va-precheck.h"
 
 struct _VaDomain
@@ -61,68 +64,6 @@ va_form_from_string (const char *str, VaForm *form)
     *form = VA_FORM_PORTABLE;
   else
     return FALSE;
-  return TRUE;
-}
-
-gboolean
-va_mac_normalize (const char *mac, char out[18])
-{
-  guint8 first;
-
-  if (strlen (mac) != 17)
-    return FALSE;
-  for (guint i = 0; i < 17; i++)
-    {
-      if (i % 3 == 2)
-        {
-          if (mac[i] != ':')
-            return FALSE;
-          out[i] = ':';
-        }
-      else
-        {
-          if (!g_ascii_isxdigit (mac[i]))
-            return FALSE;
-          out[i] = g_ascii_tolower (mac[i]);
-        }
-    }
-  out[17] = '\0';
-  first = (g_ascii_xdigit_value (out[0]) << 4) | g_ascii_xdigit_value (out[1]);
-  /* libvirt refuses multicast addresses; an all-zero one is no address */
-  if ((first & 1) || strcmp (out, "00:00:00:00:00:00") == 0)
-    return FALSE;
-  return TRUE;
-}
-
-gboolean
-va_uuid_normalize (const char *uuid, char out[37])
-{
-  static const guint dashes[] = { 8, 13, 18, 23 };
-  char hex[33];
-  guint n = 0;
-  gsize len = strlen (uuid);
-
-  /* As libvirt: 32 hex digits, either bare or in the 8-4-4-4-12 form. */
-  if (len == 36)
-    {
-      for (guint i = 0; i < G_N_ELEMENTS (dashes); i++)
-        if (uuid[dashes[i]] != '-')
-          return FALSE;
-    }
-  else if (len != 32)
-    return FALSE;
-  for (const char *c = uuid; *c; c++)
-    {
-      if (*c == '-' && len == 36)
-        continue;
-      if (!g_ascii_isxdigit (*c) || n >= 32)
-        return FALSE;
-      hex[n++] = g_ascii_tolower (*c);
-    }
-  if (n != 32)
-    return FALSE;
-  hex[32] = '\0';
-  g_snprintf (out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
   return TRUE;
 }
 
@@ -181,13 +122,17 @@ check_tree (xmlNode *root, GError **error)
       if (n->type == XML_ELEMENT_NODE)
         {
           if (depth > VA_XML_MAX_DEPTH)
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH),
-                   FALSE;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is nested deeper than %d elements", VA_XML_MAX_DEPTH);
+              return FALSE;
+            }
           for (xmlNs *ns = n->nsDef; ns; ns = ns->next)
             if (ns->href && strpbrk ((const char *) ns->href, "<&"))
-              return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML,
-                                  "namespace name '%.64s' holds '<' or '&', which cannot be written back", ns->href),
-                     FALSE;
+              {
+                g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "namespace name '%.64s' holds '<' or '&', which cannot be written back",
+                             ns->href);
+                return FALSE;
+              }
         }
       if (n->type == XML_ELEMENT_NODE && n->children)
         {
@@ -214,15 +159,20 @@ parse_xml (const char *xml, gsize len, GError **error)
   const xmlError *err;
 
   if (len > VA_XML_MAX_SIZE)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is %" G_GSIZE_FORMAT " bytes, over the limit of %d", len,
-                        VA_XML_MAX_SIZE),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document is %" G_GSIZE_FORMAT " bytes, over the limit of %d", len,
+                   VA_XML_MAX_SIZE);
+      return NULL;
+    }
   if (len > G_MAXINT)
     return NULL;
 
   ctxt = xmlNewParserCtxt ();
   if (!ctxt)
-    return g_set_error_literal (error, VA_ERROR, VA_ERROR_FAILED, "out of memory creating the XML parser"), NULL;
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_FAILED, "out of memory creating the XML parser");
+      return NULL;
+    }
   ctxt->_private = &guard;
   ctxt->sax->internalSubset = refuse_internal_subset;
   ctxt->sax->externalSubset = NULL;
@@ -305,9 +255,11 @@ parse_uint_attr (const char *mac, const char *attr, const char *value, guint min
   guint64 v;
 
   if (!g_ascii_string_to_unsigned (value, 10, min, max, &v, NULL))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: %s='%s' is not a number from %u to %u", mac, attr, value,
-                        min, max),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: %s='%s' is not a number from %u to %u", mac, attr, value, min,
+                   max);
+      return FALSE;
+    }
   *out = (guint16) v;
   return TRUE;
 }
@@ -316,16 +268,21 @@ static VaNic *
 parse_nic (xmlNode *node, GError **error)
 {
   g_autofree char *raw_mac = get_prop (node, "mac");
-  char mac[18];
+  char mac[VA_MAC_STRING_LEN];
   VaNic *nic;
   g_autoptr (GError) local = NULL;
 
   if (!raw_mac)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld has no mac attribute", xmlGetLineNo (node)), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld has no mac attribute", xmlGetLineNo (node));
+      return NULL;
+    }
   if (!va_mac_normalize (raw_mac, mac))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.64s' is not a unicast MAC address",
-                        xmlGetLineNo (node), raw_mac),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.64s' is not a unicast MAC address",
+                   xmlGetLineNo (node), raw_mac);
+      return NULL;
+    }
 
   nic = g_new0 (VaNic, 1);
   nic->mac = g_strdup (mac);
@@ -433,9 +390,15 @@ find_metadata_nics (xmlNode *root, GError **error)
           if (!is_va_element (c))
             continue;
           if (xmlStrcmp (c->name, XSTR ("nics")) != 0)
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element vdpa:%.64s in <metadata>", c->name), NULL;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element vdpa:%.64s in <metadata>", c->name);
+              return NULL;
+            }
           if (found)
-            return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than one vdpa:nics element in <metadata>"), NULL;
+            {
+              g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than one vdpa:nics element in <metadata>");
+              return NULL;
+            }
           found = c;
         }
     }
@@ -453,7 +416,7 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
     {
       xmlNode *mac_node;
       g_autofree char *raw = NULL;
-      char mac[18];
+      char mac[VA_MAC_STRING_LEN];
 
       if (!is_element (iface, "interface"))
         continue;
@@ -498,19 +461,23 @@ va_domain_parse (const char *xml, gssize len, GError **error)
 
   root = xmlDocGetRootElement (self->doc);
   if (!root || !is_element (root, "domain"))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "root element is <%.64s>, not <domain>",
-                        root ? (const char *) root->name : ""),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "root element is <%.64s>, not <domain>", root ? (const char *) root->name : "");
+      return NULL;
+    }
 
   if ((node = first_child (root, "name")))
     self->name = node_text (node);
   if ((node = first_child (root, "uuid")))
     {
       g_autofree char *text = node_text (node);
-      char uuid[37];
+      char uuid[VA_UUID_STRING_LEN];
 
       if (!va_uuid_normalize (text, uuid))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "<uuid>%.64s</uuid> is not a UUID", text), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "<uuid>%.64s</uuid> is not a UUID", text);
+          return NULL;
+        }
       self->uuid = g_strdup (uuid);
     }
 
@@ -521,7 +488,10 @@ va_domain_parse (const char *xml, gssize len, GError **error)
   index_interfaces (root, by_mac, NULL);
 
   for (xmlAttr *a = nics_node->properties; a; a = a->next)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.64s'", a->name), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.64s'", a->name);
+      return NULL;
+    }
 
   for (xmlNode *c = nics_node->children; c; c = c->next)
     {
@@ -531,17 +501,27 @@ va_domain_parse (const char *xml, gssize len, GError **error)
       if (c->type == XML_TEXT_NODE || c->type == XML_COMMENT_NODE)
         {
           if (c->type == XML_TEXT_NODE && !xmlIsBlankNode (c))
-            return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                                        "vdpa:nics holds text; only vdpa:nic elements belong there"),
-                   NULL;
+            {
+              g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics holds text; only vdpa:nic elements belong there");
+              return NULL;
+            }
           continue;
         }
       if (!is_va_element (c) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element <%.64s> in vdpa:nics", c->name), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element <%.64s> in vdpa:nics", c->name);
+          return NULL;
+        }
       if (self->nics->len >= VA_XML_MAX_NICS)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than %d vdpa:nic elements", VA_XML_MAX_NICS), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "more than %d vdpa:nic elements", VA_XML_MAX_NICS);
+          return NULL;
+        }
       if (c->children)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld must be empty", xmlGetLineNo (c)), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld must be empty", xmlGetLineNo (c));
+          return NULL;
+        }
 
       nic = parse_nic (c, error);
       if (!nic)
@@ -549,13 +529,22 @@ va_domain_parse (const char *xml, gssize len, GError **error)
       g_ptr_array_add (self->nics, nic);
 
       if (g_hash_table_contains (seen, nic->mac))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s appears twice", nic->mac), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s appears twice", nic->mac);
+          return NULL;
+        }
       g_hash_table_add (seen, nic->mac);
 
       if (!g_hash_table_lookup_extended (by_mac, nic->mac, NULL, (gpointer *) &iface))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches no <interface>", nic->mac), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches no <interface>", nic->mac);
+          return NULL;
+        }
       if (!iface)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac);
+          return NULL;
+        }
       nic->form = interface_form (iface);
       {
         xmlNode *target = first_child (iface, "target");
@@ -597,7 +586,10 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
       const VaNetwork *net = va_host_view_lookup_network (view, nic->network);
 
       if (!net)
-        return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_NETWORK, "NIC %s: no network named '%s'", nic->mac, nic->network), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_NETWORK, "NIC %s: no network named '%s'", nic->mac, nic->network);
+          return FALSE;
+        }
       plan->mode = net->mode;
       plan->pool = net->pool;
       plan->vlan = net->vlan;
@@ -610,9 +602,11 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
           gboolean allowed = (net->mode == VA_MODE_AUTO) || (net->mode == VA_MODE_VDPA && nic->mode != VA_MODE_VIRTIO)
                              || (nic->mode == VA_MODE_VIRTIO && net->bridge);
           if (!allowed)
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' is mode %s and forbids mode %s", nic->mac,
-                                net->name, va_mode_to_string (net->mode), va_mode_to_string (nic->mode)),
-                   FALSE;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' is mode %s and forbids mode %s", nic->mac,
+                           net->name, va_mode_to_string (net->mode), va_mode_to_string (nic->mode));
+              return FALSE;
+            }
           plan->mode = nic->mode;
         }
     }
@@ -628,26 +622,33 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
   if (plan->mode == VA_MODE_VIRTIO)
     plan->pool = NULL;
   else if (!plan->pool)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool", nic->mac,
-                        va_mode_to_string (plan->mode)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool", nic->mac, va_mode_to_string (plan->mode));
+      return FALSE;
+    }
   if (plan->mode != VA_MODE_VDPA && !plan->bridge)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a bridge", nic->mac,
-                        va_mode_to_string (plan->mode)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a bridge", nic->mac, va_mode_to_string (plan->mode));
+      return FALSE;
+    }
 
   if (plan->pool)
     {
       guint max_vqp;
 
       if (!va_host_view_has_pool (view, plan->pool))
-        return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "NIC %s: no pool named '%s'", nic->mac, plan->pool), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "NIC %s: no pool named '%s'", nic->mac, plan->pool);
+          return FALSE;
+        }
       max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
       plan->queues = nic->queues ? nic->queues : MAX (max_vqp, 1);
       if (max_vqp && plan->queues > max_vqp)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: asks for %u queues, pool '%s' allows %u", nic->mac,
-                            plan->queues, plan->pool, max_vqp),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: asks for %u queues, pool '%s' allows %u", nic->mac,
+                       plan->queues, plan->pool, max_vqp);
+          return FALSE;
+        }
     }
   else
     plan->queues = nic->queues;
@@ -869,10 +870,11 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
           if (free_slots >= 0 && taken >= free_slots)
             {
               if (!plan->bridge)
-                return g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
-                                    "NIC %s: pool '%s' has no free slot and %s allows no fallback", nic->mac, plan->pool,
-                                    nic->network ? "its network" : "the NIC"),
-                       FALSE;
+                {
+                  g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "NIC %s: pool '%s' has no free slot and %s allows no fallback",
+                               nic->mac, plan->pool, nic->network ? "its network" : "the NIC");
+                  return FALSE;
+                }
               *want = VA_FORM_PORTABLE;
               g_array_index (fallbacks, gboolean, i) = TRUE;
             }
@@ -880,8 +882,10 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
             g_hash_table_insert (used, (gpointer) plan->pool, GUINT_TO_POINTER (taken + 1));
         }
       if (*want == VA_FORM_ACCELERATED && !self->uuid)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac);
+          return FALSE;
+        }
       if (*want == VA_FORM_PORTABLE && !plan->bridge)
         {
           if (nic->network)
@@ -987,15 +991,18 @@ char *
 va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
 {
   xmlNode *devices = first_child (xmlDocGetRootElement (self->doc), "devices");
-  char want[18];
+  char want[VA_MAC_STRING_LEN];
 
   if (!va_mac_normalize (mac, want))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac);
+      return NULL;
+    }
   for (xmlNode *iface = devices ? devices->children : NULL; iface; iface = iface->next)
     {
       xmlNode *m;
       g_autofree char *raw = NULL;
-      char have[18];
+      char have[VA_MAC_STRING_LEN];
 
       if (!is_element (iface, "interface") || !(m = first_child (iface, "mac")))
         continue;
@@ -1003,7 +1010,8 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
       if (raw && va_mac_normalize (raw, have) && strcmp (have, want) == 0)
         return node_to_string (iface);
     }
-  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the domain has no interface with MAC %s", want), NULL;
+  g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the domain has no interface with MAC %s", want);
+  return NULL;
 }
 
 static void
@@ -1029,13 +1037,19 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
   g_autoptr (GString) out = g_string_new ("<nics>");
   xmlDoc *doc = NULL;
   xmlNode *root;
-  char want[18];
+  char want[VA_MAC_STRING_LEN];
   gboolean found = FALSE;
 
   if (!va_mac_normalize (mac, want))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac);
+      return NULL;
+    }
   if (network && !va_name_is_valid (network))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", network), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", network);
+      return NULL;
+    }
   if (current && !(doc = parse_xml (current, strlen (current), error)))
     return NULL;
   root = doc ? xmlDocGetRootElement (doc) : NULL;
@@ -1044,12 +1058,13 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
   if (doc && (!root || root->type != XML_ELEMENT_NODE || (root->ns && !is_va_element (root)) || xmlStrcmp (root->name, XSTR ("nics")) != 0))
     {
       xmlFreeDoc (doc);
-      return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain's vdpa metadata is not a vdpa:nics element"), NULL;
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain's vdpa metadata is not a vdpa:nics element");
+      return NULL;
     }
   for (xmlNode *c = root ? root->children : NULL; c; c = c->next)
     {
       g_autofree char *m = NULL;
-      char have[18];
+      char have[VA_MAC_STRING_LEN];
 
       if (c->type != XML_ELEMENT_NODE || (c->ns && !is_va_element (c)) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
         continue;

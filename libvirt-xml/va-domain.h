@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "va-host-view.h"
+#include "va-ids.h"
 
 G_BEGIN_DECLS
 
@@ -103,10 +104,6 @@ char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **e
  * (@network non-NULL) or removed (@network NULL), every other NIC kept, in
  * the form virDomainSetMetadata takes (libvirt adds the namespace). */
 char *va_metadata_update (const char *current, const char *mac, const char *network, GError **error);
-
-/* Syntax helpers, also used by the daemon for D-Bus arguments. */
-gboolean va_mac_normalize (const char *mac, char out[18]);
-gboolean va_uuid_normalize (const char *uuid, char out[37]);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 

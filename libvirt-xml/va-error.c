@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-error"
+
 #include "va-error.h"
 
 /* clang-format off */
@@ -17,6 +19,7 @@ static const char *const names[VA_ERROR_LAST] = {
   [VA_ERROR_PROVISIONING_FAILED] = "ProvisioningFailed",
   [VA_ERROR_NOT_FOUND] = "NotFound",
   [VA_ERROR_BUSY] = "Busy",
+  [VA_ERROR_UNREACHABLE] = "Unreachable",
 };
 
 const char *

@@ -6,7 +6,7 @@
 G_BEGIN_DECLS
 
 /* The one error domain of the suite; the D-Bus adapter maps each code to
- * org.vdpa_allocator.Error.<Name> (see va_error_name()). */
+ * D-Bus error names (common/va-bus.h, va_bus_error_register()). */
 #define VA_ERROR (va_error_quark ())
 
 typedef enum
@@ -22,9 +22,10 @@ typedef enum
   VA_ERROR_PROVISIONING_FAILED,
   VA_ERROR_NOT_FOUND,
   VA_ERROR_BUSY,
+  VA_ERROR_UNREACHABLE, /* the daemon, the bus or libvirt did not answer */
 } VaError;
 
-#define VA_ERROR_LAST (VA_ERROR_BUSY + 1)
+#define VA_ERROR_LAST (VA_ERROR_UNREACHABLE + 1)
 
 GQuark va_error_quark (void);
 

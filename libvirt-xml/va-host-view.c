@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-host-view"
+
 #include "va-host-view.h"
 
 #include <string.h>
@@ -141,7 +143,10 @@ va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GEr
   Pool *p = g_hash_table_lookup (self->pools, name);
 
   if (!p)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
+      return FALSE;
+    }
   p->free = free;
   return TRUE;
 }
@@ -185,32 +190,5 @@ va_bridge_kind_from_string (const char *str, VaBridgeKind *kind)
     *kind = VA_BRIDGE_OVS;
   else
     return FALSE;
-  return TRUE;
-}
-
-gboolean
-va_name_is_valid (const char *name)
-{
-  gsize len = strlen (name);
-
-  if (len == 0 || len > VA_NAME_MAX)
-    return FALSE;
-  for (const char *c = name; *c; c++)
-    if (!g_ascii_isalnum (*c) && *c != '-' && *c != '_' && *c != '.')
-      return FALSE;
-  return TRUE;
-}
-
-gboolean
-va_ifname_is_valid (const char *name)
-{
-  gsize len = strlen (name);
-
-  /* The kernel's rules: IFNAMSIZ, no '/', ':' or white space, not . or .. */
-  if (len == 0 || len > 15 || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
-    return FALSE;
-  for (const char *c = name; *c; c++)
-    if (*c == '/' || *c == ':' || g_ascii_isspace (*c) || !g_ascii_isprint (*c))
-      return FALSE;
   return TRUE;
 }

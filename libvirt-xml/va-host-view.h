@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "va-ids.h"
+
 G_BEGIN_DECLS
 
 /* What a VM NIC may become. */
@@ -18,10 +20,6 @@ typedef enum
   VA_BRIDGE_LINUX,
   VA_BRIDGE_OVS,
 } VaBridgeKind;
-
-#define VA_VLAN_MAX 4094
-#define VA_QUEUES_MAX 256
-#define VA_NAME_MAX 64
 
 /* A network as the configuration defines it: what a NIC asks for. */
 typedef struct
@@ -59,10 +57,6 @@ const char *va_mode_to_string (VaMode mode);
 gboolean va_mode_from_string (const char *str, VaMode *mode);
 const char *va_bridge_kind_to_string (VaBridgeKind kind);
 gboolean va_bridge_kind_from_string (const char *str, VaBridgeKind *kind);
-
-/* Syntax checks shared by the config loader and the metadata parser. */
-gboolean va_name_is_valid (const char *name);
-gboolean va_ifname_is_valid (const char *name);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaHostView, va_host_view_unref)
 

@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests", "libvirt"))
 import libvirt_fixture  # noqa: E402
 from libvirt_fixture import Libvirt, run  # noqa: E402
 
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "vdpactl")
+DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
+VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
 HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
 VDUSE_NET = os.path.join(BUILD, "tests", "lab", "vduse-net")
 UDEV_RULE = os.path.join(SRCDIR, "udev-rules", "90-vdpa-allocator.rules")

@@ -78,14 +78,14 @@ req_name (uint32_t type)
 {
   switch (type)
     {
-    case VDUSE_GET_VQ_STATE:
-      return "GET_VQ_STATE";
-    case VDUSE_SET_STATUS:
-      return "SET_STATUS";
-    case VDUSE_UPDATE_IOTLB:
-      return "UPDATE_IOTLB";
-    default:
-      return "?";
+      case VDUSE_GET_VQ_STATE:
+        return "GET_VQ_STATE";
+      case VDUSE_SET_STATUS:
+        return "SET_STATUS";
+      case VDUSE_UPDATE_IOTLB:
+        return "UPDATE_IOTLB";
+      default:
+        return "?";
     }
 }
 
@@ -110,29 +110,28 @@ serve_one (int dev_fd, uint8_t *status)
   resp.result = VDUSE_REQ_RESULT_OK;
   switch (req.type)
     {
-    case VDUSE_GET_VQ_STATE:
-      /* nothing was ever consumed: every ring starts at 0 */
-      resp.vq_state.index = req.vq_state.index;
-      resp.vq_state.split.avail_index = 0;
-      if (verbose)
-        say ("GET_VQ_STATE vq %u", req.vq_state.index);
-      break;
-    case VDUSE_SET_STATUS:
-      *status = req.s.status;
-      if (verbose)
-        say ("SET_STATUS 0x%02x", req.s.status);
-      break;
-    case VDUSE_UPDATE_IOTLB:
-      /* a real device would VDUSE_IOTLB_GET_FD and mmap the range; this
-       * one never touches guest memory */
-      if (verbose)
-        say ("UPDATE_IOTLB 0x%llx-0x%llx", (unsigned long long) req.iova.start,
-             (unsigned long long) req.iova.last);
-      break;
-    default:
-      say ("unknown request type %u", req.type);
-      resp.result = VDUSE_REQ_RESULT_FAILED;
-      break;
+      case VDUSE_GET_VQ_STATE:
+        /* nothing was ever consumed: every ring starts at 0 */
+        resp.vq_state.index = req.vq_state.index;
+        resp.vq_state.split.avail_index = 0;
+        if (verbose)
+          say ("GET_VQ_STATE vq %u", req.vq_state.index);
+        break;
+      case VDUSE_SET_STATUS:
+        *status = req.s.status;
+        if (verbose)
+          say ("SET_STATUS 0x%02x", req.s.status);
+        break;
+      case VDUSE_UPDATE_IOTLB:
+        /* a real device would VDUSE_IOTLB_GET_FD and mmap the range; this
+         * one never touches guest memory */
+        if (verbose)
+          say ("UPDATE_IOTLB 0x%llx-0x%llx", (unsigned long long) req.iova.start, (unsigned long long) req.iova.last);
+        break;
+      default:
+        say ("unknown request type %u", req.type);
+        resp.result = VDUSE_REQ_RESULT_FAILED;
+        break;
     }
   if (write (dev_fd, &resp, sizeof resp) != (ssize_t) sizeof resp)
     {
@@ -154,28 +153,28 @@ main (int argc, char **argv)
   while ((opt = getopt (argc, argv, "n:m:q:r:v")) != -1)
     switch (opt)
       {
-      case 'n':
-        name = optarg;
-        break;
-      case 'm':
-        if (parse_mac (optarg, mac) < 0)
-          {
-            say ("bad MAC %s", optarg);
-            return 2;
-          }
-        break;
-      case 'q':
-        qsize = (unsigned) strtoul (optarg, NULL, 0);
-        break;
-      case 'r':
-        ready_file = optarg;
-        break;
-      case 'v':
-        verbose = 1;
-        break;
-      default:
-        fprintf (stderr, "usage: vduse-net [-n NAME] [-m MAC] [-q QUEUE_SIZE] [-r READY_FILE] [-v]\n");
-        return 2;
+        case 'n':
+          name = optarg;
+          break;
+        case 'm':
+          if (parse_mac (optarg, mac) < 0)
+            {
+              say ("bad MAC %s", optarg);
+              return 2;
+            }
+          break;
+        case 'q':
+          qsize = (unsigned) strtoul (optarg, NULL, 0);
+          break;
+        case 'r':
+          ready_file = optarg;
+          break;
+        case 'v':
+          verbose = 1;
+          break;
+        default:
+          fprintf (stderr, "usage: vduse-net [-n NAME] [-m MAC] [-q QUEUE_SIZE] [-r READY_FILE] [-v]\n");
+          return 2;
       }
   if (strlen (name) >= VDUSE_NAME_MAX || qsize == 0 || qsize > 32768 || (qsize & (qsize - 1)))
     {

@@ -29,8 +29,8 @@ from gi.repository import Gio, GLib  # noqa: E402
 
 BUILD = os.environ.get("VA_BUILDDIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "vdpactl")
+DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
+VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
 SYSCONFDIR = os.environ.get("VA_SYSCONFDIR", "/usr/local/etc")
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 

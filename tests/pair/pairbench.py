@@ -48,8 +48,8 @@ import report as rep  # noqa: E402
 SRCDIR = os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("VA_BUILDDIR", os.path.join(SRCDIR, "build"))
 HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "vdpactl")
+DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
+VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
 SYSCONFDIR = os.environ.get("VA_SYSCONFDIR", "/usr/local/etc")
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 BRIDGE = "br-pair"

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-ctl"
+
 #include "config.h"
 
 #include "va-ctl-private.h"
@@ -47,7 +49,10 @@ read_input (const char *path, gsize *len, GError **error)
     {
       f = fopen (path, "re");
       if (!f)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: %s", path, g_strerror (errno)), NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: %s", path, g_strerror (errno));
+          return NULL;
+        }
     }
   while ((n = fread (chunk, 1, sizeof chunk, f)) > 0)
     {
@@ -55,9 +60,9 @@ read_input (const char *path, gsize *len, GError **error)
         {
           if (f != stdin)
             fclose (f);
-          return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "%s: document is over the limit of %d bytes",
-                              f == stdin ? "stdin" : path, VA_XML_MAX_SIZE),
-                 NULL;
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "%s: document is over the limit of %d bytes", f == stdin ? "stdin" : path,
+                       VA_XML_MAX_SIZE);
+          return NULL;
         }
       g_string_append_len (buf, chunk, n);
     }
@@ -66,7 +71,8 @@ read_input (const char *path, gsize *len, GError **error)
       int err = errno;
       if (f != stdin)
         fclose (f);
-      return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: %s", path, g_strerror (err)), NULL;
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: %s", path, g_strerror (err));
+      return NULL;
     }
   if (f != stdin)
     fclose (f);
@@ -84,7 +90,8 @@ write_all (int fd, const char *data, gsize len, GError **error)
         {
           if (errno == EINTR)
             continue;
-          return g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "writing the output: %s", g_strerror (errno)), FALSE;
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "writing the output: %s", g_strerror (errno));
+          return FALSE;
         }
       data += n;
       len -= n;
@@ -102,7 +109,10 @@ apply_capacity (VaHostView *view, char **capacity, GError **error)
       guint64 n;
 
       if (!eq || eq == capacity[i] || !g_ascii_string_to_unsigned (eq + 1, 10, 0, G_MAXUINT32, &n, NULL))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "--capacity '%.64s' is not POOL=N", capacity[i]), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "--capacity '%.64s' is not POOL=N", capacity[i]);
+          return FALSE;
+        }
       pool = g_strndup (capacity[i], eq - capacity[i]);
       if (!va_host_view_set_pool_free (view, pool, (gint64) n, error))
         {

@@ -2,6 +2,8 @@
 /* The D-Bus adapter: translates between the bus and the allocator core,
  * which knows nothing of D-Bus. Reads are open to everyone; changes need
  * uid 0 or the polkit action org.vdpa_allocator.manage. */
+#define G_LOG_DOMAIN "va-dbus"
+
 #include "config.h"
 
 #include "va-dbus.h"
@@ -9,12 +11,9 @@
 #include <polkit/polkit.h>
 #include <string.h>
 
+#include "va-bus.h"
 #include "va-dbus-resources.h"
 #include "va-error.h"
-
-#define MANAGE_ACTION "org.vdpa_allocator.manage"
-#define POOL_PATH_PREFIX VA_DBUS_PATH "/pool/"
-#define POOL_IFACE "org.vdpa_allocator.Pool1"
 
 struct _VaDbus
 {
@@ -31,27 +30,6 @@ struct _VaDbus
 };
 
 static gsize resources_registered;
-
-void
-va_dbus_error_register (void)
-{
-  static gsize once = 0;
-
-  if (g_once_init_enter (&once))
-    {
-      /* org.vdpa_allocator.Error.<the name va-error.c gives the code> */
-      static GDBusErrorEntry entries[VA_ERROR_LAST];
-      gsize quark = 0;
-
-      for (guint i = 0; i < VA_ERROR_LAST; i++)
-        {
-          entries[i].error_code = i;
-          entries[i].dbus_error_name = g_strconcat ("org.vdpa_allocator.Error.", va_error_name (i), NULL);
-        }
-      g_dbus_error_register_error_domain ("va-error-quark", &quark, entries, VA_ERROR_LAST);
-      g_once_init_leave (&once, 1);
-    }
-}
 
 GVariant *
 va_dbus_lease_to_variant (const VaLease *lease)
@@ -72,13 +50,6 @@ va_dbus_lease_to_variant (const VaLease *lease)
   g_variant_builder_add (&b, "{sv}", "queues", g_variant_new_uint16 (lease->queues));
   g_variant_builder_add (&b, "{sv}", "created", g_variant_new_uint64 ((guint64) lease->created));
   return g_variant_builder_end (&b);
-}
-
-char *
-va_dbus_pool_path (const char *name)
-{
-  g_autofree char *escaped = g_dbus_escape_object_path (name);
-  return g_strconcat (POOL_PATH_PREFIX, escaped, NULL);
 }
 
 /* ---- authorization ------------------------------------------------------- */
@@ -103,7 +74,7 @@ static void
 deny (GDBusMethodInvocation *inv, const char *why)
 {
   g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "%s: %s needs root or the polkit action %s", why,
-                                         g_dbus_method_invocation_get_method_name (inv), MANAGE_ACTION);
+                                         g_dbus_method_invocation_get_method_name (inv), VA_BUS_MANAGE_ACTION);
 }
 
 static void
@@ -140,7 +111,7 @@ check_polkit (AuthCall *c)
   if (g_dbus_message_get_flags (g_dbus_method_invocation_get_message (c->inv)) & G_DBUS_MESSAGE_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION)
     flags = POLKIT_CHECK_AUTHORIZATION_FLAGS_ALLOW_USER_INTERACTION;
   subject = polkit_system_bus_name_new (g_dbus_method_invocation_get_sender (c->inv));
-  polkit_authority_check_authorization (c->self->authority, subject, MANAGE_ACTION, NULL, flags, NULL, polkit_checked, c);
+  polkit_authority_check_authorization (c->self->authority, subject, VA_BUS_MANAGE_ACTION, NULL, flags, NULL, polkit_checked, c);
 }
 
 static void
@@ -231,10 +202,13 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
             {
               guint16 n = g_variant_get_uint16 (v);
               /* present means set: 0 is no default here */
-              guint min = key[0] == 'm' ? 68 : 1, max = key[0] == 'v' ? VA_VLAN_MAX : key[0] == 'q' ? VA_QUEUES_MAX : 9216;
+              guint min = key[0] == 'm' ? VA_MTU_MIN : key[0] == 'v' ? VA_VLAN_MIN : VA_QUEUES_MIN;
+              guint max = key[0] == 'm' ? VA_MTU_MAX : key[0] == 'v' ? VA_VLAN_MAX : VA_QUEUES_MAX;
               if (n < min || n > max)
-                return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' is %u, outside %u..%u", key, n, min, max),
-                       FALSE;
+                {
+                  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' is %u, outside %u..%u", key, n, min, max);
+                  return FALSE;
+                }
               if (key[0] == 'v')
                 req->vlan = n;
               else if (key[0] == 'q')
@@ -250,11 +224,16 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
             req->numa_node = g_variant_get_int32 (v);
         }
       else
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.64s'", key), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.64s'", key);
+          return FALSE;
+        }
       if (!g_variant_is_of_type (v, G_VARIANT_TYPE (want)))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' must be of type %s, not %s", key, want,
-                            g_variant_get_type_string (v)),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' must be of type %s, not %s", key, want,
+                       g_variant_get_type_string (v));
+          return FALSE;
+        }
     }
   /* a string option stays valid while the invocation lives */
   return TRUE;
@@ -283,7 +262,10 @@ do_allocate (VaDbus *self, GDBusMethodInvocation *inv)
 
   g_variant_get (params, "(&s&s&s&s@a{sv})", &req.uuid, &req.domain_name, &req.mac, &req.network, &options);
   if (!parse_options (options, &req, &error))
-    return g_dbus_method_invocation_return_gerror (inv, error);
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
   va_allocator_allocate_async (self->alloc, &req, allocated, g_object_ref (inv));
 }
 
@@ -340,7 +322,10 @@ do_claim (VaDbus *self, GDBusMethodInvocation *inv)
   g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s)", &uuid);
   n = va_allocator_claim (self->alloc, uuid, &error);
   if (n < 0)
-    return g_dbus_method_invocation_return_gerror (inv, error);
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(u)", (guint32) n));
 }
 
@@ -380,7 +365,10 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr (VaReconcileReport) report = va_allocator_reconcile_finish (VA_ALLOCATOR (source), res, &error);
 
   if (!report)
-    return g_dbus_method_invocation_return_gerror (inv, error);
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_dbus_report_to_variant (report)));
 }
 
@@ -399,7 +387,10 @@ do_drain (VaDbus *self, GDBusMethodInvocation *inv)
 
   g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&sb)", &pool, &draining);
   if (!va_allocator_drain (self->alloc, pool, draining, &error))
-    return g_dbus_method_invocation_return_gerror (inv, error);
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
   g_dbus_method_invocation_return_value (inv, NULL);
 }
 
@@ -435,7 +426,10 @@ do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
   g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &xml, &to);
   out = va_allocator_rewrite_domain (self->alloc, xml, to, &error);
   if (!out)
-    return g_dbus_method_invocation_return_gerror (inv, error);
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(s)", out));
 }
 
@@ -481,7 +475,7 @@ pools_variant (VaDbus *self)
   g_variant_builder_init (&b, G_VARIANT_TYPE_OBJECT_PATH_ARRAY);
   for (guint i = 0; i < pools->len; i++)
     {
-      g_autofree char *path = va_dbus_pool_path (((VaPoolStatus *) g_ptr_array_index (pools, i))->name);
+      g_autofree char *path = va_bus_pool_path (((VaPoolStatus *) g_ptr_array_index (pools, i))->name);
       g_variant_builder_add (&b, "o", path);
     }
   return g_variant_builder_end (&b);
@@ -537,7 +531,7 @@ pool_get_property (GDBusConnection *conn, const char *sender, const char *path, 
   g_hash_table_iter_init (&iter, self->pool_ids);
   while (!name && g_hash_table_iter_next (&iter, (gpointer *) &pool, NULL))
     {
-      g_autofree char *p = va_dbus_pool_path (pool);
+      g_autofree char *p = va_bus_pool_path (pool);
       if (strcmp (p, path) == 0)
         name = pool;
     }
@@ -568,13 +562,13 @@ sync_pools (VaDbus *self, gboolean emit)
   for (guint i = 0; i < pools->len; i++)
     {
       VaPoolStatus *st = g_ptr_array_index (pools, i);
-      g_autofree char *path = va_dbus_pool_path (st->name);
+      g_autofree char *path = va_bus_pool_path (st->name);
       g_autoptr (GVariant) props = pool_props (st);
       GVariant *old = g_hash_table_lookup (self->pool_cache, st->name);
 
       if (!g_hash_table_contains (self->pool_ids, st->name))
         {
-          GDBusInterfaceInfo *iface = g_dbus_node_info_lookup_interface (self->info, POOL_IFACE);
+          GDBusInterfaceInfo *iface = g_dbus_node_info_lookup_interface (self->info, VA_BUS_POOL_IFACE);
           guint id = g_dbus_connection_register_object (self->conn, path, iface, &vtable, self, NULL, NULL);
           g_hash_table_insert (self->pool_ids, g_strdup (st->name), GUINT_TO_POINTER (id));
           added = TRUE;
@@ -595,7 +589,7 @@ sync_pools (VaDbus *self, gboolean emit)
               if (!was || !g_variant_equal (was, v))
                 g_variant_builder_add (&b, "{sv}", key, v);
             }
-          emit_props_changed (self, path, POOL_IFACE, g_variant_builder_end (&b));
+          emit_props_changed (self, path, VA_BUS_POOL_IFACE, g_variant_builder_end (&b));
         }
       g_hash_table_insert (self->pool_cache, g_strdup (st->name), g_steal_pointer (&props));
     }
@@ -604,7 +598,7 @@ sync_pools (VaDbus *self, gboolean emit)
       GVariantBuilder b;
       g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
       g_variant_builder_add (&b, "{sv}", "Pools", pools_variant (self));
-      emit_props_changed (self, VA_DBUS_PATH, VA_DBUS_IFACE, g_variant_builder_end (&b));
+      emit_props_changed (self, VA_BUS_PATH, VA_BUS_IFACE, g_variant_builder_end (&b));
     }
 }
 
@@ -613,28 +607,28 @@ sync_pools (VaDbus *self, gboolean emit)
 static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseAdded",
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded",
                                  g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
 }
 
 static void
 on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseRemoved",
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved",
                                  g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
 }
 
 static void
 on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, VaDbus *self)
 {
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LeaseBroken",
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseBroken",
                                  g_variant_new ("(@a{sv}s)", va_dbus_lease_to_variant (lease), reason), NULL);
 }
 
 static void
 on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self)
 {
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_DBUS_PATH, VA_DBUS_IFACE, "LowWatermark", g_variant_new ("(su)", pool, free), NULL);
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LowWatermark", g_variant_new ("(su)", pool, free), NULL);
 }
 
 static void
@@ -671,7 +665,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   xml = g_resources_lookup_data ("/org/vdpa_allocator/dbus/org.vdpa_allocator.Allocator1.xml", 0, error);
   if (!xml)
     return NULL;
-  va_dbus_error_register ();
+  va_bus_error_register ();
   self = g_new0 (VaDbus, 1);
   self->alloc = g_object_ref (alloc);
   self->conn = g_object_ref (conn);
@@ -687,7 +681,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
       va_dbus_free (self);
       return NULL;
     }
-  self->manager_id = g_dbus_connection_register_object (conn, VA_DBUS_PATH, g_dbus_node_info_lookup_interface (self->info, VA_DBUS_IFACE),
+  self->manager_id = g_dbus_connection_register_object (conn, VA_BUS_PATH, g_dbus_node_info_lookup_interface (self->info, VA_BUS_IFACE),
                                                         &vtable, self, NULL, error);
   if (!self->manager_id)
     {

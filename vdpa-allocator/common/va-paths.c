@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-paths"
+
 #include "config.h"
 
 #include "va-paths.h"

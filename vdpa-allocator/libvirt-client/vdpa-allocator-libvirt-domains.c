@@ -3,6 +3,8 @@
  * vdpa-allocatord's reconciliation: the daemon keeps libvirt's client
  * library (and its 9 MiB) out of its own process. Exit status 1 with one
  * line on stderr when libvirt cannot be reached. */
+#define G_LOG_DOMAIN "vdpa-allocator-libvirt-domains"
+
 #include <stdio.h>
 
 #include "va-libvirt.h"

@@ -6,6 +6,8 @@
  * device made on a VF sits under it on the vdpa bus, and once bound to
  * vhost_vdpa has a vhost-vdpa-N child whose node devtmpfs makes root:root
  * 0600. */
+#define G_LOG_DOMAIN "va-kernel"
+
 #include "va-kernel.h"
 
 #include <errno.h>
@@ -318,15 +320,19 @@ va_kernel_discover (GError **error)
   int r;
 
   if (!udev)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: libudev: %s", g_strerror (errno)), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: libudev: %s", g_strerror (errno));
+      return NULL;
+    }
   e = udev_enumerate_new (udev);
   udev_enumerate_add_match_subsystem (e, "pci");
   udev_enumerate_add_match_sysattr (e, "vendor", "0x15b3");
   r = udev_enumerate_scan_devices (e);
   if (r < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: scanning PCI devices: %s",
-                        g_strerror (-r)),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "discovering ConnectX PFs: scanning PCI devices: %s", g_strerror (-r));
+      return NULL;
+    }
   udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
   {
     g_autoptr (UdevDevice) d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
@@ -398,11 +404,16 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
   gint64 now;
 
   if (count > pf->totalvfs)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: cannot make %u VFs: sriov_totalvfs is %u", pf->pci, count,
-                        pf->totalvfs),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: cannot make %u VFs: sriov_totalvfs is %u", pf->pci, count,
+                   pf->totalvfs);
+      return FALSE;
+    }
   if (!va_sysfs_read_int (path, &now, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: %s", pf->pci, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: %s", pf->pci, local->message);
+      return FALSE;
+    }
   if (now == count)
     return TRUE;
   /* every VF goes when the count changes: never one a vdpa device uses */
@@ -412,16 +423,24 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
       g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
 
       if (vdpa)
-        return g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
-                            "PF %s: refusing to change sriov_numvfs from %" G_GINT64_FORMAT " to %u: vdpa device %s sits on VF %s", pf->pci,
-                            now, count, vdpa, ((VaKernelVf *) g_ptr_array_index (pf->vfs, i))->pci),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                       "PF %s: refusing to change sriov_numvfs from %" G_GINT64_FORMAT " to %u: vdpa device %s sits on VF %s", pf->pci, now,
+                       count, vdpa, ((VaKernelVf *) g_ptr_array_index (pf->vfs, i))->pci);
+          return FALSE;
+        }
     }
   /* the kernel refuses a change from one non-zero count to another */
   if (now != 0 && count != 0 && !va_sysfs_write (path, "0", &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: removing its VFs: %s", pf->pci, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: removing its VFs: %s", pf->pci, local->message);
+      return FALSE;
+    }
   if (!va_sysfs_write (path, value, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting %u VFs: %s", pf->pci, count, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting %u VFs: %s", pf->pci, count, local->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -432,7 +451,10 @@ va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error)
   g_autoptr (GError) local = NULL;
 
   if (!va_sysfs_write (path, on ? "1" : "0", &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: VF driver autoprobe: %s", pf->pci, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: VF driver autoprobe: %s", pf->pci, local->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -442,9 +464,11 @@ va_kernel_vdpa_autoprobe (gboolean on, GError **error)
   g_autoptr (GError) local = NULL;
 
   if (!va_sysfs_write ("/sys/bus/vdpa/drivers_autoprobe", on ? "1" : "0", &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa bus: turning driver autoprobe %s: %s", on ? "on" : "off",
-                        local->message),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa bus: turning driver autoprobe %s: %s", on ? "on" : "off",
+                   local->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -455,10 +479,16 @@ vdpa_syspath (const char *name, GError **error)
   g_autoptr (UdevDevice) d = NULL;
 
   if (!name || !*name || strchr (name, '/') || name[0] == '.')
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%s' is no vdpa device name", name ? name : ""), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%s' is no vdpa device name", name ? name : "");
+      return NULL;
+    }
   d = udev ? udev_device_new_from_subsystem_sysname (udev, "vdpa", name) : NULL;
   if (!d)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on the vdpa bus", name), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on the vdpa bus", name);
+      return NULL;
+    }
   return g_strdup (udev_device_get_syspath (d));
 }
 
@@ -474,15 +504,22 @@ va_kernel_bind_vhost_vdpa (const char *name, GError **error)
     return FALSE;
   driver = va_sysfs_path ("/sys/bus/vdpa/drivers/vhost_vdpa");
   if (!g_file_test (driver, G_FILE_TEST_IS_DIR))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
-                        "vdpa device %s: binding to vhost_vdpa: the vhost_vdpa module is not loaded (modprobe vhost_vdpa)", name),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "vdpa device %s: binding to vhost_vdpa: the vhost_vdpa module is not loaded (modprobe vhost_vdpa)", name);
+      return FALSE;
+    }
   override = g_build_filename (syspath, "driver_override", NULL);
   if (!va_sysfs_write (override, "vhost_vdpa", &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: driver_override: %s", name, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: driver_override: %s", name, local->message);
+      return FALSE;
+    }
   if (!va_sysfs_write ("/sys/bus/vdpa/drivers_probe", name, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: binding to vhost_vdpa: %s", name, local->message),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: binding to vhost_vdpa: %s", name, local->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -501,8 +538,8 @@ va_kernel_vhost_node (const char *name, GError **error)
   while (dir && (child = g_dir_read_name (dir)))
     if (g_str_has_prefix (child, "vhost-vdpa-"))
       return g_build_filename (va_path_get (VA_PATH_DEV), child, NULL);
-  return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: no vhost-vdpa node: not bound to vhost_vdpa", name),
-         NULL;
+  g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "vdpa device %s: no vhost-vdpa node: not bound to vhost_vdpa", name);
+  return NULL;
 }
 
 char *
@@ -523,7 +560,8 @@ va_kernel_vdpa_slot (const char *name, GError **error)
       if (i > 0 && strcmp (parts[i - 1], "vduse") == 0 && g_str_has_prefix (parts[i], "va-") && parts[i][3])
         return g_strdup (parts[i] + 3);
     }
-  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device or a VDUSE device", name), NULL;
+  g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device or a VDUSE device", name);
+  return NULL;
 }
 
 GPtrArray *
@@ -535,7 +573,10 @@ va_kernel_vdpa_devices (GError **error)
   struct udev_list_entry *entry;
 
   if (!udev)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "listing vdpa devices: libudev: %s", g_strerror (errno)), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "listing vdpa devices: libudev: %s", g_strerror (errno));
+      return NULL;
+    }
   e = udev_enumerate_new (udev);
   udev_enumerate_add_match_subsystem (e, "vdpa");
   udev_enumerate_scan_devices (e);
@@ -557,11 +598,20 @@ va_kernel_set_node_access (const char *node, const char *group, guint mode, GErr
   else if (g_ascii_string_to_unsigned (group, 10, 0, G_MAXUINT32 - 1, &n, NULL))
     gid = (gid_t) n;
   else
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: group '%s' does not exist on this host", node, group), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: group '%s' does not exist on this host", node, group);
+      return FALSE;
+    }
   /* group first, then mode: the node is never open to a wrong group */
   if (chown (node, (uid_t) -1, gid) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting group %s: %s", node, group, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting group %s: %s", node, group, g_strerror (errno));
+      return FALSE;
+    }
   if (chmod (node, (mode_t) mode) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting mode %04o: %s", node, mode, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: setting mode %04o: %s", node, mode, g_strerror (errno));
+      return FALSE;
+    }
   return TRUE;
 }

@@ -2,6 +2,8 @@
 /* vdpactl domain: the libvirt side, through libvirt's client API as an
  * ordinary client (never from inside the hook, where calling libvirt would
  * deadlock it). */
+#define G_LOG_DOMAIN "va-ctl-domain"
+
 #include "config.h"
 
 #include "va-ctl-private.h"
@@ -14,75 +16,8 @@
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
+#include "va-libvirt.h"
 #include "va-paths.h"
-
-typedef struct
-{
-  virConnectPtr conn;
-  virDomainPtr dom;
-} Libvirt;
-
-static void
-libvirt_close (Libvirt *lv)
-{
-  if (lv->dom)
-    virDomainFree (lv->dom);
-  if (lv->conn)
-    virConnectClose (lv->conn);
-}
-
-static void
-quiet (void *user_data, virErrorPtr error)
-{
-}
-
-static gboolean
-libvirt_open (Libvirt *lv, const char *uri, const char *name, GError **error)
-{
-  char uuid[37];
-
-  virSetErrorFunc (NULL, quiet);
-  if (!uri)
-    uri = g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI") ?: "qemu:///system";
-  lv->conn = virConnectOpen (uri);
-  if (!lv->conn)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "libvirt at %s: %s", uri, virGetLastErrorMessage ()), FALSE;
-  lv->dom = va_uuid_normalize (name, uuid) ? virDomainLookupByUUIDString (lv->conn, uuid) : NULL;
-  if (!lv->dom)
-    lv->dom = virDomainLookupByName (lv->conn, name);
-  if (!lv->dom)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no domain '%s' in libvirt at %s", name, uri), FALSE;
-  return TRUE;
-}
-
-static char *
-libvirt_error (const char *what)
-{
-  return g_strdup_printf ("%s: %s", what, virGetLastErrorMessage ());
-}
-
-static GDBusConnection *
-system_bus (void)
-{
-  return g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, NULL);
-}
-
-static GVariant *
-daemon_call (GDBusConnection *bus, const char *method, GVariant *params, const char *reply, GError **error)
-{
-  GVariant *ret;
-
-  if (!bus)
-    {
-      if (params)
-        g_variant_unref (g_variant_ref_sink (params));
-      return g_set_error_literal (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa-allocatord is unreachable: no system bus"), NULL;
-    }
-  ret
-    = g_dbus_connection_call_sync (bus, "org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
-                                   method, params, G_VARIANT_TYPE (reply), G_DBUS_CALL_FLAGS_NONE, 30000, NULL, error);
-  return ret;
-}
 
 /* ---- show ---------------------------------------------------------------- */
 
@@ -91,36 +26,28 @@ domain_show (int argc, char **argv, const char *uri)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (VaDomain) domain = NULL;
-  g_autoptr (GDBusConnection) bus = NULL;
   g_autoptr (GVariant) leases = NULL;
   g_autofree char *xml = NULL;
   gboolean json = FALSE;
-  Libvirt lv = { 0 };
+  g_autoptr (VaLibvirt) lv = NULL;
   GVariantBuilder b;
   GPtrArray *nics;
   int rc = 0;
 
   if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - each NIC's intent, form and lease", "Reads the domain from libvirt.", NULL, &json, 1, 1)))
     return rc;
-  if (!libvirt_open (&lv, uri, argv[1], &error))
-    {
-      libvirt_close (&lv);
-      return va_ctl_fail (error);
-    }
-  xml = virDomainGetXMLDesc (lv.dom, 0);
+  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
+    return va_ctl_fail (error);
+  xml = virDomainGetXMLDesc (lv->dom, 0);
   if (!xml)
     {
-      g_autofree char *msg = libvirt_error ("reading the domain XML");
-      libvirt_close (&lv);
+      g_autofree char *msg = va_libvirt_last_error ("reading the domain XML");
       return va_ctl_fail_msg (msg);
     }
   domain = va_domain_parse (xml, -1, &error);
-  libvirt_close (&lv);
   if (!domain)
     return va_ctl_fail (error);
-
-  bus = system_bus ();
-  leases = daemon_call (bus, "ListLeases", NULL, "(aa{sv})", NULL);
+  leases = va_ctl_call ("ListLeases", NULL, "(aa{sv})", NULL);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   nics = va_domain_get_nics (domain);
   for (guint i = 0; i < nics->len; i++)
@@ -175,17 +102,15 @@ static int
 domain_redefine (int argc, char **argv, const char *uri, VaForm form)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GDBusConnection) bus = NULL;
   g_autoptr (GVariant) ret = NULL;
   g_autofree char *xml = NULL;
   g_autofree char *out = NULL;
   g_autofree char *config_dir = NULL;
-  g_autofree char *remote = NULL;
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration for an offline rewrite when the daemon is not running", "DIR" },
     { NULL },
   };
-  Libvirt lv = { 0 };
+  g_autoptr (VaLibvirt) lv = NULL;
   virDomainPtr defined;
   int rc;
 
@@ -195,35 +120,26 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
                           "Rewrites the persistent definition through libvirt; a running domain gets it at its next start.", entries, NULL,
                           1, 1)))
     return rc;
-  if (!libvirt_open (&lv, uri, argv[1], &error))
+  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
+    return va_ctl_fail (error);
+  if (!virDomainIsPersistent (lv->dom))
     {
-      libvirt_close (&lv);
-      return va_ctl_fail (error);
-    }
-  if (!virDomainIsPersistent (lv.dom))
-    {
-      libvirt_close (&lv);
       return va_ctl_fail_msg ("the domain is transient: there is no definition to rewrite");
     }
-  xml = virDomainGetXMLDesc (lv.dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+  xml = virDomainGetXMLDesc (lv->dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
   if (!xml)
     {
-      g_autofree char *msg = libvirt_error ("reading the definition");
-      libvirt_close (&lv);
+      g_autofree char *msg = va_libvirt_last_error ("reading the definition");
       return va_ctl_fail_msg (msg);
     }
 
   /* the daemon knows this host's capacity; offline, assume room */
-  bus = system_bus ();
-  ret = daemon_call (bus, "RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &error);
-  remote = ret ? NULL : g_dbus_error_get_remote_error (error);
+  ret = va_ctl_call ("RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &error);
   if (ret)
     g_variant_get (ret, "(s)", &out);
-  else if (remote && g_str_has_prefix (remote, "org.vdpa_allocator."))
+  else if (!g_error_matches (error, VA_ERROR, VA_ERROR_UNREACHABLE))
     {
       /* the daemon answered: its refusal stands */
-      g_dbus_error_strip_remote_error (error);
-      libvirt_close (&lv);
       return va_ctl_fail (error);
     }
   else
@@ -241,45 +157,31 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
         }
       if (!config)
         {
-          libvirt_close (&lv);
           return va_ctl_fail (error);
         }
       view = va_config_to_host_view (config, ports);
       out = va_domain_rewrite_xml (xml, -1, view, form, &error);
       if (!out)
         {
-          libvirt_close (&lv);
           return va_ctl_fail (error);
         }
     }
-  defined = virDomainDefineXML (lv.conn, out);
+  defined = virDomainDefineXML (lv->conn, out);
   if (!defined)
     {
-      g_autofree char *msg = libvirt_error ("libvirt refused the rewritten definition");
-      libvirt_close (&lv);
+      g_autofree char *msg = va_libvirt_last_error ("libvirt refused the rewritten definition");
       return va_ctl_fail_msg (msg);
     }
   g_print ("domain %s redefined with %s NICs%s\n", argv[1], va_form_to_string (form),
-           virDomainIsActive (lv.dom) == 1 ? "; it takes effect at the next start" : "");
+           virDomainIsActive (lv->dom) == 1 ? "; it takes effect at the next start" : "");
   virDomainFree (defined);
-  libvirt_close (&lv);
   return 0;
 }
 
 /* ---- attach / detach (libvirt calls no hook for hot-plug) ---------------- */
 
-/* The daemon's Busy: the device is held open, by QEMU here. */
 static gboolean
-is_busy (const GError *error)
-{
-  g_autofree char *remote = error ? g_dbus_error_get_remote_error (error) : NULL;
-  g_autofree char *busy = g_strconcat ("org.vdpa_allocator.Error.", va_error_name (VA_ERROR_BUSY), NULL);
-
-  return g_strcmp0 (remote, busy) == 0;
-}
-
-static gboolean
-update_metadata (Libvirt *lv, unsigned int scopes, const char *mac, const char *network, GError **error)
+update_metadata (VaLibvirt *lv, unsigned int scopes, const char *mac, const char *network, GError **error)
 {
   const unsigned int each[] = { VIR_DOMAIN_AFFECT_LIVE, VIR_DOMAIN_AFFECT_CONFIG };
 
@@ -297,13 +199,16 @@ update_metadata (Libvirt *lv, unsigned int scopes, const char *mac, const char *
       if (!updated)
         return FALSE;
       if (virDomainSetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, updated, "vdpa", VA_XML_NS, each[i]) < 0)
-        return g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "updating the domain's vdpa metadata: %s", virGetLastErrorMessage ()), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "updating the domain's vdpa metadata: %s", virGetLastErrorMessage ());
+          return FALSE;
+        }
     }
   return TRUE;
 }
 
 static unsigned int
-scopes_of (Libvirt *lv, gboolean persistent, GError **error)
+scopes_of (VaLibvirt *lv, gboolean persistent, GError **error)
 {
   unsigned int scopes = 0;
 
@@ -321,7 +226,6 @@ static int
 domain_attach (int argc, char **argv, const char *uri)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GDBusConnection) bus = NULL;
   g_autoptr (GVariant) ret = NULL;
   g_autoptr (GVariant) lease = NULL;
   g_autoptr (VaDomain) domain = NULL;
@@ -333,11 +237,11 @@ domain_attach (int argc, char **argv, const char *uri)
     { "persistent", 'p', 0, G_OPTION_ARG_NONE, &persistent, "Also add it to the domain's definition", NULL },
     { NULL },
   };
-  char uuid[VIR_UUID_STRING_BUFLEN], mac[18];
+  char uuid[VIR_UUID_STRING_BUFLEN], mac[VA_MAC_STRING_LEN];
   const char *port = NULL;
   guint16 queues = 1;
   unsigned int scopes;
-  Libvirt lv = { 0 };
+  g_autoptr (VaLibvirt) lv = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - hot-plug an accelerated NIC",
@@ -349,13 +253,11 @@ domain_attach (int argc, char **argv, const char *uri)
     return va_ctl_fail_msg ("--network is required");
   if (mac_arg && !va_mac_normalize (mac_arg, mac))
     return va_ctl_fail_msg ("--mac is not a unicast MAC address");
-  if (!libvirt_open (&lv, uri, argv[1], &error) || !(scopes = scopes_of (&lv, persistent, &error)))
-    {
-      libvirt_close (&lv);
-      return va_ctl_fail (error);
-    }
-  virDomainGetUUIDString (lv.dom, uuid);
-  xml = virDomainGetXMLDesc (lv.dom, 0);
+  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
+      || !(scopes = scopes_of (lv, persistent, &error)))
+    return va_ctl_fail (error);
+  virDomainGetUUIDString (lv->dom, uuid);
+  xml = virDomainGetXMLDesc (lv->dom, 0);
   domain = xml ? va_domain_parse (xml, -1, NULL) : NULL;
   if (!mac_arg)
     {
@@ -373,22 +275,18 @@ domain_attach (int argc, char **argv, const char *uri)
     }
   else if (domain && (iface = va_domain_interface_xml (domain, mac, NULL)))
     {
-      libvirt_close (&lv);
       return va_ctl_fail_msg ("the domain has an interface with that MAC already");
     }
 
   g_free (iface);
   if (scopes & VIR_DOMAIN_AFFECT_LIVE)
     {
-      bus = system_bus ();
-      ret = daemon_call (bus, "Allocate",
-                         g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv.dom), mac, network,
+      ret = va_ctl_call ("Allocate",
+                         g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv->dom), mac, network,
                                         g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
                          "(a{sv})", &error);
       if (!ret)
         {
-          g_dbus_error_strip_remote_error (error);
-          libvirt_close (&lv);
           return va_ctl_fail (error);
         }
       lease = g_variant_get_child_value (ret, 0);
@@ -403,34 +301,31 @@ domain_attach (int argc, char **argv, const char *uri)
       /* the definition only: the hook leases the device at the next start */
       g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
       g_autofree char *path = NULL;
-      char canon[37];
+      char canon[VA_UUID_STRING_LEN];
 
       va_uuid_normalize (uuid, canon);
       path = va_port_path (ports, canon, mac);
       iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/></interface>", mac, path);
     }
-  if (virDomainAttachDeviceFlags (lv.dom, iface, scopes) < 0)
+  if (virDomainAttachDeviceFlags (lv->dom, iface, scopes) < 0)
     {
-      g_autofree char *msg = libvirt_error ("libvirt refused the attach");
+      g_autofree char *msg = va_libvirt_last_error ("libvirt refused the attach");
       g_autoptr (GError) rel_error = NULL;
-      g_autoptr (GVariant) released = lease ? daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", &rel_error) : NULL;
+      g_autoptr (GVariant) released = lease ? va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), "()", &rel_error) : NULL;
       /* QEMU 7.2 keeps a refused hot-plug's vhost-vdpa fd until it exits */
-      g_autofree char *line
-        = g_strdup_printf ("%s%s", msg,
-                           !lease                ? ""
-                           : released            ? "; the lease was released"
-                           : is_busy (rel_error) ? "; QEMU still holds the device, so its lease stays until the domain stops"
+      g_autofree char *line = g_strdup_printf ("%s%s", msg,
+                                               !lease     ? ""
+                                               : released ? "; the lease was released"
+                                               : g_error_matches (rel_error, VA_ERROR, VA_ERROR_BUSY)
+                                                 ? "; QEMU still holds the device, so its lease stays until the domain stops"
                                                  : "; the lease could not be released");
-      libvirt_close (&lv);
       return va_ctl_fail_msg (line);
     }
-  if (!update_metadata (&lv, scopes, mac, network, &error))
+  if (!update_metadata (lv, scopes, mac, network, &error))
     {
-      libvirt_close (&lv);
       return va_ctl_fail (error);
     }
   g_print ("attached NIC %s on network %s to %s\n", mac, network, argv[1]);
-  libvirt_close (&lv);
   return 0;
 }
 
@@ -438,7 +333,6 @@ static int
 domain_detach (int argc, char **argv, const char *uri)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GDBusConnection) bus = NULL;
   g_autoptr (GVariant) ret = NULL;
   g_autoptr (VaDomain) domain = NULL;
   g_autofree char *mac_arg = NULL, *xml = NULL, *iface = NULL;
@@ -448,9 +342,9 @@ domain_detach (int argc, char **argv, const char *uri)
     { "persistent", 'p', 0, G_OPTION_ARG_NONE, &persistent, "Also remove it from the domain's definition", NULL },
     { NULL },
   };
-  char uuid[VIR_UUID_STRING_BUFLEN], mac[18];
+  char uuid[VIR_UUID_STRING_BUFLEN], mac[VA_MAC_STRING_LEN];
   unsigned int scopes;
-  Libvirt lv = { 0 };
+  g_autoptr (VaLibvirt) lv = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - hot-unplug a NIC and release its lease",
@@ -458,49 +352,39 @@ domain_detach (int argc, char **argv, const char *uri)
     return rc;
   if (!mac_arg || !va_mac_normalize (mac_arg, mac))
     return va_ctl_fail_msg ("--mac with a unicast MAC address is required");
-  if (!libvirt_open (&lv, uri, argv[1], &error) || !(scopes = scopes_of (&lv, persistent, &error)))
-    {
-      libvirt_close (&lv);
-      return va_ctl_fail (error);
-    }
-  virDomainGetUUIDString (lv.dom, uuid);
-  xml = virDomainGetXMLDesc (lv.dom, (scopes & VIR_DOMAIN_AFFECT_LIVE) ? 0 : VIR_DOMAIN_XML_INACTIVE);
+  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
+      || !(scopes = scopes_of (lv, persistent, &error)))
+    return va_ctl_fail (error);
+  virDomainGetUUIDString (lv->dom, uuid);
+  xml = virDomainGetXMLDesc (lv->dom, (scopes & VIR_DOMAIN_AFFECT_LIVE) ? 0 : VIR_DOMAIN_XML_INACTIVE);
   domain = xml ? va_domain_parse (xml, -1, &error) : NULL;
   iface = domain ? va_domain_interface_xml (domain, mac, &error) : NULL;
   if (!iface)
     {
-      libvirt_close (&lv);
       return error ? va_ctl_fail (error) : va_ctl_fail_msg ("cannot read the domain from libvirt");
     }
-  if (virDomainDetachDeviceFlags (lv.dom, iface, scopes) < 0)
+  if (virDomainDetachDeviceFlags (lv->dom, iface, scopes) < 0)
     {
-      g_autofree char *msg = libvirt_error ("libvirt refused the detach");
-      libvirt_close (&lv);
+      g_autofree char *msg = va_libvirt_last_error ("libvirt refused the detach");
       return va_ctl_fail_msg (msg);
     }
-  bus = system_bus ();
-  ret = daemon_call (bus, "Release", g_variant_new ("(ss)", uuid, mac), "()", &error);
-  if (!ret && is_busy (error))
+  ret = va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), "()", &error);
+  if (!ret && g_error_matches (error, VA_ERROR, VA_ERROR_BUSY))
     {
       /* libvirt has asked; the guest ejects the NIC when it will */
-      libvirt_close (&lv);
       return va_ctl_fail_msg ("detach requested, but the guest has not let go of the NIC yet: its lease stays until 'vdpactl release' "
                               "once it has, or until the domain stops");
     }
   if (!ret)
     {
-      g_dbus_error_strip_remote_error (error);
       g_prefix_error (&error, "detached, but the lease was not released (it goes when the domain stops, or with 'vdpactl release'): ");
-      libvirt_close (&lv);
       return va_ctl_fail (error);
     }
-  if (!update_metadata (&lv, scopes, mac, NULL, &error))
+  if (!update_metadata (lv, scopes, mac, NULL, &error))
     {
-      libvirt_close (&lv);
       return va_ctl_fail (error);
     }
   g_print ("detached NIC %s from %s\n", mac, argv[1]);
-  libvirt_close (&lv);
   return 0;
 }
 

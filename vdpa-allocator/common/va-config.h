@@ -88,8 +88,6 @@ VaHostView *va_config_to_host_view (const VaConfig *self, const char *port_root)
 const char *va_eswitch_mode_to_string (VaEswitchMode mode);
 const char *va_vlan_method_to_string (VaVlanMethod method);
 const char *va_pool_type_to_string (VaPoolType type);
-/* dddd:bb:dd.f, as sysfs names PCI functions */
-gboolean va_pci_address_is_valid (const char *s);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaConfig, va_config_free)
 

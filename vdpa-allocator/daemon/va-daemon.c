@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* vdpa-allocatord: the edge that logs. Loads the configuration, picks the
+/* vdpa-allocatord's edge. Loads the configuration, picks the
  * backend the configuration names, opens the store, exports the allocator on
  * the system bus (DBUS_SYSTEM_BUS_ADDRESS points it at a private one), and
  * reconciles once at start. */
+#define G_LOG_DOMAIN "va-daemon"
+
 #include "config.h"
 
 #include "va-daemon.h"
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "va-allocator.h"
+#include "va-bus.h"
 #include "va-dbus.h"
 #include "va-error.h"
 #include "va-paths.h"
@@ -82,7 +85,7 @@ list_domains (GHashTable **domains, gpointer user_data, GError **error)
           if (g_cancellable_is_cancelled (cancel))
             {
               g_clear_error (error);
-              g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "libvirt did not answer within %u s", timeout_s);
+              g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "libvirt did not answer within %u s", timeout_s);
             }
         }
     }
@@ -90,12 +93,15 @@ list_domains (GHashTable **domains, gpointer user_data, GError **error)
   if (!out)
     return FALSE;
   if (!g_subprocess_get_successful (proc))
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s", err ? g_strstrip (err) : "libvirt unreachable"), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "%s", err ? g_strstrip (err) : "libvirt unreachable");
+      return FALSE;
+    }
   *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   lines = g_strsplit (out, "\n", -1);
   for (guint i = 0; lines[i]; i++)
     {
-      char uuid[37];
+      char uuid[VA_UUID_STRING_LEN];
       g_auto (GStrv) f = g_strsplit (lines[i], " ", 2);
 
       if (f[0] && f[1] && va_uuid_normalize (f[0], uuid))
@@ -172,8 +178,8 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
              r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len);
 }
 
-/* The allocator and its backend never print: the PFs and leases that come
- * and go are logged here. */
+/* PF events are the allocator's signal, logged here, where the daemon
+ * decides what an operator reads; the core logs only its own failures. */
 static void
 on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *message, gpointer user_data)
 {
@@ -319,7 +325,7 @@ va_daemon_main (int argc, char **argv)
   g_unix_signal_add (SIGTERM, on_term, &d);
   g_unix_signal_add (SIGINT, on_term, &d);
   g_unix_signal_add (SIGHUP, on_hup, &d);
-  owner = g_bus_own_name_on_connection (conn, VA_DBUS_NAME, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_name_acquired, on_name_lost, &d, NULL);
+  owner = g_bus_own_name_on_connection (conn, VA_BUS_NAME, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_name_acquired, on_name_lost, &d, NULL);
   va_allocator_reconcile_async (d.alloc, reconciled, NULL);
 
   g_main_loop_run (d.loop);

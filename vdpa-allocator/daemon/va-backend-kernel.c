@@ -19,6 +19,8 @@
  * rtnetlink link monitor for the PFs' link state, since a carrier change
  * sends no uevent. A burst of events (a PF and its netdev and VFs appear
  * together) is followed, once it settles, by one "pfs-changed". */
+#define G_LOG_DOMAIN "va-backend-kernel"
+
 #include "va-backend-kernel.h"
 
 #include <errno.h>
@@ -116,10 +118,14 @@ lookup_vf (VaBackendKernel *self, const char *slot, VaKernelPf **pf, VaKernelVf 
   if (lookup_vf_once (self, slot, pf, vf))
     return TRUE;
   if (!rediscover (self, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: %s", slot, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: %s", slot, local->message);
+      return FALSE;
+    }
   if (lookup_vf_once (self, slot, pf, vf))
     return TRUE;
-  return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: not a VF of any ConnectX PF on this host", slot), FALSE;
+  g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: not a VF of any ConnectX PF on this host", slot);
+  return FALSE;
 }
 
 static char *
@@ -179,7 +185,10 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   guint want_vfs, have_vfs;
 
   if (!kpf)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci);
+      return FALSE;
+    }
   if (!kpf->model->vdpa)
     return TRUE; /* discovery gave the reason; nothing to make on it */
   if (va_kernel_pf_is_vduse (kpf))
@@ -199,17 +208,21 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
 
       /* VFs first out: mlx5 refuses a mode change while VFs exist */
       if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
-        return g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change the eswitch mode to %s: %s", kpf->pci,
-                            mode, local->message),
-               FALSE;
+        {
+          g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change the eswitch mode to %s: %s", kpf->pci, mode,
+                       local->message);
+          return FALSE;
+        }
       have_vfs = 0;
       if (!va_nl_eswitch_set (kpf->pci, pool->eswitch == VA_ESWITCH_SWITCHDEV, &local))
         {
           /* a missing devlink family does not name the PF yet */
           if (local->code == VA_ERROR_NOT_FOUND)
-            return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci, mode,
-                                local->message),
-                   FALSE;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci, mode,
+                           local->message);
+              return FALSE;
+            }
           g_propagate_error (error, g_steal_pointer (&local));
           return FALSE;
         }
@@ -226,10 +239,16 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
 
   /* the VFs just made are the pool's slots */
   if (!rediscover (self, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: after setting it up: %s", pf->pci, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: after setting it up: %s", pf->pci, local->message);
+      return FALSE;
+    }
   kpf = lookup_pf (self, pf->pci);
   if (!kpf)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone while setting it up", pf->pci), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone while setting it up", pf->pci);
+      return FALSE;
+    }
   g_ptr_array_unref (pf->vfs);
   pf->vfs = vf_addresses (kpf);
   return TRUE;
@@ -258,23 +277,26 @@ ovs_vsctl (const char *who, const char *step, const char *const *args, GError **
   int status;
 
   if (!prog)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
-                        "%s: %s: ovs-vsctl is not installed (vlan-method=ovs needs Open vSwitch: apt install openvswitch-switch)", who,
-                        step),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "%s: %s: ovs-vsctl is not installed (vlan-method=ovs needs Open vSwitch: apt install openvswitch-switch)", who, step);
+      return FALSE;
+    }
   g_ptr_array_add (argv, prog);
   g_ptr_array_add (argv, (gpointer) "--timeout=5");
   for (guint i = 0; args[i]; i++)
     g_ptr_array_add (argv, (gpointer) args[i]);
   g_ptr_array_add (argv, NULL);
   if (!g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err, &status, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: running ovs-vsctl: %s", who, step, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: running ovs-vsctl: %s", who, step, local->message);
+      return FALSE;
+    }
   if (!g_spawn_check_wait_status (status, NULL))
     {
       g_strdelimit (g_strstrip (err), "\n", ' ');
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: ovs-vsctl failed: %s", who, step,
-                          *err ? err : "no message"),
-             FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s: ovs-vsctl failed: %s", who, step, *err ? err : "no message");
+      return FALSE;
     }
   return TRUE;
 }
@@ -308,8 +330,10 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
         return TRUE;
       case VA_VLAN_METHOD_VST:
         if (!pf->netdev)
-          return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: vlan-method=vst: PF %s has no netdev", who, pf->pci),
-                 FALSE;
+          {
+            g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: vlan-method=vst: PF %s has no netdev", who, pf->pci);
+            return FALSE;
+          }
         /* the VF's MAC pinned and spoof-checked, its trust off: the guest
          * cannot leave the VLAN the PF tags */
         return va_nl_vf_set (pf->netdev, vf->index, mac, vlan, TRUE, FALSE, error);
@@ -400,9 +424,15 @@ write_access_file (VaBackendKernel *self, const char *name, const char *group, g
   g_autoptr (GError) local = NULL;
 
   if (g_mkdir_with_parents (dir, 0755) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", who, dir, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", who, dir, g_strerror (errno));
+      return FALSE;
+    }
   if (!g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", who, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: %s", who, local->message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -422,7 +452,10 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : "");
+      return NULL;
+    }
   if (!write_access_file (self, name, group, mode, who, error))
     return NULL;
   if (!va_kernel_bind_vhost_vdpa (name, error))
@@ -431,7 +464,10 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   if (!dev->chardev)
     return NULL;
   if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
-    return prefixed (error, local, who), NULL;
+    {
+      prefixed (error, local, who);
+      return NULL;
+    }
   if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
     return NULL;
   dev->name = g_strdup (name);
@@ -470,7 +506,10 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : ""), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : "");
+      return NULL;
+    }
   if (va_kernel_pf_is_vduse (pf))
     existing = vdpa_present (name) ? g_strdup (name) : NULL;
   else
@@ -479,16 +518,24 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
       existing = va_kernel_vf_vdpa_device (vfpath);
     }
   if (existing)
-    return g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
-                        existing),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
+                   existing);
+      return NULL;
+    }
   /* the family first: its absence is the likeliest failure on a new host,
    * and says which module to load */
   if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
-    return prefixed (error, local, who), NULL;
+    {
+      prefixed (error, local, who);
+      return NULL;
+    }
   autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
   if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
-    return prefixed (error, local, who), NULL;
+    {
+      prefixed (error, local, who);
+      return NULL;
+    }
   /* VDUSE: the device's server fixed its MAC, MTU and queues */
   if (va_kernel_pf_is_vduse (pf))
     made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
@@ -519,7 +566,10 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
     {
       /* a missing vdpa family does not name the device yet */
       if (local->code == VA_ERROR_NOT_FOUND)
-        return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: deleting it: %s", who, local->message), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: deleting it: %s", who, local->message);
+          return FALSE;
+        }
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
@@ -682,19 +732,25 @@ start_monitor (VaBackendKernel *self, GError **error)
 
   self->udev = udev_new ();
   if (!self->udev)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: libudev: %s", g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: libudev: %s", g_strerror (errno));
+      return FALSE;
+    }
   self->monitor = udev_monitor_new_from_netlink (self->udev, "udev");
   if (!self->monitor)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: opening the udev monitor: %s",
-                        g_strerror (errno)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: opening the udev monitor: %s",
+                   g_strerror (errno));
+      return FALSE;
+    }
   if ((r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "pci", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "net", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "vduse", NULL)) < 0
       || (r = udev_monitor_enable_receiving (self->monitor)) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s",
-                        g_strerror (-r)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s", g_strerror (-r));
+      return FALSE;
+    }
   self->links = va_nl_link_monitor_new (error);
   if (!self->links)
     return FALSE;

@@ -2,6 +2,8 @@
 /* vdpactl's commands that talk to vdpa-allocatord. One output path: each
  * command builds records (a{sv}), then prints them as aligned columns or,
  * with -j, as JSON. */
+#define G_LOG_DOMAIN "va-ctl-bus"
+
 #include "config.h"
 
 #include "va-ctl-private.h"
@@ -10,41 +12,18 @@
 #include <string.h>
 
 #include "va-config.h"
-#include "va-dbus.h"
+#include "va-bus.h"
 #include "va-domain.h"
 #include "va-error.h"
 #include "va-paths.h"
 
-static GDBusConnection *
-connect_bus (GError **error)
-{
-  GDBusConnection *conn;
-
-  va_dbus_error_register ();
-  conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, error);
-  if (!conn)
-    g_prefix_error (error, "cannot reach the system bus: ");
-  return conn;
-}
-
-static void
-explain_bus_error (GError **error)
-{
-  if (g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_SERVICE_UNKNOWN)
-      || g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
-    {
-      g_clear_error (error);
-      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa-allocatord is not running (no %s on the system bus)", VA_DBUS_NAME);
-    }
-  else
-    g_dbus_error_strip_remote_error (*error);
-}
+/* vdpactl's budget for one call: a reconcile may wait for libvirt. */
+#define CALL_TIMEOUT_MS 30000
 
 static GVariant *
 bus_call (const char *path, const char *iface, const char *method, GVariant *params, const char *reply_type, GError **error)
 {
-  g_autoptr (GDBusConnection) conn = connect_bus (error);
-  GVariant *ret;
+  g_autoptr (GDBusConnection) conn = va_bus_connect (CALL_TIMEOUT_MS, error);
 
   if (!conn)
     {
@@ -52,17 +31,13 @@ bus_call (const char *path, const char *iface, const char *method, GVariant *par
         g_variant_unref (g_variant_ref_sink (params));
       return NULL;
     }
-  ret = g_dbus_connection_call_sync (conn, VA_DBUS_NAME, path, iface, method, params, reply_type ? G_VARIANT_TYPE (reply_type) : NULL,
-                                     G_DBUS_CALL_FLAGS_NONE, 30000, NULL, error);
-  if (!ret)
-    explain_bus_error (error);
-  return ret;
+  return va_bus_call (conn, path, iface, method, params, reply_type, CALL_TIMEOUT_MS, error);
 }
 
-static GVariant *
-call (const char *method, GVariant *params, const char *reply_type, GError **error)
+GVariant *
+va_ctl_call (const char *method, GVariant *params, const char *reply_type, GError **error)
 {
-  return bus_call (VA_DBUS_PATH, VA_DBUS_IFACE, method, params, reply_type, error);
+  return bus_call (VA_BUS_PATH, VA_BUS_IFACE, method, params, reply_type, error);
 }
 
 /* a{sv} of every property of @iface at @path. */
@@ -200,7 +175,7 @@ static const VaCtlColumn lease_cols[] = {
 static GVariant *
 pools_records (GError **error)
 {
-  g_autoptr (GVariant) props = get_all (VA_DBUS_PATH, VA_DBUS_IFACE, error);
+  g_autoptr (GVariant) props = get_all (VA_BUS_PATH, VA_BUS_IFACE, error);
   g_autoptr (GVariant) paths = NULL;
   GVariantBuilder b;
   GVariantIter iter;
@@ -213,7 +188,7 @@ pools_records (GError **error)
   g_variant_iter_init (&iter, paths);
   while (g_variant_iter_next (&iter, "&o", &path))
     {
-      GVariant *pool = get_all (path, "org.vdpa_allocator.Pool1", error);
+      GVariant *pool = get_all (path, VA_BUS_POOL_IFACE, error);
       if (!pool)
         {
           g_variant_builder_clear (&b);
@@ -261,11 +236,11 @@ va_ctl_cmd_status (int argc, char **argv)
 
   if ((rc = va_ctl_parse (&argc, &argv, "- show the allocator's state", "Shows the daemon, its backend and its pools.", NULL, &json, 0, 0)))
     return rc;
-  props = get_all (VA_DBUS_PATH, VA_DBUS_IFACE, &error);
+  props = get_all (VA_BUS_PATH, VA_BUS_IFACE, &error);
   if (props)
     pools = pools_records (&error);
   if (pools)
-    leases = call ("ListLeases", NULL, "(aa{sv})", &error);
+    leases = va_ctl_call ("ListLeases", NULL, "(aa{sv})", &error);
   if (!leases)
     return va_ctl_fail (error);
 
@@ -327,8 +302,8 @@ pool_show (int argc, char **argv)
     return rc;
   if (!va_name_is_valid (argv[1]))
     return va_ctl_fail_msg ("not a pool name");
-  path = va_dbus_pool_path (argv[1]);
-  props = get_all (path, "org.vdpa_allocator.Pool1", &error);
+  path = va_bus_pool_path (argv[1]);
+  props = get_all (path, VA_BUS_POOL_IFACE, &error);
   if (!props)
     {
       if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD)
@@ -355,7 +330,7 @@ pool_drain (int argc, char **argv, gboolean draining)
                           draining ? "A draining pool gives no new leases; its leases stay until released." : "Ends draining.", NULL, NULL,
                           1, 1)))
     return rc;
-  ret = call ("Drain", g_variant_new ("(sb)", argv[1], draining), NULL, &error);
+  ret = va_ctl_call ("Drain", g_variant_new ("(sb)", argv[1], draining), NULL, &error);
   if (!ret)
     return va_ctl_fail (error);
   g_print ("pool %s %s\n", argv[1], draining ? "draining" : "no longer draining");
@@ -412,7 +387,7 @@ va_ctl_cmd_lease (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
                           0, 0)))
     return rc;
-  ret = call ("ListLeases", NULL, "(aa{sv})", &error);
+  ret = va_ctl_call ("ListLeases", NULL, "(aa{sv})", &error);
   if (!ret)
     return va_ctl_fail (error);
   list = g_variant_get_child_value (ret, 0);
@@ -421,7 +396,7 @@ va_ctl_cmd_lease (int argc, char **argv)
   while ((rec = g_variant_iter_next_value (&iter)))
     {
       const char *uuid = "", *name = "";
-      char want[37];
+      char want[VA_UUID_STRING_LEN];
 
       g_variant_lookup (rec, "uuid", "&s", &uuid);
       g_variant_lookup (rec, "domain_name", "&s", &name);
@@ -450,7 +425,7 @@ va_ctl_cmd_reconcile (int argc, char **argv)
                           "and releases leases of domains libvirt no longer has (only when libvirt answers).",
                           NULL, &json, 0, 0)))
     return rc;
-  ret = call ("Reconcile", NULL, "(a{sv})", &error);
+  ret = va_ctl_call ("Reconcile", NULL, "(a{sv})", &error);
   if (!ret)
     return va_ctl_fail (error);
   report = g_variant_get_child_value (ret, 0);
@@ -501,9 +476,9 @@ va_ctl_cmd_allocate (int argc, char **argv)
     g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (queues));
   if (numa >= 0)
     g_variant_builder_add (&opts, "{sv}", "numa_node", g_variant_new_int32 (numa));
-  ret
-    = call ("Allocate", g_variant_new ("(ssss@a{sv})", uuid, name ? name : "", mac, network ? network : "", g_variant_builder_end (&opts)),
-            "(a{sv})", &error);
+  ret = va_ctl_call ("Allocate",
+                     g_variant_new ("(ssss@a{sv})", uuid, name ? name : "", mac, network ? network : "", g_variant_builder_end (&opts)),
+                     "(a{sv})", &error);
   if (!ret)
     return va_ctl_fail (error);
   lease = g_variant_get_child_value (ret, 0);
@@ -534,14 +509,14 @@ va_ctl_cmd_release (int argc, char **argv)
   if (all)
     {
       guint32 n;
-      ret = call ("ReleaseDomain", g_variant_new ("(s)", uuid), "(u)", &error);
+      ret = va_ctl_call ("ReleaseDomain", g_variant_new ("(s)", uuid), "(u)", &error);
       if (!ret)
         return va_ctl_fail (error);
       g_variant_get (ret, "(u)", &n);
       g_print ("released %u lease(s)\n", n);
       return 0;
     }
-  ret = call ("Release", g_variant_new ("(ss)", uuid, mac), NULL, &error);
+  ret = va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), NULL, &error);
   if (!ret)
     return va_ctl_fail (error);
   g_print ("released\n");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-#include <glib.h>
+#include <gio/gio.h>
 
 #include "va-ctl.h"
 
@@ -9,6 +9,10 @@
 int va_ctl_fail (const GError *error);
 int va_ctl_fail_msg (const char *msg);
 void va_ctl_print_json (GVariant *value);
+
+/* @method of the daemon's manager interface, with vdpactl's budget;
+ * errors as va_bus_call() gives them. Consumes a floating @params. */
+GVariant *va_ctl_call (const char *method, GVariant *params, const char *reply_type, GError **error);
 
 typedef struct
 {

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-config"
+
 #include "va-config.h"
 
 #include <errno.h>
@@ -129,19 +131,36 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
   const char *file = g_intern_string (path);
 
   if (stat (path, &st) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, g_strerror (errno));
+      return FALSE;
+    }
   if (!S_ISREG (st.st_mode))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: not a regular file", path), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: not a regular file", path);
+      return FALSE;
+    }
   if (st.st_size > VA_CONFIG_MAX_FILE_SIZE)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %lld bytes, over the limit of %d", path, (long long) st.st_size,
-                        VA_CONFIG_MAX_FILE_SIZE),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %lld bytes, over the limit of %d", path, (long long) st.st_size,
+                   VA_CONFIG_MAX_FILE_SIZE);
+      return FALSE;
+    }
   if (!g_file_get_contents (path, &data, &len, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message);
+      return FALSE;
+    }
   if (len > VA_CONFIG_MAX_FILE_SIZE)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: over the limit of %d bytes", path, VA_CONFIG_MAX_FILE_SIZE), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: over the limit of %d bytes", path, VA_CONFIG_MAX_FILE_SIZE);
+      return FALSE;
+    }
   if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, local->message);
+      return FALSE;
+    }
 
   group_names = g_key_file_get_groups (kf, NULL);
   for (guint i = 0; group_names[i]; i++)
@@ -152,7 +171,10 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
       if (!g)
         {
           if (order->len >= VA_CONFIG_MAX_GROUPS)
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d groups", path, VA_CONFIG_MAX_GROUPS), FALSE;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d groups", path, VA_CONFIG_MAX_GROUPS);
+              return FALSE;
+            }
           g = g_new0 (Group, 1);
           g->name = g_strdup (group_names[i]);
           g->file = file;
@@ -169,9 +191,8 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
           if (!value)
             {
               g_free (e);
-              return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] %s: %s", path, group_names[i], keys[k],
-                                  local->message),
-                     FALSE;
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] %s: %s", path, group_names[i], keys[k], local->message);
+              return FALSE;
             }
           e->value = strip_inline_comment (value);
           e->file = file;
@@ -245,18 +266,6 @@ item_ifname (const Item *it, char **out, GError **error)
   g_free (*out);
   *out = g_strdup (it->entry->value);
   return TRUE;
-}
-
-gboolean
-va_pci_address_is_valid (const char *s)
-{
-  /* dddd:bb:dd.f */
-  if (strlen (s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.')
-    return FALSE;
-  for (guint i = 0; i < 12; i++)
-    if (i != 4 && i != 7 && i != 10 && !g_ascii_isxdigit (s[i]))
-      return FALSE;
-  return s[11] >= '0' && s[11] <= '7';
 }
 
 static gboolean
@@ -333,7 +342,10 @@ check_vduse_pool (const Group *g, const VaPoolConfig *p, GError **error)
   else if (p->max_vqp != 1)
     bad = "max-vqp other than 1 (VDUSE devices refuse it)";
   if (bad)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] type: vduse-test takes no %s", g->file, g->name, bad), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] type: vduse-test takes no %s", g->file, g->name, bad);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -421,7 +433,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         }
       else if (strcmp (key, "mtu") == 0)
         {
-          if (!item_uint (&it, 68, 9216, &p->mtu, error))
+          if (!item_uint (&it, VA_MTU_MIN, VA_MTU_MAX, &p->mtu, error))
             return FALSE;
         }
       else if (strcmp (key, "device-group") == 0)
@@ -447,13 +459,17 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
   if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
     return FALSE;
   if ((p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS) && !p->uplink_bridge)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,
-                        va_vlan_method_to_string (p->vlan_method)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,
+                   va_vlan_method_to_string (p->vlan_method));
+      return FALSE;
+    }
   if (p->vlan_method == VA_VLAN_METHOD_VST && p->eswitch == VA_ESWITCH_SWITCHDEV)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
-                        "%s: [%s] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy", g->file, g->name),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                   "%s: [%s] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy", g->file, g->name);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -507,17 +523,27 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
     }
 
   if (!mode_set)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] mode: missing (vdpa, virtio or auto)", g->file, g->name), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] mode: missing (vdpa, virtio or auto)", g->file, g->name);
+      return FALSE;
+    }
   if (n->net.mode != VA_MODE_VIRTIO && !n->net.pool)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: missing, and mode=%s needs one", g->file, g->name,
-                        va_mode_to_string (n->net.mode)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: missing, and mode=%s needs one", g->file, g->name,
+                   va_mode_to_string (n->net.mode));
+      return FALSE;
+    }
   if (n->net.mode == VA_MODE_VIRTIO && n->net.pool)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=virtio uses no pool", g->file, g->name), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=virtio uses no pool", g->file, g->name);
+      return FALSE;
+    }
   if (n->net.mode != VA_MODE_VDPA && !n->net.bridge)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] fallback-bridge: missing, and mode=%s needs one", g->file,
-                        g->name, va_mode_to_string (n->net.mode)),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] fallback-bridge: missing, and mode=%s needs one", g->file, g->name,
+                   va_mode_to_string (n->net.mode));
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -593,13 +619,19 @@ list_files (const char *dir, GPtrArray *files, GError **error)
     return TRUE;
   d = g_dir_open (dropins, 0, &local);
   if (!d)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message);
+      return FALSE;
+    }
   while ((name = g_dir_read_name (d)))
     {
       if (!g_str_has_suffix (name, ".conf") || name[0] == '.')
         continue;
       if (extra->len >= VA_CONFIG_MAX_FILES)
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d files", dropins, VA_CONFIG_MAX_FILES), FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: more than %d files", dropins, VA_CONFIG_MAX_FILES);
+          return FALSE;
+        }
       g_ptr_array_add (extra, g_build_filename (dropins, name, NULL));
     }
   g_ptr_array_sort (extra, cmp_str);
@@ -616,7 +648,10 @@ va_config_load (const char *dir, GError **error)
   g_autoptr (GPtrArray) order = g_ptr_array_new_with_free_func ((GDestroyNotify) group_free);
 
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "configuration directory %s does not exist", dir), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "configuration directory %s does not exist", dir);
+      return NULL;
+    }
   self->dir = g_strdup (dir);
   if (!list_files (dir, self->files, error))
     return NULL;
@@ -633,9 +668,11 @@ va_config_load (const char *dir, GError **error)
           VaPoolConfig *p = g_new0 (VaPoolConfig, 1);
           g_ptr_array_add (self->pools, p);
           if (!va_name_is_valid (g->name + 5))
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid pool name", g->file, g->name,
-                                g->name + 5),
-                   NULL;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid pool name", g->file, g->name,
+                           g->name + 5);
+              return NULL;
+            }
           if (!parse_pool (g, g->name + 5, p, error))
             return NULL;
         }
@@ -644,9 +681,11 @@ va_config_load (const char *dir, GError **error)
           VaNetworkConfig *n = g_new0 (VaNetworkConfig, 1);
           g_ptr_array_add (self->networks, n);
           if (!va_name_is_valid (g->name + 8))
-            return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid network name", g->file, g->name,
-                                g->name + 8),
-                   NULL;
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid network name", g->file, g->name,
+                           g->name + 8);
+              return NULL;
+            }
           if (!parse_network (g, g->name + 8, n, error))
             return NULL;
         }
@@ -656,9 +695,11 @@ va_config_load (const char *dir, GError **error)
             return NULL;
         }
       else
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.64s]: unknown group (pool NAME, network NAME or simulate)",
-                            g->file, g->name),
-               NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.64s]: unknown group (pool NAME, network NAME or simulate)",
+                       g->file, g->name);
+          return NULL;
+        }
     }
 
   g_ptr_array_sort (self->pools, cmp_pool);
@@ -672,8 +713,10 @@ va_config_load (const char *dir, GError **error)
       const Entry *e = g_hash_table_lookup (g->entries, "pool");
 
       if (n->net.pool && !va_config_lookup_pool (self, n->net.pool))
-        return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: no pool named '%s'", e->file, g->name, n->net.pool),
-               NULL;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: no pool named '%s'", e->file, g->name, n->net.pool);
+          return NULL;
+        }
     }
   return g_steal_pointer (&self);
 }

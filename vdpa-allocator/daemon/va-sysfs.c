@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-sysfs"
+
 #include "va-sysfs.h"
 
 #include <errno.h>
@@ -32,7 +34,10 @@ va_sysfs_read (const char *path, GError **error)
   /* sysfs attributes are at most a page */
   fd = open (real, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (errno)), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (errno));
+      return NULL;
+    }
   do
     n = read (fd, buf, sizeof buf - 1);
   while (n < 0 && errno == EINTR);
@@ -40,7 +45,8 @@ va_sysfs_read (const char *path, GError **error)
     {
       int e = errno;
       close (fd);
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (e)), NULL;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: %s", path, g_strerror (e));
+      return NULL;
     }
   close (fd);
   buf[n] = '\0';
@@ -55,7 +61,10 @@ va_sysfs_read_int (const char *path, gint64 *out, GError **error)
   if (!text)
     return FALSE;
   if (!g_ascii_string_to_signed (text, 10, G_MININT32, G_MAXINT32, out, NULL))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: '%.32s' is not a number", path, text), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: '%.32s' is not a number", path, text);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -70,7 +79,10 @@ va_sysfs_write (const char *path, const char *value, GError **error)
   /* one write(2) of the whole value: sysfs takes a store per write */
   fd = open (real, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno));
+      return FALSE;
+    }
   do
     n = write (fd, value, len);
   while (n < 0 && errno == EINTR);
@@ -78,9 +90,13 @@ va_sysfs_write (const char *path, const char *value, GError **error)
     {
       int e = n < 0 ? errno : EIO;
       close (fd);
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (e)), FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (e));
+      return FALSE;
     }
   if (close (fd) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "writing '%s' to %s: %s", value, path, g_strerror (errno));
+      return FALSE;
+    }
   return TRUE;
 }

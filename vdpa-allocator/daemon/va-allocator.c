@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-allocator"
+
 #include "config.h"
 
 #include "va-allocator.h"
@@ -175,15 +177,17 @@ make_port_link (VaAllocator *self, const VaLease *lease, GError **error)
   if (g_strcmp0 (cur, lease->chardev) == 0)
     return TRUE;
   if (g_mkdir_with_parents (dir, 0755) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno));
+      return FALSE;
+    }
   g_unlink (tmp);
   if (symlink (lease->chardev, tmp) < 0 || rename (tmp, lease->port) < 0)
     {
       int err = errno;
       g_unlink (tmp);
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "linking %s to %s: %s", lease->port, lease->chardev,
-                          g_strerror (err)),
-             FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "linking %s to %s: %s", lease->port, lease->chardev, g_strerror (err));
+      return FALSE;
     }
   return TRUE;
 }
@@ -481,29 +485,58 @@ va_allocator_flush (VaAllocator *self, GError **error)
 /* ---- allocate ------------------------------------------------------------ */
 
 static gboolean
-check_request (const VaAllocRequest *req, char uuid[37], char mac[18], GError **error)
+check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char mac[VA_MAC_STRING_LEN], GError **error)
 {
   if (!req->uuid || !va_uuid_normalize (req->uuid, uuid))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", req->uuid ? req->uuid : ""), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", req->uuid ? req->uuid : "");
+      return FALSE;
+    }
   if (!req->mac || !va_mac_normalize (req->mac, mac))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", req->mac ? req->mac : ""),
-           FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", req->mac ? req->mac : "");
+      return FALSE;
+    }
   if (req->domain_name && (strlen (req->domain_name) > VA_STORE_MAX_DOMAIN_NAME || !g_utf8_validate (req->domain_name, -1, NULL)))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_STORE_MAX_DOMAIN_NAME), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_STORE_MAX_DOMAIN_NAME);
+      return FALSE;
+    }
   if (req->network && *req->network && !va_name_is_valid (req->network))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", req->network), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", req->network);
+      return FALSE;
+    }
   if (req->pool && *req->pool && !va_name_is_valid (req->pool))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", req->pool), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", req->pool);
+      return FALSE;
+    }
   if ((!req->network || !*req->network) && (!req->pool || !*req->pool))
-    return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network, or a pool inline"), FALSE;
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network, or a pool inline");
+      return FALSE;
+    }
   if (req->network && *req->network && req->pool && *req->pool)
-    return g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network or a pool, not both"), FALSE;
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network or a pool, not both");
+      return FALSE;
+    }
   if (req->vlan > VA_VLAN_MAX)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside 1..%d", req->vlan, VA_VLAN_MAX), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside %d..%d", req->vlan, VA_VLAN_MIN, VA_VLAN_MAX);
+      return FALSE;
+    }
   if (req->queues > VA_QUEUES_MAX)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside 1..%d", req->queues, VA_QUEUES_MAX), FALSE;
-  if (req->mtu && (req->mtu < 68 || req->mtu > 9216))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside 68..9216", req->mtu), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside %d..%d", req->queues, VA_QUEUES_MIN, VA_QUEUES_MAX);
+      return FALSE;
+    }
+  if (req->mtu && (req->mtu < VA_MTU_MIN || req->mtu > VA_MTU_MAX))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside %d..%d", req->mtu, VA_MTU_MIN, VA_MTU_MAX);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -528,8 +561,10 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   if (!va_nic_resolve (&nic, self->view, &plan, error))
     return NULL;
   if (!plan.pool)
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network);
+      return NULL;
+    }
   pc = va_config_lookup_pool (self->config, plan.pool);
 
   preq.uuid = uuid;
@@ -584,14 +619,17 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
   g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
   g_autoptr (GError) error = NULL;
   g_autofree char *key = NULL;
-  char uuid[37], mac[18];
+  char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
   Entry *e;
   VaLease *lease;
   Pending *p;
 
   g_task_set_source_tag (task, va_allocator_allocate_async);
   if (!check_request (req, uuid, mac, &error))
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
 
   key = make_key (uuid, mac);
   e = g_hash_table_lookup (self->entries, key);
@@ -602,19 +640,27 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
           case ENTRY_COMMITTED:
             /* idempotent: the same NIC gets its lease back */
             if (!e->broken && !make_port_link (self, e->lease, &error))
-              return g_task_return_error (task, g_steal_pointer (&error));
-            return g_task_return_pointer (task, va_lease_copy (e->lease), (GDestroyNotify) va_lease_free);
+              {
+                g_task_return_error (task, g_steal_pointer (&error));
+                return;
+              }
+            g_task_return_pointer (task, va_lease_copy (e->lease), (GDestroyNotify) va_lease_free);
+            return;
           case ENTRY_PENDING:
             g_ptr_array_add (e->waiters, g_steal_pointer (&task));
             return;
           case ENTRY_RELEASING:
-            return g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            return;
         }
     }
 
   lease = provision (self, req, uuid, mac, &error);
   if (!lease)
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
 
   e = g_new0 (Entry, 1);
   e->key = g_steal_pointer (&key);
@@ -655,10 +701,13 @@ in_use (VaAllocator *self, const Entry *e, GError **error)
 }
 
 static gboolean
-check_uuid (const char *in, char uuid[37], GError **error)
+check_uuid (const char *in, char uuid[VA_UUID_STRING_LEN], GError **error)
 {
   if (!in || !va_uuid_normalize (in, uuid))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", in ? in : ""), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", in ? in : "");
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -668,27 +717,36 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
   g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
   g_autoptr (GError) error = NULL;
   g_autofree char *key = NULL;
-  char uuid[37], mac[18];
+  char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
   Entry *e;
   Pending *p;
 
   g_task_set_source_tag (task, va_allocator_release_async);
   if (!check_uuid (in_uuid, uuid, &error))
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
   if (!in_mac || !va_mac_normalize (in_mac, mac))
-    return g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address",
-                                    in_mac ? in_mac : "");
+    {
+      g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", in_mac ? in_mac : "");
+      return;
+    }
 
   key = make_key (uuid, mac);
   e = g_hash_table_lookup (self->entries, key);
   if (e && e->state == ENTRY_PENDING && !commit_now (self, &error))
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
   e = g_hash_table_lookup (self->entries, key);
   if (!e)
     {
       /* idempotent; a stale link from before a crash goes too */
       remove_port_link (self, uuid, mac, FALSE);
-      return g_task_return_boolean (task, TRUE);
+      g_task_return_boolean (task, TRUE);
+      return;
     }
   if (e->state == ENTRY_RELEASING)
     {
@@ -696,7 +754,10 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
       return;
     }
   if (in_use (self, e, &error))
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
 
   e->state = ENTRY_RELEASING;
   e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
@@ -768,11 +829,14 @@ va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyn
   g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
   g_autoptr (GError) error = NULL;
   g_autofree char *dir = NULL;
-  char uuid[37];
+  char uuid[VA_UUID_STRING_LEN];
 
   g_task_set_source_tag (task, va_allocator_release_domain_async);
   if (!check_uuid (in_uuid, uuid, &error) || !queue_release_domain (self, uuid, task, &error))
-    return g_task_return_error (task, g_steal_pointer (&error));
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
   /* links of leases lost before a crash go with the domain's directory */
   dir = port_dir (self, uuid);
   if (g_file_test (dir, G_FILE_TEST_IS_DIR))
@@ -803,7 +867,7 @@ va_allocator_claim (VaAllocator *self, const char *in_uuid, GError **error)
 {
   GHashTableIter iter;
   Entry *e;
-  char uuid[37];
+  char uuid[VA_UUID_STRING_LEN];
   gint n = 0;
 
   if (!check_uuid (in_uuid, uuid, error))
@@ -851,7 +915,7 @@ const char *
 va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
 {
   g_autofree char *key = NULL;
-  char u[37], m[18];
+  char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
   Entry *e;
 
   if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
@@ -909,9 +973,15 @@ gboolean
 va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error)
 {
   if (!pool || !va_name_is_valid (pool))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", pool ? pool : ""), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", pool ? pool : "");
+      return FALSE;
+    }
   if (!va_pools_has_pool (self->pools, pool))
-    return g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", pool), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", pool);
+      return FALSE;
+    }
   if (!va_pools_set_draining (self->pools, pool, draining, error))
     return FALSE;
   g_signal_emit (self, signals[SIGNAL_POOLS_CHANGED], 0);
@@ -928,8 +998,10 @@ va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to,
   VaForm form = VA_FORM_ACCELERATED;
 
   if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable, auto or saved", to ? to : ""),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable, auto or saved", to ? to : "");
+      return NULL;
+    }
   view = va_config_to_host_view (self->config, self->ports_dir);
   names = va_pools_list_pools (self->pools);
   for (guint i = 0; names[i]; i++)
@@ -980,7 +1052,7 @@ run_lister (GTask *task, gpointer source, gpointer data, GCancellable *cancellab
   ListerResult *r = g_new0 (ListerResult, 1);
 
   if (!self->lister)
-    g_set_error_literal (&r->error, VA_ERROR, VA_ERROR_NOT_FOUND, "no libvirt connection configured");
+    g_set_error_literal (&r->error, VA_ERROR, VA_ERROR_UNREACHABLE, "no libvirt connection configured");
   else
     self->lister (&r->domains, self->lister_data, &r->error);
   g_task_return_pointer (task, r, (GDestroyNotify) lister_result_free);
@@ -1113,7 +1185,8 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   if (!commit_now (self, &error))
     {
       lister_result_free (r);
-      return g_task_return_error (task, g_steal_pointer (&error));
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
     }
   reconcile_devices (self, report);
   reconcile_links (self, report);
@@ -1166,7 +1239,8 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
       if (error)
         {
           lister_result_free (r);
-          return g_task_return_error (task, g_steal_pointer (&error));
+          g_task_return_error (task, g_steal_pointer (&error));
+          return;
         }
     }
   lister_result_free (r);

@@ -2,6 +2,8 @@
 /* Netlink messages of the kernel backend, built as iproute2's vdpa,
  * devlink, ip and bridge tools build them (attribute order included), and
  * sent with libmnl. */
+#define G_LOG_DOMAIN "va-netlink"
+
 #include "va-netlink.h"
 
 #include <errno.h>
@@ -269,20 +271,25 @@ va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, gpointer u
   if (kernel_errno)
     *kernel_errno = 0;
   if (!nl)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: opening a netlink socket: %s", what, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: opening a netlink socket: %s", what, g_strerror (errno));
+      return FALSE;
+    }
   mnl_socket_setsockopt (nl, NETLINK_EXT_ACK, &one, sizeof one);
   if (mnl_socket_bind (nl, 0, MNL_SOCKET_AUTOPID) < 0)
     {
       int e = errno;
       mnl_socket_close (nl);
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: binding a netlink socket: %s", what, g_strerror (e)), FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: binding a netlink socket: %s", what, g_strerror (e));
+      return FALSE;
     }
   portid = mnl_socket_get_portid (nl);
   if (mnl_socket_sendto (nl, nlh, nlh->nlmsg_len) < 0)
     {
       int e = errno;
       mnl_socket_close (nl);
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: sending: %s", what, g_strerror (e)), FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: sending: %s", what, g_strerror (e));
+      return FALSE;
     }
   while (!done)
     {
@@ -294,7 +301,8 @@ va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, gpointer u
         {
           int e = errno;
           mnl_socket_close (nl);
-          return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: receiving: %s", what, g_strerror (e)), FALSE;
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: receiving: %s", what, g_strerror (e));
+          return FALSE;
         }
       len = (int) n;
       for (r = (const struct nlmsghdr *) buf; mnl_nlmsg_ok (r, len); r = mnl_nlmsg_next (r, &len))
@@ -370,14 +378,19 @@ va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **e
   if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_getfamily (buf, next_seq (), name), family_reply, id, what, &kerr, &local))
     {
       if (kerr == ENOENT)
-        return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND,
-                            "the kernel has no %s netlink family (module %s not loaded, or kernel built without it)", name, module),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND,
+                       "the kernel has no %s netlink family (module %s not loaded, or kernel built without it)", name, module);
+          return FALSE;
+        }
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
   if (!*id)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the reply carried no family id", what), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the reply carried no family id", what);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -463,7 +476,10 @@ ifindex_of (const char *name, const char *what, int *ifindex, GError **error)
 {
   *ifindex = (int) if_nametoindex (name);
   if (*ifindex == 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: no network interface %s", what, name), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: no network interface %s", what, name);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -498,11 +514,13 @@ va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_un
                        &local))
     {
       if (kerr == EOPNOTSUPP)
-        return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
-                            "%s: the kernel refused: %s (is %s in a bridge with vlan_filtering 1, and does the kernel have "
-                            "CONFIG_BRIDGE_VLAN_FILTERING?)",
-                            what, g_strerror (kerr), port),
-               FALSE;
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                       "%s: the kernel refused: %s (is %s in a bridge with vlan_filtering 1, and does the kernel have "
+                       "CONFIG_BRIDGE_VLAN_FILTERING?)",
+                       what, g_strerror (kerr), port);
+          return FALSE;
+        }
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
@@ -613,13 +631,16 @@ va_nl_link_monitor_new (GError **error)
 
   self->nl = mnl_socket_open2 (NETLINK_ROUTE, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (!self->nl)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: opening a netlink socket: %s",
-                        g_strerror (errno)),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: opening a netlink socket: %s",
+                   g_strerror (errno));
+      return NULL;
+    }
   if (mnl_socket_bind (self->nl, RTMGRP_LINK, MNL_SOCKET_AUTOPID) < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: joining the link group: %s",
-                        g_strerror (errno)),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following link changes: joining the link group: %s", g_strerror (errno));
+      return NULL;
+    }
   return g_steal_pointer (&self);
 }
 

@@ -5,6 +5,8 @@
  * RUN/sim: dev/vhost-vdpa-N (the char node) and vdpa/<name> (a link naming
  * the slot and MAC of what was made),
  * so they outlive a daemon crash exactly as kernel devices would. */
+#define G_LOG_DOMAIN "va-backend-sim"
+
 #define _GNU_SOURCE /* F_SETLEASE */
 #include "va-backend.h"
 
@@ -103,7 +105,10 @@ sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **erro
   int fd;
 
   if (index == 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: no such VF on the simulated NIC", req->slot), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: no such VF on the simulated NIC", req->slot);
+      return NULL;
+    }
   index--;
   dev->name = g_strdup_printf ("vdpa%u", index);
   dev->slot = g_strdup (req->slot);
@@ -113,8 +118,10 @@ sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **erro
    * without a record, which nothing lists and the next create reuses. */
   fd = open (dev->chardev, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", req->slot, dev->chardev, g_strerror (errno)),
-           NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: creating %s: %s", req->slot, dev->chardev, g_strerror (errno));
+      return NULL;
+    }
   close (fd);
 
   record = device_record (self, dev->name);
@@ -127,7 +134,10 @@ sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **erro
         errno = 0;
     }
   if (errno && !g_file_test (record, G_FILE_TEST_IS_SYMLINK))
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: recording %s: %s", req->slot, record, g_strerror (errno)), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: recording %s: %s", req->slot, record, g_strerror (errno));
+      return NULL;
+    }
   return g_steal_pointer (&dev);
 }
 
@@ -135,7 +145,10 @@ static gboolean
 unlink_if_there (const char *path, GError **error)
 {
   if (g_unlink (path) < 0 && errno != ENOENT)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "removing %s: %s", path, g_strerror (errno)), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "removing %s: %s", path, g_strerror (errno));
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -148,7 +161,10 @@ sim_destroy_device (VaBackend *backend, const char *slot, const char *name, cons
   const char *digits;
 
   if (!name || !g_str_has_prefix (name, "vdpa") || strchr (name, '/'))
-    return g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no simulated vdpa device", slot, name), FALSE;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no simulated vdpa device", slot, name);
+      return FALSE;
+    }
   digits = name + 4;
   record = device_record (self, name);
   chardev = g_strdup_printf ("%s/vhost-vdpa-%s", self->dev_dir, digits);
@@ -168,7 +184,10 @@ sim_list_devices (VaBackend *backend, GError **error)
 
   dir = g_dir_open (self->vdpa_dir, 0, &local);
   if (!dir)
-    return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s", local->message), NULL;
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s", local->message);
+      return NULL;
+    }
   while ((name = g_dir_read_name (dir)))
     {
       g_autofree char *record = device_record (self, name);
@@ -260,7 +279,10 @@ va_backend_sim_new (const VaConfig *config, const char *run_dir, GError **error)
   self->vdpa_dir = g_build_filename (self->root, "vdpa", NULL);
   for (const char *dir = self->dev_dir; dir; dir = (dir == self->dev_dir) ? self->vdpa_dir : NULL)
     if (g_mkdir_with_parents (dir, 0700) < 0)
-      return g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno)), NULL;
+      {
+        g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno));
+        return NULL;
+      }
 
   for (guint i = 0; i < self->pfs; i++)
     for (guint k = 0; k < self->vfs; k++)

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The hook calls that have work (docs/hook-contract.md), for the
+ * dispatcher, which links libc alone, and the helper: one table, so that a
+ * call added for one is never skipped by the other. */
+typedef enum
+{
+  VA_HOOK_CALL_NONE,
+  VA_HOOK_CALL_PREPARE,   /* prepare begin: lease accelerated NICs */
+  VA_HOOK_CALL_START,     /* start begin: Linux-bridge VLANs on the taps */
+  VA_HOOK_CALL_STOPPED,   /* stopped end, release end: give leases back */
+  VA_HOOK_CALL_RECONNECT, /* reconnect begin: claim leases again */
+  VA_HOOK_CALL_REWRITE,   /* migrate begin, restore begin: rewrite for this host */
+} VaHookCall;
+
+VaHookCall va_hook_call_lookup (const char *op, const char *sub);

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-ids"
+
+#include "va-ids.h"
+
+#include <string.h>
+
+gboolean
+va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN])
+{
+  static const guint dashes[] = { 8, 13, 18, 23 };
+  char hex[33];
+  guint n = 0;
+  gsize len = strlen (uuid);
+
+  /* As libvirt: 32 hex digits, either bare or in the 8-4-4-4-12 form. */
+  if (len == 36)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (dashes); i++)
+        if (uuid[dashes[i]] != '-')
+          return FALSE;
+    }
+  else if (len != 32)
+    return FALSE;
+  for (const char *c = uuid; *c; c++)
+    {
+      if (*c == '-' && len == 36)
+        continue;
+      if (!g_ascii_isxdigit (*c) || n >= 32)
+        return FALSE;
+      hex[n++] = g_ascii_tolower (*c);
+    }
+  if (n != 32)
+    return FALSE;
+  hex[32] = '\0';
+  g_snprintf (out, VA_UUID_STRING_LEN, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+  return TRUE;
+}
+
+gboolean
+va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN])
+{
+  guint8 first;
+
+  if (strlen (mac) != 17)
+    return FALSE;
+  for (guint i = 0; i < 17; i++)
+    {
+      if (i % 3 == 2)
+        {
+          if (mac[i] != ':')
+            return FALSE;
+          out[i] = ':';
+        }
+      else
+        {
+          if (!g_ascii_isxdigit (mac[i]))
+            return FALSE;
+          out[i] = g_ascii_tolower (mac[i]);
+        }
+    }
+  out[17] = '\0';
+  first = (g_ascii_xdigit_value (out[0]) << 4) | g_ascii_xdigit_value (out[1]);
+  /* libvirt refuses multicast addresses; an all-zero one is no address */
+  if ((first & 1) || strcmp (out, "00:00:00:00:00:00") == 0)
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_name_is_valid (const char *name)
+{
+  gsize len = strlen (name);
+
+  if (len == 0 || len > VA_NAME_MAX)
+    return FALSE;
+  for (const char *c = name; *c; c++)
+    if (!g_ascii_isalnum (*c) && *c != '-' && *c != '_' && *c != '.')
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_ifname_is_valid (const char *name)
+{
+  gsize len = strlen (name);
+
+  /* The kernel's rules: IFNAMSIZ, no '/', ':' or white space, not . or .. */
+  if (len == 0 || len > VA_IFNAME_MAX || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+    return FALSE;
+  for (const char *c = name; *c; c++)
+    if (*c == '/' || *c == ':' || g_ascii_isspace (*c) || !g_ascii_isprint (*c))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+va_pci_address_is_valid (const char *s)
+{
+  /* dddd:bb:dd.f */
+  if (strlen (s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.')
+    return FALSE;
+  for (guint i = 0; i < 12; i++)
+    if (i != 4 && i != 7 && i != 10 && !g_ascii_isxdigit (s[i]))
+      return FALSE;
+  return s[11] >= '0' && s[11] <= '7';
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Every identifier rule of the suite, for the engine, the configuration,
+ * the store and the D-Bus adapter alike. */
+
+#define VA_VLAN_MIN 1
+#define VA_VLAN_MAX 4094
+#define VA_QUEUES_MIN 1
+#define VA_QUEUES_MAX 256
+#define VA_NAME_MAX 64
+/* the kernel's ETH_MIN_MTU, and the largest frame ConnectX takes */
+#define VA_MTU_MIN 68
+#define VA_MTU_MAX 9216
+#define VA_IFNAME_MAX 15 /* IFNAMSIZ - 1 */
+
+#define VA_UUID_STRING_LEN 37 /* 8-4-4-4-12 and NUL */
+#define VA_MAC_STRING_LEN 18  /* xx:xx:xx:xx:xx:xx and NUL */
+
+/* A libvirt UUID (32 hex digits, bare or 8-4-4-4-12) in lower-case
+ * 8-4-4-4-12 form into @out. */
+gboolean va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN]);
+
+/* A unicast, non-zero MAC address in lower case into @out. */
+gboolean va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN]);
+
+/* A pool or network name: 1 to VA_NAME_MAX letters, digits, '-', '_', '.'. */
+gboolean va_name_is_valid (const char *name);
+
+/* A network interface name as the kernel takes it. */
+gboolean va_ifname_is_valid (const char *name);
+
+/* A PCI address in the dddd:bb:dd.f form. */
+gboolean va_pci_address_is_valid (const char *s);
+
+G_END_DECLS
