@@ -216,7 +216,8 @@ static int
 on_start (Hook *h)
 {
   g_autoptr (VaConfig) config = load_config ();
-  g_autoptr (VaHostView) view = va_config_to_host_view (config, NULL);
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (VaHostView) view = va_config_to_host_view (config, ports);
   GPtrArray *nics = va_domain_get_nics (h->domain);
 
   for (guint i = 0; i < nics->len; i++)

@@ -68,9 +68,19 @@ va_form_from_string (const char *str, VaForm *form)
 }
 
 char *
+va_port_dir (const char *port_root, const char *uuid)
+{
+  g_return_val_if_fail (port_root != NULL && uuid != NULL, NULL);
+  return g_build_filename (port_root, uuid, NULL);
+}
+
+char *
 va_port_path (const char *port_root, const char *uuid, const char *mac)
 {
-  return g_build_filename (port_root, uuid, mac, NULL);
+  g_autofree char *dir = va_port_dir (port_root, uuid);
+
+  g_return_val_if_fail (mac != NULL, NULL);
+  return g_build_filename (dir, mac, NULL);
 }
 
 gboolean

@@ -69,7 +69,10 @@ GPtrArray *va_domain_get_nics (const VaDomain *self);
 
 gboolean va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error);
 
-/* The port path of an accelerated NIC. */
+/* The layout of port paths, PORT_ROOT/UUID/MAC (the daemon makes them,
+ * the engine writes them into <source dev>): a domain's directory, and
+ * the port path of one of its accelerated NICs. */
+char *va_port_dir (const char *port_root, const char *uuid);
 char *va_port_path (const char *port_root, const char *uuid, const char *mac);
 
 /* Rewrites every marked interface to @form (accelerated: each NIC whose mode

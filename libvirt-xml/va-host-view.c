@@ -42,10 +42,12 @@ pool_free (Pool *p)
 VaHostView *
 va_host_view_new (const char *port_root)
 {
-  VaHostView *self = g_new0 (VaHostView, 1);
+  VaHostView *self;
 
+  g_return_val_if_fail (port_root != NULL, NULL);
+  self = g_new0 (VaHostView, 1);
   self->ref_count = 1;
-  self->port_root = g_strdup (port_root ? port_root : "/run/vdpa-allocator/ports");
+  self->port_root = g_strdup (port_root);
   self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_free);
   self->networks_by_name = g_hash_table_new (g_str_hash, g_str_equal);
   self->pools = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) pool_free);

@@ -160,17 +160,11 @@ make_key (const char *uuid, const char *mac)
 
 /* ---- port links ---------------------------------------------------------- */
 
-static char *
-port_dir (VaAllocator *self, const char *uuid)
-{
-  return g_build_filename (self->ports_dir, uuid, NULL);
-}
-
 /* RUN/ports/UUID/MAC → chardev, replaced atomically. */
 static gboolean
 make_port_link (VaAllocator *self, const VaLease *lease, GError **error)
 {
-  g_autofree char *dir = port_dir (self, lease->uuid);
+  g_autofree char *dir = va_port_dir (self->ports_dir, lease->uuid);
   g_autofree char *tmp = g_strdup_printf ("%s.tmp", lease->port);
   g_autofree char *cur = g_file_read_link (lease->port, NULL);
 
@@ -195,8 +189,8 @@ make_port_link (VaAllocator *self, const VaLease *lease, GError **error)
 static void
 remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone)
 {
-  g_autofree char *dir = port_dir (self, uuid);
-  g_autofree char *link = g_build_filename (dir, mac, NULL);
+  g_autofree char *dir = va_port_dir (self->ports_dir, uuid);
+  g_autofree char *link = va_port_path (self->ports_dir, uuid, mac);
 
   g_unlink (link);
   /* The directory stays while the domain runs: on a file system mounted
@@ -838,7 +832,7 @@ va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyn
       return;
     }
   /* links of leases lost before a crash go with the domain's directory */
-  dir = port_dir (self, uuid);
+  dir = va_port_dir (self->ports_dir, uuid);
   if (g_file_test (dir, G_FILE_TEST_IS_DIR))
     {
       g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
@@ -1146,7 +1140,7 @@ reconcile_links (VaAllocator *self, VaReconcileReport *report)
 
   while (top && (uuid = g_dir_read_name (top)))
     {
-      g_autofree char *dir = g_build_filename (self->ports_dir, uuid, NULL);
+      g_autofree char *dir = va_port_dir (self->ports_dir, uuid);
       g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
       const char *name;
 
