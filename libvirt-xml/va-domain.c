@@ -49,23 +49,7 @@ va_domain_free (VaDomain *self)
   g_free (self);
 }
 
-const char *
-va_form_to_string (VaForm form)
-{
-  return form == VA_FORM_ACCELERATED ? "accelerated" : "portable";
-}
-
-gboolean
-va_form_from_string (const char *str, VaForm *form)
-{
-  if (g_strcmp0 (str, "accelerated") == 0)
-    *form = VA_FORM_ACCELERATED;
-  else if (g_strcmp0 (str, "portable") == 0)
-    *form = VA_FORM_PORTABLE;
-  else
-    return FALSE;
-  return TRUE;
-}
+VA_ENUM_IMPL (va_form, VaForm, VA_FORM_LAST, [VA_FORM_ACCELERATED] = "accelerated", [VA_FORM_PORTABLE] = "portable")
 
 char *
 va_port_dir (const char *port_root, const char *uuid)

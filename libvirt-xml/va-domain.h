@@ -19,6 +19,8 @@ typedef enum
   VA_FORM_PORTABLE,    /* virtio on the network's bridge and VLAN */
 } VaForm;
 
+#define VA_FORM_LAST (VA_FORM_PORTABLE + 1)
+
 /* One vdpa:nic of the metadata, and what the document makes of it. */
 typedef struct
 {
@@ -95,8 +97,7 @@ char *va_domain_to_string (const VaDomain *self, gsize *len);
 /* Parse, rewrite and serialize in one step. */
 char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error);
 
-const char *va_form_to_string (VaForm form);
-gboolean va_form_from_string (const char *str, VaForm *form);
+VA_ENUM_DECL (va_form, VaForm)
 
 /* The <interface> element whose MAC is @mac, serialized (what libvirt's
  * detach wants), or NULL with VA_ERROR_NOT_FOUND. */

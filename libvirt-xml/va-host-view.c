@@ -153,44 +153,6 @@ va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GEr
   return TRUE;
 }
 
-static const char *const mode_names[] = {
-  [VA_MODE_VDPA] = "vdpa",
-  [VA_MODE_VIRTIO] = "virtio",
-  [VA_MODE_AUTO] = "auto",
-};
+VA_ENUM_IMPL (va_mode, VaMode, VA_MODE_LAST, [VA_MODE_VDPA] = "vdpa", [VA_MODE_VIRTIO] = "virtio", [VA_MODE_AUTO] = "auto")
 
-const char *
-va_mode_to_string (VaMode mode)
-{
-  return mode_names[mode];
-}
-
-gboolean
-va_mode_from_string (const char *str, VaMode *mode)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (mode_names); i++)
-    if (g_strcmp0 (str, mode_names[i]) == 0)
-      {
-        *mode = i;
-        return TRUE;
-      }
-  return FALSE;
-}
-
-const char *
-va_bridge_kind_to_string (VaBridgeKind kind)
-{
-  return kind == VA_BRIDGE_OVS ? "ovs" : "linux";
-}
-
-gboolean
-va_bridge_kind_from_string (const char *str, VaBridgeKind *kind)
-{
-  if (g_strcmp0 (str, "linux") == 0)
-    *kind = VA_BRIDGE_LINUX;
-  else if (g_strcmp0 (str, "ovs") == 0)
-    *kind = VA_BRIDGE_OVS;
-  else
-    return FALSE;
-  return TRUE;
-}
+VA_ENUM_IMPL (va_bridge_kind, VaBridgeKind, VA_BRIDGE_LAST, [VA_BRIDGE_LINUX] = "linux", [VA_BRIDGE_OVS] = "ovs")

@@ -3,6 +3,7 @@
 
 #include <glib.h>
 
+#include "va-enum.h"
 #include "va-ids.h"
 
 G_BEGIN_DECLS
@@ -15,11 +16,15 @@ typedef enum
   VA_MODE_AUTO,   /* accelerated while the pool has room, else portable */
 } VaMode;
 
+#define VA_MODE_LAST (VA_MODE_AUTO + 1)
+
 typedef enum
 {
   VA_BRIDGE_LINUX,
   VA_BRIDGE_OVS,
 } VaBridgeKind;
+
+#define VA_BRIDGE_LAST (VA_BRIDGE_OVS + 1)
 
 /* A network as the configuration defines it: what a NIC asks for. */
 typedef struct
@@ -53,10 +58,8 @@ guint va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name);
 gint64 va_host_view_get_pool_free (const VaHostView *self, const char *name);
 gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error);
 
-const char *va_mode_to_string (VaMode mode);
-gboolean va_mode_from_string (const char *str, VaMode *mode);
-const char *va_bridge_kind_to_string (VaBridgeKind kind);
-gboolean va_bridge_kind_from_string (const char *str, VaBridgeKind *kind);
+VA_ENUM_DECL (va_mode, VaMode)
+VA_ENUM_DECL (va_bridge_kind, VaBridgeKind)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaHostView, va_host_view_unref)
 

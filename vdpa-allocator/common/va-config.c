@@ -85,25 +85,13 @@ va_config_free (VaConfig *self)
   g_free (self);
 }
 
-const char *
-va_eswitch_mode_to_string (VaEswitchMode mode)
-{
-  static const char *const names[] = { "unchanged", "legacy", "switchdev" };
-  return names[mode];
-}
+VA_ENUM_IMPL (va_eswitch_mode, VaEswitchMode,
+              VA_ESWITCH_LAST, [VA_ESWITCH_UNCHANGED] = "unchanged", [VA_ESWITCH_LEGACY] = "legacy", [VA_ESWITCH_SWITCHDEV] = "switchdev")
 
-const char *
-va_pool_type_to_string (VaPoolType type)
-{
-  return type == VA_POOL_TYPE_VDUSE_TEST ? "vduse-test" : "connectx";
-}
+VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test")
 
-const char *
-va_vlan_method_to_string (VaVlanMethod method)
-{
-  static const char *const names[] = { "none", "vst", "bridge", "ovs" };
-  return names[method];
-}
+VA_ENUM_IMPL (va_vlan_method, VaVlanMethod, VA_VLAN_METHOD_LAST, [VA_VLAN_METHOD_NONE] = "none", [VA_VLAN_METHOD_VST] = "vst",
+              [VA_VLAN_METHOD_BRIDGE] = "bridge", [VA_VLAN_METHOD_OVS] = "ovs")
 
 /* GKeyFile knows only whole-line comments; the documented examples put
  * "# ..." after values too, and no value of ours contains '#'. */
@@ -367,11 +355,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 
       if (strcmp (key, "type") == 0)
         {
-          if (strcmp (v, "connectx") == 0)
-            p->type = VA_POOL_TYPE_CONNECTX;
-          else if (strcmp (v, "vduse-test") == 0)
-            p->type = VA_POOL_TYPE_VDUSE_TEST;
-          else
+          if (!va_pool_type_from_string (v, &p->type))
             return item_error (&it, error, "'%.64s' is not connectx or vduse-test", v);
         }
       else if (strcmp (key, "match-pf") == 0)
@@ -401,24 +385,13 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         }
       else if (strcmp (key, "eswitch") == 0)
         {
-          if (strcmp (v, "legacy") == 0)
-            p->eswitch = VA_ESWITCH_LEGACY;
-          else if (strcmp (v, "switchdev") == 0)
-            p->eswitch = VA_ESWITCH_SWITCHDEV;
-          else
+          /* "unchanged" is the default, not a value to write */
+          if (!va_eswitch_mode_from_string (v, &p->eswitch) || p->eswitch == VA_ESWITCH_UNCHANGED)
             return item_error (&it, error, "'%.64s' is not legacy or switchdev", v);
         }
       else if (strcmp (key, "vlan-method") == 0)
         {
-          if (strcmp (v, "none") == 0)
-            p->vlan_method = VA_VLAN_METHOD_NONE;
-          else if (strcmp (v, "vst") == 0)
-            p->vlan_method = VA_VLAN_METHOD_VST;
-          else if (strcmp (v, "bridge") == 0)
-            p->vlan_method = VA_VLAN_METHOD_BRIDGE;
-          else if (strcmp (v, "ovs") == 0)
-            p->vlan_method = VA_VLAN_METHOD_OVS;
-          else
+          if (!va_vlan_method_from_string (v, &p->vlan_method))
             return item_error (&it, error, "'%.64s' is not vst, bridge, ovs or none", v);
         }
       else if (strcmp (key, "uplink-bridge") == 0)

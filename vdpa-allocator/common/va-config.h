@@ -14,6 +14,8 @@ typedef enum
   VA_ESWITCH_SWITCHDEV,
 } VaEswitchMode;
 
+#define VA_ESWITCH_LAST (VA_ESWITCH_SWITCHDEV + 1)
+
 typedef enum
 {
   VA_VLAN_METHOD_NONE,
@@ -22,6 +24,8 @@ typedef enum
   VA_VLAN_METHOD_OVS,
 } VaVlanMethod;
 
+#define VA_VLAN_METHOD_LAST (VA_VLAN_METHOD_OVS + 1)
+
 typedef enum
 {
   VA_POOL_TYPE_CONNECTX,
@@ -29,6 +33,8 @@ typedef enum
    * va_kernel_pf_is_vduse) */
   VA_POOL_TYPE_VDUSE_TEST,
 } VaPoolType;
+
+#define VA_POOL_TYPE_LAST (VA_POOL_TYPE_VDUSE_TEST + 1)
 
 typedef struct
 {
@@ -85,9 +91,9 @@ const VaPoolConfig *va_config_lookup_pool (const VaConfig *self, const char *nam
  * capacity. */
 VaHostView *va_config_to_host_view (const VaConfig *self, const char *port_root);
 
-const char *va_eswitch_mode_to_string (VaEswitchMode mode);
-const char *va_vlan_method_to_string (VaVlanMethod method);
-const char *va_pool_type_to_string (VaPoolType type);
+VA_ENUM_DECL (va_eswitch_mode, VaEswitchMode)
+VA_ENUM_DECL (va_vlan_method, VaVlanMethod)
+VA_ENUM_DECL (va_pool_type, VaPoolType)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaConfig, va_config_free)
 

@@ -754,18 +754,4 @@ va_slot_get_network (const VaSlot *slot)
   return slot->network;
 }
 
-const char *
-va_slot_state_to_string (VaSlotState state)
-{
-  switch (state)
-    {
-      case VA_SLOT_FREE:
-        return "free";
-      case VA_SLOT_LEASED:
-        return "leased";
-      case VA_SLOT_LOST:
-        return "lost";
-      default:
-        return "unknown";
-    }
-}
+VA_ENUM_IMPL (va_slot_state, VaSlotState, VA_SLOT_STATE_LAST, [VA_SLOT_FREE] = "free", [VA_SLOT_LEASED] = "leased", [VA_SLOT_LOST] = "lost")

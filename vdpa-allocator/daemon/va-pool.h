@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "va-enum.h"
+
 G_BEGIN_DECLS
 
 /* The pool model and the allocation policy: plain data, no I/O, no clock.
@@ -31,6 +33,8 @@ typedef enum
   VA_SLOT_LEASED,
   VA_SLOT_LOST, /* the VF vanished or cannot be provisioned */
 } VaSlotState;
+
+#define VA_SLOT_STATE_LAST (VA_SLOT_LOST + 1)
 
 typedef struct _VaPools VaPools;
 typedef struct _VaSlot VaSlot;
@@ -132,7 +136,7 @@ const char *va_slot_get_uuid (const VaSlot *slot);
 const char *va_slot_get_mac (const VaSlot *slot);
 const char *va_slot_get_network (const VaSlot *slot);
 
-const char *va_slot_state_to_string (VaSlotState state);
+VA_ENUM_DECL (va_slot_state, VaSlotState)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPools, va_pools_free)
 
