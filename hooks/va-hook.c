@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The libvirt hook's second stage: run only for domains that carry
- * vdpa-allocator metadata, for the calls of DESIGN.md section 5. libvirt
+ * vdpa-allocator metadata, for the calls of docs/hook-contract.md. libvirt
  * shows a failing hook's stderr to the user, so every failure is one line
  * naming the domain, the NIC and the reason. */
 #define G_LOG_DOMAIN "va-hook"

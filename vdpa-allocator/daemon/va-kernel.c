@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* ConnectX discovery with libudev and the sysfs steps of provisioning. The
- * kernel facts (DESIGN.md section 6): VFs hang off their PF as virtfnN;
+ * kernel facts (docs/kernel-facts.md): VFs hang off their PF as virtfnN;
  * in switchdev mode each VF has a representor netdev on the PF whose
  * phys_switch_id is the PF's and whose phys_port_name is pfXvfN; a vdpa
  * device made on a VF sits under it on the vdpa bus, and once bound to
