@@ -13,39 +13,47 @@
 #include "va-hook-calls.h"
 #include "va-precheck.h"
 
-#define MAX_XML (16 * 1024 * 1024)
 #define HELPER "vdpa-allocator-hook-helper"
 
+/* Reads stdin to its end, keeping at most VA_XML_MAX_SIZE + 1 bytes: libvirt must
+ * never write into a closed pipe, and the helper says "over the limit". */
 static char *
-read_all (size_t *len)
+read_all (size_t *len, int *over)
 {
   size_t cap = 65536, n = 0;
   char *buf = malloc (cap);
+  char sink[65536];
 
+  *over = 0;
   while (buf)
     {
       ssize_t r;
 
-      if (n == cap)
+      if (n == cap && cap < VA_XML_MAX_SIZE + 1)
         {
-          char *bigger;
-          if (cap >= MAX_XML + 1)
-            break; /* over the limit: the helper says so */
-          cap *= 2;
-          bigger = realloc (buf, cap);
+          size_t bigger_cap = cap * 2 > VA_XML_MAX_SIZE + 1 ? VA_XML_MAX_SIZE + 1 : cap * 2;
+          char *bigger = realloc (buf, bigger_cap);
+
           if (!bigger)
             {
               free (buf);
               return NULL;
             }
           buf = bigger;
+          cap = bigger_cap;
         }
-      r = read (STDIN_FILENO, buf + n, cap - n);
+      if (n < cap)
+        r = read (STDIN_FILENO, buf + n, cap - n);
+      else
+        r = read (STDIN_FILENO, sink, sizeof sink);
       if (r < 0 && errno == EINTR)
         continue;
       if (r <= 0)
         break;
-      n += r;
+      if (n < cap)
+        n += r;
+      else
+        *over = 1;
     }
   *len = n;
   return buf;
@@ -84,17 +92,20 @@ va_hook_dispatch (int argc, char **argv, const char *helper_dir)
 {
   size_t len = 0;
   char *xml;
-  int rc;
+  int over, rc;
 
   /* libvirt writes the XML for every call: read it all, so that it never
    * writes into a closed pipe */
-  xml = read_all (&len);
+  xml = read_all (&len, &over);
   if (!xml)
     {
       fprintf (stderr, "vdpa-allocator: out of memory reading the domain XML\n");
       return 1;
     }
-  if (argc < 4 || va_hook_call_lookup (argv[2], argv[3]) == VA_HOOK_CALL_NONE || !va_text_may_have_intent (xml, len))
+  /* an oversized document goes to the helper, which refuses it: its
+   * namespace may lie past what was kept */
+  if (argc < 4 || va_hook_call_lookup (argv[2], argv[3]) == VA_HOOK_CALL_NONE
+      || (!over && len <= VA_XML_MAX_SIZE && !va_text_may_have_intent (xml, len)))
     {
       free (xml);
       return 0;

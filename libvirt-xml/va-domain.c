@@ -144,6 +144,71 @@ check_tree (xmlNode *root, GError **error)
   return TRUE;
 }
 
+/* A linear pass over the text before libxml2 sees it: refuses a NUL byte,
+ * more than VA_XML_MAX_ATTRS attributes on one element and more than
+ * VA_XML_MAX_NODES markup nodes. Comments, CDATA, processing instructions
+ * and the DOCTYPE are skipped, quoted values too; the parser judges the
+ * rest, so this only needs to count no less than libxml2 would build. */
+static gboolean
+check_text (const char *xml, gsize len, GError **error)
+{
+  const char *p = xml, *end = xml + len;
+  guint nodes = 0;
+
+  if (memchr (xml, '\0', len))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "document contains a NUL byte");
+      return FALSE;
+    }
+  while ((p = memchr (p, '<', end - p)))
+    {
+      const char *close = NULL;
+      guint attrs = 0;
+      char quote = 0;
+
+      p++;
+      if (++nodes > VA_XML_MAX_NODES)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "document has more than %d elements and other nodes", VA_XML_MAX_NODES);
+          return FALSE;
+        }
+      if (end - p >= 3 && memcmp (p, "!--", 3) == 0)
+        close = g_strstr_len (p + 3, end - p - 3, "-->");
+      else if (end - p >= 8 && memcmp (p, "![CDATA[", 8) == 0)
+        close = g_strstr_len (p + 8, end - p - 8, "]]>");
+      else if (p < end && (*p == '?' || *p == '!' || *p == '/'))
+        close = memchr (p, '>', end - p);
+      if (close || (p < end && (*p == '?' || *p == '!' || *p == '/')))
+        {
+          if (!close)
+            break; /* unterminated: the parser says so */
+          p = close + 1;
+          continue;
+        }
+      for (; p < end; p++)
+        {
+          if (quote)
+            {
+              if (*p == quote)
+                quote = 0;
+            }
+          else if (*p == '"' || *p == '\'')
+            quote = *p;
+          else if (*p == '=')
+            {
+              if (++attrs > VA_XML_MAX_ATTRS)
+                {
+                  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "an element has more than %d attributes", VA_XML_MAX_ATTRS);
+                  return FALSE;
+                }
+            }
+          else if (*p == '>' || *p == '<')
+            break;
+        }
+    }
+  return TRUE;
+}
+
 static xmlDoc *
 parse_xml (const char *xml, gsize len, GError **error)
 {
@@ -159,6 +224,8 @@ parse_xml (const char *xml, gsize len, GError **error)
       return NULL;
     }
   if (len > G_MAXINT)
+    return NULL;
+  if (!check_text (xml, len, error))
     return NULL;
 
   ctxt = xmlNewParserCtxt ();
@@ -492,9 +559,9 @@ va_domain_parse (const char *xml, gssize len, GError **error)
       VaNic *nic;
       xmlNode *iface;
 
-      if (c->type == XML_TEXT_NODE || c->type == XML_COMMENT_NODE)
+      if (c->type != XML_ELEMENT_NODE)
         {
-          if (c->type == XML_TEXT_NODE && !xmlIsBlankNode (c))
+          if (c->type != XML_COMMENT_NODE && !xmlIsBlankNode (c))
             {
               g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics holds text; only vdpa:nic elements belong there");
               return NULL;

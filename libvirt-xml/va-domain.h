@@ -5,12 +5,15 @@
 
 #include "va-host-view.h"
 #include "va-ids.h"
+#include "va-precheck.h"
 
 G_BEGIN_DECLS
 
-#define VA_XML_NS "http://vdpa-allocator.org/xmlns/domain/1.0"
-#define VA_XML_MAX_SIZE (16 * 1024 * 1024)
 #define VA_XML_MAX_DEPTH 256
+/* libxml2 checks an element's attributes for duplicates in quadratic time,
+ * and keeps about a hundred bytes per node: both bounded before it parses */
+#define VA_XML_MAX_ATTRS 256
+#define VA_XML_MAX_NODES 200000
 #define VA_XML_MAX_NICS 1024
 
 typedef enum

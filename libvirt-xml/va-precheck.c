@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-#define VA_XML_NS_TEXT "http://vdpa-allocator.org/xmlns/domain/1.0"
-
 static int
 is_space (char c)
 {
@@ -20,7 +18,7 @@ va_text_may_have_intent (const char *xml, size_t len)
 
   if (!xml || len == 0)
     return 0;
-  if (memmem (xml, len, VA_XML_NS_TEXT, sizeof VA_XML_NS_TEXT - 1))
+  if (memmem (xml, len, VA_XML_NS, sizeof VA_XML_NS - 1))
     return 1;
 
   /* The byte search only sees the namespace spelled out in ASCII. A

@@ -59,6 +59,32 @@ test_plain_domain_has_no_nics (void)
   g_assert_cmpuint (va_domain_get_nics (d)->len, ==, 0);
 }
 
+/* libxml2 would build every node of a 16 MiB document of small elements
+ * (hundreds of MB) and check attributes in quadratic time: both are
+ * refused before it parses. */
+static void
+test_parse_bounds (void)
+{
+  g_autoptr (GString) doc = g_string_new ("<domain>");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) domain = NULL;
+
+  for (guint i = 0; i < VA_XML_MAX_NODES; i++)
+    g_string_append (doc, "<a/>");
+  g_string_append (doc, "</domain>");
+  domain = va_domain_parse (doc->str, doc->len, &error);
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_assert_cmpstr (error->message, ==, "document has more than 200000 elements and other nodes");
+  g_assert_null (domain);
+  g_clear_error (&error);
+
+  /* markup inside comments, CDATA and quoted values counts for nothing */
+  g_string_assign (doc, "<domain><!-- <a b='1' c='2'> --><![CDATA[<x y='=' z='='>]]><e f='a=b=c'/></domain>");
+  domain = va_domain_parse (doc->str, doc->len, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (domain);
+}
+
 static void
 test_port_path (void)
 {
@@ -164,6 +190,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/uuid-syntax", test_uuid);
   g_test_add_func ("/domain/metadata-precheck", test_precheck);
   g_test_add_func ("/domain/plain-domain-has-no-nics", test_plain_domain_has_no_nics);
+  g_test_add_func ("/domain/parse-bounds", test_parse_bounds);
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);

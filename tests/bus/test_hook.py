@@ -5,6 +5,7 @@ against the real daemon on the simulated NIC and a private system bus."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,28 @@ class HookTest(unittest.TestCase):
         # the real pair: still nothing for a plain domain
         r = hook(PLAIN, "prepare", "begin", name="plain")
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+
+    def test_oversized_document_is_refused_not_taken_as_plain(self):
+        # the namespace lies past the 16 MiB the dispatcher keeps: it must
+        # read stdin to the end and let the helper refuse, not exit 0
+        pad = "<!--" + "x" * (16 * 1024 * 1024) + "-->"
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")]).replace("<domain type='qemu'>", "<domain type='qemu'>" + pad)
+        r = hook(xml, "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "over 16777216 bytes")
+        self.assertEqual(self.leases(), [])
+
+    def test_a_bus_that_never_authenticates_does_not_hang_the_hook(self):
+        # dbus-daemon wedged: the socket accepts and never answers
+        d = tempfile.mkdtemp(prefix="va-hook-")
+        self.addCleanup(shutil.rmtree, d)
+        path = os.path.join(d, "bus")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(srv.close)
+        srv.bind(path)
+        srv.listen(4)
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + path)
+        r = hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin", env=env)
+        self.assertOneLine(r, "domain vm1", "the system bus did not answer within")
 
     def test_vdpactl_lease_list_by_domain(self):
         hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin")
