@@ -3,6 +3,10 @@
  * it wrong, each caught with a message naming the file, group and key. */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "va-config.h"
 #include "va-error.h"
@@ -311,6 +315,84 @@ test_empty_dir (Fixture *f, gconstpointer data)
   g_assert_cmpuint (config->files->len, ==, 0);
 }
 
+static void
+test_repeats_in_one_file (Fixture *f, gconstpointer data)
+{
+  static const struct
+  {
+    const char *text;
+    const char *message; /* after "PATH:" */
+  } cases[] = {
+    { "[network vpc2]\nvlan=10\n\n[network vpc2]\nvlan=20\n", "4: [network vpc2] is written twice in this file" },
+    { "[network vpc2]\nmode=virtio\nvlan=10\n# again\nvlan = 20\n", "5: [network vpc2] vlan is set twice in this file" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (VaConfig) config = NULL;
+      g_autofree char *path = write_file (f, "vdpa-allocator.conf", cases[i].text);
+      g_autofree char *expected = g_strdup_printf ("%s:%s", path, cases[i].message);
+
+      config = va_config_load (f->dir, &error);
+      g_assert_null (config);
+      g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG);
+      g_assert_cmpstr (error->message, ==, expected);
+    }
+}
+
+/* Unreadable is an error naming the path, never "absent": as an
+ * unprivileged user, since root reads everything. */
+static void
+test_unreadable (Fixture *f, gconstpointer data)
+{
+  g_autofree char *path = write_file (f, "vdpa-allocator.conf", "[network a]\nmode=virtio\nvlan=5\nfallback-bridge=br0\n");
+  g_autofree char *dropins = g_build_filename (f->dir, "conf.d", NULL);
+  const struct
+  {
+    const char *dir;
+    const char *denied; /* the path the message must name */
+  } cases[] = {
+    { f->dir, path },    /* the directory can be listed, not entered */
+    { f->dir, dropins }, /* conf.d can't be read */
+  };
+
+  if (getuid () != 0)
+    {
+      g_test_skip ("needs root, to run the check as another user");
+      return;
+    }
+  g_assert_cmpint (g_mkdir (dropins, 0700), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      int status;
+      pid_t pid;
+
+      g_assert_cmpint (chmod (f->dir, i == 0 ? 0744 : 0755), ==, 0);
+      pid = fork ();
+      g_assert_cmpint (pid, >=, 0);
+      if (pid == 0)
+        {
+          g_autoptr (GError) error = NULL;
+          g_autoptr (VaConfig) config = NULL;
+
+          if (setgid (65534) < 0 || setuid (65534) < 0)
+            _exit (3);
+          config = va_config_load (cases[i].dir, &error);
+          if (config || !g_error_matches (error, VA_ERROR, VA_ERROR_INVALID_CONFIG) || !strstr (error->message, cases[i].denied)
+              || !strstr (error->message, "Permission denied"))
+            {
+              g_printerr ("case %u: %s\n", i, error ? error->message : "loaded");
+              _exit (1);
+            }
+          _exit (0);
+        }
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      g_assert_true (WIFEXITED (status));
+      g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -325,5 +407,7 @@ main (int argc, char **argv)
   ADD ("/config/bad-values-name-file-group-key", test_bad_values);
   ADD ("/config/error-names-the-dropin", test_error_names_dropin);
   ADD ("/config/syntax-and-size", test_syntax_and_size);
+  ADD ("/config/repeats-in-one-file", test_repeats_in_one_file);
+  ADD ("/config/unreadable-is-an-error", test_unreadable);
   return g_test_run ();
 }

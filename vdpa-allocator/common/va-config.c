@@ -107,6 +107,52 @@ strip_inline_comment (char *value)
   return g_strstrip (value);
 }
 
+/* GKeyFile merges a group written twice in one file and keeps the last of
+ * a repeated key: refuse both, with the line. Overriding between files
+ * stays what conf.d is for. */
+static gboolean
+check_repeats (const char *path, const char *data, gsize len, GError **error)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *group = NULL;
+  const char *p = data, *end = data + len;
+  guint line = 0;
+
+  while (p < end)
+    {
+      const char *eol = memchr (p, '\n', end - p);
+      g_autofree char *text = g_strstrip (g_strndup (p, (eol ? eol : end) - p));
+      char *sep;
+
+      line++;
+      p = eol ? eol + 1 : end;
+      if (!*text || *text == '#')
+        continue;
+      if (*text == '[' && (sep = strchr (text, ']')))
+        {
+          g_free (group);
+          group = g_strndup (text + 1, sep - text - 1);
+          if (!g_hash_table_add (seen, g_strconcat ("[", group, "]", NULL)))
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.64s] is written twice in this file", path, line, group);
+              return FALSE;
+            }
+        }
+      else if (group && (sep = strchr (text, '=')))
+        {
+          *sep = '\0';
+          g_strchomp (text);
+          if (!g_hash_table_add (seen, g_strconcat (group, "\n", text, NULL)))
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.64s] %.64s is set twice in this file", path, line, group,
+                           text);
+              return FALSE;
+            }
+        }
+    }
+  return TRUE;
+}
+
 static gboolean
 merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **error)
 {
@@ -144,6 +190,8 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: over the limit of %d bytes", path, VA_CONFIG_MAX_FILE_SIZE);
       return FALSE;
     }
+  if (!check_repeats (path, data, len, error))
+    return FALSE;
   if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, local->message);
@@ -586,14 +634,32 @@ list_files (const char *dir, GPtrArray *files, GError **error)
   g_autoptr (GError) local = NULL;
   const char *name;
 
-  if (g_file_test (main_file, G_FILE_TEST_EXISTS))
+  struct stat st;
+
+  /* absent is fine; present but unreadable is an error, never "empty" */
+  if (stat (main_file, &st) == 0)
     g_ptr_array_add (files, g_steal_pointer (&main_file));
-  if (!g_file_test (dropins, G_FILE_TEST_IS_DIR))
-    return TRUE;
+  else if (errno != ENOENT)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", main_file, g_strerror (errno));
+      return FALSE;
+    }
+  if (stat (dropins, &st) < 0)
+    {
+      if (errno == ENOENT)
+        return TRUE;
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", dropins, g_strerror (errno));
+      return FALSE;
+    }
+  if (!S_ISDIR (st.st_mode))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: not a directory", dropins);
+      return FALSE;
+    }
   d = g_dir_open (dropins, 0, &local);
   if (!d)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s", local->message);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", dropins, local->message);
       return FALSE;
     }
   while ((name = g_dir_read_name (d)))
@@ -620,9 +686,20 @@ va_config_load (const char *dir, GError **error)
   g_autoptr (GHashTable) groups = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr (GPtrArray) order = g_ptr_array_new_with_free_func ((GDestroyNotify) group_free);
 
-  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+  struct stat st;
+
+  g_return_val_if_fail (dir != NULL, NULL);
+  if (stat (dir, &st) < 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "configuration directory %s does not exist", dir);
+      if (errno == ENOENT)
+        g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "configuration directory %s does not exist", dir);
+      else
+        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "configuration directory %s: %s", dir, g_strerror (errno));
+      return NULL;
+    }
+  if (!S_ISDIR (st.st_mode))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "configuration directory %s: not a directory", dir);
       return NULL;
     }
   self->dir = g_strdup (dir);
