@@ -415,5 +415,76 @@ class CommandLineTest(unittest.TestCase):
             d.remove()
 
 
+class StateTest(unittest.TestCase):
+    """The state directory: one daemon for it, and never a store that
+    cannot be written."""
+
+    def test_a_second_daemon_on_the_same_state_is_refused(self):
+        bus1 = Bus()
+        first = Daemon(bus1)
+        try:
+            first.start()
+            call(bus1, "Allocate", ("4dea22b3-1d52-d8f3-2516-782e98ab3fa0", "vm1", "52:54:00:00:00:01", "vpc2", {}),
+                 "(ssssa{sv})")
+            bus2 = Bus()  # now the system bus of what starts next
+            try:
+                r = subprocess.run([DAEMON, "--config", first.conf_dir, "--state-dir", first.state_dir, "--run-dir",
+                                    first.run_dir], capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr.strip(), "vdpa-allocatord: another vdpa-allocatord (pid %d) serves the state in %s"
+                                 % (first.proc.pid, os.path.realpath(first.state_dir)))
+                self.assertFalse(bus2.has_name(NAME))
+            finally:
+                bus2.close()
+            os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=" + bus1.socket
+            # the first one's device and lease are untouched
+            self.assertEqual(len(call(bus1, "ListLeases")[0]), 1)
+        finally:
+            first.stop()
+            first.remove()
+            bus1.close()
+
+    def test_a_store_that_cannot_be_written_is_refused_at_start(self):
+        bus = Bus()
+        d = Daemon(bus)
+        try:
+            d.start()
+            call(bus, "Allocate", ("4dea22b3-1d52-d8f3-2516-782e98ab3fa0", "vm1", "52:54:00:00:00:01", "vpc2", {}), "(ssssa{sv})")
+            d.stop(signal.SIGKILL)  # leaves the WAL behind
+            # the state directory read-only, in a private mount namespace
+            script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+            r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", d.state_dir,
+                                DAEMON, "--config", d.conf_dir, "--state-dir", d.state_dir, "--run-dir", d.run_dir],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            errors = [line for line in r.stderr.splitlines() if line.startswith("vdpa-allocatord: ")]
+            self.assertEqual(len(errors), 1, r.stderr)
+            self.assertIn("the store is not writable", errors[0])
+            self.assertFalse(bus.has_name(NAME))
+        finally:
+            d.stop()
+            d.remove()
+            bus.close()
+
+    def test_no_configuration_installed_serves_no_pools(self):
+        bus = Bus()
+        d = Daemon(bus)
+        try:
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=os.path.join(d.root, "absent"))
+            proc = subprocess.Popen([DAEMON, "--state-dir", d.state_dir, "--run-dir", d.run_dir], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                bus.wait_for_name(NAME, timeout=60)
+                self.assertEqual(call(bus, "ListLeases")[0], [])
+            finally:
+                proc.terminate()
+                out = proc.communicate(timeout=30)[0]
+            self.assertEqual(proc.returncode, 0, out)
+            self.assertIn("does not exist; serving no pools", out)
+        finally:
+            d.remove()
+            bus.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -5,6 +5,8 @@
 
 #include "va-paths.h"
 
+#include <string.h>
+
 static const char *
 env_or (const char *var, const char *fallback)
 {
@@ -21,6 +23,21 @@ testbed_path (const char *sub)
   return g_intern_string (path);
 }
 
+/* systemd's StateDirectory= and RuntimeDirectory= give the daemon its
+ * directories as $STATE_DIRECTORY and $RUNTIME_DIRECTORY, colon-separated
+ * when the unit names several: ours is the first. */
+static const char *
+systemd_dir (const char *var)
+{
+  const char *v = g_getenv (var);
+  g_autofree char *first = NULL;
+
+  if (!v || !*v)
+    return NULL;
+  first = g_strndup (v, strcspn (v, ":"));
+  return g_intern_string (first);
+}
+
 const char *
 va_path_get (VaPath which)
 {
@@ -29,9 +46,9 @@ va_path_get (VaPath which)
       case VA_PATH_CONFIG:
         return env_or ("VDPA_ALLOCATOR_CONFIG_DIR", VA_SYSCONFDIR "/vdpa-allocator");
       case VA_PATH_STATE:
-        return env_or ("VDPA_ALLOCATOR_STATE_DIR", VA_LOCALSTATEDIR "/lib/vdpa-allocator");
+        return env_or ("VDPA_ALLOCATOR_STATE_DIR", systemd_dir ("STATE_DIRECTORY") ?: VA_LOCALSTATEDIR "/lib/vdpa-allocator");
       case VA_PATH_RUN:
-        return env_or ("VDPA_ALLOCATOR_RUN_DIR", "/run/vdpa-allocator");
+        return env_or ("VDPA_ALLOCATOR_RUN_DIR", systemd_dir ("RUNTIME_DIRECTORY") ?: "/run/vdpa-allocator");
       case VA_PATH_SYSFS:
         return testbed_path ("sys");
       case VA_PATH_DEV:

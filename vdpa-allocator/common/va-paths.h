@@ -10,8 +10,8 @@ G_BEGIN_DECLS
 typedef enum
 {
   VA_PATH_CONFIG, /* VDPA_ALLOCATOR_CONFIG_DIR, else $sysconfdir/vdpa-allocator */
-  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, else $localstatedir/lib/vdpa-allocator */
-  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, else /run/vdpa-allocator */
+  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, $STATE_DIRECTORY, else $localstatedir/lib/vdpa-allocator */
+  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, $RUNTIME_DIRECTORY, else /run/vdpa-allocator */
   VA_PATH_SYSFS,  /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
   VA_PATH_DEV,    /* $UMOCKDEV_DIR/dev likewise, else /dev */
   VA_PATH_HOOKS,  /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */

@@ -9,11 +9,15 @@
 
 #include "va-daemon.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <glib-unix.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "va-allocator.h"
 #include "va-bus.h"
@@ -203,6 +207,48 @@ on_lease_repaired (VaAllocator *alloc, VaLease *lease, gpointer user_data)
              *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, lease->device, lease->chardev);
 }
 
+/* One daemon per state directory: a second one, on another bus, would
+ * serve the same leases and its cleanup would delete the first one's
+ * devices. The lock lives as long as the process. */
+static int
+lock_state_dir (const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, "lock", NULL);
+  g_autofree char *pid = NULL;
+  int fd;
+
+  if (g_mkdir_with_parents (dir, 0755) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "cannot create the state directory %s: %s", dir, g_strerror (errno));
+      return -1;
+    }
+  fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  /* a read-only state still locks: the store then says what is wrong */
+  if (fd < 0 && errno == EROFS)
+    fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: %s", path, g_strerror (errno));
+      return -1;
+    }
+  if (flock (fd, LOCK_EX | LOCK_NB) < 0)
+    {
+      char other[32] = "";
+      ssize_t n = errno == EWOULDBLOCK ? pread (fd, other, sizeof other - 1, 0) : -1;
+
+      if (n > 0)
+        other[strcspn (other, "\n")] = '\0';
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "another vdpa-allocatord%s%s%s serves the state in %s", n > 0 ? " (pid " : "",
+                   n > 0 ? other : "", n > 0 ? ")" : "", dir);
+      close (fd);
+      return -1;
+    }
+  pid = g_strdup_printf ("%d\n", (int) getpid ());
+  if ((fcntl (fd, F_GETFL) & O_ACCMODE) == O_RDWR && (ftruncate (fd, 0) < 0 || pwrite (fd, pid, strlen (pid), 0) < 0))
+    g_warning ("%s: recording the pid: %s", path, g_strerror (errno));
+  return fd;
+}
+
 static void
 print_check (const VaConfig *config)
 {
@@ -248,6 +294,7 @@ va_daemon_main (int argc, char **argv)
   g_autoptr (GDBusConnection) conn = NULL;
   g_autoptr (VaDbus) dbus = NULL;
   Daemon d = { 0 };
+  int lock_fd = -1;
   guint owner;
 
   setlocale (LC_ALL, "");
@@ -270,6 +317,13 @@ va_daemon_main (int argc, char **argv)
   d.config_dir = config_dir ? g_strdup (config_dir) : g_strdup (va_path_get (VA_PATH_CONFIG));
   d.old_configs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_config_free);
   d.config = va_config_load (d.config_dir, &error);
+  if (!d.config && !config_dir && g_error_matches (error, VA_ERROR, VA_ERROR_NOT_FOUND))
+    {
+      /* no configuration installed: serve no pools, and say so */
+      g_message ("%s; serving no pools (see vdpa-allocator.conf(5))", error->message);
+      g_clear_error (&error);
+      d.config = va_config_new_empty ();
+    }
   if (!d.config)
     {
       g_printerr ("vdpa-allocatord: %s\n", error->message);
@@ -288,6 +342,9 @@ va_daemon_main (int argc, char **argv)
   /* absolute: port links and leases carry these paths */
   state_dir = g_canonicalize_filename (state_arg ? state_arg : va_path_get (VA_PATH_STATE), NULL);
   run_dir = g_canonicalize_filename (run_arg ? run_arg : va_path_get (VA_PATH_RUN), NULL);
+  lock_fd = lock_state_dir (state_dir, &error);
+  if (lock_fd < 0)
+    goto fail;
 
   if (d.config->simulate)
     {
@@ -342,10 +399,13 @@ va_daemon_main (int argc, char **argv)
   va_config_free (d.config);
   g_ptr_array_unref (d.old_configs);
   g_free (d.config_dir);
+  close (lock_fd);
   return d.exit_code;
 
 fail:
   g_printerr ("vdpa-allocatord: %s\n", error->message);
+  if (lock_fd >= 0)
+    close (lock_fd);
   g_clear_object (&d.alloc);
   va_config_free (d.config);
   g_ptr_array_unref (d.old_configs);

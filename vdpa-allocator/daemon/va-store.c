@@ -70,6 +70,7 @@ struct _VaStore
   char *path;
   sqlite3 *db;
   guint schema_version;
+  gboolean created;   /* the file held no store before this open */
   GPtrArray *pending; /* VaStoreOp* */
   sqlite3_stmt *insert;
   sqlite3_stmt *select_key;
@@ -496,7 +497,15 @@ upgrade_locked (VaStore *self, const VaStoreMigration *steps, guint n_steps, GEr
   if (version != target || !has_meta)
     if (!write_version (self, target, error))
       return FALSE;
+  /* a real write at every open: a read-only directory or file, or a WAL
+   * that cannot be written, fails here and not at the first lease */
+  if (!exec (self,
+             "INSERT INTO meta (key, value) VALUES ('opened', strftime ('%s', 'now')) "
+             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+             "the store is not writable", error))
+    return FALSE;
   self->schema_version = target;
+  self->created = !has_meta;
   return TRUE;
 }
 
@@ -512,7 +521,7 @@ upgrade (VaStore *self, const VaStoreMigration *steps, guint n_steps, GError **e
       rollback (self);
       return FALSE;
     }
-  if (!exec (self, "COMMIT", "cannot commit the upgrade", error))
+  if (!exec (self, "COMMIT", "the store is not writable", error))
     {
       rollback (self);
       return FALSE;
@@ -585,6 +594,11 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
       return NULL;
     }
   sqlite3_extended_result_codes (self->db, 1);
+  if (sqlite3_db_readonly (self->db, "main") == 1)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: the store is not writable (SQLite opened it read-only)", self->path);
+      return NULL;
+    }
 
   if (!configure (self, error))
     return NULL;
@@ -659,6 +673,13 @@ const char *
 va_store_get_path (const VaStore *self)
 {
   return self->path;
+}
+
+gboolean
+va_store_was_created (const VaStore *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->created;
 }
 
 guint

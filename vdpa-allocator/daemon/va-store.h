@@ -70,6 +70,10 @@ void va_store_free (VaStore *self);
 const char *va_store_get_path (const VaStore *self);
 guint va_store_get_schema_version (const VaStore *self);
 
+/* Whether this open made the store: the file was absent, empty, or an
+ * SQLite database without tables. */
+gboolean va_store_was_created (const VaStore *self);
+
 /* Every lease in the store, in the order they were recorded; VaLease*. */
 GPtrArray *va_store_load (VaStore *self, GError **error);
 
