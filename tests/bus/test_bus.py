@@ -476,6 +476,8 @@ class StateTest(unittest.TestCase):
             try:
                 bus.wait_for_name(NAME, timeout=60)
                 self.assertEqual(call(bus, "ListLeases")[0], [])
+                r = vdpactl("status", check=True)
+                self.assertEqual(r.stdout.splitlines()[-1], "no pools configured: see vdpa-allocator.conf(5)")
             finally:
                 proc.terminate()
                 out = proc.communicate(timeout=30)[0]

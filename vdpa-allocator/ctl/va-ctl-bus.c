@@ -267,7 +267,10 @@ va_ctl_cmd_status (int argc, char **argv)
       g_variant_lookup (props, "Backend", "&s", &backend);
       g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
                g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (list));
-      va_ctl_print_table (pools, pool_cols, FALSE);
+      if (g_variant_n_children (pools) == 0)
+        g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
+      else
+        va_ctl_print_table (pools, pool_cols, FALSE);
     }
   return 0;
 }
