@@ -142,7 +142,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
 void
 va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GTask) task = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *key = NULL;
   char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
@@ -150,6 +150,10 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
   VaLease *lease;
   GPtrArray *keys;
 
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+  g_return_if_fail (req != NULL);
+
+  task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, va_allocator_allocate_async);
   if (!check_request (req, uuid, mac, &error))
     {
@@ -201,6 +205,8 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
 VaLease *
 va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **error)
 {
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+
   return g_task_propagate_pointer (G_TASK (result), error);
 }
 
@@ -233,13 +239,16 @@ check_uuid (const char *in, char uuid[VA_UUID_STRING_LEN], GError **error)
 void
 va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *in_mac, GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GTask) task = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *key = NULL;
   char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
   Entry *e;
   GPtrArray *keys;
 
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, va_allocator_release_async);
   if (!check_uuid (in_uuid, uuid, &error))
     {
@@ -289,6 +298,8 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
 gboolean
 va_allocator_release_finish (VaAllocator *self, GAsyncResult *result, GError **error)
 {
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+
   return g_task_propagate_boolean (G_TASK (result), error);
 }
 
@@ -336,11 +347,14 @@ va_allocator_queue_release_domain (VaAllocator *self, const char *uuid, GTask *t
 void
 va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr (GTask) task = g_task_new (self, NULL, callback, user_data);
+  g_autoptr (GTask) task = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *dir = NULL;
   char uuid[VA_UUID_STRING_LEN];
 
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, va_allocator_release_domain_async);
   if (!check_uuid (in_uuid, uuid, &error) || !va_allocator_queue_release_domain (self, uuid, task, &error))
     {
@@ -369,6 +383,8 @@ va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyn
 gint
 va_allocator_release_domain_finish (VaAllocator *self, GAsyncResult *result, GError **error)
 {
+  g_return_val_if_fail (g_task_is_valid (result, self), -1);
+
   return (gint) g_task_propagate_int (G_TASK (result), error);
 }
 
@@ -379,6 +395,9 @@ va_allocator_claim (VaAllocator *self, const char *in_uuid, GError **error)
   Entry *e;
   char uuid[VA_UUID_STRING_LEN];
   gint n = 0;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), -1);
+  g_return_val_if_fail (error == NULL || *error == NULL, -1);
 
   if (!check_uuid (in_uuid, uuid, error))
     return -1;

@@ -29,6 +29,11 @@ G_BEGIN_DECLS
  *   1  pf              -> entry
  *   0  entry           -> (none)
  *
+ * (Lines are calls and references of symbols; nm on the objects shows
+ * them. The one exception is va_allocator_get_type(), which every type
+ * check calls (VA_IS_ALLOCATOR in the guards, VA_ALLOCATOR casts): it
+ * runs class_init only, which calls no role.)
+ *
  * The structs below are the whole shared state; Pending, Job and PfState
  * stay private to the file that owns them. */
 

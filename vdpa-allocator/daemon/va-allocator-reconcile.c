@@ -247,9 +247,13 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 void
 va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data)
 {
-  GTask *task = g_task_new (self, NULL, callback, user_data);
-  g_autoptr (GTask) lister = g_task_new (self, NULL, reconcile_listed, task);
+  GTask *task;
+  g_autoptr (GTask) lister = NULL;
 
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
+  lister = g_task_new (self, NULL, reconcile_listed, task);
   /* libvirt may be slow to answer: ask it off the main loop */
   g_task_run_in_thread (lister, run_lister);
 }
@@ -257,5 +261,7 @@ va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, g
 VaReconcileReport *
 va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error)
 {
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+
   return g_task_propagate_pointer (G_TASK (result), error);
 }

@@ -34,10 +34,13 @@ cmp_lease (gconstpointer a, gconstpointer b)
 GPtrArray *
 va_allocator_list_leases (VaAllocator *self)
 {
-  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
+  GPtrArray *out;
   GHashTableIter iter;
   Entry *e;
 
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
   g_hash_table_iter_init (&iter, self->entries);
   while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
     if (e->state != ENTRY_PENDING)
@@ -53,6 +56,8 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
   char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
   Entry *e;
 
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
   if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
     return NULL;
   key = va_allocator_make_key (u, m);
@@ -63,10 +68,16 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
 VaPoolStatus *
 va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
 {
-  g_autoptr (VaPoolStatus) st = g_new0 (VaPoolStatus, 1);
-  const VaPoolConfig *pc = va_config_lookup_pool (self->config, name);
+  g_autoptr (VaPoolStatus) st = NULL;
+  const VaPoolConfig *pc;
   VaPoolCounts counts;
 
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  st = g_new0 (VaPoolStatus, 1);
+  pc = va_config_lookup_pool (self->config, name);
   if (!va_pools_get_counts (self->pools, name, &counts, error))
     return NULL;
   st->name = g_strdup (name);
@@ -92,9 +103,13 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
 GPtrArray *
 va_allocator_list_pools (VaAllocator *self)
 {
-  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pool_status_free);
-  g_auto (GStrv) names = va_pools_list_pools (self->pools);
+  GPtrArray *out;
+  g_auto (GStrv) names = NULL;
 
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pool_status_free);
+  names = va_pools_list_pools (self->pools);
   for (guint i = 0; names[i]; i++)
     {
       VaPoolStatus *st = va_allocator_get_pool (self, names[i], NULL);
@@ -107,6 +122,9 @@ va_allocator_list_pools (VaAllocator *self)
 gboolean
 va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error)
 {
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
   if (!pool || !va_name_is_valid (pool))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", pool ? pool : "");
@@ -132,6 +150,10 @@ va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to,
   gboolean saved = g_strcmp0 (to, "saved") == 0;
   VaForm form = VA_FORM_ACCELERATED;
 
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
   if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable, auto or saved", to ? to : "");
@@ -154,12 +176,16 @@ va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to,
 const char *
 va_allocator_get_backend_name (VaAllocator *self)
 {
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
   return va_backend_get_name (self->backend);
 }
 
 void
 va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data)
 {
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
   self->lister = lister;
   self->lister_data = user_data;
 }
@@ -167,6 +193,9 @@ va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpoint
 gboolean
 va_allocator_flush (VaAllocator *self, GError **error)
 {
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
   return va_allocator_commit_now (self, error);
 }
 
@@ -214,8 +243,15 @@ restore_leases (VaAllocator *self, GError **error)
 VaAllocator *
 va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const char *run_dir, GError **error)
 {
-  g_autoptr (VaAllocator) self = g_object_new (VA_TYPE_ALLOCATOR, NULL);
+  g_autoptr (VaAllocator) self = NULL;
 
+  g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (VA_IS_BACKEND (backend), NULL);
+  g_return_val_if_fail (store != NULL, NULL);
+  g_return_val_if_fail (run_dir != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  self = g_object_new (VA_TYPE_ALLOCATOR, NULL);
   self->config = config;
   self->backend = g_object_ref (backend);
   self->store = store;
@@ -235,6 +271,10 @@ va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const ch
 gboolean
 va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error)
 {
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), FALSE);
+  g_return_val_if_fail (config != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
   if (!va_allocator_commit_now (self, error))
     return FALSE;
   self->config = config;
