@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-allocator-lease"
+
+#include "config.h"
+
+#include "va-allocator-private.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+/* ---- allocate ------------------------------------------------------------ */
+
+static gboolean
+check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char mac[VA_MAC_STRING_LEN], GError **error)
+{
+  if (!req->uuid || !va_uuid_normalize (req->uuid, uuid))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", req->uuid ? req->uuid : "");
+      return FALSE;
+    }
+  if (!req->mac || !va_mac_normalize (req->mac, mac))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", req->mac ? req->mac : "");
+      return FALSE;
+    }
+  if (req->domain_name && (strlen (req->domain_name) > VA_STORE_MAX_DOMAIN_NAME || !g_utf8_validate (req->domain_name, -1, NULL)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_STORE_MAX_DOMAIN_NAME);
+      return FALSE;
+    }
+  if (req->network && *req->network && !va_name_is_valid (req->network))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", req->network);
+      return FALSE;
+    }
+  if (req->pool && *req->pool && !va_name_is_valid (req->pool))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", req->pool);
+      return FALSE;
+    }
+  if ((!req->network || !*req->network) && (!req->pool || !*req->pool))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network, or a pool inline");
+      return FALSE;
+    }
+  if (req->network && *req->network && req->pool && *req->pool)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "name a network or a pool, not both");
+      return FALSE;
+    }
+  if (req->vlan > VA_VLAN_MAX)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside %d..%d", req->vlan, VA_VLAN_MIN, VA_VLAN_MAX);
+      return FALSE;
+    }
+  if (req->queues > VA_QUEUES_MAX)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside %d..%d", req->queues, VA_QUEUES_MIN, VA_QUEUES_MAX);
+      return FALSE;
+    }
+  if (req->mtu && (req->mtu < VA_MTU_MIN || req->mtu > VA_MTU_MAX))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside %d..%d", req->mtu, VA_MTU_MIN, VA_MTU_MAX);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static VaLease *
+provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
+{
+  VaNic nic = { 0 };
+  VaNicPlan plan;
+  VaPoolRequest preq = { 0 };
+  VaDeviceRequest dreq = { 0 };
+  const VaPoolConfig *pc;
+  const VaSlot *slot;
+  gboolean existed = FALSE;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (VaLease) lease = NULL;
+
+  nic.mac = (char *) mac;
+  nic.network = (req->network && *req->network) ? (char *) req->network : NULL;
+  nic.pool = nic.network ? NULL : (char *) req->pool;
+  nic.vlan = nic.network ? 0 : req->vlan;
+  nic.queues = req->queues;
+  if (!va_nic_resolve (&nic, self->view, &plan, error))
+    return NULL;
+  if (!plan.pool)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network);
+      return NULL;
+    }
+  pc = va_config_lookup_pool (self->config, plan.pool);
+
+  preq.uuid = uuid;
+  preq.mac = mac;
+  preq.pool = plan.pool;
+  preq.network = nic.network;
+  preq.numa_node = req->numa_node;
+  slot = va_pools_allocate (self->pools, &preq, &existed, error);
+  if (!slot)
+    return NULL;
+
+  dreq.slot = va_slot_get_address (slot);
+  dreq.pf = va_slot_get_pf (slot);
+  dreq.mac = mac;
+  dreq.queues = plan.queues;
+  dreq.mtu = req->mtu ? req->mtu : (pc ? pc->mtu : 0);
+  dreq.vlan = plan.vlan;
+  dreq.pool = pc;
+  dev = va_backend_create_device (self->backend, &dreq, error);
+  if (!dev)
+    {
+      va_pools_release (self->pools, uuid, mac, NULL);
+      g_prefix_error (error, "pool '%s': ", plan.pool);
+      return NULL;
+    }
+
+  lease = va_lease_new ();
+  lease->uuid = g_strdup (uuid);
+  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  lease->mac = g_strdup (mac);
+  lease->network = g_strdup (nic.network ? nic.network : "");
+  lease->pool = g_strdup (plan.pool);
+  lease->slot = g_strdup (dev->slot);
+  lease->device = g_strdup (dev->name);
+  lease->chardev = g_strdup (dev->chardev);
+  lease->port = va_port_path (self->ports_dir, uuid, mac);
+  lease->vlan = plan.vlan;
+  lease->queues = plan.queues;
+
+  if (!va_allocator_make_port_link (self, lease, error))
+    {
+      va_backend_destroy_device (self->backend, dev->slot, dev->name, pc, NULL);
+      va_pools_release (self->pools, uuid, mac, NULL);
+      return NULL;
+    }
+  return g_steal_pointer (&lease);
+}
+
+void
+va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = NULL;
+  char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
+  Entry *e;
+  VaLease *lease;
+  GPtrArray *keys;
+
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+  g_return_if_fail (req != NULL);
+
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, va_allocator_allocate_async);
+  if (!check_request (req, uuid, mac, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+
+  key = va_allocator_make_key (uuid, mac);
+  e = va_allocator_lookup_entry (self, key);
+  if (e)
+    {
+      switch (e->state)
+        {
+          case ENTRY_COMMITTED:
+            /* idempotent: the same NIC gets its lease back */
+            if (!e->broken && !va_allocator_make_port_link (self, e->lease, &error))
+              {
+                g_task_return_error (task, g_steal_pointer (&error));
+                return;
+              }
+            g_task_return_pointer (task, va_lease_copy (e->lease), (GDestroyNotify) va_lease_free);
+            return;
+          case ENTRY_PENDING:
+            g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+            return;
+          case ENTRY_RELEASING:
+            g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            return;
+        }
+    }
+
+  lease = provision (self, req, uuid, mac, &error);
+  if (!lease)
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+
+  e = va_allocator_entry_new (g_steal_pointer (&key), lease, ENTRY_PENDING);
+  e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
+  g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+  g_hash_table_insert (self->entries, e->key, e);
+
+  keys = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (keys, g_strdup (e->key));
+  va_allocator_queue_pending (self, PENDING_INSERT, va_store_queue_insert (self->store, lease), keys, NULL);
+}
+
+VaLease *
+va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+/* Whether a process (a guest's QEMU) holds the lease's device open. Then
+ * it must not go: the kernel's vdpa DEV_DEL waits until the node is closed
+ * (vhost_vdpa_remove), and the daemon with it. */
+gboolean
+va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error)
+{
+  if (e->broken || !*e->lease->chardev || !va_backend_device_busy (self->backend, e->lease->chardev))
+    return FALSE;
+  g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first",
+               e->lease->mac, e->lease->uuid, e->lease->device, e->lease->chardev);
+  return TRUE;
+}
+
+static gboolean
+check_uuid (const char *in, char uuid[VA_UUID_STRING_LEN], GError **error)
+{
+  if (!in || !va_uuid_normalize (in, uuid))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", in ? in : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *in_mac, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *key = NULL;
+  char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
+  Entry *e;
+  GPtrArray *keys;
+
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, va_allocator_release_async);
+  if (!check_uuid (in_uuid, uuid, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  if (!in_mac || !va_mac_normalize (in_mac, mac))
+    {
+      g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", in_mac ? in_mac : "");
+      return;
+    }
+
+  key = va_allocator_make_key (uuid, mac);
+  e = va_allocator_lookup_entry (self, key);
+  if (e && e->state == ENTRY_PENDING && !va_allocator_commit_now (self, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  e = va_allocator_lookup_entry (self, key);
+  if (!e)
+    {
+      /* idempotent; a stale link from before a crash goes too */
+      va_allocator_remove_port_link (self, uuid, mac, FALSE);
+      g_task_return_boolean (task, TRUE);
+      return;
+    }
+  if (e->state == ENTRY_RELEASING)
+    {
+      g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+      return;
+    }
+  if (va_allocator_in_use (self, e, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+
+  e->state = ENTRY_RELEASING;
+  e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
+  g_ptr_array_add (e->waiters, g_steal_pointer (&task));
+  keys = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (keys, g_steal_pointer (&key));
+  va_allocator_queue_pending (self, PENDING_DELETE, va_store_queue_delete (self->store, uuid, mac), keys, NULL);
+}
+
+gboolean
+va_allocator_release_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static gboolean
+has_pending_of (VaAllocator *self, const char *uuid)
+{
+  GHashTableIter iter;
+  Entry *e;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_COMMITTED && strcmp (e->lease->uuid, uuid) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Queues the deletion of every lease of @uuid; NULL task: settled quietly. */
+gboolean
+va_allocator_queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError **error)
+{
+  GHashTableIter iter;
+  Entry *e;
+  GPtrArray *keys;
+
+  if (has_pending_of (self, uuid) && !va_allocator_commit_now (self, error))
+    return FALSE;
+  /* all or nothing: no lease of a domain whose guest still runs */
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (strcmp (e->lease->uuid, uuid) == 0 && va_allocator_in_use (self, e, error))
+      return FALSE;
+
+  keys = g_ptr_array_new_with_free_func (g_free);
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (strcmp (e->lease->uuid, uuid) == 0)
+      {
+        e->state = ENTRY_RELEASING;
+        g_ptr_array_add (keys, g_strdup (e->key));
+      }
+  va_allocator_queue_pending (self, PENDING_DELETE_DOMAIN, va_store_queue_delete_domain (self->store, uuid), keys, task);
+  return TRUE;
+}
+
+void
+va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr (GTask) task = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = NULL;
+  char uuid[VA_UUID_STRING_LEN];
+
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, va_allocator_release_domain_async);
+  if (!check_uuid (in_uuid, uuid, &error) || !va_allocator_queue_release_domain (self, uuid, task, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  /* links of leases lost before a crash go with the domain's directory */
+  dir = va_port_dir (self->ports_dir, uuid);
+  if (g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+      const char *name;
+      while (d && (name = g_dir_read_name (d)))
+        {
+          g_autofree char *key = va_allocator_make_key (uuid, name);
+          if (!g_hash_table_contains (self->entries, key))
+            {
+              g_autofree char *path = g_build_filename (dir, name, NULL);
+              g_unlink (path);
+            }
+        }
+      g_rmdir (dir);
+    }
+}
+
+gint
+va_allocator_release_domain_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), -1);
+
+  return (gint) g_task_propagate_int (G_TASK (result), error);
+}
+
+gint
+va_allocator_claim (VaAllocator *self, const char *in_uuid, GError **error)
+{
+  GHashTableIter iter;
+  Entry *e;
+  char uuid[VA_UUID_STRING_LEN];
+  gint n = 0;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), -1);
+  g_return_val_if_fail (error == NULL || *error == NULL, -1);
+
+  if (!check_uuid (in_uuid, uuid, error))
+    return -1;
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    {
+      if (strcmp (e->lease->uuid, uuid) != 0 || e->state == ENTRY_RELEASING)
+        continue;
+      if (!e->broken && !va_allocator_make_port_link (self, e->lease, error))
+        return -1;
+      n++;
+    }
+  return n;
+}

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-allocator-pf"
+
+#include "config.h"
+
+#include "va-allocator-private.h"
+
+/* What the allocator remembers of a PF in a pool between discoveries. */
+struct _PfState
+{
+  gboolean gone;
+  gboolean healthy;
+  char *reason;        /* current health reason; NULL when healthy */
+  char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
+};
+
+void
+va_allocator_pf_state_free (PfState *st)
+{
+  g_free (st->reason);
+  g_free (st->prepare_error);
+  g_free (st);
+}
+
+/* ---- PFs coming and going ----------------------------------------------- */
+
+static void pf_event (VaAllocator *self, const char *pool, const char *pf, const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+
+static void
+pf_event (VaAllocator *self, const char *pool, const char *pf, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_signal_emit (self, va_allocator_signals[SIGNAL_PF_EVENT], 0, pool, pf, msg);
+}
+
+/* The first pool, in configuration order, whose selectors take @pf. */
+static const VaPoolConfig *
+pool_for (VaAllocator *self, const VaPfInfo *pf)
+{
+  for (guint k = 0; k < self->config->pools->len; k++)
+    if (va_pool_config_matches (g_ptr_array_index (self->config->pools, k), pf))
+      return g_ptr_array_index (self->config->pools, k);
+  return NULL;
+}
+
+/* Health by precedence: gone, then what discovery says (a model that cannot
+ * carry vDPA, no netdev, link down), then a failed prepare_pf. */
+static void
+update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, const char *reason)
+{
+  if (healthy && st->prepare_error)
+    {
+      healthy = FALSE;
+      reason = st->prepare_error;
+    }
+  if (!healthy && !reason)
+    reason = "unhealthy";
+  if (st->healthy == healthy && g_strcmp0 (st->reason, healthy ? NULL : reason) == 0)
+    return;
+  st->healthy = healthy;
+  g_free (st->reason);
+  st->reason = healthy ? NULL : g_strdup (reason);
+  va_pools_set_pf_health (self->pools, pool, pf, healthy, reason, NULL);
+  if (healthy)
+    pf_event (self, pool, pf, "PF %s in pool %s is healthy again", pf, pool);
+  else
+    pf_event (self, pool, pf, "PF %s in pool %s is unhealthy: %s", pf, pool, reason);
+}
+
+/* The PF's slots become its VFs of now: new VFs join, VFs that went are
+ * lost, VFs that came back are free (or leased) again. */
+static gboolean
+sync_slots (VaAllocator *self, const char *pool, const char *pf, GPtrArray *vfs, GError **error)
+{
+  g_auto (GStrv) slots = va_pools_list_slots (self->pools, pool, pf, error);
+  g_autoptr (GHashTable) now = g_hash_table_new (g_str_hash, g_str_equal);
+
+  if (!slots)
+    return FALSE;
+  for (guint k = 0; k < vfs->len; k++)
+    {
+      const char *vf = g_ptr_array_index (vfs, k);
+
+      g_hash_table_add (now, (gpointer) vf);
+      if (va_pools_lookup_slot (self->pools, vf))
+        {
+          if (!va_pools_set_slot_lost (self->pools, vf, FALSE, error))
+            return FALSE;
+        }
+      else if (!va_pools_add_slot (self->pools, pool, pf, vf, error))
+        return FALSE;
+    }
+  for (guint k = 0; slots[k]; k++)
+    if (!g_hash_table_contains (now, slots[k]) && !va_pools_set_slot_lost (self->pools, slots[k], TRUE, error))
+      return FALSE;
+  return TRUE;
+}
+
+/* Entries on @slots (a set), oldest first is no matter: keys, copied, so
+ * that signal handlers may call back in. */
+static GPtrArray *
+entries_on (VaAllocator *self, GHashTable *slots, gboolean broken)
+{
+  GPtrArray *keys = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter iter;
+  Entry *e;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_RELEASING && e->broken == broken && (!slots || g_hash_table_contains (slots, e->lease->slot)))
+      g_ptr_array_add (keys, g_strdup (e->key));
+  return keys;
+}
+
+static void
+break_lease (VaAllocator *self, Entry *e, const char *reason)
+{
+  if (e->broken && g_strcmp0 (e->broken_reason, reason) == 0)
+    return;
+  e->broken = TRUE;
+  g_free (e->broken_reason);
+  e->broken_reason = g_strdup (reason);
+  /* its node is gone, and a new device may get its number: nothing may
+   * open the device through the link */
+  va_allocator_remove_port_link (self, e->lease->uuid, e->lease->mac, FALSE);
+  g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_BROKEN], 0, e->lease, reason);
+}
+
+/* The PF at @pci left the host: its slots are lost, its leases broken. */
+static void
+pf_gone (VaAllocator *self, const char *pci, PfState *st)
+{
+  const char *pool, *pf;
+  g_auto (GStrv) slots = NULL;
+  g_autoptr (GHashTable) set = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GPtrArray) keys = NULL;
+  g_autofree char *reason = NULL;
+
+  if (!va_pools_find_pf (self->pools, pci, &pool, &pf))
+    return;
+  st->gone = TRUE;
+  reason = g_strdup_printf ("PF %s (%s) is gone from the host", pf, pci);
+  slots = va_pools_list_slots (self->pools, pool, pf, NULL);
+  for (guint k = 0; slots && slots[k]; k++)
+    {
+      va_pools_set_slot_lost (self->pools, slots[k], TRUE, NULL);
+      g_hash_table_add (set, slots[k]);
+    }
+  g_clear_pointer (&st->prepare_error, g_free);
+  update_health (self, pool, pf, st, FALSE, reason);
+  pf_event (self, pool, pf, "PF %s (%s) left pool %s: its %u slot(s) are lost", pf, pci, pool, slots ? g_strv_length (slots) : 0);
+  keys = entries_on (self, set, FALSE);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      Entry *e = va_allocator_lookup_entry (self, g_ptr_array_index (keys, i));
+      if (e)
+        break_lease (self, e, reason);
+    }
+}
+
+/* Broken leases whose slot is back get it, and their device re-made. */
+static void
+repair_leases (VaAllocator *self)
+{
+  g_autoptr (GPtrArray) keys = entries_on (self, NULL, TRUE);
+
+  for (guint i = 0; i < keys->len; i++)
+    {
+      Entry *e = va_allocator_lookup_entry (self, g_ptr_array_index (keys, i));
+      const VaSlot *slot = e ? va_pools_lookup_slot (self->pools, e->lease->slot) : NULL;
+      const VaSlot *held;
+      VaDeviceRequest dreq = { 0 };
+      g_autoptr (VaDeviceInfo) dev = NULL;
+      g_autoptr (GError) error = NULL;
+      g_autofree char *reason = NULL;
+
+      if (!slot)
+        continue;
+      held = va_pools_lookup_lease (self->pools, e->lease->uuid, e->lease->mac);
+      if (held != slot
+          && !va_pools_restore (self->pools, e->lease->uuid, e->lease->mac, *e->lease->network ? e->lease->network : NULL, e->lease->slot,
+                                NULL))
+        continue; /* the slot is lost still, or another lease took it */
+      if (va_slot_get_state (slot) != VA_SLOT_LEASED)
+        continue;
+      {
+        PfState *st = g_hash_table_lookup (self->pf_states, va_slot_get_pf_pci_address (slot));
+        if (st && st->gone)
+          continue;
+      }
+      dreq.slot = e->lease->slot;
+      dreq.pf = va_slot_get_pf (slot);
+      dreq.mac = e->lease->mac;
+      dreq.queues = e->lease->queues;
+      dreq.vlan = e->lease->vlan;
+      dreq.pool = va_config_lookup_pool (self->config, e->lease->pool);
+      dreq.mtu = dreq.pool ? dreq.pool->mtu : 0;
+      dev = va_backend_create_device (self->backend, &dreq, &error);
+      if (!dev)
+        {
+          reason = g_strdup_printf ("its slot %s is back, but its device could not be re-made: %s", e->lease->slot, error->message);
+          break_lease (self, e, reason);
+          continue;
+        }
+      g_free (e->lease->device);
+      e->lease->device = g_strdup (dev->name);
+      g_free (e->lease->chardev);
+      e->lease->chardev = g_strdup (dev->chardev);
+      e->broken = FALSE;
+      g_clear_pointer (&e->broken_reason, g_free);
+      if (!va_allocator_make_port_link (self, e->lease, &error))
+        {
+          break_lease (self, e, error->message);
+          continue;
+        }
+      g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
+    }
+}
+
+/* Brings the pools to the PFs of @pfs: a new PF that a pool selects is
+ * prepared and joins it with its VFs as slots; a known PF (by PCI address,
+ * whatever its VF count) gets its health and slots updated; a PF that came
+ * back is prepared again; a PF that is no longer there is gone. Goes on
+ * past errors; the first is returned. */
+static gboolean
+sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  g_auto (GStrv) known = NULL;
+  GError *first = NULL;
+
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      VaPfInfo *pf = g_ptr_array_index (pfs, i);
+      const VaPoolConfig *pc = NULL;
+      const char *pool, *name;
+      g_autoptr (GError) local = NULL;
+      PfState *st;
+      gboolean fresh = FALSE;
+
+      g_hash_table_add (seen, pf->pci);
+      if (va_pools_find_pf (self->pools, pf->pci, &pool, &name))
+        st = g_hash_table_lookup (self->pf_states, pf->pci);
+      else
+        {
+          pc = pool_for (self, pf);
+          if (!pc)
+            continue;
+          if (!va_pools_add_pf (self->pools, pc->name, pf->name, pf->pci, pf->numa_node, &local))
+            goto next;
+          pool = pc->name;
+          name = pf->name;
+          st = g_new0 (PfState, 1);
+          st->healthy = TRUE;
+          g_hash_table_insert (self->pf_states, g_strdup (pf->pci), st);
+          fresh = TRUE;
+        }
+      if (fresh || st->gone)
+        {
+          /* new, or back: a PF that returns comes back as the kernel
+           * probes it, without the VFs or eswitch mode it had */
+          g_autoptr (GError) prep = NULL;
+
+          pc = va_config_lookup_pool (self->config, pool);
+          g_clear_pointer (&st->prepare_error, g_free);
+          if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
+            st->prepare_error = g_strdup (prep->message);
+        }
+      if (!sync_slots (self, pool, name, pf->vfs, &local))
+        goto next;
+      if (fresh)
+        pf_event (self, pool, name, "PF %s (%s) joined pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
+      else if (st->gone)
+        pf_event (self, pool, name, "PF %s (%s) is back in pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
+      st->gone = FALSE;
+      update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+    next:
+      if (local && !first)
+        first = g_steal_pointer (&local);
+    }
+
+  known = va_pools_list_pf_addresses (self->pools);
+  for (guint i = 0; known[i]; i++)
+    {
+      PfState *st = g_hash_table_lookup (self->pf_states, known[i]);
+      if (st && !st->gone && !g_hash_table_contains (seen, known[i]))
+        pf_gone (self, known[i], st);
+    }
+  repair_leases (self);
+  if (first)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+va_allocator_add_pools (VaAllocator *self, GError **error)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+
+  for (guint i = 0; i < self->config->pools->len; i++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, i);
+      if (!va_pools_has_pool (self->pools, pc->name) && !va_pools_add_pool (self->pools, pc->name, error))
+        return FALSE;
+    }
+
+  pfs = va_backend_discover (self->backend, error);
+  if (!pfs)
+    return FALSE;
+  return sync_pfs (self, pfs, error);
+}
+
+/* The backend saw PFs come, go or change (the udev monitor). */
+void
+va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) pfs = va_backend_discover (backend, &error);
+
+  if (!pfs)
+    pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
+  else if (!sync_pfs (self, pfs, &error))
+    pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
+  va_allocator_check_watermarks (self);
+}

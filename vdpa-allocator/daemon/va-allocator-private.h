@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include "va-allocator.h"
+
+#include "va-error.h"
+#include "va-paths.h"
+#include "va-pool.h"
+
+G_BEGIN_DECLS
+
+/* The allocator's own view of itself, shared by its files and by nothing
+ * else (not installed). One file per role:
+ *
+ *   va-allocator.c            construction, reload, the public glue, status
+ *   va-allocator-reconcile.c  devices, port links, libvirt's domains
+ *   va-allocator-lease.c      allocate, release, release-domain, claim
+ *   va-allocator-pf.c         PFs arriving, leaving, repaired; broken leases
+ *   va-allocator-commit.c     the group commit: batches, worker, settling
+ *   va-allocator-entry.c      entries, keys, port links, watermarks, signals
+ *
+ * Who calls whom. A file calls only the files of the layers below it, so
+ * the graph has no cycle:
+ *
+ *   3  va-allocator.c  -> pf, commit, entry
+ *   3  reconcile       -> lease, commit, entry
+ *   2  lease           -> commit, entry
+ *   1  commit          -> entry
+ *   1  pf              -> entry
+ *   0  entry           -> (none)
+ *
+ * (Lines are calls and references of symbols; nm on the objects shows
+ * them. The one exception is va_allocator_get_type(), which every type
+ * check calls (VA_IS_ALLOCATOR in the guards, VA_ALLOCATOR casts): it
+ * runs class_init only, which calls no role.)
+ *
+ * The structs below are the whole shared state; Pending, Job and PfState
+ * stay private to the file that owns them. */
+
+typedef enum
+{
+  ENTRY_PENDING,   /* provisioned, insert queued */
+  ENTRY_COMMITTED, /* in the store */
+  ENTRY_RELEASING, /* delete queued */
+} EntryState;
+
+typedef struct
+{
+  char *key; /* "uuid/mac" */
+  VaLease *lease;
+  EntryState state;
+  gboolean broken;     /* its slot is not on this host now */
+  char *broken_reason; /* why, while broken */
+  GPtrArray *waiters;  /* GTask*, answered when the queued operation is done */
+} Entry;
+
+typedef enum
+{
+  PENDING_INSERT,
+  PENDING_DELETE,
+  PENDING_DELETE_DOMAIN,
+} PendingKind;
+
+typedef struct _Pending Pending; /* va-allocator-commit.c */
+typedef struct _Job Job;         /* va-allocator-commit.c */
+typedef struct _PfState PfState; /* va-allocator-pf.c */
+
+struct _VaAllocator
+{
+  GObject parent;
+
+  VaConfig *config;
+  VaBackend *backend;
+  VaStore *store;
+  char *run_dir;
+  char *ports_dir;
+  VaHostView *view; /* networks and pools, capacity unlimited: pools decide */
+  VaPools *pools;
+  GHashTable *entries; /* key → Entry* */
+  GPtrArray *pending;  /* Pending* */
+  guint commit_source;
+  Job *inflight; /* the batch a worker thread is writing, or NULL */
+  GMutex lock;
+  GCond cond;
+  GHashTable *below_watermark; /* pool names */
+  VaDomainLister lister;
+  gpointer lister_data;
+  GHashTable *pf_states; /* PCI address → PfState*, the PFs in pools */
+  gulong pfs_changed_id;
+};
+
+enum
+{
+  SIGNAL_LEASE_ADDED,
+  SIGNAL_LEASE_REMOVED,
+  SIGNAL_LOW_WATERMARK,
+  SIGNAL_POOLS_CHANGED,
+  SIGNAL_PF_EVENT,
+  SIGNAL_LEASE_BROKEN,
+  SIGNAL_LEASE_REPAIRED,
+  N_SIGNALS
+};
+
+/* ---- va-allocator-entry.c ------------------------------------------------ */
+
+/* Filled by va_allocator_class_init(); here, at the bottom, so that every
+ * role emits without calling up. */
+extern guint va_allocator_signals[N_SIGNALS];
+
+/* Takes @key and @lease; no waiters. */
+Entry *va_allocator_entry_new (char *key, VaLease *lease, EntryState state);
+void va_allocator_entry_free (Entry *e);
+char *va_allocator_make_key (const char *uuid, const char *mac);
+/* By "uuid/mac" key, or NULL. */
+Entry *va_allocator_lookup_entry (VaAllocator *self, const char *key);
+
+gboolean va_allocator_make_port_link (VaAllocator *self, const VaLease *lease, GError **error);
+void va_allocator_remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone);
+
+void va_allocator_check_watermark (VaAllocator *self, const char *pool);
+void va_allocator_check_watermarks (VaAllocator *self);
+
+/* ---- va-allocator-commit.c ----------------------------------------------- */
+
+void va_allocator_pending_free (Pending *p);
+/* Queues @op (taking it and @keys, the entries it settles) for the next
+ * batch; @task, if any, is answered with the count of @keys. */
+void va_allocator_queue_pending (VaAllocator *self, PendingKind kind, VaStoreOp *op, GPtrArray *keys, GTask *task);
+/* Commits everything queued now, in this thread, after the batch in flight. */
+gboolean va_allocator_commit_now (VaAllocator *self, GError **error);
+void va_allocator_finish_inflight (VaAllocator *self);
+
+/* ---- va-allocator-lease.c ------------------------------------------------ */
+
+gboolean va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error);
+gboolean va_allocator_queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError **error);
+
+/* ---- va-allocator-pf.c --------------------------------------------------- */
+
+void va_allocator_pf_state_free (PfState *st);
+gboolean va_allocator_add_pools (VaAllocator *self, GError **error);
+void va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self);
+
+G_END_DECLS

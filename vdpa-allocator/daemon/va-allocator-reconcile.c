@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-allocator-reconcile"
+
+#include "config.h"
+
+#include "va-allocator-private.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+
+/* A lease of an inactive domain younger than this is not reconciled away:
+ * it may belong to a start in progress (prepare runs before the domain is
+ * active). */
+#define RECONCILE_GRACE_SECONDS 60
+
+/* ---- reconcile ----------------------------------------------------------- */
+
+void
+va_reconcile_report_free (VaReconcileReport *report)
+{
+  if (!report)
+    return;
+  g_ptr_array_unref (report->orphans);
+  g_ptr_array_unref (report->busy);
+  g_ptr_array_unref (report->missing);
+  g_ptr_array_unref (report->stale_links);
+  g_free (report->libvirt_error);
+  g_free (report);
+}
+
+typedef struct
+{
+  GHashTable *domains;
+  GError *error;
+} ListerResult;
+
+static void
+lister_result_free (ListerResult *r)
+{
+  g_clear_pointer (&r->domains, g_hash_table_unref);
+  g_clear_error (&r->error);
+  g_free (r);
+}
+
+static void
+run_lister (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  VaAllocator *self = source;
+  ListerResult *r = g_new0 (ListerResult, 1);
+
+  if (!self->lister)
+    g_set_error_literal (&r->error, VA_ERROR, VA_ERROR_UNREACHABLE, "no libvirt connection configured");
+  else
+    self->lister (&r->domains, self->lister_data, &r->error);
+  g_task_return_pointer (task, r, (GDestroyNotify) lister_result_free);
+}
+
+static void
+reconcile_devices (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) devs = va_backend_list_devices (self->backend, &error);
+  g_autoptr (GHashTable) by_slot = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  Entry *e;
+
+  if (!devs)
+    {
+      g_warning ("listing vDPA devices: %s", error->message);
+      return;
+    }
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    g_hash_table_insert (by_slot, e->lease->slot, e);
+
+  for (guint i = 0; i < devs->len; i++)
+    {
+      VaDeviceInfo *dev = g_ptr_array_index (devs, i);
+      Entry *owner = g_hash_table_lookup (by_slot, dev->slot);
+
+      if (owner && g_strcmp0 (owner->lease->device, dev->name) == 0)
+        {
+          g_hash_table_add (seen, owner->key);
+          continue;
+        }
+      /* nothing is freed while a process still holds the device */
+      if (va_backend_device_busy (self->backend, dev->chardev))
+        {
+          g_ptr_array_add (report->busy, g_strdup (dev->name));
+          continue;
+        }
+      if (va_backend_destroy_device (self->backend, dev->slot, dev->name, NULL, &error))
+        g_ptr_array_add (report->orphans, g_strdup (dev->name));
+      else
+        {
+          g_warning ("removing orphan %s: %s", dev->name, error->message);
+          g_clear_error (&error);
+        }
+    }
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    {
+      VaDeviceRequest dreq = { 0 };
+      g_autoptr (VaDeviceInfo) dev = NULL;
+
+      if (e->broken || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+        continue;
+      dreq.slot = e->lease->slot;
+      dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));
+      dreq.mac = e->lease->mac;
+      dreq.queues = e->lease->queues;
+      dreq.vlan = e->lease->vlan;
+      dreq.pool = va_config_lookup_pool (self->config, e->lease->pool);
+      dreq.mtu = dreq.pool ? dreq.pool->mtu : 0;
+      dev = va_backend_create_device (self->backend, &dreq, &error);
+      if (!dev)
+        {
+          g_warning ("re-making the device of %s: %s", e->key, error->message);
+          g_clear_error (&error);
+          continue;
+        }
+      if (g_strcmp0 (dev->chardev, e->lease->chardev) != 0)
+        {
+          g_free (e->lease->chardev);
+          e->lease->chardev = g_strdup (dev->chardev);
+        }
+      va_allocator_make_port_link (self, e->lease, NULL);
+      g_ptr_array_add (report->missing, g_strdup (e->key));
+    }
+}
+
+/* Port links no lease owns. A crash between a Release's commit and its
+ * tear-down, or between an Allocate's provisioning and its commit, leaves
+ * one behind, naming a chardev that the next lease of that slot gets: a VM
+ * started on it would take another VM's device. */
+static void
+reconcile_links (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GDir) top = g_dir_open (self->ports_dir, 0, NULL);
+  const char *uuid;
+
+  while (top && (uuid = g_dir_read_name (top)))
+    {
+      g_autofree char *dir = va_port_dir (self->ports_dir, uuid);
+      g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+      const char *name;
+
+      while (d && (name = g_dir_read_name (d)))
+        {
+          g_autofree char *key = va_allocator_make_key (uuid, name);
+          g_autofree char *path = NULL;
+
+          /* pending and releasing entries keep theirs until settled */
+          if (g_hash_table_contains (self->entries, key))
+            continue;
+          path = g_build_filename (dir, name, NULL);
+          if (g_unlink (path) == 0)
+            g_ptr_array_add (report->stale_links, g_steal_pointer (&key));
+          else
+            g_warning ("removing the stale port link %s: %s", path, g_strerror (errno));
+        }
+      g_rmdir (dir); /* only when empty */
+    }
+}
+
+static void
+reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  VaAllocator *self = VA_ALLOCATOR (source);
+  g_autoptr (GTask) task = user_data;
+  ListerResult *r = g_task_propagate_pointer (G_TASK (result), NULL);
+  g_autoptr (VaReconcileReport) report = g_new0 (VaReconcileReport, 1);
+  g_autoptr (GError) error = NULL;
+
+  report->orphans = g_ptr_array_new_with_free_func (g_free);
+  report->busy = g_ptr_array_new_with_free_func (g_free);
+  report->missing = g_ptr_array_new_with_free_func (g_free);
+  report->stale_links = g_ptr_array_new_with_free_func (g_free);
+
+  if (!va_allocator_commit_now (self, &error))
+    {
+      lister_result_free (r);
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  reconcile_devices (self, report);
+  reconcile_links (self, report);
+
+  report->libvirt_reachable = r->error == NULL;
+  if (r->error)
+    report->libvirt_error = g_strdup (r->error->message);
+  else
+    {
+      g_autoptr (GHashTable) gone = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      g_autoptr (GHashTable) running = g_hash_table_new (g_str_hash, g_str_equal);
+      GHashTableIter iter;
+      const char *uuid;
+      Entry *e;
+      gint64 now = g_get_real_time () / G_USEC_PER_SEC;
+
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+        {
+          gpointer active;
+          gboolean known = g_hash_table_lookup_extended (r->domains, e->lease->uuid, NULL, &active);
+
+          if (e->state != ENTRY_COMMITTED)
+            continue;
+          if (known && (GPOINTER_TO_INT (active) || now - e->lease->created <= RECONCILE_GRACE_SECONDS))
+            continue;
+          if (va_allocator_in_use (self, e, NULL))
+            {
+              /* whatever libvirt says, a guest runs on it */
+              g_hash_table_add (running, e->lease->uuid);
+              g_ptr_array_add (report->busy, g_strdup (e->lease->device));
+            }
+          else
+            g_hash_table_add (gone, g_strdup (e->lease->uuid));
+        }
+      /* a domain's leases go all together or not at all */
+      g_hash_table_iter_init (&iter, running);
+      while (g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
+        g_hash_table_remove (gone, uuid);
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+        if (e->state == ENTRY_COMMITTED && g_hash_table_contains (gone, e->lease->uuid))
+          report->released++;
+      /* queued after the walk: queueing changes the entries' states */
+      g_hash_table_iter_init (&iter, gone);
+      while (!error && g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
+        va_allocator_queue_release_domain (self, uuid, NULL, &error);
+      if (!error)
+        va_allocator_commit_now (self, &error);
+      if (error)
+        {
+          lister_result_free (r);
+          g_task_return_error (task, g_steal_pointer (&error));
+          return;
+        }
+    }
+  lister_result_free (r);
+  g_task_return_pointer (task, g_steal_pointer (&report), (GDestroyNotify) va_reconcile_report_free);
+}
+
+void
+va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task;
+  g_autoptr (GTask) lister = NULL;
+
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  task = g_task_new (self, NULL, callback, user_data);
+  lister = g_task_new (self, NULL, reconcile_listed, task);
+  /* libvirt may be slow to answer: ask it off the main loop */
+  g_task_run_in_thread (lister, run_lister);
+}
+
+VaReconcileReport *
+va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
