@@ -465,6 +465,60 @@ test_release_domain (Fixture *f, gconstpointer data)
   g_assert_cmpuint (n_leases (f), ==, 1);
 }
 
+/* A Release of a NIC whose domain is being released in the same turn is
+ * answered once, like every call. */
+static void
+test_release_while_domain_release_settles (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (GAsyncResult) domain_res = NULL;
+  g_autoptr (GAsyncResult) nic_res = NULL;
+
+  g_assert_no_error (error);
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &domain_res);
+  va_allocator_release_async (f->alloc, UUID1, "52:54:00:00:00:01", done_cb, &nic_res);
+  g_assert_cmpint (va_allocator_release_domain_finish (f->alloc, wait_for (&domain_res), &error), ==, 1);
+  g_assert_no_error (error);
+  g_assert_true (va_allocator_release_finish (f->alloc, wait_for (&nic_res), &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_leases (f), ==, 0);
+}
+
+/* The same NIC asking for another network, VLAN or queue count does not
+ * get its old lease back: it would start on a VLAN it no longer asks for. */
+static void
+test_same_nic_other_intent_refused (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (VaLease) again = NULL;
+  g_autoptr (VaLease) other = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+  VaAllocRequest inline_req = { .uuid = UUID1, .mac = "52:54:00:00:00:01", .pool = "accel", .vlan = 100, .numa_node = -1 };
+  VaLease *inline_lease;
+
+  g_assert_no_error (error);
+  again = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (again->slot, ==, a->slot);
+
+  other = allocate (f, UUID1, "52:54:00:00:00:01", "capped", -1, &error);
+  g_assert_null (other);
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "NIC 52:54:00:00:00:01 of domain " UUID1 " holds a lease on network vpc2 (pool accel, VLAN 2334, 2 queue pair(s)); "
+                   "this asks for network capped (pool accel, VLAN 10, 2 queue pair(s)): release it first");
+  g_clear_error (&error);
+
+  va_allocator_allocate_async (f->alloc, &inline_req, done_cb, &res);
+  inline_lease = va_allocator_allocate_finish (f->alloc, wait_for (&res), &error);
+  g_assert_null (inline_lease);
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_nonnull (strstr (error->message, "this asks for inline (pool accel, VLAN 100"));
+  g_assert_cmpuint (n_leases (f), ==, 1);
+}
+
 static void
 test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
 {
@@ -498,6 +552,8 @@ main (int argc, char **argv)
   ADD ("/allocator/leases-survive-restart", test_leases_survive_restart);
   ADD ("/allocator/reconcile", test_reconcile);
   ADD ("/allocator/release-domain", test_release_domain);
+  ADD ("/allocator/release-while-domain-release-settles", test_release_while_domain_release_settles);
+  ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
   return g_test_run ();

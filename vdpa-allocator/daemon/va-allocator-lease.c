@@ -66,10 +66,54 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
   return TRUE;
 }
 
+/* What @req asks for on this host's configuration: its pool, VLAN and
+ * queues in @plan; @network is NULL for an inline request. */
+static gboolean
+resolve (VaAllocator *self, const VaAllocRequest *req, const char *mac, const char **network, VaNicPlan *plan, GError **error)
+{
+  VaNic nic = { 0 };
+
+  nic.mac = (char *) mac;
+  nic.network = (req->network && *req->network) ? (char *) req->network : NULL;
+  nic.pool = nic.network ? NULL : (char *) req->pool;
+  nic.vlan = nic.network ? 0 : req->vlan;
+  nic.queues = req->queues;
+  if (!va_nic_resolve (&nic, self->view, plan, error))
+    return FALSE;
+  if (!plan->pool)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network);
+      return FALSE;
+    }
+  *network = req->network && *req->network ? req->network : NULL;
+  return TRUE;
+}
+
+/* A NIC that holds a lease gets it back only for the same intent: a NIC
+ * whose metadata moved to another VLAN must never start on the old one. */
+static gboolean
+same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, const VaLease *lease, GError **error)
+{
+  const char *network = NULL;
+  VaNicPlan plan;
+
+  if (!resolve (self, req, mac, &network, &plan, error))
+    return FALSE;
+  if (g_strcmp0 (network ? network : "", lease->network) == 0 && g_strcmp0 (plan.pool, lease->pool) == 0 && plan.vlan == lease->vlan
+      && plan.queues == lease->queues)
+    return TRUE;
+  g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+               "NIC %s of domain %s holds a lease on %s%s (pool %s, VLAN %u, %u queue pair(s)); this asks for %s%s (pool %s, VLAN %u, "
+               "%u queue pair(s)): release it first",
+               mac, lease->uuid, *lease->network ? "network " : "inline", lease->network, lease->pool, lease->vlan, lease->queues,
+               network ? "network " : "inline", network ? network : "", plan.pool, plan.vlan, plan.queues);
+  return FALSE;
+}
+
 static VaLease *
 provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
 {
-  VaNic nic = { 0 };
+  const char *network = NULL;
   VaNicPlan plan;
   VaPoolRequest preq = { 0 };
   VaDeviceRequest dreq = { 0 };
@@ -79,24 +123,14 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (VaLease) lease = NULL;
 
-  nic.mac = (char *) mac;
-  nic.network = (req->network && *req->network) ? (char *) req->network : NULL;
-  nic.pool = nic.network ? NULL : (char *) req->pool;
-  nic.vlan = nic.network ? 0 : req->vlan;
-  nic.queues = req->queues;
-  if (!va_nic_resolve (&nic, self->view, &plan, error))
+  if (!resolve (self, req, mac, &network, &plan, error))
     return NULL;
-  if (!plan.pool)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "network '%s' is virtio only: it has nothing to allocate", nic.network);
-      return NULL;
-    }
   pc = va_config_lookup_pool (self->config, plan.pool);
 
   preq.uuid = uuid;
   preq.mac = mac;
   preq.pool = plan.pool;
-  preq.network = nic.network;
+  preq.network = network;
   preq.numa_node = req->numa_node;
   slot = va_pools_allocate (self->pools, &preq, &existed, error);
   if (!slot)
@@ -121,7 +155,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   lease->uuid = g_strdup (uuid);
   lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
   lease->mac = g_strdup (mac);
-  lease->network = g_strdup (nic.network ? nic.network : "");
+  lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan.pool);
   lease->slot = g_strdup (dev->slot);
   lease->device = g_strdup (dev->name);
@@ -163,6 +197,11 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
 
   key = va_allocator_make_key (uuid, mac);
   e = va_allocator_lookup_entry (self, key);
+  if (e && e->state != ENTRY_RELEASING && !same_intent (self, req, mac, e->lease, &error))
+    {
+      g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
   if (e)
     {
       switch (e->state)
@@ -278,6 +317,9 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
     }
   if (e->state == ENTRY_RELEASING)
     {
+      /* a ReleaseDomain settling takes the entry without waiters */
+      if (!e->waiters)
+        e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
       g_ptr_array_add (e->waiters, g_steal_pointer (&task));
       return;
     }
