@@ -150,6 +150,9 @@ on_prepare (Hook *h)
         g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (nic->vlan));
       if (nic->queues)
         g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (nic->queues));
+      /* QEMU opens what <source dev> names: the daemon refuses a lease
+       * whose port path is not that file */
+      g_variant_builder_add (&opts, "{sv}", "port", g_variant_new_string (nic->source_dev ? nic->source_dev : ""));
       g_dbus_connection_call (h->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate",
                               g_variant_new ("(ssss@a{sv})", va_domain_get_uuid (h->domain), h->name, nic->mac,
                                              nic->network ? nic->network : "", g_variant_builder_end (&opts)),

@@ -32,6 +32,7 @@ nic_free (VaNic *nic)
   g_free (nic->pool);
   g_free (nic->bridge);
   g_free (nic->target_dev);
+  g_free (nic->source_dev);
   g_free (nic);
 }
 
@@ -609,7 +610,11 @@ va_domain_parse (const char *xml, gssize len, GError **error)
       nic->form = interface_form (iface);
       {
         xmlNode *target = first_child (iface, "target");
+        xmlNode *source = first_child (iface, "source");
+
         nic->target_dev = target ? get_prop (target, "dev") : NULL;
+        if (nic->form == VA_FORM_ACCELERATED && source)
+          nic->source_dev = get_prop (source, "dev");
       }
       g_ptr_array_add (self->nic_ifaces, iface);
     }

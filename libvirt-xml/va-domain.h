@@ -39,6 +39,7 @@ typedef struct
   guint16 queues; /* 0: the pool's max-vqp */
 
   char *target_dev;  /* the tap libvirt named in <target dev>, or NULL */
+  char *source_dev;  /* an accelerated interface's <source dev>, or NULL */
   VaForm form;       /* the form of its <interface> in the document now */
   gboolean fallback; /* portable because the pool had no room */
 } VaNic;

@@ -42,7 +42,8 @@ def main():
     daemon = Daemon(bus, config=CONFIG.replace("vfs=2", "vfs=4"))
     try:
         daemon.start()
-        two = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "vdpa")]).encode()
+        two = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "vdpa")],
+                     port_root=os.path.join(daemon.run_dir, "ports")).encode()
         times = []
         for _ in range(max(ROUNDS // 3, 30)):
             times.append(timed([HOOK, "vm1", "prepare", "begin", "-"], two))

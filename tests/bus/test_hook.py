@@ -45,14 +45,20 @@ fallback-bridge=br0
 """
 
 
-def domain(nics, name="vm1", uuid=UUID):
+# where the daemon under test makes port links: set from its run directory,
+# since QEMU opens what <source dev> names and the daemon refuses another
+PORT_ROOT = "/run/vdpa-allocator/ports"
+
+
+def domain(nics, name="vm1", uuid=UUID, port_root=None):
     """nics: (mac, network, form) with form 'vdpa' or 'bridge'."""
+    port_root = port_root or PORT_ROOT
     meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % (m, n) for m, n, _ in nics)
     ifaces = ""
     for m, _, form in nics:
         if form == "vdpa":
-            ifaces += ("<interface type='vdpa'><mac address='%s'/><source dev='/run/vdpa-allocator/ports/%s/%s'/>"
-                       "<model type='virtio'/></interface>" % (m, uuid, m))
+            ifaces += ("<interface type='vdpa'><mac address='%s'/><source dev='%s/%s/%s'/>"
+                       "<model type='virtio'/></interface>" % (m, port_root, uuid, m))
         else:
             ifaces += ("<interface type='bridge'><mac address='%s'/><source bridge='br-ovs'/>"
                        "<target dev='vnet%d'/><model type='virtio'/></interface>" % (m, len(ifaces) % 7))
@@ -81,8 +87,10 @@ class HookTest(unittest.TestCase):
         cls.bus.close()
 
     def setUp(self):
+        global PORT_ROOT
         self.daemon = Daemon(self.bus, config=CONFIG)
         self.daemon.start()
+        PORT_ROOT = os.path.join(self.daemon.run_dir, "ports")
 
     def tearDown(self):
         self.daemon.stop()
@@ -230,6 +238,14 @@ class HookTest(unittest.TestCase):
         env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + path)
         r = hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin", env=env)
         self.assertOneLine(r, "domain vm1", "the system bus did not answer within")
+
+    def test_source_dev_other_than_the_port_path_is_refused(self):
+        # QEMU would open whatever file <source dev> names
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")], port_root="/etc")
+        r = hook(xml, "prepare", "begin")
+        self.assertOneLine(r, "domain vm1", "NIC 52:54:00:00:00:01", "<source dev='/etc/%s/52:54:00:00:00:01'/>" % UUID,
+                           "is not the NIC's port path")
+        self.assertEqual(self.leases(), [])
 
     def test_vdpactl_lease_list_by_domain(self):
         hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin")

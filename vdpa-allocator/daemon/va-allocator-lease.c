@@ -195,6 +195,17 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
       return;
     }
 
+  if (req->port)
+    {
+      g_autofree char *port = va_port_path (self->ports_dir, uuid, mac);
+
+      if (strcmp (req->port, port) != 0)
+        {
+          g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "<source dev='%.200s'/> is not the NIC's port path %s",
+                                   req->port, port);
+          return;
+        }
+    }
   key = va_allocator_make_key (uuid, mac);
   e = va_allocator_lookup_entry (self, key);
   if (e && e->state != ENTRY_RELEASING && !same_intent (self, req, mac, e->lease, &error))

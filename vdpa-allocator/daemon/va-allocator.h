@@ -31,9 +31,10 @@ typedef struct
   const char *network; /* NULL or "": inline, from pool and vlan */
   const char *pool;
   guint16 vlan;
-  guint16 queues; /* 0: the pool's max-vqp */
-  guint16 mtu;    /* 0: the pool's */
-  int numa_node;  /* < 0: no preference */
+  guint16 queues;   /* 0: the pool's max-vqp */
+  guint16 mtu;      /* 0: the pool's */
+  int numa_node;    /* < 0: no preference */
+  const char *port; /* NULL: unchecked; else the path the caller's QEMU opens, refused unless it is the port path */
 } VaAllocRequest;
 
 typedef struct

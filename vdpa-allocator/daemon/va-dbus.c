@@ -195,6 +195,12 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
           if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
             req->pool = g_variant_get_string (v, NULL);
         }
+      else if (strcmp (key, "port") == 0)
+        {
+          want = "s";
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
+            req->port = g_variant_get_string (v, NULL);
+        }
       else if (strcmp (key, "vlan") == 0 || strcmp (key, "queues") == 0 || strcmp (key, "mtu") == 0)
         {
           want = "q";
