@@ -578,6 +578,7 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
   int rc;
 
   g_return_val_if_fail (dir != NULL, NULL);
+  g_return_val_if_fail (steps != NULL || n_steps == 0, NULL);
 
   if (g_mkdir_with_parents (dir, 0755) != 0)
     {
@@ -638,6 +639,8 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
 const VaStoreMigration *
 va_store_get_migrations (guint *n_steps)
 {
+  g_return_val_if_fail (n_steps != NULL, NULL);
+
   *n_steps = G_N_ELEMENTS (migrations);
   return migrations;
 }
