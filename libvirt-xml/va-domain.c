@@ -62,9 +62,10 @@ va_port_dir (const char *port_root, const char *uuid)
 char *
 va_port_path (const char *port_root, const char *uuid, const char *mac)
 {
-  g_autofree char *dir = va_port_dir (port_root, uuid);
+  g_autofree char *dir = NULL;
 
-  g_return_val_if_fail (mac != NULL, NULL);
+  g_return_val_if_fail (port_root != NULL && uuid != NULL && mac != NULL, NULL);
+  dir = va_port_dir (port_root, uuid);
   return g_build_filename (dir, mac, NULL);
 }
 
@@ -507,11 +508,16 @@ interface_form (const xmlNode *iface)
 VaDomain *
 va_domain_parse (const char *xml, gssize len, GError **error)
 {
-  g_autoptr (VaDomain) self = g_new0 (VaDomain, 1);
-  g_autoptr (GHashTable) by_mac = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (VaDomain) self = NULL;
+  g_autoptr (GHashTable) by_mac = NULL;
+  g_autoptr (GHashTable) seen = NULL;
   xmlNode *root, *nics_node, *node;
 
+  g_return_val_if_fail (xml != NULL, NULL);
+
+  self = g_new0 (VaDomain, 1);
+  by_mac = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  seen = g_hash_table_new (g_str_hash, g_str_equal);
   if (len < 0)
     len = strlen (xml);
   self->nics = g_ptr_array_new_with_free_func ((GDestroyNotify) nic_free);
@@ -625,18 +631,24 @@ va_domain_parse (const char *xml, gssize len, GError **error)
 const char *
 va_domain_get_name (const VaDomain *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return self->name;
 }
 
 const char *
 va_domain_get_uuid (const VaDomain *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return self->uuid;
 }
 
 GPtrArray *
 va_domain_get_nics (const VaDomain *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return self->nics;
 }
 
@@ -645,6 +657,10 @@ va_domain_get_nics (const VaDomain *self)
 gboolean
 va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error)
 {
+  g_return_val_if_fail (nic != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+  g_return_val_if_fail (plan != NULL, FALSE);
+
   memset (plan, 0, sizeof *plan);
 
   if (nic->network)
@@ -985,12 +1001,18 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
 char *
 va_domain_to_string (const VaDomain *self, gsize *len)
 {
-  xmlBuffer *buf = xmlBufferCreate ();
+  xmlBuffer *buf;
   xmlSaveCtxt *save;
-  int options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
-  const char *encoding = (const char *) self->doc->encoding;
+  int options;
+  const char *encoding;
   const xmlChar *doc_encoding;
   char *out;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  buf = xmlBufferCreate ();
+  options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
+  encoding = (const char *) self->doc->encoding;
 
   /* The result is a C string, and goes to libvirt and over D-Bus: UTF-8,
    * never the document's own UTF-16 (whose NUL bytes would cut it short)
@@ -1020,20 +1042,32 @@ va_domain_to_string (const VaDomain *self, gsize *len)
 gboolean
 va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error)
 {
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+  g_return_val_if_fail ((guint) form < VA_FORM_LAST, FALSE);
+
   return rewrite (self, view, form, FALSE, error);
 }
 
 gboolean
 va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error)
 {
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+
   return rewrite (self, view, VA_FORM_ACCELERATED, TRUE, error);
 }
 
 char *
 va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error)
 {
-  g_autoptr (VaDomain) domain = va_domain_parse (xml, len, error);
+  g_autoptr (VaDomain) domain = NULL;
 
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+  g_return_val_if_fail ((guint) form < VA_FORM_LAST, NULL);
+
+  domain = va_domain_parse (xml, len, error);
   if (!domain || !va_domain_rewrite (domain, view, form, error))
     return NULL;
   return va_domain_to_string (domain, NULL);
@@ -1056,9 +1090,13 @@ node_to_string (xmlNode *node)
 char *
 va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
 {
-  xmlNode *devices = first_child (xmlDocGetRootElement (self->doc), "devices");
+  xmlNode *devices;
   char want[VA_MAC_STRING_LEN];
 
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  devices = first_child (xmlDocGetRootElement (self->doc), "devices");
   if (!va_mac_normalize (mac, want))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac);
@@ -1105,6 +1143,8 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
   xmlNode *root;
   char want[VA_MAC_STRING_LEN];
   gboolean found = FALSE;
+
+  g_return_val_if_fail (mac != NULL, NULL);
 
   if (!va_mac_normalize (mac, want))
     {

@@ -6,6 +6,8 @@
 const char *
 va_enum_to_string (const char *const *names, guint n, int value)
 {
+  g_return_val_if_fail (names != NULL, NULL);
+
   if (value < 0 || (guint) value >= n)
     return NULL;
   return names[value];
@@ -14,6 +16,9 @@ va_enum_to_string (const char *const *names, guint n, int value)
 int
 va_enum_from_string (const char *const *names, guint n, const char *str)
 {
+  g_return_val_if_fail (names != NULL, -1);
+
+  /* NULL is a string in no table, as an absent attribute is */
   if (!str)
     return -1;
   for (guint i = 0; i < n; i++)

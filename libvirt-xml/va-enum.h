@@ -26,7 +26,10 @@ G_BEGIN_DECLS
   }                                                                                                                                        \
   gboolean name##_from_string (const char *str, type *value)                                                                               \
   {                                                                                                                                        \
-    int i = va_enum_from_string (name##_names, G_N_ELEMENTS (name##_names), str);                                                          \
+    int i;                                                                                                                                 \
+                                                                                                                                           \
+    g_return_val_if_fail (value != NULL, FALSE);                                                                                           \
+    i = va_enum_from_string (name##_names, G_N_ELEMENTS (name##_names), str);                                                              \
     if (i < 0)                                                                                                                             \
       return FALSE;                                                                                                                        \
     *value = (type) i;                                                                                                                     \

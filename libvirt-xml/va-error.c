@@ -25,7 +25,6 @@ static const char *const names[VA_ERROR_LAST] = {
 const char *
 va_error_name (VaError code)
 {
-  if ((guint) code >= VA_ERROR_LAST)
-    return names[VA_ERROR_FAILED];
+  g_return_val_if_fail ((guint) code < VA_ERROR_LAST, names[VA_ERROR_FAILED]);
   return names[code];
 }

@@ -57,6 +57,8 @@ va_host_view_new (const char *port_root)
 VaHostView *
 va_host_view_ref (VaHostView *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   g_atomic_int_inc (&self->ref_count);
   return self;
 }
@@ -64,7 +66,7 @@ va_host_view_ref (VaHostView *self)
 void
 va_host_view_unref (VaHostView *self)
 {
-  if (!g_atomic_int_dec_and_test (&self->ref_count))
+  if (!self || !g_atomic_int_dec_and_test (&self->ref_count))
     return;
   g_hash_table_unref (self->networks_by_name);
   g_ptr_array_unref (self->networks);
@@ -76,15 +78,21 @@ va_host_view_unref (VaHostView *self)
 const char *
 va_host_view_get_port_root (const VaHostView *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return self->port_root;
 }
 
 void
 va_host_view_add_network (VaHostView *self, const VaNetwork *network)
 {
-  VaNetwork *copy = g_new0 (VaNetwork, 1);
+  VaNetwork *copy;
   VaNetwork *old;
 
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (network != NULL && network->name != NULL);
+
+  copy = g_new0 (VaNetwork, 1);
   *copy = *network;
   copy->name = g_strdup (network->name);
   copy->pool = g_strdup (network->pool);
@@ -105,14 +113,21 @@ va_host_view_add_network (VaHostView *self, const VaNetwork *network)
 const VaNetwork *
 va_host_view_lookup_network (const VaHostView *self, const char *name)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
   return g_hash_table_lookup (self->networks_by_name, name);
 }
 
 void
 va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64 free)
 {
-  Pool *p = g_new0 (Pool, 1);
+  Pool *p;
 
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (name != NULL);
+
+  p = g_new0 (Pool, 1);
   p->name = g_strdup (name);
   p->max_vqp = max_vqp;
   p->free = free;
@@ -122,28 +137,45 @@ va_host_view_add_pool (VaHostView *self, const char *name, guint max_vqp, gint64
 gboolean
 va_host_view_has_pool (const VaHostView *self, const char *name)
 {
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
   return g_hash_table_contains (self->pools, name);
 }
 
 guint
 va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name)
 {
-  Pool *p = g_hash_table_lookup (self->pools, name);
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, 0);
+  g_return_val_if_fail (name != NULL, 0);
+
+  p = g_hash_table_lookup (self->pools, name);
   return p ? p->max_vqp : 0;
 }
 
 gint64
 va_host_view_get_pool_free (const VaHostView *self, const char *name)
 {
-  Pool *p = g_hash_table_lookup (self->pools, name);
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, 0);
+  g_return_val_if_fail (name != NULL, 0);
+
+  p = g_hash_table_lookup (self->pools, name);
   return p ? p->free : 0;
 }
 
 gboolean
 va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error)
 {
-  Pool *p = g_hash_table_lookup (self->pools, name);
+  Pool *p;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = g_hash_table_lookup (self->pools, name);
   if (!p)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);

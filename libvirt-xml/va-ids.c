@@ -11,7 +11,12 @@ va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN])
   static const guint dashes[] = { 8, 13, 18, 23 };
   char hex[33];
   guint n = 0;
-  gsize len = strlen (uuid);
+  gsize len;
+
+  g_return_val_if_fail (uuid != NULL, FALSE);
+  g_return_val_if_fail (out != NULL, FALSE);
+
+  len = strlen (uuid);
 
   /* As libvirt: 32 hex digits, either bare or in the 8-4-4-4-12 form. */
   if (len == 36)
@@ -42,6 +47,9 @@ va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN])
 {
   guint8 first;
 
+  g_return_val_if_fail (mac != NULL, FALSE);
+  g_return_val_if_fail (out != NULL, FALSE);
+
   if (strlen (mac) != 17)
     return FALSE;
   for (guint i = 0; i < 17; i++)
@@ -70,8 +78,11 @@ va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN])
 gboolean
 va_name_is_valid (const char *name)
 {
-  gsize len = strlen (name);
+  gsize len;
 
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  len = strlen (name);
   if (len == 0 || len > VA_NAME_MAX)
     return FALSE;
   for (const char *c = name; *c; c++)
@@ -83,8 +94,11 @@ va_name_is_valid (const char *name)
 gboolean
 va_ifname_is_valid (const char *name)
 {
-  gsize len = strlen (name);
+  gsize len;
 
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  len = strlen (name);
   /* The kernel's rules: IFNAMSIZ, no '/', ':' or white space, not . or .. */
   if (len == 0 || len > VA_IFNAME_MAX || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
     return FALSE;
@@ -97,6 +111,8 @@ va_ifname_is_valid (const char *name)
 gboolean
 va_pci_address_is_valid (const char *s)
 {
+  g_return_val_if_fail (s != NULL, FALSE);
+
   /* dddd:bb:dd.f */
   if (strlen (s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.')
     return FALSE;

@@ -106,8 +106,11 @@ va_bus_connect (int timeout_ms, GError **error)
 void
 va_bus_explain_error (GError **error, int timeout_ms)
 {
-  GError *e = *error;
+  GError *e;
 
+  g_return_if_fail (error != NULL && *error != NULL);
+
+  e = *error;
   if (va_bus_error_is_refusal (e) || (e->domain != G_DBUS_ERROR && e->domain != G_IO_ERROR))
     {
       /* the daemon's own error, or GDBus's (wrong types, the bus policy) */
@@ -140,6 +143,7 @@ va_bus_call (GDBusConnection *conn, const char *path, const char *iface, const c
   GVariant *ret;
 
   g_return_val_if_fail (G_IS_DBUS_CONNECTION (conn), NULL);
+  g_return_val_if_fail (path != NULL && iface != NULL && method != NULL, NULL);
   ret = g_dbus_connection_call_sync (conn, VA_BUS_NAME, path, iface, method, params, reply_type ? G_VARIANT_TYPE (reply_type) : NULL,
                                      G_DBUS_CALL_FLAGS_NONE, timeout_ms, NULL, &local);
   if (!ret)

@@ -682,13 +682,16 @@ list_files (const char *dir, GPtrArray *files, GError **error)
 VaConfig *
 va_config_load (const char *dir, GError **error)
 {
-  g_autoptr (VaConfig) self = va_config_new_empty ();
-  g_autoptr (GHashTable) groups = g_hash_table_new (g_str_hash, g_str_equal);
-  g_autoptr (GPtrArray) order = g_ptr_array_new_with_free_func ((GDestroyNotify) group_free);
-
+  g_autoptr (VaConfig) self = NULL;
+  g_autoptr (GHashTable) groups = NULL;
+  g_autoptr (GPtrArray) order = NULL;
   struct stat st;
 
   g_return_val_if_fail (dir != NULL, NULL);
+
+  self = va_config_new_empty ();
+  groups = g_hash_table_new (g_str_hash, g_str_equal);
+  order = g_ptr_array_new_with_free_func ((GDestroyNotify) group_free);
   if (stat (dir, &st) < 0)
     {
       if (errno == ENOENT)
@@ -774,6 +777,9 @@ va_config_load (const char *dir, GError **error)
 const VaPoolConfig *
 va_config_lookup_pool (const VaConfig *self, const char *name)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
   for (guint i = 0; i < self->pools->len; i++)
     {
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
@@ -786,8 +792,12 @@ va_config_lookup_pool (const VaConfig *self, const char *name)
 VaHostView *
 va_config_to_host_view (const VaConfig *self, const char *port_root)
 {
-  VaHostView *view = va_host_view_new (port_root);
+  VaHostView *view;
 
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (port_root != NULL, NULL);
+
+  view = va_host_view_new (port_root);
   for (guint i = 0; i < self->pools->len; i++)
     {
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);

@@ -53,8 +53,12 @@ genl_header (void *buf, guint16 family, guint8 cmd, guint8 version, guint16 flag
 struct nlmsghdr *
 va_nl_build_getfamily (void *buf, guint32 seq, const char *family)
 {
-  struct nlmsghdr *nlh = genl_header (buf, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (family != NULL, NULL);
+
+  nlh = genl_header (buf, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq);
   mnl_attr_put_strz (nlh, CTRL_ATTR_FAMILY_NAME, family);
   return nlh;
 }
@@ -63,8 +67,13 @@ struct nlmsghdr *
 va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mgmt_bus, const char *mgmt_dev, const char *name,
                           const guint8 mac[6], guint16 max_vqp, guint16 mtu)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_NEW, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (mgmt_dev != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  nlh = genl_header (buf, family, VDPA_CMD_DEV_NEW, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
   /* vdpa dev add name NAME mgmtdev BUS/DEV mac M mtu U max_vqp Q */
   if (mgmt_bus)
     mnl_attr_put_strz (nlh, VDPA_ATTR_MGMTDEV_BUS_NAME, mgmt_bus);
@@ -82,8 +91,12 @@ va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 seq, const char *mg
 struct nlmsghdr *
 va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *name)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, VDPA_CMD_DEV_DEL, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  nlh = genl_header (buf, family, VDPA_CMD_DEV_DEL, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
   mnl_attr_put_strz (nlh, VDPA_ATTR_DEV_NAME, name);
   return nlh;
 }
@@ -91,14 +104,20 @@ va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *na
 struct nlmsghdr *
 va_nl_build_vdpa_mgmtdev_dump (void *buf, guint16 family, guint32 seq)
 {
+  g_return_val_if_fail (buf != NULL, NULL);
+
   return genl_header (buf, family, VDPA_CMD_MGMTDEV_GET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
 }
 
 struct nlmsghdr *
 va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev, guint16 mode)
 {
-  struct nlmsghdr *nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_SET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  struct nlmsghdr *nlh;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (bus != NULL && dev != NULL, NULL);
+
+  nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_SET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
   /* devlink dev eswitch set BUS/DEV mode legacy|switchdev */
   mnl_attr_put_strz (nlh, DEVLINK_ATTR_BUS_NAME, bus);
   mnl_attr_put_strz (nlh, DEVLINK_ATTR_DEV_NAME, dev);
@@ -138,14 +157,19 @@ va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const gu
   /* iproute2's "ip link set" sends RTM_NEWLINK; for an 802.1Q VLAN it uses
    * IFLA_VF_VLAN, which the kernel applies exactly as a one-entry
    * IFLA_VF_VLAN_LIST of protocol 802.1Q */
-  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  struct nlmsghdr *nlh;
   struct ifla_vf_mac ivm = { .vf = vf };
   struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
   struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
   struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
-  struct nlattr *list = nest_start (nlh, IFLA_VFINFO_LIST);
-  struct nlattr *info = nest_start (nlh, IFLA_VF_INFO);
+  struct nlattr *list, *info;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  list = nest_start (nlh, IFLA_VFINFO_LIST);
+  info = nest_start (nlh, IFLA_VF_INFO);
   memcpy (ivm.mac, mac, 6);
   mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
   mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
@@ -159,10 +183,14 @@ va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const gu
 struct nlmsghdr *
 va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags)
 {
-  struct nlmsghdr *nlh = link_header (buf, add ? RTM_SETLINK : RTM_DELLINK, seq, AF_BRIDGE, port_ifindex);
+  struct nlmsghdr *nlh;
   struct bridge_vlan_info vinfo = { .flags = flags, .vid = vid };
-  struct nlattr *spec = nest_start (nlh, IFLA_AF_SPEC);
+  struct nlattr *spec;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  nlh = link_header (buf, add ? RTM_SETLINK : RTM_DELLINK, seq, AF_BRIDGE, port_ifindex);
+  spec = nest_start (nlh, IFLA_AF_SPEC);
   mnl_attr_put (nlh, IFLA_BRIDGE_VLAN_INFO, sizeof vinfo, &vinfo);
   mnl_attr_nest_end (nlh, spec);
   return nlh;
@@ -171,9 +199,13 @@ va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add,
 struct nlmsghdr *
 va_nl_build_link_up (void *buf, guint32 seq, int ifindex)
 {
-  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, ifindex);
-  struct ifinfomsg *ifi = mnl_nlmsg_get_payload (nlh);
+  struct nlmsghdr *nlh;
+  struct ifinfomsg *ifi;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, ifindex);
+  ifi = mnl_nlmsg_get_payload (nlh);
   ifi->ifi_flags = IFF_UP;
   ifi->ifi_change = IFF_UP;
   return nlh;
@@ -182,9 +214,13 @@ va_nl_build_link_up (void *buf, guint32 seq, int ifindex)
 struct nlmsghdr *
 va_nl_build_link_master (void *buf, guint32 seq, int port_ifindex, int master_ifindex, gboolean up)
 {
-  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, port_ifindex);
-  struct ifinfomsg *ifi = mnl_nlmsg_get_payload (nlh);
+  struct nlmsghdr *nlh;
+  struct ifinfomsg *ifi;
 
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, port_ifindex);
+  ifi = mnl_nlmsg_get_payload (nlh);
   if (up)
     {
       ifi->ifi_flags = IFF_UP;
@@ -229,6 +265,8 @@ va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh)
   VdpaAttrs a = { { 0 } };
   VaVdpaMgmtdev *m;
 
+  g_return_val_if_fail (nlh != NULL, NULL);
+
   if (nlh->nlmsg_len < NLMSG_HDRLEN + sizeof (struct genlmsghdr))
     return NULL;
   mnl_attr_parse (nlh, sizeof (struct genlmsghdr), vdpa_attr_cb, &a);
@@ -262,12 +300,16 @@ gboolean
 va_nl_transact (int protocol, struct nlmsghdr *nlh, VaNlReplyFunc cb, gpointer user_data, const char *what, int *kernel_errno,
                 GError **error)
 {
-  struct mnl_socket *nl = mnl_socket_open2 (protocol, SOCK_CLOEXEC);
+  struct mnl_socket *nl;
   char buf[VA_NL_BUF_SIZE];
   int one = 1;
   guint32 portid;
   gboolean done = FALSE;
 
+  g_return_val_if_fail (nlh != NULL, FALSE);
+  g_return_val_if_fail (what != NULL, FALSE);
+
+  nl = mnl_socket_open2 (protocol, SOCK_CLOEXEC);
   if (kernel_errno)
     *kernel_errno = 0;
   if (!nl)
@@ -374,6 +416,10 @@ va_nl_genl_family (const char *name, const char *module, guint16 *id, GError **e
   g_autoptr (GError) local = NULL;
   int kerr = 0;
 
+  g_return_val_if_fail (name != NULL, FALSE);
+  g_return_val_if_fail (module != NULL, FALSE);
+  g_return_val_if_fail (id != NULL, FALSE);
+
   *id = 0;
   if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_getfamily (buf, next_seq (), name), family_reply, id, what, &kerr, &local))
     {
@@ -405,6 +451,9 @@ va_nl_vdpa_dev_new (const char *mgmt_bus, const char *mgmt_dev, const char *name
                                                mgmt_bus ? "/" : "", mgmt_dev);
   guint16 family;
 
+  g_return_val_if_fail (mgmt_dev != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
   if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
     return FALSE;
   return va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_new (buf, family, next_seq (), mgmt_bus, mgmt_dev, name, mac, max_vqp, mtu),
@@ -419,6 +468,8 @@ va_nl_vdpa_dev_del (const char *name, GError **error)
   g_autoptr (GError) local = NULL;
   guint16 family;
   int kerr = 0;
+
+  g_return_val_if_fail (name != NULL, FALSE);
 
   if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
     return FALSE;
@@ -463,6 +514,8 @@ va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error)
   g_autofree char *what = g_strdup_printf ("PF %s: setting eswitch mode %s", pf_pci, switchdev ? "switchdev" : "legacy");
   guint16 family;
 
+  g_return_val_if_fail (pf_pci != NULL, FALSE);
+
   if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
     return FALSE;
   return va_nl_transact (NETLINK_GENERIC,
@@ -491,6 +544,9 @@ va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gbo
                                            spoofchk ? "on" : "off", trust ? "on" : "off");
   int ifindex;
 
+  g_return_val_if_fail (pf != NULL, FALSE);
+  g_return_val_if_fail (mac != NULL, FALSE);
+
   if (!ifindex_of (pf, what, &ifindex, error))
     return FALSE;
   return va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_set (buf, next_seq (), ifindex, vf, mac, vlan, spoofchk, trust), NULL, NULL, what,
@@ -507,6 +563,8 @@ va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_un
   guint16 flags = pvid_untagged ? BRIDGE_VLAN_INFO_PVID | BRIDGE_VLAN_INFO_UNTAGGED : 0;
   int ifindex;
   int kerr = 0;
+
+  g_return_val_if_fail (port != NULL, FALSE);
 
   if (!ifindex_of (port, what, &ifindex, error))
     return FALSE;
@@ -536,6 +594,8 @@ va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError **error)
   int kerr = 0;
   g_autoptr (GError) local = NULL;
 
+  g_return_val_if_fail (port != NULL, FALSE);
+
   if (!ifindex_of (port, what, &ifindex, error))
     return FALSE;
   if (!va_nl_transact (NETLINK_ROUTE, va_nl_build_bridge_vlan (buf, next_seq (), ifindex, FALSE, vid, 0), NULL, NULL, what, &kerr, &local))
@@ -557,6 +617,8 @@ va_nl_link_set_master (const char *port, const char *bridge, GError **error)
   int ifindex;
   int master = 0;
 
+  g_return_val_if_fail (port != NULL, FALSE);
+
   if (!bridge && if_nametoindex (port) == 0)
     return TRUE; /* gone with its VF: out of every bridge */
   if (!ifindex_of (port, what, &ifindex, error))
@@ -573,6 +635,8 @@ va_nl_link_set_up (const char *port, GError **error)
   char buf[VA_NL_BUF_SIZE];
   g_autofree char *what = g_strdup_printf ("port %s: setting it up", port);
   int ifindex;
+
+  g_return_val_if_fail (port != NULL, FALSE);
 
   if (!ifindex_of (port, what, &ifindex, error))
     return FALSE;
@@ -605,6 +669,9 @@ gboolean
 va_nl_parse_link_event (const struct nlmsghdr *nlh, VaNlLinkEvent *ev)
 {
   const struct nlattr *tb[IFLA_MAX + 1] = { NULL };
+
+  g_return_val_if_fail (nlh != NULL, FALSE);
+  g_return_val_if_fail (ev != NULL, FALSE);
 
   if ((nlh->nlmsg_type != RTM_NEWLINK && nlh->nlmsg_type != RTM_DELLINK) || nlh->nlmsg_len < mnl_nlmsg_size (sizeof (struct ifinfomsg)))
     return FALSE;
@@ -647,6 +714,8 @@ va_nl_link_monitor_new (GError **error)
 int
 va_nl_link_monitor_get_fd (VaNlMonitor *self)
 {
+  g_return_val_if_fail (self != NULL, -1);
+
   return mnl_socket_get_fd (self->nl);
 }
 
@@ -655,6 +724,9 @@ va_nl_link_monitor_read (VaNlMonitor *self, VaNlLinkFunc cb, gpointer user_data)
 {
   gboolean complete = TRUE;
   ssize_t n;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (cb != NULL, FALSE);
 
   while ((n = mnl_socket_recvfrom (self->nl, self->buf, sizeof self->buf)) != 0)
     {

@@ -62,16 +62,23 @@ va_path_get (VaPath which)
 char *
 va_path_ports (const char *run_dir)
 {
+  g_return_val_if_fail (run_dir != NULL, NULL);
+
   return g_build_filename (run_dir, "ports", NULL);
 }
 
 char *
 va_path_libexec (const char *name)
 {
-  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
-  g_autofree char *dir = self ? g_path_get_dirname (self) : NULL;
-  g_autofree char *beside = dir ? g_build_filename (dir, name, NULL) : NULL;
+  g_autofree char *self = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *beside = NULL;
 
+  g_return_val_if_fail (name != NULL, NULL);
+
+  self = g_file_read_link ("/proc/self/exe", NULL);
+  dir = self ? g_path_get_dirname (self) : NULL;
+  beside = dir ? g_build_filename (dir, name, NULL) : NULL;
   /* beside our own binary first: the build tree works like an install */
   if (beside && g_file_test (beside, G_FILE_TEST_IS_EXECUTABLE))
     return g_steal_pointer (&beside);

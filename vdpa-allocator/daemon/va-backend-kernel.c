@@ -60,6 +60,8 @@ G_DEFINE_TYPE (VaBackendKernel, va_backend_kernel, VA_TYPE_BACKEND)
 char *
 va_backend_kernel_device_name (const char *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return g_strdup_printf ("va-%s", slot);
 }
 
@@ -439,16 +441,25 @@ write_access_file (VaBackendKernel *self, const char *name, const char *group, g
 VaDeviceInfo *
 va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
 {
-  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
-  g_autofree char *who = device_who (name, req->slot);
-  g_autoptr (VaDeviceInfo) dev = g_new0 (VaDeviceInfo, 1);
+  VaBackendKernel *self;
+  g_autofree char *who = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (GError) local = NULL;
   VaKernelPf *pf;
   VaKernelVf *vf;
   guint8 mac[6];
-  const char *group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
-  guint mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
+  const char *group;
+  guint mode;
 
+  g_return_val_if_fail (VA_IS_BACKEND_KERNEL (backend), NULL);
+  g_return_val_if_fail (req != NULL && req->slot != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  self = VA_BACKEND_KERNEL (backend);
+  who = device_who (name, req->slot);
+  dev = g_new0 (VaDeviceInfo, 1);
+  group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
+  mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
@@ -810,8 +821,12 @@ va_backend_kernel_init (VaBackendKernel *self)
 VaBackend *
 va_backend_kernel_new (const VaConfig *config, const char *run_dir, GError **error)
 {
-  g_autoptr (VaBackendKernel) self = g_object_new (va_backend_kernel_get_type (), NULL);
+  g_autoptr (VaBackendKernel) self = NULL;
 
+  g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (run_dir != NULL, NULL);
+
+  self = g_object_new (va_backend_kernel_get_type (), NULL);
   self->run_dir = g_strdup (run_dir);
   if (!start_monitor (self, error))
     return NULL;

@@ -268,8 +268,12 @@ va_backend_sim_init (VaBackendSim *self)
 VaBackend *
 va_backend_sim_new (const VaConfig *config, const char *run_dir, GError **error)
 {
-  g_autoptr (VaBackendSim) self = g_object_new (va_backend_sim_get_type (), NULL);
+  g_autoptr (VaBackendSim) self = NULL;
 
+  g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (run_dir != NULL, NULL);
+
+  self = g_object_new (va_backend_sim_get_type (), NULL);
   self->pfs = config->sim_pfs ? config->sim_pfs : 1;
   self->vfs = config->sim_vfs ? config->sim_vfs : 8;
   self->numa_nodes = config->sim_numa_nodes ? config->sim_numa_nodes : 1;

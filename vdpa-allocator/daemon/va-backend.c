@@ -46,42 +46,60 @@ va_device_info_free (VaDeviceInfo *dev)
 const char *
 va_backend_get_name (VaBackend *self)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
   return VA_BACKEND_GET_CLASS (self)->name;
 }
 
 GPtrArray *
 va_backend_discover (VaBackend *self, GError **error)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
   return VA_BACKEND_GET_CLASS (self)->discover (self, error);
 }
 
 gboolean
 va_backend_prepare_pf (VaBackend *self, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (pf != NULL, FALSE);
+  g_return_val_if_fail (pool != NULL, FALSE);
+
   return VA_BACKEND_GET_CLASS (self)->prepare_pf (self, pf, pool, error);
 }
 
 VaDeviceInfo *
 va_backend_create_device (VaBackend *self, const VaDeviceRequest *req, GError **error)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (req != NULL, NULL);
+
   return VA_BACKEND_GET_CLASS (self)->create_device (self, req, error);
 }
 
 gboolean
 va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && name != NULL, FALSE);
+
   return VA_BACKEND_GET_CLASS (self)->destroy_device (self, slot, name, pool, error);
 }
 
 GPtrArray *
 va_backend_list_devices (VaBackend *self, GError **error)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
   return VA_BACKEND_GET_CLASS (self)->list_devices (self, error);
 }
 
 gboolean
 va_backend_device_busy (VaBackend *self, const char *chardev)
 {
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+
   return VA_BACKEND_GET_CLASS (self)->device_busy (self, chardev);
 }
 
@@ -94,6 +112,9 @@ strv_has (char **v, const char *s)
 gboolean
 va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 {
+  g_return_val_if_fail (pool != NULL, FALSE);
+  g_return_val_if_fail (pf != NULL, FALSE);
+
   if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
     return FALSE;
   if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
@@ -115,10 +136,14 @@ va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 gboolean
 va_chardev_held_open (const char *path)
 {
-  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
-  g_autofree char *target = g_canonicalize_filename (path, NULL);
+  g_autoptr (GDir) proc = NULL;
+  g_autofree char *target = NULL;
   const char *pid;
 
+  g_return_val_if_fail (path != NULL, FALSE);
+
+  proc = g_dir_open ("/proc", 0, NULL);
+  target = g_canonicalize_filename (path, NULL);
   while (proc && (pid = g_dir_read_name (proc)))
     {
       g_autofree char *fd_dir = NULL;

@@ -297,6 +297,8 @@ va_daemon_main (int argc, char **argv)
   int lock_fd = -1;
   guint owner;
 
+  g_return_val_if_fail (argc >= 0 && argv != NULL, 1);
+
   setlocale (LC_ALL, "");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))

@@ -36,6 +36,8 @@ va_dbus_lease_to_variant (const VaLease *lease)
 {
   GVariantBuilder b;
 
+  g_return_val_if_fail (lease != NULL, NULL);
+
   g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
   g_variant_builder_add (&b, "{sv}", "uuid", g_variant_new_string (lease->uuid));
   g_variant_builder_add (&b, "{sv}", "domain_name", g_variant_new_string (lease->domain_name));
@@ -351,6 +353,8 @@ va_dbus_report_to_variant (const VaReconcileReport *r)
 {
   GVariantBuilder b;
 
+  g_return_val_if_fail (r != NULL, NULL);
+
   g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
   g_variant_builder_add (&b, "{sv}", "released", g_variant_new_uint32 (r->released));
   g_variant_builder_add (&b, "{sv}", "orphans", strv_variant (r->orphans));
@@ -661,6 +665,9 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   static const GDBusInterfaceVTable vtable = { manager_method, manager_get_property, NULL };
   g_autoptr (GBytes) xml = NULL;
   VaDbus *self;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (alloc), NULL);
+  g_return_val_if_fail (G_IS_DBUS_CONNECTION (conn), NULL);
 
   /* registered by hand: a static library drops the automatic constructor */
   if (g_once_init_enter (&resources_registered))

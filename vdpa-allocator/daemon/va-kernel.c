@@ -247,6 +247,8 @@ static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
 gboolean
 va_kernel_pf_is_vduse (const VaKernelPf *pf)
 {
+  g_return_val_if_fail (pf != NULL, FALSE);
+
   return pf->model == &vduse_model;
 }
 
@@ -363,10 +365,14 @@ vf_path (const VaKernelPf *pf, guint i)
 char *
 va_kernel_vf_vdpa_device (const char *vf_syspath)
 {
-  g_autofree char *real = va_sysfs_path (vf_syspath);
-  g_autoptr (GDir) dir = g_dir_open (real, 0, NULL);
+  g_autofree char *real = NULL;
+  g_autoptr (GDir) dir = NULL;
   const char *name;
 
+  g_return_val_if_fail (vf_syspath != NULL, NULL);
+
+  real = va_sysfs_path (vf_syspath);
+  dir = g_dir_open (real, 0, NULL);
   /* mlx5_vdpa hangs the device under an auxiliary mlx5_core.vnet.N */
   while (dir && (name = g_dir_read_name (dir)))
     {
@@ -398,11 +404,14 @@ va_kernel_vf_vdpa_device (const char *vf_syspath)
 gboolean
 va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
 {
-  g_autofree char *path = g_build_filename (pf->syspath, "sriov_numvfs", NULL);
+  g_autofree char *path = NULL;
   g_autofree char *value = g_strdup_printf ("%u", count);
   g_autoptr (GError) local = NULL;
   gint64 now;
 
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  path = g_build_filename (pf->syspath, "sriov_numvfs", NULL);
   if (count > pf->totalvfs)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: cannot make %u VFs: sriov_totalvfs is %u", pf->pci, count,
@@ -447,9 +456,12 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
 gboolean
 va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error)
 {
-  g_autofree char *path = g_build_filename (pf->syspath, "sriov_drivers_autoprobe", NULL);
+  g_autofree char *path = NULL;
   g_autoptr (GError) local = NULL;
 
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  path = g_build_filename (pf->syspath, "sriov_drivers_autoprobe", NULL);
   if (!va_sysfs_write (path, on ? "1" : "0", &local))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: VF driver autoprobe: %s", pf->pci, local->message);
@@ -495,11 +507,14 @@ vdpa_syspath (const char *name, GError **error)
 gboolean
 va_kernel_bind_vhost_vdpa (const char *name, GError **error)
 {
-  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_autofree char *syspath = NULL;
   g_autofree char *override = NULL;
   g_autofree char *driver = NULL;
   g_autoptr (GError) local = NULL;
 
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  syspath = vdpa_syspath (name, error);
   if (!syspath)
     return FALSE;
   driver = va_sysfs_path ("/sys/bus/vdpa/drivers/vhost_vdpa");
@@ -526,11 +541,14 @@ va_kernel_bind_vhost_vdpa (const char *name, GError **error)
 char *
 va_kernel_vhost_node (const char *name, GError **error)
 {
-  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_autofree char *syspath = NULL;
   g_autofree char *real = NULL;
   g_autoptr (GDir) dir = NULL;
   const char *child;
 
+  g_return_val_if_fail (name != NULL, NULL);
+
+  syspath = vdpa_syspath (name, error);
   if (!syspath)
     return NULL;
   real = va_sysfs_path (syspath);
@@ -545,9 +563,12 @@ va_kernel_vhost_node (const char *name, GError **error)
 char *
 va_kernel_vdpa_slot (const char *name, GError **error)
 {
-  g_autofree char *syspath = vdpa_syspath (name, error);
+  g_autofree char *syspath = NULL;
   g_auto (GStrv) parts = NULL;
 
+  g_return_val_if_fail (name != NULL, NULL);
+
+  syspath = vdpa_syspath (name, error);
   if (!syspath)
     return NULL;
   /* the nearest PCI address up the path: the VF under the auxiliary
@@ -589,10 +610,14 @@ va_kernel_vdpa_devices (GError **error)
 gboolean
 va_kernel_set_node_access (const char *node, const char *group, guint mode, GError **error)
 {
-  struct group *gr = getgrnam (group);
+  struct group *gr;
   gid_t gid;
   guint64 n;
 
+  g_return_val_if_fail (node != NULL, FALSE);
+  g_return_val_if_fail (group != NULL, FALSE);
+
+  gr = getgrnam (group);
   if (gr)
     gid = gr->gr_gid;
   else if (g_ascii_string_to_unsigned (group, 10, 0, G_MAXUINT32 - 1, &n, NULL))

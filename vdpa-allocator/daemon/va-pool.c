@@ -164,6 +164,8 @@ va_pools_add_pool (VaPools *self, const char *name, GError **error)
 {
   Pool *pool;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
   if (!check_name ("pool name", name, error))
     return FALSE;
   if (g_hash_table_contains (self->pools, name))
@@ -191,9 +193,12 @@ pf_compare (gconstpointer a, gconstpointer b)
 gboolean
 va_pools_add_pf (VaPools *self, const char *pool_name, const char *name, const char *pci_address, int numa_node, GError **error)
 {
-  Pool *pool = lookup_pool (self, pool_name, error);
+  Pool *pool;
   Pf *pf;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pool = lookup_pool (self, pool_name, error);
   if (!pool || !check_name ("PF name", name, error))
     return FALSE;
   if (g_hash_table_contains (pool->pfs_by_name, name))
@@ -226,9 +231,12 @@ va_pools_add_pf (VaPools *self, const char *pool_name, const char *name, const c
 gboolean
 va_pools_add_slot (VaPools *self, const char *pool_name, const char *pf_name, const char *address, GError **error)
 {
-  Pf *pf = lookup_pf (self, pool_name, pf_name, error);
+  Pf *pf;
   VaSlot *slot;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pf = lookup_pf (self, pool_name, pf_name, error);
   if (!pf || !check_name ("slot address", address, error))
     return FALSE;
   if (g_hash_table_contains (self->slots, address))
@@ -251,14 +259,19 @@ va_pools_add_slot (VaPools *self, const char *pool_name, const char *pf_name, co
 gboolean
 va_pools_has_pool (const VaPools *self, const char *name)
 {
+  g_return_val_if_fail (self != NULL, FALSE);
+
   return name && g_hash_table_contains (self->pools, name);
 }
 
 gboolean
 va_pools_find_pf (const VaPools *self, const char *pci_address, const char **pool, const char **pf_name)
 {
-  Pf *pf = pci_address && *pci_address ? g_hash_table_lookup (self->pfs_by_pci, pci_address) : NULL;
+  Pf *pf;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pf = pci_address && *pci_address ? g_hash_table_lookup (self->pfs_by_pci, pci_address) : NULL;
   if (!pf)
     return FALSE;
   if (pool)
@@ -271,9 +284,12 @@ va_pools_find_pf (const VaPools *self, const char *pci_address, const char **poo
 char **
 va_pools_list_slots (const VaPools *self, const char *pool, const char *pf_name, GError **error)
 {
-  Pf *pf = lookup_pf (self, pool, pf_name, error);
+  Pf *pf;
   g_autoptr (GStrvBuilder) builder = NULL;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  pf = lookup_pf (self, pool, pf_name, error);
   if (!pf)
     return NULL;
   builder = g_strv_builder_new ();
@@ -291,10 +307,15 @@ str_ptr_compare (gconstpointer a, gconstpointer b, gpointer user_data)
 char **
 va_pools_list_pools (const VaPools *self)
 {
-  g_autofree const char **names = (const char **) g_hash_table_get_keys_as_array (self->pools, NULL);
-  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
-  guint n = g_hash_table_size (self->pools);
+  g_autofree const char **names = NULL;
+  g_autoptr (GStrvBuilder) builder = NULL;
+  guint n;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  names = (const char **) g_hash_table_get_keys_as_array (self->pools, NULL);
+  builder = g_strv_builder_new ();
+  n = g_hash_table_size (self->pools);
   g_qsort_with_data (names, (gint) n, sizeof (char *), str_ptr_compare, NULL);
   for (guint i = 0; i < n; i++)
     g_strv_builder_add (builder, names[i]);
@@ -304,10 +325,15 @@ va_pools_list_pools (const VaPools *self)
 char **
 va_pools_list_pf_addresses (const VaPools *self)
 {
-  g_autofree const char **addrs = (const char **) g_hash_table_get_keys_as_array (self->pfs_by_pci, NULL);
-  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
-  guint n = g_hash_table_size (self->pfs_by_pci);
+  g_autofree const char **addrs = NULL;
+  g_autoptr (GStrvBuilder) builder = NULL;
+  guint n;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  addrs = (const char **) g_hash_table_get_keys_as_array (self->pfs_by_pci, NULL);
+  builder = g_strv_builder_new ();
+  n = g_hash_table_size (self->pfs_by_pci);
   g_qsort_with_data (addrs, (gint) n, sizeof (char *), str_ptr_compare, NULL);
   for (guint i = 0; i < n; i++)
     g_strv_builder_add (builder, addrs[i]);
@@ -317,8 +343,11 @@ va_pools_list_pf_addresses (const VaPools *self)
 gboolean
 va_pools_set_pf_health (VaPools *self, const char *pool, const char *pf_name, gboolean healthy, const char *reason, GError **error)
 {
-  Pf *pf = lookup_pf (self, pool, pf_name, error);
+  Pf *pf;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pf = lookup_pf (self, pool, pf_name, error);
   if (!pf)
     return FALSE;
   pf->healthy = healthy;
@@ -330,8 +359,12 @@ va_pools_set_pf_health (VaPools *self, const char *pool, const char *pf_name, gb
 gboolean
 va_pools_get_health (const VaPools *self, const char *pool_name, gboolean *healthy, char **reason, GError **error)
 {
-  Pool *pool = lookup_pool (self, pool_name, error);
+  Pool *pool;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (healthy != NULL, FALSE);
+
+  pool = lookup_pool (self, pool_name, error);
   if (!pool)
     return FALSE;
   if (pool->pfs->len == 0)
@@ -362,8 +395,11 @@ va_pools_get_health (const VaPools *self, const char *pool_name, gboolean *healt
 gboolean
 va_pools_set_draining (VaPools *self, const char *pool_name, gboolean draining, GError **error)
 {
-  Pool *pool = lookup_pool (self, pool_name, error);
+  Pool *pool;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pool = lookup_pool (self, pool_name, error);
   if (!pool)
     return FALSE;
   pool->draining = draining;
@@ -373,14 +409,18 @@ va_pools_set_draining (VaPools *self, const char *pool_name, gboolean draining, 
 gboolean
 va_pools_get_draining (const VaPools *self, const char *pool_name)
 {
-  Pool *pool = lookup_pool (self, pool_name, NULL);
+  Pool *pool;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  pool = lookup_pool (self, pool_name, NULL);
   return pool && pool->draining;
 }
 
 void
 va_pools_set_network_quota (VaPools *self, const char *network, guint quota)
 {
+  g_return_if_fail (self != NULL);
   g_return_if_fail (network != NULL);
 
   if (quota == 0)
@@ -392,6 +432,8 @@ va_pools_set_network_quota (VaPools *self, const char *network, guint quota)
 guint
 va_pools_get_network_leases (const VaPools *self, const char *network)
 {
+  g_return_val_if_fail (self != NULL, 0);
+
   return network ? GPOINTER_TO_UINT (g_hash_table_lookup (self->network_leases, network)) : 0;
 }
 
@@ -431,8 +473,12 @@ pool_counts (const Pool *pool, VaPoolCounts *c)
 gboolean
 va_pools_get_counts (const VaPools *self, const char *pool_name, VaPoolCounts *counts, GError **error)
 {
-  Pool *pool = lookup_pool (self, pool_name, error);
+  Pool *pool;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (counts != NULL, FALSE);
+
+  pool = lookup_pool (self, pool_name, error);
   if (!pool)
     return FALSE;
   pool_counts (pool, counts);
@@ -442,8 +488,11 @@ va_pools_get_counts (const VaPools *self, const char *pool_name, VaPoolCounts *c
 gboolean
 va_pools_set_slot_lost (VaPools *self, const char *address, gboolean lost, GError **error)
 {
-  VaSlot *slot = address ? g_hash_table_lookup (self->slots, address) : NULL;
+  VaSlot *slot;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  slot = address ? g_hash_table_lookup (self->slots, address) : NULL;
   if (!slot)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no slot %.64s", address ? address : "(null)");
@@ -566,12 +615,16 @@ pick_pf (const Pool *pool, int numa_node)
 const VaSlot *
 va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existed, GError **error)
 {
-  const char *network = request->network && *request->network ? request->network : NULL;
+  const char *network;
   VaSlot *slot;
   Pool *pool;
   Pf *pf;
   guint quota;
 
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (request != NULL, NULL);
+
+  network = request->network && *request->network ? request->network : NULL;
   if (existed)
     *existed = FALSE;
   if (!check_name ("domain UUID", request->uuid, error) || !check_name ("MAC", request->mac, error))
@@ -620,9 +673,12 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
 gboolean
 va_pools_restore (VaPools *self, const char *uuid, const char *mac, const char *network, const char *address, GError **error)
 {
-  VaSlot *slot = address ? g_hash_table_lookup (self->slots, address) : NULL;
+  VaSlot *slot;
   VaSlot *held;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  slot = address ? g_hash_table_lookup (self->slots, address) : NULL;
   if (!check_name ("domain UUID", uuid, error) || !check_name ("MAC", mac, error))
     return FALSE;
   if (!slot)
@@ -652,8 +708,11 @@ va_pools_restore (VaPools *self, const char *uuid, const char *mac, const char *
 gboolean
 va_pools_release (VaPools *self, const char *uuid, const char *mac, GError **error)
 {
-  VaSlot *slot = lookup_key (self, uuid, mac);
+  VaSlot *slot;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  slot = lookup_key (self, uuid, mac);
   if (!slot)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no lease for %.64s %.64s", uuid ? uuid : "(null)", mac ? mac : "(null)");
@@ -666,9 +725,12 @@ va_pools_release (VaPools *self, const char *uuid, const char *mac, GError **err
 guint
 va_pools_release_domain (VaPools *self, const char *uuid)
 {
-  GPtrArray *domain = uuid ? g_hash_table_lookup (self->domains, uuid) : NULL;
+  GPtrArray *domain;
   guint n = 0;
 
+  g_return_val_if_fail (self != NULL, 0);
+
+  domain = uuid ? g_hash_table_lookup (self->domains, uuid) : NULL;
   /* unlease_slot() shrinks the array and frees it with its last slot. */
   while (domain && domain->len > 0)
     {
@@ -685,72 +747,96 @@ va_pools_release_domain (VaPools *self, const char *uuid)
 const VaSlot *
 va_pools_lookup_lease (const VaPools *self, const char *uuid, const char *mac)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return lookup_key (self, uuid, mac);
 }
 
 const VaSlot *
 va_pools_lookup_slot (const VaPools *self, const char *address)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return address ? g_hash_table_lookup (self->slots, address) : NULL;
 }
 
 guint
 va_pools_get_n_leases (const VaPools *self)
 {
+  g_return_val_if_fail (self != NULL, 0);
+
   return g_hash_table_size (self->leases);
 }
 
 const char *
 va_slot_get_address (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->address;
 }
 
 const char *
 va_slot_get_pool (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->pf->pool->name;
 }
 
 const char *
 va_slot_get_pf (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->pf->name;
 }
 
 const char *
 va_slot_get_pf_pci_address (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->pf->pci_address;
 }
 
 int
 va_slot_get_numa_node (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, -1);
+
   return slot->pf->numa_node;
 }
 
 VaSlotState
 va_slot_get_state (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, VA_SLOT_LOST);
+
   return slot->state;
 }
 
 const char *
 va_slot_get_uuid (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->uuid;
 }
 
 const char *
 va_slot_get_mac (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->mac;
 }
 
 const char *
 va_slot_get_network (const VaSlot *slot)
 {
+  g_return_val_if_fail (slot != NULL, NULL);
+
   return slot->network;
 }
 

@@ -89,8 +89,11 @@ va_lease_new (void)
 VaLease *
 va_lease_copy (const VaLease *lease)
 {
-  VaLease *copy = g_new0 (VaLease, 1);
+  VaLease *copy;
 
+  g_return_val_if_fail (lease != NULL, NULL);
+
+  copy = g_new0 (VaLease, 1);
   copy->uuid = g_strdup (lease->uuid);
   copy->domain_name = g_strdup (lease->domain_name);
   copy->mac = g_strdup (lease->mac);
@@ -126,6 +129,8 @@ va_lease_free (VaLease *lease)
 gboolean
 va_lease_equal (const VaLease *a, const VaLease *b)
 {
+  g_return_val_if_fail (a != NULL && b != NULL, FALSE);
+
   return g_strcmp0 (a->uuid, b->uuid) == 0 && g_strcmp0 (a->domain_name, b->domain_name) == 0 && g_strcmp0 (a->mac, b->mac) == 0
          && g_strcmp0 (a->network, b->network) == 0 && g_strcmp0 (a->pool, b->pool) == 0 && g_strcmp0 (a->slot, b->slot) == 0
          && g_strcmp0 (a->device, b->device) == 0 && g_strcmp0 (a->chardev, b->chardev) == 0 && g_strcmp0 (a->port, b->port) == 0
@@ -228,6 +233,8 @@ check_key (const char *uuid, const char *mac, GError **error)
 gboolean
 va_lease_validate (const VaLease *lease, GError **error)
 {
+  g_return_val_if_fail (lease != NULL, FALSE);
+
   if (!check_key (lease->uuid, lease->mac ? lease->mac : "", error))
     return FALSE;
   if (!check_string ("domain_name", lease->domain_name, VA_STORE_MAX_DOMAIN_NAME, FALSE, error)
@@ -571,6 +578,7 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
   int rc;
 
   g_return_val_if_fail (dir != NULL, NULL);
+  g_return_val_if_fail (steps != NULL || n_steps == 0, NULL);
 
   if (g_mkdir_with_parents (dir, 0755) != 0)
     {
@@ -631,6 +639,8 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
 const VaStoreMigration *
 va_store_get_migrations (guint *n_steps)
 {
+  g_return_val_if_fail (n_steps != NULL, NULL);
+
   *n_steps = G_N_ELEMENTS (migrations);
   return migrations;
 }
@@ -639,6 +649,8 @@ VaStore *
 va_store_open (const char *dir, GError **error)
 {
   G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == VA_STORE_SCHEMA_VERSION);
+
+  g_return_val_if_fail (dir != NULL, NULL);
 
   return va_store_open_with_migrations (dir, migrations, G_N_ELEMENTS (migrations), error);
 }
@@ -672,6 +684,8 @@ va_store_free (VaStore *self)
 const char *
 va_store_get_path (const VaStore *self)
 {
+  g_return_val_if_fail (self != NULL, NULL);
+
   return self->path;
 }
 
@@ -685,16 +699,21 @@ va_store_was_created (const VaStore *self)
 guint
 va_store_get_schema_version (const VaStore *self)
 {
+  g_return_val_if_fail (self != NULL, 0);
+
   return self->schema_version;
 }
 
 GPtrArray *
 va_store_load (VaStore *self, GError **error)
 {
-  g_autoptr (GPtrArray) leases = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
+  g_autoptr (GPtrArray) leases = NULL;
   sqlite3_stmt *stmt = NULL;
   int rc;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  leases = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
   if (sqlite3_prepare_v2 (self->db, "SELECT id, " LEASE_COLUMNS " FROM leases ORDER BY id", -1, &stmt, NULL) != SQLITE_OK)
     {
       set_db_error (self, error, "cannot read the leases");
@@ -742,8 +761,12 @@ op_new (VaStore *self, OpKind kind)
 VaStoreOp *
 va_store_queue_insert (VaStore *self, const VaLease *lease)
 {
-  VaStoreOp *op = op_new (self, OP_INSERT);
+  VaStoreOp *op;
 
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (lease != NULL, NULL);
+
+  op = op_new (self, OP_INSERT);
   op->lease = va_lease_copy (lease);
   if (op->lease->created == 0)
     op->lease->created = g_get_real_time () / G_USEC_PER_SEC;
@@ -754,8 +777,11 @@ va_store_queue_insert (VaStore *self, const VaLease *lease)
 VaStoreOp *
 va_store_queue_delete (VaStore *self, const char *uuid, const char *mac)
 {
-  VaStoreOp *op = op_new (self, OP_DELETE);
+  VaStoreOp *op;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  op = op_new (self, OP_DELETE);
   if (check_key (uuid, mac ? mac : "", &op->error))
     {
       op->uuid = g_strdup (uuid);
@@ -767,8 +793,11 @@ va_store_queue_delete (VaStore *self, const char *uuid, const char *mac)
 VaStoreOp *
 va_store_queue_delete_domain (VaStore *self, const char *uuid)
 {
-  VaStoreOp *op = op_new (self, OP_DELETE_DOMAIN);
+  VaStoreOp *op;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
+  op = op_new (self, OP_DELETE_DOMAIN);
   if (check_key (uuid, NULL, &op->error))
     op->uuid = g_strdup (uuid);
   return op;
@@ -777,6 +806,8 @@ va_store_queue_delete_domain (VaStore *self, const char *uuid)
 guint
 va_store_get_n_pending (const VaStore *self)
 {
+  g_return_val_if_fail (self != NULL, 0);
+
   return self->pending->len;
 }
 
@@ -901,6 +932,8 @@ va_store_take_batch (VaStore *self)
 {
   GPtrArray *ops;
 
+  g_return_val_if_fail (self != NULL, NULL);
+
   if (self->pending->len == 0)
     return NULL;
   ops = g_steal_pointer (&self->pending);
@@ -911,17 +944,24 @@ va_store_take_batch (VaStore *self)
 gboolean
 va_store_commit (VaStore *self, GError **error)
 {
-  g_autoptr (GPtrArray) ops = va_store_take_batch (self);
+  g_autoptr (GPtrArray) ops = NULL;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  ops = va_store_take_batch (self);
   return ops ? va_store_commit_batch (self, ops, error) : TRUE;
 }
 
 gboolean
 va_store_commit_batch (VaStore *self, GPtrArray *ops, GError **error)
 {
-  g_autoptr (GPtrArray) failed_alone = g_ptr_array_new ();
+  g_autoptr (GPtrArray) failed_alone = NULL;
   g_autoptr (GError) batch_error = NULL;
 
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (ops != NULL, FALSE);
+
+  failed_alone = g_ptr_array_new ();
   /* Invalid at queue time: failed on their own, whatever the batch does. */
   for (guint i = 0; i < ops->len; i++)
     if (((VaStoreOp *) g_ptr_array_index (ops, i))->error)
@@ -971,6 +1011,8 @@ va_store_commit_batch (VaStore *self, GPtrArray *ops, GError **error)
 VaStoreOp *
 va_store_op_ref (VaStoreOp *op)
 {
+  g_return_val_if_fail (op != NULL, NULL);
+
   g_ref_count_inc (&op->ref);
   return op;
 }
@@ -990,12 +1032,16 @@ va_store_op_unref (VaStoreOp *op)
 gboolean
 va_store_op_is_done (const VaStoreOp *op)
 {
+  g_return_val_if_fail (op != NULL, FALSE);
+
   return op->done;
 }
 
 gboolean
 va_store_op_propagate_error (const VaStoreOp *op, GError **error)
 {
+  g_return_val_if_fail (op != NULL, FALSE);
+
   if (!op->done)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the lease store has not committed this operation yet");
@@ -1012,17 +1058,23 @@ va_store_op_propagate_error (const VaStoreOp *op, GError **error)
 guint
 va_store_op_get_changes (const VaStoreOp *op)
 {
+  g_return_val_if_fail (op != NULL, 0);
+
   return op->done && !op->error ? op->changes : 0;
 }
 
 gboolean
 va_store_op_get_existed (const VaStoreOp *op)
 {
+  g_return_val_if_fail (op != NULL, FALSE);
+
   return op->done && !op->error && op->existed;
 }
 
 const VaLease *
 va_store_op_get_lease (const VaStoreOp *op)
 {
+  g_return_val_if_fail (op != NULL, NULL);
+
   return op->kind == OP_INSERT && op->done && !op->error ? op->lease : NULL;
 }

@@ -14,8 +14,11 @@
 char *
 va_sysfs_path (const char *path)
 {
-  const char *root = va_path_get (VA_PATH_SYSFS);
+  const char *root;
 
+  g_return_val_if_fail (path != NULL, NULL);
+
+  root = va_path_get (VA_PATH_SYSFS);
   if (g_str_has_prefix (path, "/sys/"))
     path += strlen ("/sys/");
   else if (g_str_has_prefix (path, root) && path[strlen (root)] == '/')
@@ -26,11 +29,14 @@ va_sysfs_path (const char *path)
 char *
 va_sysfs_read (const char *path, GError **error)
 {
-  g_autofree char *real = va_sysfs_path (path);
+  g_autofree char *real = NULL;
   char buf[4096];
   ssize_t n;
   int fd;
 
+  g_return_val_if_fail (path != NULL, NULL);
+
+  real = va_sysfs_path (path);
   /* sysfs attributes are at most a page */
   fd = open (real, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -56,8 +62,12 @@ va_sysfs_read (const char *path, GError **error)
 gboolean
 va_sysfs_read_int (const char *path, gint64 *out, GError **error)
 {
-  g_autofree char *text = va_sysfs_read (path, error);
+  g_autofree char *text = NULL;
 
+  g_return_val_if_fail (path != NULL, FALSE);
+  g_return_val_if_fail (out != NULL, FALSE);
+
+  text = va_sysfs_read (path, error);
   if (!text)
     return FALSE;
   if (!g_ascii_string_to_signed (text, 10, G_MININT32, G_MAXINT32, out, NULL))
@@ -71,11 +81,16 @@ va_sysfs_read_int (const char *path, gint64 *out, GError **error)
 gboolean
 va_sysfs_write (const char *path, const char *value, GError **error)
 {
-  g_autofree char *real = va_sysfs_path (path);
-  size_t len = strlen (value);
+  g_autofree char *real = NULL;
+  size_t len;
   ssize_t n;
   int fd;
 
+  g_return_val_if_fail (path != NULL, FALSE);
+  g_return_val_if_fail (value != NULL, FALSE);
+
+  real = va_sysfs_path (path);
+  len = strlen (value);
   /* one write(2) of the whole value: sysfs takes a store per write */
   fd = open (real, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)

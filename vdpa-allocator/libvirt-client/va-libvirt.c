@@ -68,16 +68,21 @@ va_libvirt_lookup (VaLibvirt *self, const char *name, GError **error)
 char *
 va_libvirt_last_error (const char *what)
 {
+  g_return_val_if_fail (what != NULL, NULL);
+
   return g_strdup_printf ("%s: %s", what, virGetLastErrorMessage ());
 }
 
 gboolean
 va_libvirt_list_domains (GHashTable **domains, gpointer user_data, GError **error)
 {
-  g_autoptr (VaLibvirt) lv = va_libvirt_open (user_data, TRUE, error);
+  g_autoptr (VaLibvirt) lv = NULL;
   virDomainPtr *list = NULL;
   int n;
 
+  g_return_val_if_fail (domains != NULL, FALSE);
+
+  lv = va_libvirt_open (user_data, TRUE, error);
   if (!lv)
     return FALSE;
   n = virConnectListAllDomains (lv->conn, &list, 0);
