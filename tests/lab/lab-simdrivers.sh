@@ -145,7 +145,7 @@ fact "legacy: $pf phys_switch_id=$sw_legacy phys_port_name=$(cat /sys/class/net/
 check "no sriov_totalvfs in $sys (the VF limit is $dbg/max_vfs)" test ! -e "$sys/sriov_totalvfs"
 eq "max_vfs is 4 (NSIM_BUS_DEV_MAX_VFS)" 4 "$(cat $dbg/max_vfs 2>&1)"
 eq "sriov_numvfs starts 0" 0 "$(cat $sys/sriov_numvfs)"
-check "echo 2 > sriov_numvfs" sysw $sys/sriov_numvfs 2
+check "echo 2 > sriov_numvfs" sh -c "echo 2 >$sys/sriov_numvfs"
 eq "sriov_numvfs reads 2" 2 "$(cat $sys/sriov_numvfs)"
 check "no virtfnN links: netdevsim VFs are no devices" sh -c "! ls -d $sys/virtfn* 2>/dev/null"
 check "no VF netdevs: the PF's only net child is $pf" sh -c "[ \"\$(ls $sys/net)\" = $pf ]"
@@ -199,20 +199,20 @@ check "legacy again: the representors are gone" test ! -e /sys/class/net/$rep0 -
 eq "legacy again: still 2 VFs" 2 "$(cat $sys/sriov_numvfs)"
 
 # sriov_numvfs=0
-check "echo 0 > sriov_numvfs" sysw $sys/sriov_numvfs 0
+check "echo 0 > sriov_numvfs" sh -c "echo 0 >$sys/sriov_numvfs"
 eq "0 VFs: the PF netdev lists none" 0 "$(ip -j link show $pf | json 'len(d[0].get("vfinfo_list", []))')"
-check "echo 2 > sriov_numvfs again" sysw $sys/sriov_numvfs 2
+check "echo 2 > sriov_numvfs again" sh -c "echo 2 >$sys/sriov_numvfs"
 eq "netdevsim keeps VF 0's settings across sriov_numvfs 0 and back (a release must reset them itself)" \
     "52:54:00:12:34:57 10 True True" "$(vf0_now)"
 check "switchdev with VFs" devlink dev eswitch set $dl mode switchdev
-check "echo 0 > sriov_numvfs in switchdev" sysw $sys/sriov_numvfs 0
+check "echo 0 > sriov_numvfs in switchdev" sh -c "echo 0 >$sys/sriov_numvfs"
 eq "netdevsim drops to legacy when its VFs go in switchdev (nsim_drv_configure_vfs)" legacy \
     "$(devlink -j dev eswitch show $dl | json 'd["dev"]["'$dl'"]["mode"]')"
 check "switchdev with 0 VFs is accepted" devlink dev eswitch set $dl mode switchdev
-check "echo 2 > sriov_numvfs in switchdev" sysw $sys/sriov_numvfs 2
+check "echo 2 > sriov_numvfs in switchdev" sh -c "echo 2 >$sys/sriov_numvfs"
 eq "VFs made in switchdev get their pcivf ports at once" 2 \
     "$(devlink -j port show | json 'len([k for k, v in d["port"].items() if k.startswith("'$dl'/") and v["flavour"] == "pcivf"])')"
-check "echo 0 > sriov_numvfs" sysw $sys/sriov_numvfs 0
+check "echo 0 > sriov_numvfs" sh -c "echo 0 >$sys/sriov_numvfs"
 refused "5 VFs refused past max_vfs 4" "ENOMEM" sysw $sys/sriov_numvfs 5
 check "echo $id > /sys/bus/netdevsim/del_device" sh -c "echo $id >/sys/bus/netdevsim/del_device"
 check "devlink dev no longer lists $dl" sh -c "! devlink dev | grep -qx '$dl'"
@@ -276,9 +276,8 @@ echo 1 >/sys/bus/vdpa/drivers_autoprobe
 section udev naming
 # the names the daemon's tests will see when udevd runs (lab-daemon does)
 if [ -x /lib/systemd/systemd-udevd ]; then
+    # no trigger: only the device made below matters
     /lib/systemd/systemd-udevd --daemon >/dev/null 2>&1
-    udevadm trigger --action=add >/dev/null 2>&1
-    udevadm settle -t 30
     echo "$id 1" >/sys/bus/netdevsim/new_device
     wait_for "$sys/net"
     echo 1 >$sys/sriov_numvfs
@@ -288,6 +287,24 @@ if [ -x /lib/systemd/systemd-udevd ]; then
     eq "with udevd: the PF and its representor are named eni${id}np1 and eni${id}npf0vf0" \
         "eni${id}np1 eni${id}npf0vf0 " "$names"
     echo $id >/sys/bus/netdevsim/del_device
+    # the project's rule on a vdpa_sim device's bind to vhost_vdpa
+    srcdir=${VA_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+    mkdir -p /etc/udev/rules.d /run/vdpa-allocator/nodes
+    cp "$srcdir/udev-rules/90-vdpa-allocator.rules" /etc/udev/rules.d/
+    udevadm control --reload
+    echo "disk 0660" >/run/vdpa-allocator/nodes/va-sim3
+    echo 0 >/sys/bus/vdpa/drivers_autoprobe
+    vdpa dev add name va-sim3 mgmtdev $mg mac 52:54:00:aa:bb:03
+    echo vhost_vdpa >/sys/bus/vdpa/devices/va-sim3/driver_override
+    echo va-sim3 >/sys/bus/vdpa/drivers_probe
+    udevadm settle -t 30
+    node=$(ls -d /sys/bus/vdpa/devices/va-sim3/vhost-vdpa-* 2>/dev/null | head -n1)
+    node=/dev/${node##*/}
+    eq "with udevd: the project's rule makes $node root:disk 660 on the bind" "root:disk 660" \
+        "$(stat -c '%U:%G %a' "$node" 2>&1)"
+    vdpa dev del va-sim3
+    echo 1 >/sys/bus/vdpa/drivers_autoprobe
+    rm -f /run/vdpa-allocator/nodes/va-sim3
     udevadm control --exit 2>/dev/null
 fi
 
