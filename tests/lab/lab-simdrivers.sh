@@ -309,6 +309,7 @@ if [ -x /lib/systemd/systemd-udevd ]; then
 fi
 
 check "modprobe -r netdevsim vdpa_sim_net vdpa_sim" modprobe -r netdevsim vdpa_sim_net vdpa_sim
+check "the kernel logged no WARNING, BUG or Oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
 section end
 echo "1..$n"
 [ $failed -eq 0 ]
