@@ -14,7 +14,7 @@ packages="
     umockdev libumockdev-dev gir1.2-umockdev-1.0
     iproute2 strace
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
-    busybox-static iperf3 cpio zstd kmod
+    busybox-static iperf3 cpio zstd kmod gcc-12 make
     openvswitch-switch
 "
 

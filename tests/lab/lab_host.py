@@ -4,14 +4,17 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
 caller's mount namespace), prints its output, and exits with its status; 124
 when the lab host does not finish within --timeout seconds. The environment
 passed in is PATH, every VA_* and LAB_* variable and the --env names.
-Timings go to stderr as "lab-host: ..." lines.
+Timings go to stderr as "lab-host: ..." lines. --sim-modules first builds
+(or finds cached) netdevsim and vdpa_sim_net with build-sim-modules.sh,
+which puts them into the lab kernel's module tree: `modprobe netdevsim`
+works inside, and LAB_SIM_MODULES names the directory of their .ko files.
 
 As a module: run(argv, timeout=..., env=...) returns a Result.
 
@@ -64,17 +67,31 @@ def build_kernel():
     return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
 
 
+def build_sim_modules():
+    """Builds (or finds in the cache) the simulated drivers for the lab
+    kernel (issue 17); returns their paths, prints the time taken."""
+    t0 = time.monotonic()
+    r = subprocess.run(["sh", os.path.join(HERE, "build-sim-modules.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError("build-sim-modules.sh failed (%d)" % r.returncode)
+    print("lab-host: simulated drivers ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
 def missing_tools():
     need = [QEMU, "/bin/busybox"]
     return [t for t in need if not os.access(t, os.X_OK)] + \
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, **kw):
+def run(argv, timeout=600, sim_modules=False, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
-    boot is tried once more."""
+    boot is tried once more. sim_modules=True: build-sim-modules.sh first."""
+    if sim_modules:
+        kw["extra_env"] = {"LAB_SIM_MODULES": build_sim_modules()["SIM_MODULES"]}
     r = boot_and_run(argv, timeout=timeout, **kw)
     if r.boot_s is None and not r.timed_out:
         tail = [l for l in r.console.splitlines() if l.strip()][-3:] or ["(nothing)"]
@@ -84,7 +101,9 @@ def run(argv, timeout=600, **kw):
     return r
 
 
-def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False):
+def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False,
+                 extra_env=None):
+    extra_env = extra_env or {}
     k = build_kernel()
     cwd = os.path.abspath(cwd or os.getcwd())
     base = os.path.join(cache_dir(), "lab", "runs")
@@ -99,6 +118,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
         for n in sorted(names):
             if n in os.environ:
                 f.write("export %s=%s\n" % (n, shlex.quote(os.environ[n])))
+        for n, v in sorted(extra_env.items()):
+            f.write("export %s=%s\n" % (n, shlex.quote(v)))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
 
     qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
@@ -166,6 +187,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the run's shared folder")
     ap.add_argument("--console", action="store_true", help="echo the serial console to stderr")
     ap.add_argument("--mem", default="2048")
+    ap.add_argument("--sim-modules", action="store_true",
+                    help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -174,7 +197,7 @@ def main():
     miss = missing_tools()
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
-    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console)
+    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
