@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -460,6 +461,56 @@ class StateTest(unittest.TestCase):
             errors = [line for line in r.stderr.splitlines() if line.startswith("vdpa-allocatord: ")]
             self.assertEqual(len(errors), 1, r.stderr)
             self.assertIn("the store is not writable", errors[0])
+            self.assertFalse(bus.has_name(NAME))
+        finally:
+            d.stop()
+            d.remove()
+            bus.close()
+
+    def allocate_then_stop(self, bus, d):
+        d.start()
+        call(bus, "Allocate", ("4dea22b3-1d52-d8f3-2516-782e98ab3fa0", "vm1", "52:54:00:00:00:01", "vpc2", {}), "(ssssa{sv})")
+        d.stop()
+        return os.path.join(d.state_dir, "leases.db")
+
+    def test_a_lease_row_naming_another_file_is_broken_and_the_file_untouched(self):
+        bus = Bus()
+        d = Daemon(bus)
+        try:
+            db = self.allocate_then_stop(bus, d)
+            victim = os.path.join(d.root, "passwd")
+            with open(victim, "w") as f:
+                f.write("root:x:0:0::/root:/bin/sh\n")
+            with sqlite3.connect(db) as c:
+                c.execute("UPDATE leases SET port = ?", (victim,))
+            d.start()
+            leases = call(bus, "ListLeases")[0]
+            self.assertEqual(len(leases), 1)
+            self.assertTrue(leases[0]["broken"])
+            self.assertIn("its stored port path %s is not" % victim, leases[0]["broken_reason"])
+            self.assertFalse(os.path.islink(victim))
+            with open(victim) as f:
+                self.assertEqual(f.read(), "root:x:0:0::/root:/bin/sh\n")
+        finally:
+            d.stop()
+            d.remove()
+            bus.close()
+
+    def test_an_emptied_store_beside_devices_of_ours_is_refused(self):
+        bus = Bus()
+        d = Daemon(bus)
+        try:
+            db = self.allocate_then_stop(bus, d)
+            for suffix in ("-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.unlink(db + suffix)
+            open(db, "w").close()  # 0 bytes
+            r = subprocess.run([DAEMON, "--config", d.conf_dir, "--state-dir", d.state_dir, "--run-dir", d.run_dir],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            errors = [line for line in r.stderr.splitlines() if line.startswith("vdpa-allocatord: ")]
+            self.assertEqual(len(errors), 1, r.stderr)
+            self.assertIn("holds no leases, but 1 vDPA device(s) of ours and 1 domain(s) under", errors[0])
             self.assertFalse(bus.has_name(NAME))
         finally:
             d.stop()

@@ -81,6 +81,13 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
 
       if (owner && g_strcmp0 (owner->lease->device, dev->name) == 0)
         {
+          /* the backend's node is the truth, not what the row said */
+          if (!owner->broken && g_strcmp0 (owner->lease->chardev, dev->chardev) != 0)
+            {
+              g_free (owner->lease->chardev);
+              owner->lease->chardev = g_strdup (dev->chardev);
+              va_allocator_make_port_link (self, owner->lease, NULL);
+            }
           g_hash_table_add (seen, owner->key);
           continue;
         }

@@ -214,27 +214,110 @@ apply_networks (VaAllocator *self)
 }
 
 static gboolean
+is_vhost_node (const char *path)
+{
+  const char *base = strrchr (path, '/');
+  const char *digits;
+
+  if (!g_path_is_absolute (path) || strstr (path, "/../") || !base || !g_str_has_prefix (base, "/vhost-vdpa-"))
+    return FALSE;
+  digits = base + strlen ("/vhost-vdpa-");
+  if (!*digits)
+    return FALSE;
+  for (const char *c = digits; *c; c++)
+    if (!g_ascii_isdigit (*c))
+      return FALSE;
+  return TRUE;
+}
+
+/* A lease row is not trusted with paths: its port path must be the one
+ * this daemon makes, and its character device the one the backend shows
+ * for its device; a row that names any other file is broken, never
+ * followed (a row naming /etc/passwd as its port had it replaced by a
+ * symlink). */
+static void
+restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
+{
+  VaLease *lease = e->lease;
+  g_autofree char *port = va_port_path (self->ports_dir, lease->uuid, lease->mac);
+  g_autoptr (GError) local = NULL;
+  const VaDeviceInfo *dev;
+
+  if (strcmp (lease->port, port) != 0)
+    g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.200s is not %s: left alone", lease->port, port);
+  else
+    va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
+  if (local)
+    {
+      /* never lose track of a lease: one whose slot is gone stays, broken */
+      g_warning ("lease of %s on %s is broken: %s", e->key, lease->slot, local->message);
+      e->broken = TRUE;
+      e->broken_reason = g_strdup (local->message);
+      return;
+    }
+  dev = devices ? g_hash_table_lookup (devices, lease->slot) : NULL;
+  if (dev && g_strcmp0 (dev->name, lease->device) == 0 && g_strcmp0 (dev->chardev, lease->chardev) != 0)
+    {
+      g_free (lease->chardev);
+      lease->chardev = g_strdup (dev->chardev);
+    }
+  /* a device the backend does not show yet: reconciliation re-makes it;
+   * meanwhile its link may only name a vhost-vdpa node */
+  if (!dev && !is_vhost_node (lease->chardev))
+    return;
+  va_allocator_make_port_link (self, lease, NULL);
+}
+
+/* A fresh store while devices or port links of ours exist means the
+ * leases were lost (a 0-byte or replaced leases.db): reconciliation would
+ * then delete every device, and a slot a guest still uses would go to the
+ * next domain. */
+static gboolean
+check_fresh_store (VaAllocator *self, GPtrArray *devices, GError **error)
+{
+  g_autoptr (GDir) dir = NULL;
+  guint links = 0;
+
+  if (!va_store_was_created (self->store))
+    return TRUE;
+  dir = g_dir_open (self->ports_dir, 0, NULL);
+  while (dir && g_dir_read_name (dir))
+    links++;
+  if ((!devices || devices->len == 0) && links == 0)
+    return TRUE;
+  g_set_error (error, VA_ERROR, VA_ERROR_FAILED,
+               "%s holds no leases, but %u vDPA device(s) of ours and %u domain(s) under %s exist: restore it from a backup, or "
+               "remove them (vdpa dev del NAME; rm -r %s) to start with no leases",
+               va_store_get_path (self->store), devices ? devices->len : 0, links, self->ports_dir, self->ports_dir);
+  return FALSE;
+}
+
+static gboolean
 restore_leases (VaAllocator *self, GError **error)
 {
   g_autoptr (GPtrArray) leases = va_store_load (self->store, error);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GPtrArray) devices = NULL;
+  g_autoptr (GHashTable) by_slot = g_hash_table_new (g_str_hash, g_str_equal);
 
   if (!leases)
     return FALSE;
+  devices = va_backend_list_devices (self->backend, &local);
+  if (!devices)
+    g_warning ("listing vDPA devices: %s; port links wait for reconciliation", local->message);
+  if (!check_fresh_store (self, devices, error))
+    return FALSE;
+  for (guint i = 0; devices && i < devices->len; i++)
+    {
+      VaDeviceInfo *dev = g_ptr_array_index (devices, i);
+      g_hash_table_insert (by_slot, dev->slot, dev);
+    }
   for (guint i = 0; i < leases->len; i++)
     {
       VaLease *lease = g_ptr_array_index (leases, i);
       Entry *e = va_allocator_entry_new (va_allocator_make_key (lease->uuid, lease->mac), va_lease_copy (lease), ENTRY_COMMITTED);
-      g_autoptr (GError) local = NULL;
 
-      /* never lose track of a lease: one whose slot is gone stays, broken */
-      if (!va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local))
-        {
-          g_warning ("lease of %s on %s is broken: %s", e->key, lease->slot, local->message);
-          e->broken = TRUE;
-          e->broken_reason = g_strdup (local->message);
-        }
-      else
-        va_allocator_make_port_link (self, e->lease, NULL);
+      restore_lease (self, e, devices ? by_slot : NULL);
       g_hash_table_insert (self->entries, e->key, e);
     }
   return TRUE;
