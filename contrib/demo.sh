@@ -120,6 +120,7 @@ echo "    libvirtd, QEMU (TCG), Open vSwitch and the allocator run in private na
 echo "    Without a vhost-vdpa device the vDPA NICs get their network's virtio fallback; the report says so."
 set -- --time "$pair_time" --show --out "$top/$out/pair"
 [ -n "$config" ] && set -- "$@" --config "$config"
-/usr/bin/python3 tests/pair/pairbench.py "$@"
+# the shared test fixtures (vatest); the programs under build/, as built above
+PYTHONPATH="$top/tests/lib" VA_BUILDDIR="$top/build" /usr/bin/python3 tests/pair/pairbench.py "$@"
 
 step "Done: the rewritten documents are in $out/, the benchmark's report in $out/pair/"

@@ -11,11 +11,10 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bus"))
-from busfixture import IFACE, NAME, PATH, Bus, Daemon, call  # noqa: E402
-from gi.repository import Gio, GLib  # noqa: E402
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call
+from vatest.paths import BENCH_LOAD as LOAD
+from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
 
-LOAD = os.environ.get("VA_BENCH_LOAD", os.path.join(os.environ.get("VA_BUILDDIR", "build"), "tests", "bench", "bench-load"))
 SECONDS = float(os.environ.get("VA_BENCH_SECONDS", "2"))
 
 # the simulated NIC with PFS x VFS slots, one pool, one network

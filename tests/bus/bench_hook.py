@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import Bus, Daemon  # noqa: E402
-from test_hook import CONFIG, HOOK, PLAIN, domain  # noqa: E402
+from test_hook import CONFIG, PLAIN, domain
+from vatest.bus import Bus, Daemon
+from vatest.paths import HOOK
 
 ROUNDS = int(os.environ.get("VA_BENCH_ROUNDS", "300"))
 

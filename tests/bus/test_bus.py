@@ -8,15 +8,13 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import (DAEMON, IFACE, NAME, PATH, VDPACTL, Bus, Daemon,  # noqa: E402
-                        call, dbus_error_name, vdpactl)
-from gi.repository import Gio, GLib  # noqa: E402
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
+from vatest.paths import DAEMON, VDPACTL
+from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 UUID2 = "11111111-2222-3333-4444-555555555555"

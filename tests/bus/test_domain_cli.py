@@ -6,15 +6,13 @@ accept."""
 import json
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import Bus, Daemon, vdpactl  # noqa: E402
+from vatest.bus import Bus, Daemon, vdpactl
+from vatest.paths import SRCDIR
 
-SRC = os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-EXAMPLES = os.path.join(SRC, "contrib", "examples")
+EXAMPLES = os.path.join(SRCDIR, "contrib", "examples")
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
 
 

@@ -7,14 +7,11 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import BUILD, Bus, Daemon, call, vdpactl  # noqa: E402
-
-HOOK = os.environ.get("VA_HOOK", os.path.join(BUILD, "hooks", "vdpa-allocator-hook"))
+from vatest.bus import Bus, Daemon, call, vdpactl
+from vatest.paths import HOOK
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
 
 CONFIG = """[simulate]

@@ -6,12 +6,10 @@ are empty instead of failing."""
 
 import json
 import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl  # noqa: E402
-from gi.repository import GLib  # noqa: E402
+from vatest.bus import NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
+from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 CONFIG = """[pool accel]
 match-vendor=15b3

@@ -15,15 +15,15 @@ import tempfile
 import time
 import unittest
 
+from vatest.paths import TEST_CACHE
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRCDIR = os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", ".."))
 QEMU = "/usr/bin/qemu-system-x86_64"
 READY_BUDGET = float(os.environ.get("VA_GUEST_READY_BUDGET", "10"))
 
 
 def build_guest():
-    cache = os.environ.get("VA_TEST_CACHE", os.path.join(SRCDIR, "tests", "cache"))
-    r = subprocess.run(["sh", os.path.join(HERE, "build-guest.sh"), cache], capture_output=True, text=True,
+    r = subprocess.run(["sh", os.path.join(HERE, "build-guest.sh"), TEST_CACHE], capture_output=True, text=True,
                        timeout=600)
     if r.returncode != 0:
         raise RuntimeError("build-guest.sh failed:\n" + r.stderr)

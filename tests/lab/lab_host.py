@@ -10,7 +10,8 @@ runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
 caller's mount namespace), prints its output, and exits with its status; 124
 when the lab host does not finish within --timeout seconds. The environment
-passed in is PATH, every VA_* and LAB_* variable and the --env names.
+passed in is PATH, every VA_* and LAB_* variable and the --env names, and
+PYTHONPATH with tests/lib (the shared test fixtures, vatest) first.
 Timings go to stderr as "lab-host: ..." lines. --sim-modules first builds
 (or finds cached) netdevsim and vdpa_sim_net with build-sim-modules.sh,
 which puts them into the lab kernel's module tree: `modprobe netdevsim`
@@ -113,13 +114,16 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
     shutil.copy(os.path.join(HERE, "lab-init.sh"), os.path.join(rundir, "lab-init.sh"))
     with open(os.path.join(rundir, "cmd"), "w") as f:
         f.write("exec %s\n" % shlex.join(argv))
-    names = {"PATH"} | {n for n in os.environ if n.startswith(("VA_", "LAB_"))} | set(env)
+    names = ({"PATH"} | {n for n in os.environ if n.startswith(("VA_", "LAB_"))} | set(env)) - {"PYTHONPATH"}
+    # the tests in the lab host import vatest, whether meson or a person started this
+    pythonpath = [os.path.join(SRCDIR, "tests", "lib")] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
     with open(os.path.join(rundir, "env"), "w") as f:
         for n in sorted(names):
             if n in os.environ:
                 f.write("export %s=%s\n" % (n, shlex.quote(os.environ[n])))
         for n, v in sorted(extra_env.items()):
             f.write("export %s=%s\n" % (n, shlex.quote(v)))
+        f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
 
     qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",

@@ -30,22 +30,14 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRCDIR = os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", ".."))
-BUILD = os.environ.get("VA_BUILDDIR", os.path.join(SRCDIR, "build"))
-sys.path.insert(0, os.path.join(SRCDIR, "tests", "libvirt"))
-import libvirt_fixture  # noqa: E402
-from libvirt_fixture import Libvirt, run  # noqa: E402
+from vatest.libvirt import NS_ENV, Libvirt, run
+from vatest.paths import DAEMON, HOOK, SRCDIR, SYSCONFDIR, VDPACTL, VDUSE_NET
 
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
-HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
-VDUSE_NET = os.path.join(BUILD, "tests", "lab", "vduse-net")
 UDEV_RULE = os.path.join(SRCDIR, "udev-rules", "90-vdpa-allocator.rules")
 BUS_POLICY = os.path.join(SRCDIR, "contrib", "org.vdpa_allocator.Allocator1.conf")
 # the hook reads its compiled-in configuration directory, so the daemon is
 # given the same one; the lab host writes it in its overlay
-CONFIG_DIR = os.path.join(os.environ.get("VA_SYSCONFDIR", "/usr/local/etc"), "vdpa-allocator")
+CONFIG_DIR = os.path.join(SYSCONFDIR, "vdpa-allocator")
 # the default run directory: the udev rule reads RUN/nodes/
 RUN_DIR = "/run/vdpa-allocator"
 WORK = "/var/tmp/va-lab"  # a fresh tmpfs in the lab host
@@ -191,7 +183,7 @@ def master(ifname):
 class Lab:
     """Everything the cases share, brought up once: modules, udevd with the
     project's rule, the system bus with the project's policy, virtlogd and
-    libvirtd with the hook (libvirt_fixture's Libvirt), a VLAN-filtering
+    libvirtd with the hook (vatest.libvirt.Libvirt), a VLAN-filtering
     bridge, one VDUSE device per slot, and the daemon."""
 
     def __init__(self):
@@ -286,7 +278,7 @@ class Lab:
     def start_libvirt(self):
         # the lab host is a machine of this test's own: what
         # enter_namespaces() gives the libvirt tier on the build machine
-        os.environ[libvirt_fixture.NS_ENV] = "1"
+        os.environ[NS_ENV] = "1"
         self.lv = Libvirt(hooks={"50-vdpa-allocator": HOOK}, system_bus=True)
         self.lv.start(timeout=180)
 

@@ -9,8 +9,7 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import lab_host  # noqa: E402
+import lab_host  # beside this file: the script's own folder is on sys.path
 
 
 class LabHost(unittest.TestCase):

@@ -20,16 +20,12 @@ the daemon runs there; only the representors' peers move out."""
 import json
 import os
 import subprocess
-import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "bus"))
-import busfixture  # noqa: E402
+from vatest.bus import Bus, Daemon
+from vatest.paths import VDPACTL, VDUSE_NET
 
-VDUSE_NET = os.environ.get("VA_VDUSE_NET", os.path.join(busfixture.BUILD, "tests", "lab", "vduse-net"))
-VDPACTL = busfixture.VDPACTL
 BRIDGE = "br-lab"
 SLOTS = ("vduse0", "vduse1", "vduse2")
 UUID = "7ab1e5e0-0000-4000-8000-%012d"
@@ -110,8 +106,8 @@ class VlanMethod:
                 if p.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("vduse-net va-%s did not come up" % slot)
                 time.sleep(0.05)
-        cls.bus = busfixture.Bus()
-        cls.daemon = busfixture.Daemon(cls.bus, config=CONFIG % (cls.METHOD, BRIDGE))
+        cls.bus = Bus()
+        cls.daemon = Daemon(cls.bus, config=CONFIG % (cls.METHOD, BRIDGE))
         cls.daemon.start()
 
     @classmethod

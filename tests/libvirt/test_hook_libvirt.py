@@ -2,7 +2,7 @@
 """Our hook, installed in a real libvirtd's qemu.d, with vdpa-allocatord on
 the simulated NIC on the private system bus at its standard path: what
 'virsh start' does to a domain's NICs, in private namespaces
-(libvirt_fixture.py). This machine cannot run a vdpa interface (no vhost,
+(tests/lib/vatest/libvirt.py). This machine cannot run a vdpa interface (no vhost,
 capped memlock), so an accelerated start is expected to fail after the
 hook's prepare; the test proves the lease existed during it and was given
 back after."""
@@ -16,9 +16,9 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from libvirt_fixture import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console  # noqa: E402
-from test_libvirt import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path  # noqa: E402
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path
+from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
+from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
 
 enter_namespaces()
 
@@ -27,11 +27,6 @@ import gi  # noqa: E402
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
-BUILD = os.environ.get("VA_BUILDDIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
-SYSCONFDIR = os.environ.get("VA_SYSCONFDIR", "/usr/local/etc")
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 CONFIG = """[simulate]

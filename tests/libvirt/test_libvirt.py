@@ -2,76 +2,21 @@
 """A real libvirtd boots the tiny guest under TCG, calls our qemu.d hook with
 the arguments and the domain XML its documentation promises, and two guests
 on a Linux bridge reach each other with iperf3. Everything runs in private
-mount and network namespaces (libvirt_fixture.py)."""
+mount and network namespaces (tests/lib/vatest/libvirt.py)."""
 
 import json
 import os
-import re
 import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from libvirt_fixture import (HOOK_RECORD_DIR, RECORD_HOOK, Libvirt, SkipTier,  # noqa: E402
-                             build_guest, enter_namespaces, run, skip_reason,
-                             wait_for_console)
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, iperf3_results, serial_path
+from vatest.libvirt import (HOOK_RECORD_DIR, RECORD_HOOK, Libvirt, SkipTier, build_guest, enter_namespaces, run,
+                            skip_reason, wait_for_console)
 
 enter_namespaces()
 
-BRIDGE = "va-br0"
-HOST_IP = "10.77.0.1"
-BOOT_TIMEOUT = 90  # READY is ~3 s on plain QEMU; libvirt and two busy guests add to it
 FAIL_FILE = "/var/lib/libvirt/va-hook-fail"
-
-
-def serial_path(name):
-    return "/var/log/libvirt/qemu/%s-serial.log" % name
-
-
-def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE):
-    nics = "".join("""
-    <interface type='bridge'>
-      <source bridge='%s'/>
-      <mac address='%s'/>
-      <model type='virtio'/>
-    </interface>""" % (bridge, mac) for mac in macs)
-    return """<domain type='qemu'>
-  <name>%(name)s</name>
-  <memory unit='MiB'>256</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>%(kernel)s</kernel>
-    <initrd>%(initrd)s</initrd>
-    <cmdline>%(cmdline)s</cmdline>
-  </os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
-  <on_reboot>destroy</on_reboot>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>%(nics)s
-    <serial type='file'>
-      <source path='%(serial)s'/>
-      <target port='0'/>
-    </serial>
-    <controller type='usb' model='none'/>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-""" % dict(name=name, kernel=kernel, initrd=initrd, cmdline=cmdline, nics=nics, serial=serial_path(name))
-
-
-def guest_cmdline(name, **va):
-    return "console=ttyS0 quiet va.name=%s %s" % (name, " ".join("va.%s=%s" % kv for kv in va.items()))
-
-
-def iperf3_results(console):
-    """{test name: iperf3 -J document} from a client guest's console."""
-    out = {}
-    for m in re.finditer(r"VA-IPERF3-BEGIN test=(\S+).*?\n(.*?)\nVA-IPERF3-END test=\S+ rc=(\d+)", console, re.S):
-        out[m.group(1)] = (int(m.group(3)), json.loads(m.group(2)))
-    return out
 
 
 class LibvirtTier(unittest.TestCase):

@@ -8,7 +8,7 @@ and a report (report.py) as a table, JSON and SVG.
 
     pairbench.py [--time SECONDS] [--out DIR] [--show] [--config DIR]
 
-Runs inside private mount, network and PID namespaces (libvirt_fixture.py):
+Runs inside private mount, network and PID namespaces (tests/lib/vatest/libvirt.py):
 libvirtd, virtlogd, a private system bus, vdpa-allocatord, and Open vSwitch
 (ovsdb-server + ovs-vswitchd with the userspace datapath, which needs no
 kernel module) all start here and end with the run; no traffic leaves.
@@ -33,24 +33,16 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "libvirt"))
-sys.path.insert(0, HERE)
-from libvirt_fixture import Libvirt, build_guest, enter_namespaces, in_namespaces, run, skip_reason  # noqa: E402
+from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_reason
 
 # (enter_namespaces builds the guest first, while the host's network is
 # still reachable)
 enter_namespaces()
 
-from test_libvirt import domain_xml, guest_cmdline, serial_path  # noqa: E402
 import report as rep  # noqa: E402
+from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
+from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 
-SRCDIR = os.path.abspath(os.path.join(HERE, "..", ".."))
-BUILD = os.environ.get("VA_BUILDDIR", os.path.join(SRCDIR, "build"))
-HOOK = os.path.join(BUILD, "hooks", "vdpa-allocator-hook")
-DAEMON = os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord")
-VDPACTL = os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl")
-SYSCONFDIR = os.environ.get("VA_SYSCONFDIR", "/usr/local/etc")
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 BRIDGE = "br-pair"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
@@ -111,7 +103,7 @@ def with_intent(xml, uuid, nics):
 
 def parse_iperf3(console):
     """{test: (rc, iperf3 -J document)} from the client's console, like
-    test_libvirt.iperf3_results, but a test whose output is not JSON (iperf3
+    vatest.guest.iperf3_results, but a test whose output is not JSON (iperf3
     failed before it could write any) becomes {"error": its text}."""
     out = {}
     for m in re.finditer(r"VA-IPERF3-BEGIN test=(\S+).*?\n(.*?)\nVA-IPERF3-END test=\S+ rc=(\d+)", console, re.S):
@@ -465,7 +457,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--time", type=int, default=int(os.environ.get("VA_PAIR_TIME", "30")),
                    help="seconds per iperf3 test (the reference: 30; CI: 2)")
-    p.add_argument("--out", default=os.path.join(BUILD, "pair"), help="where the JSON, SVG and table go")
+    p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
     p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2 (default: the simulated NIC)")
     args = p.parse_args()

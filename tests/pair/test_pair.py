@@ -12,9 +12,9 @@ import sys
 import tempfile
 import unittest
 
+import report as rep  # beside this file: the script's own folder is on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import report as rep  # noqa: E402
 
 SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
 

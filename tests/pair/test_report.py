@@ -5,12 +5,11 @@ No root, no guests."""
 
 import json
 import os
-import sys
 import unittest
 
+import report as rep  # beside this file: the script's own folder is on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import report as rep  # noqa: E402
 
 SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
 

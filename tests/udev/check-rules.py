@@ -13,7 +13,9 @@ import shutil
 import subprocess
 import sys
 
-SRC = os.path.join(os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(__file__), "..", "..")), "udev-rules")
+from vatest.paths import SRCDIR
+
+SRC = os.path.join(SRCDIR, "udev-rules")
 MATCH = {"ACTION", "DEVPATH", "KERNEL", "KERNELS", "NAME", "SYMLINK", "SUBSYSTEM", "SUBSYSTEMS", "DRIVER", "DRIVERS",
          "ATTR", "ATTRS", "SYSCTL", "ENV", "CONST", "TAG", "TAGS", "TEST", "PROGRAM", "RESULT"}
 ASSIGN = {"NAME", "SYMLINK", "OWNER", "GROUP", "MODE", "SECLABEL", "ATTR", "SYSCTL", "ENV", "TAG", "RUN", "LABEL",

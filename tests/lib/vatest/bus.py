@@ -14,12 +14,11 @@ import gi
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
+from vatest.paths import DAEMON, VDPACTL  # noqa: E402
+
 NAME = "org.vdpa_allocator.Allocator1"
 PATH = "/org/vdpa_allocator/Allocator1"
 IFACE = "org.vdpa_allocator.Allocator1"
-BUILD = os.environ.get("VA_BUILDDIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-DAEMON = os.environ.get("VA_DAEMON", os.path.join(BUILD, "vdpa-allocator", "daemon", "vdpa-allocatord"))
-VDPACTL = os.environ.get("VDPACTL", os.path.join(BUILD, "vdpa-allocator", "ctl", "vdpactl"))
 
 BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">

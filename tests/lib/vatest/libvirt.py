@@ -4,9 +4,9 @@ QEMU under TCG, a private system bus and our own qemu.d hook directory, all
 inside a private mount and network namespace that the test process itself
 runs in.
 
-Usage (see test_libvirt.py):
+Usage (see tests/libvirt/test_libvirt.py):
 
-    from libvirt_fixture import enter_namespaces, Libvirt
+    from vatest.libvirt import enter_namespaces, Libvirt
     enter_namespaces()            # first thing: re-execs under unshare
     lv = Libvirt(hooks={"50-record": RECORD_HOOK})
     lv.start()                    # raises after tearing down what it made
@@ -33,12 +33,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bus"))
-import busfixture  # noqa: E402
+from vatest.bus import BUS_CONF as PERMISSIVE_BUS_CONF
+from vatest.paths import SRCDIR, TEST_CACHE
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRCDIR = os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", ".."))
-RECORD_HOOK = os.path.join(HERE, "record-hook.sh")
+RECORD_HOOK = os.path.join(SRCDIR, "tests", "libvirt", "record-hook.sh")
 # where record-hook.sh writes, one file per call; inside the bound
 # /var/lib/libvirt, so private to the namespace
 HOOK_RECORD_DIR = "/var/lib/libvirt/va-hook-calls"
@@ -55,7 +53,7 @@ BOUND = [
     ("/run/dbus", "dbus"),
 ]
 
-LIBVIRTD_CONF = """# written by tests/libvirt/libvirt_fixture.py
+LIBVIRTD_CONF = """# written by tests/lib/vatest/libvirt.py
 auth_unix_ro = "none"
 auth_unix_rw = "none"
 unix_sock_rw_perms = "0700"
@@ -64,12 +62,12 @@ log_filters = "1:qemu 1:hook 3:object 3:json 3:event 3:util"
 log_outputs = "3:stderr 1:file:/var/log/libvirt/libvirtd.log"
 """
 
-VIRTLOGD_CONF = """# written by tests/libvirt/libvirt_fixture.py
+VIRTLOGD_CONF = """# written by tests/lib/vatest/libvirt.py
 log_outputs = "3:stderr"
 """
 
 # No KVM, no cgroup delegation, no labels: QEMU runs as root under TCG.
-QEMU_CONF = """# written by tests/libvirt/libvirt_fixture.py
+QEMU_CONF = """# written by tests/lib/vatest/libvirt.py
 user = "root"
 group = "root"
 dynamic_ownership = 0
@@ -80,7 +78,7 @@ namespaces = [ ]
 """
 
 # the bus tier's permissive system bus, at the standard socket path
-BUS_CONF = busfixture.BUS_CONF.format(socket="/run/dbus/system_bus_socket")
+BUS_CONF = PERMISSIVE_BUS_CONF.format(socket="/run/dbus/system_bus_socket")
 
 
 class SkipTier(Exception):
@@ -415,7 +413,6 @@ def wait_for_console(path, marker, timeout, proc_alive=None):
 def build_guest():
     """Builds (or finds in the cache) the tiny guest; returns (kernel,
     initrd)."""
-    cache = os.environ.get("VA_TEST_CACHE", os.path.join(SRCDIR, "tests", "cache"))
-    r = run(["sh", os.path.join(SRCDIR, "tests", "guest", "build-guest.sh"), cache], timeout=600)
+    r = run(["sh", os.path.join(SRCDIR, "tests", "guest", "build-guest.sh"), TEST_CACHE], timeout=600)
     vals = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
     return vals["KERNEL"], vals["INITRD"]

@@ -23,9 +23,8 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from busfixture import IFACE, NAME, PATH, Bus, Daemon, call  # noqa: E402
-from gi.repository import Gio, GLib  # noqa: E402
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call
+from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
 
 KEYS_PER_CLIENT = 6  # 2 domains x 3 NICs
 POOL = "accel"

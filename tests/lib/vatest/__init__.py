@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Fixtures the Python test tiers share. tests/meson.build puts tests/lib on
+PYTHONPATH, and lab_host.py passes it into the lab host; by hand:
+
+    PYTHONPATH=tests/lib /usr/bin/python3 tests/bus/test_bus.py
+
+    paths    where the programs under test and the source tree are
+    bus      a private system bus, mocked polkit, the daemon on it
+    libvirt  libvirtd, virtlogd and a bus in private namespaces
+    guest    the tiny test guest's domain XML, command line and console
+"""
