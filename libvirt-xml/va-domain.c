@@ -125,8 +125,8 @@ check_tree (xmlNode *root, GError **error)
           for (xmlNs *ns = n->nsDef; ns; ns = ns->next)
             if (ns->href && strpbrk ((const char *) ns->href, "<&"))
               {
-                g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "namespace name '%.64s' holds '<' or '&', which cannot be written back",
-                             ns->href);
+                g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "namespace name '%.*s' holds '<' or '&', which cannot be written back",
+                             VA_CUT (ns->href, 64));
                 return FALSE;
               }
         }
@@ -342,8 +342,8 @@ parse_nic (xmlNode *node, GError **error)
     }
   if (!va_mac_normalize (raw_mac, mac))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.64s' is not a unicast MAC address",
-                   xmlGetLineNo (node), raw_mac);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.*s' is not a unicast MAC address",
+                   xmlGetLineNo (node), VA_CUT (raw_mac, 64));
       return NULL;
     }
 
@@ -368,8 +368,8 @@ parse_nic (xmlNode *node, GError **error)
           if (!va_name_is_valid (value))
             {
               g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                           "vdpa:nic %s: %s='%.64s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", mac, name, value,
-                           VA_NAME_MAX);
+                           "vdpa:nic %s: %s='%.*s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", mac, name,
+                           VA_CUT (value, 64), VA_NAME_MAX);
               break;
             }
           if (name[0] == 'n')
@@ -381,8 +381,8 @@ parse_nic (xmlNode *node, GError **error)
         {
           if (!va_mode_from_string (value, &nic->mode))
             {
-              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: mode='%.64s' is not vdpa, virtio or auto", mac,
-                           value);
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: mode='%.*s' is not vdpa, virtio or auto", mac,
+                           VA_CUT (value, 64));
               break;
             }
           nic->mode_set = TRUE;
@@ -401,7 +401,8 @@ parse_nic (xmlNode *node, GError **error)
         {
           if (!va_ifname_is_valid (value))
             {
-              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge='%.64s' is not an interface name", mac, value);
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge='%.*s' is not an interface name", mac,
+                           VA_CUT (value, 64));
               break;
             }
           nic->bridge = g_steal_pointer (&value);
@@ -410,14 +411,15 @@ parse_nic (xmlNode *node, GError **error)
         {
           if (!va_bridge_kind_from_string (value, &nic->bridge_kind))
             {
-              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type='%.64s' is not linux or ovs", mac, value);
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type='%.*s' is not linux or ovs", mac,
+                           VA_CUT (value, 64));
               break;
             }
           nic->bridge_kind_set = TRUE;
         }
       else
         {
-          g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.64s'", mac, name);
+          g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.*s'", mac, VA_CUT (name, 64));
           break;
         }
     }
@@ -454,7 +456,7 @@ find_metadata_nics (xmlNode *root, GError **error)
             continue;
           if (xmlStrcmp (c->name, XSTR ("nics")) != 0)
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element vdpa:%.64s in <metadata>", c->name);
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element vdpa:%.*s in <metadata>", VA_CUT (c->name, 64));
               return NULL;
             }
           if (found)
@@ -530,7 +532,8 @@ va_domain_parse (const char *xml, gssize len, GError **error)
   root = xmlDocGetRootElement (self->doc);
   if (!root || !is_element (root, "domain"))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "root element is <%.64s>, not <domain>", root ? (const char *) root->name : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "root element is <%.*s>, not <domain>",
+                   VA_CUT (root ? (const char *) root->name : "", 64));
       return NULL;
     }
 
@@ -543,7 +546,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
 
       if (!va_uuid_normalize (text, uuid))
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "<uuid>%.64s</uuid> is not a UUID", text);
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "<uuid>%.*s</uuid> is not a UUID", VA_CUT (text, 64));
           return NULL;
         }
       self->uuid = g_strdup (uuid);
@@ -557,7 +560,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
 
   for (xmlAttr *a = nics_node->properties; a; a = a->next)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.64s'", a->name);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.*s'", VA_CUT (a->name, 64));
       return NULL;
     }
 
@@ -577,7 +580,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
         }
       if (!is_va_element (c) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element <%.64s> in vdpa:nics", c->name);
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown element <%.*s> in vdpa:nics", VA_CUT (c->name, 64));
           return NULL;
         }
       if (self->nics->len >= VA_XML_MAX_NICS)
@@ -1099,7 +1102,7 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
   devices = first_child (xmlDocGetRootElement (self->doc), "devices");
   if (!va_mac_normalize (mac, want))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
       return NULL;
     }
   for (xmlNode *iface = devices ? devices->children : NULL; iface; iface = iface->next)
@@ -1148,12 +1151,12 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
 
   if (!va_mac_normalize (mac, want))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", mac);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
       return NULL;
     }
   if (network && !va_name_is_valid (network))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", network);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (network, 64));
       return NULL;
     }
   if (current && !(doc = parse_xml (current, strlen (current), error)))

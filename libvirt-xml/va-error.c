@@ -3,6 +3,8 @@
 
 #include "va-error.h"
 
+#include <string.h>
+
 /* clang-format off */
 G_DEFINE_QUARK (va-error-quark, va_error)
 /* clang-format on */
@@ -27,4 +29,20 @@ va_error_name (VaError code)
 {
   g_return_val_if_fail ((guint) code < VA_ERROR_LAST, names[VA_ERROR_FAILED]);
   return names[code];
+}
+
+int
+va_utf8_prefix (const char *s, int max)
+{
+  const char *end = NULL;
+  const char *p;
+
+  if (!s)
+    return (int) strlen ("(null)");
+  /* the valid part, then back to the last whole character within @max */
+  g_utf8_validate (s, -1, &end);
+  p = s + MIN ((gsize) MAX (max, 0), (gsize) (end - s));
+  while (p > s && p < end && (*p & 0xc0) == 0x80)
+    p--;
+  return (int) (p - s);
 }

@@ -29,6 +29,15 @@ typedef enum
 
 GQuark va_error_quark (void);
 
+/* The longest prefix of @s, at most @max bytes, that is whole, valid
+ * UTF-8: hostile input quoted in a message is cut there, never inside a
+ * character (GDBus would send "[Invalid UTF-8]" instead). */
+int va_utf8_prefix (const char *s, int max);
+
+/* For "%.*s": quotes at most @max bytes of @s, cut as va_utf8_prefix()
+ * cuts; @s is evaluated twice and may be NULL. */
+#define VA_CUT(s, max) va_utf8_prefix ((const char *) (s), (max)), ((s) ? (const char *) (s) : "(null)")
+
 /* The CamelCase name used for D-Bus error names and JSON output. */
 const char *va_error_name (VaError code);
 

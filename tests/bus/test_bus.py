@@ -255,6 +255,15 @@ class BusTest(unittest.TestCase):
             self.assertDBusError("org.vdpa_allocator.Error." + err,
                                  lambda m=method, s=sig, a=args: call(self.bus, m, a, s))
         self.assertServing()
+        # a name whose 64th byte falls inside a character: the error quotes
+        # it cut on a character boundary (GDBus refuses invalid UTF-8 with
+        # a CRITICAL, which G_DEBUG=fatal-criticals makes fatal)
+        cut = "a" + "\u00e4" * 40
+        with self.assertRaises(GLib.Error) as ctx:
+            call(self.bus, "Allocate", (UUID1, "vm", mac(1), cut, {}), "(ssssa{sv})")
+        self.assertIn("'a" + "\u00e4" * 31 + "' is not a network name", ctx.exception.message)
+        self.assertNotIn("Invalid UTF-8", ctx.exception.message)
+        self.assertServing()
         self.assertEqual(call(self.bus, "ListLeases")[0], [])
 
     # -- durability and life cycle -------------------------------------------------

@@ -86,6 +86,21 @@ test_parse_bounds (void)
 }
 
 static void
+test_utf8_prefix (void)
+{
+  /* "a" then two-byte characters: byte 4 falls inside the second */
+  const char *s = "a\xc3\xa4\xc3\xa4\xc3\xa4";
+
+  g_assert_cmpint (va_utf8_prefix (s, 64), ==, 7);
+  g_assert_cmpint (va_utf8_prefix (s, 4), ==, 3);
+  g_assert_cmpint (va_utf8_prefix (s, 3), ==, 3);
+  g_assert_cmpint (va_utf8_prefix (s, 0), ==, 0);
+  /* stops before invalid bytes too */
+  g_assert_cmpint (va_utf8_prefix ("ab\xff\xfe" "cd", 64), ==, 2);
+  g_assert_cmpint (va_utf8_prefix (NULL, 64), ==, 6);
+}
+
+static void
 test_port_path (void)
 {
   g_autofree char *p = va_port_path ("/run/vdpa-allocator/ports", "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b", "52:54:00:6b:3c:58");
@@ -191,6 +206,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/metadata-precheck", test_precheck);
   g_test_add_func ("/domain/plain-domain-has-no-nics", test_plain_domain_has_no_nics);
   g_test_add_func ("/domain/parse-bounds", test_parse_bounds);
+  g_test_add_func ("/domain/utf8-prefix", test_utf8_prefix);
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);

@@ -134,7 +134,8 @@ check_repeats (const char *path, const char *data, gsize len, GError **error)
           group = g_strndup (text + 1, sep - text - 1);
           if (!g_hash_table_add (seen, g_strconcat ("[", group, "]", NULL)))
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.64s] is written twice in this file", path, line, group);
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.*s] is written twice in this file", path, line,
+                           VA_CUT (group, 64));
               return FALSE;
             }
         }
@@ -144,8 +145,8 @@ check_repeats (const char *path, const char *data, gsize len, GError **error)
           g_strchomp (text);
           if (!g_hash_table_add (seen, g_strconcat (group, "\n", text, NULL)))
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.64s] %.64s is set twice in this file", path, line, group,
-                           text);
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: [%.*s] %.*s is set twice in this file", path, line,
+                           VA_CUT (group, 64), VA_CUT (text, 64));
               return FALSE;
             }
         }
@@ -265,7 +266,7 @@ item_uint (const Item *it, guint min, guint max, guint *out, GError **error)
   guint64 v;
 
   if (!g_ascii_string_to_unsigned (it->entry->value, 10, min, max, &v, NULL))
-    return item_error (it, error, "'%.64s' is not a number from %u to %u", it->entry->value, min, max);
+    return item_error (it, error, "'%.*s' is not a number from %u to %u", VA_CUT (it->entry->value, 64), min, max);
   *out = (guint) v;
   return TRUE;
 }
@@ -279,7 +280,7 @@ item_hex16 (const Item *it, guint16 *out, GError **error)
   if (g_str_has_prefix (v, "0x"))
     v += 2;
   if (!g_ascii_string_to_unsigned (v, 16, 1, 0xffff, &n, NULL))
-    return item_error (it, error, "'%.64s' is not a 16-bit hexadecimal id", it->entry->value);
+    return item_error (it, error, "'%.*s' is not a 16-bit hexadecimal id", VA_CUT (it->entry->value, 64));
   *out = (guint16) n;
   return TRUE;
 }
@@ -288,7 +289,8 @@ static gboolean
 item_name (const Item *it, char **out, GError **error)
 {
   if (!va_name_is_valid (it->entry->value))
-    return item_error (it, error, "'%.64s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", it->entry->value, VA_NAME_MAX);
+    return item_error (it, error, "'%.*s' is not a name of 1 to %d letters, digits, '-', '_' or '.'", VA_CUT (it->entry->value, 64),
+                       VA_NAME_MAX);
   g_free (*out);
   *out = g_strdup (it->entry->value);
   return TRUE;
@@ -298,7 +300,7 @@ static gboolean
 item_ifname (const Item *it, char **out, GError **error)
 {
   if (!va_ifname_is_valid (it->entry->value))
-    return item_error (it, error, "'%.64s' is not a network interface name", it->entry->value);
+    return item_error (it, error, "'%.*s' is not a network interface name", VA_CUT (it->entry->value, 64));
   g_free (*out);
   *out = g_strdup (it->entry->value);
   return TRUE;
@@ -315,7 +317,7 @@ item_list (const Item *it, gboolean (*valid) (const char *), const char *what, c
       if (!*parts[i])
         continue;
       if (!valid (parts[i]))
-        return item_error (it, error, "'%.64s' is not %s", parts[i], what);
+        return item_error (it, error, "'%.*s' is not %s", VA_CUT (parts[i], 64), what);
       /* PCI addresses compare in lower case; interface names as written */
       g_ptr_array_add (list, valid == va_pci_address_is_valid ? g_ascii_strdown (parts[i], -1) : g_strdup (parts[i]));
     }
@@ -335,10 +337,10 @@ item_group (const Item *it, char **out, GError **error)
 
   /* a group name as useradd(8) takes it, or a numeric gid */
   if (len == 0 || len > 32 || v[0] == '-')
-    return item_error (it, error, "'%.64s' is not a group name or number", v);
+    return item_error (it, error, "'%.*s' is not a group name or number", VA_CUT (v, 64));
   for (gsize i = 0; i < len; i++)
     if (!g_ascii_isalnum (v[i]) && v[i] != '_' && v[i] != '-' && v[i] != '.')
-      return item_error (it, error, "'%.64s' is not a group name or number", v);
+      return item_error (it, error, "'%.*s' is not a group name or number", VA_CUT (v, 64));
   g_free (*out);
   *out = g_strdup (v);
   return TRUE;
@@ -350,10 +352,11 @@ item_mode (const Item *it, guint *out, GError **error)
   guint64 v;
 
   if (!g_ascii_string_to_unsigned (it->entry->value, 8, 0, 0777, &v, NULL))
-    return item_error (it, error, "'%.64s' is not an octal mode from 0 to 0777", it->entry->value);
+    return item_error (it, error, "'%.*s' is not an octal mode from 0 to 0777", VA_CUT (it->entry->value, 64));
   /* a vhost-vdpa node drives the NIC's queues: never for every user */
   if (v & 0007)
-    return item_error (it, error, "'%.64s' gives other users access to the device; at most group access (like 0660)", it->entry->value);
+    return item_error (it, error, "'%.*s' gives other users access to the device; at most group access (like 0660)",
+                       VA_CUT (it->entry->value, 64));
   *out = (guint) v;
   return TRUE;
 }
@@ -404,7 +407,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       if (strcmp (key, "type") == 0)
         {
           if (!va_pool_type_from_string (v, &p->type))
-            return item_error (&it, error, "'%.64s' is not connectx or vduse-test", v);
+            return item_error (&it, error, "'%.*s' is not connectx or vduse-test", VA_CUT (v, 64));
         }
       else if (strcmp (key, "match-pf") == 0)
         {
@@ -435,12 +438,12 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         {
           /* "unchanged" is the default, not a value to write */
           if (!va_eswitch_mode_from_string (v, &p->eswitch) || p->eswitch == VA_ESWITCH_UNCHANGED)
-            return item_error (&it, error, "'%.64s' is not legacy or switchdev", v);
+            return item_error (&it, error, "'%.*s' is not legacy or switchdev", VA_CUT (v, 64));
         }
       else if (strcmp (key, "vlan-method") == 0)
         {
           if (!va_vlan_method_from_string (v, &p->vlan_method))
-            return item_error (&it, error, "'%.64s' is not vst, bridge, ovs or none", v);
+            return item_error (&it, error, "'%.*s' is not vst, bridge, ovs or none", VA_CUT (v, 64));
         }
       else if (strcmp (key, "uplink-bridge") == 0)
         {
@@ -510,7 +513,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       if (strcmp (key, "mode") == 0)
         {
           if (!va_mode_from_string (v, &n->net.mode))
-            return item_error (&it, error, "'%.64s' is not vdpa, virtio or auto", v);
+            return item_error (&it, error, "'%.*s' is not vdpa, virtio or auto", VA_CUT (v, 64));
           mode_set = TRUE;
         }
       else if (strcmp (key, "pool") == 0)
@@ -532,7 +535,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       else if (strcmp (key, "fallback-bridge-type") == 0)
         {
           if (!va_bridge_kind_from_string (v, &n->net.bridge_kind))
-            return item_error (&it, error, "'%.64s' is not linux or ovs", v);
+            return item_error (&it, error, "'%.*s' is not linux or ovs", VA_CUT (v, 64));
         }
       else if (strcmp (key, "quota") == 0)
         {
@@ -722,8 +725,8 @@ va_config_load (const char *dir, GError **error)
           g_ptr_array_add (self->pools, p);
           if (!va_name_is_valid (g->name + 5))
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid pool name", g->file, g->name,
-                           g->name + 5);
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.*s' is not a valid pool name", g->file, g->name,
+                           VA_CUT (g->name + 5, 64));
               return NULL;
             }
           if (!parse_pool (g, g->name + 5, p, error))
@@ -735,8 +738,8 @@ va_config_load (const char *dir, GError **error)
           g_ptr_array_add (self->networks, n);
           if (!va_name_is_valid (g->name + 8))
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.64s' is not a valid network name", g->file, g->name,
-                           g->name + 8);
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s]: '%.*s' is not a valid network name", g->file, g->name,
+                           VA_CUT (g->name + 8, 64));
               return NULL;
             }
           if (!parse_network (g, g->name + 8, n, error))
@@ -749,8 +752,8 @@ va_config_load (const char *dir, GError **error)
         }
       else
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.64s]: unknown group (pool NAME, network NAME or simulate)",
-                       g->file, g->name);
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.*s]: unknown group (pool NAME, network NAME or simulate)", g->file,
+                       VA_CUT (g->name, 64));
           return NULL;
         }
     }

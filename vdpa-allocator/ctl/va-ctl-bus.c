@@ -356,7 +356,7 @@ va_ctl_cmd_pool (int argc, char **argv)
       g_print ("Usage: vdpactl pool list|show NAME|drain NAME|undrain NAME [-j]\n");
       return 0;
     }
-  g_printerr ("vdpactl: unknown pool command '%.64s'; use list, show, drain or undrain\n", argv[1]);
+  g_printerr ("vdpactl: unknown pool command '%.*s'; use list, show, drain or undrain\n", VA_CUT (argv[1], 64));
   return 1;
 }
 
@@ -384,7 +384,7 @@ va_ctl_cmd_lease (int argc, char **argv)
     }
   else if (argc >= 2 && argv[1][0] != '-')
     {
-      g_printerr ("vdpactl: unknown lease command '%.64s'; use list\n", argv[1]);
+      g_printerr ("vdpactl: unknown lease command '%.*s'; use list\n", VA_CUT (argv[1], 64));
       return 1;
     }
   if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
@@ -547,7 +547,7 @@ va_ctl_cmd_network (int argc, char **argv)
     }
   else if (argc >= 2 && argv[1][0] != '-')
     {
-      g_printerr ("vdpactl: unknown network command '%.64s'; use list\n", argv[1]);
+      g_printerr ("vdpactl: unknown network command '%.*s'; use list\n", VA_CUT (argv[1], 64));
       return 1;
     }
   if ((rc

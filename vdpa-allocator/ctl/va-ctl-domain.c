@@ -419,6 +419,6 @@ va_ctl_cmd_domain (int argc, char **argv)
     return domain_attach (argc - 1, argv + 1, uri);
   if (strcmp (argv[1], "detach") == 0)
     return domain_detach (argc - 1, argv + 1, uri);
-  g_printerr ("vdpactl: unknown domain command '%.64s'; use show, accelerate, portable, attach or detach\n", argv[1]);
+  g_printerr ("vdpactl: unknown domain command '%.*s'; use show, accelerate, portable, attach or detach\n", VA_CUT (argv[1], 64));
   return 1;
 }

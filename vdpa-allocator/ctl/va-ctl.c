@@ -110,7 +110,7 @@ apply_capacity (VaHostView *view, char **capacity, GError **error)
 
       if (!eq || eq == capacity[i] || !g_ascii_string_to_unsigned (eq + 1, 10, 0, G_MAXUINT32, &n, NULL))
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "--capacity '%.64s' is not POOL=N", capacity[i]);
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "--capacity '%.*s' is not POOL=N", VA_CUT (capacity[i], 64));
           return FALSE;
         }
       pool = g_strndup (capacity[i], eq - capacity[i]);
@@ -273,6 +273,6 @@ va_ctl_main (int argc, char **argv)
         g_set_prgname (prgname);
         return commands[i].run (argc - 1, argv + 1);
       }
-  g_printerr ("vdpactl: unknown command '%.64s'; see 'vdpactl --help'\n", argv[1]);
+  g_printerr ("vdpactl: unknown command '%.*s'; see 'vdpactl --help'\n", VA_CUT (argv[1], 64));
   return 1;
 }

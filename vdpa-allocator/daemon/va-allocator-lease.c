@@ -15,12 +15,13 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
 {
   if (!req->uuid || !va_uuid_normalize (req->uuid, uuid))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", req->uuid ? req->uuid : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a domain UUID", VA_CUT (req->uuid ? req->uuid : "", 64));
       return FALSE;
     }
   if (!req->mac || !va_mac_normalize (req->mac, mac))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", req->mac ? req->mac : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address",
+                   VA_CUT (req->mac ? req->mac : "", 64));
       return FALSE;
     }
   if (req->domain_name && (strlen (req->domain_name) > VA_STORE_MAX_DOMAIN_NAME || !g_utf8_validate (req->domain_name, -1, NULL)))
@@ -30,12 +31,12 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
     }
   if (req->network && *req->network && !va_name_is_valid (req->network))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a network name", req->network);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (req->network, 64));
       return FALSE;
     }
   if (req->pool && *req->pool && !va_name_is_valid (req->pool))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", req->pool);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a pool name", VA_CUT (req->pool, 64));
       return FALSE;
     }
   if ((!req->network || !*req->network) && (!req->pool || !*req->pool))
@@ -201,8 +202,8 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
 
       if (strcmp (req->port, port) != 0)
         {
-          g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "<source dev='%.200s'/> is not the NIC's port path %s",
-                                   req->port, port);
+          g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "<source dev='%.*s'/> is not the NIC's port path %s",
+                                   VA_CUT (req->port, 200), port);
           return;
         }
     }
@@ -280,7 +281,7 @@ check_uuid (const char *in, char uuid[VA_UUID_STRING_LEN], GError **error)
 {
   if (!in || !va_uuid_normalize (in, uuid))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a domain UUID", in ? in : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a domain UUID", VA_CUT (in ? in : "", 64));
       return FALSE;
     }
   return TRUE;
@@ -307,7 +308,8 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
     }
   if (!in_mac || !va_mac_normalize (in_mac, mac))
     {
-      g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a unicast MAC address", in_mac ? in_mac : "");
+      g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address",
+                               VA_CUT (in_mac ? in_mac : "", 64));
       return;
     }
 

@@ -127,7 +127,7 @@ va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GErr
 
   if (!pool || !va_name_is_valid (pool))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not a pool name", pool ? pool : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a pool name", VA_CUT (pool ? pool : "", 64));
       return FALSE;
     }
   if (!va_pools_has_pool (self->pools, pool))
@@ -156,7 +156,8 @@ va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to,
 
   if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.64s' is not accelerated, portable, auto or saved", to ? to : "");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not accelerated, portable, auto or saved",
+                   VA_CUT (to ? to : "", 64));
       return NULL;
     }
   view = va_config_to_host_view (self->config, self->ports_dir);
@@ -244,7 +245,7 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
   const VaDeviceInfo *dev;
 
   if (strcmp (lease->port, port) != 0)
-    g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.200s is not %s: left alone", lease->port, port);
+    g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.*s is not %s: left alone", VA_CUT (lease->port, 200), port);
   else
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   if (local)

@@ -233,7 +233,7 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
         }
       else
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.64s'", key);
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.*s'", VA_CUT (key, 64));
           return FALSE;
         }
       if (!g_variant_is_of_type (v, G_VARIANT_TYPE (want)))

@@ -130,7 +130,7 @@ lookup_pool (const VaPools *self, const char *name, GError **error)
   Pool *pool = name ? g_hash_table_lookup (self->pools, name) : NULL;
 
   if (!pool)
-    g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named %.64s", name ? name : "(null)");
+    g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named %.*s", VA_CUT (name ? name : "(null)", 64));
   return pool;
 }
 
@@ -144,7 +144,7 @@ lookup_pf (const VaPools *self, const char *pool_name, const char *name, GError 
     return NULL;
   pf = name ? g_hash_table_lookup (pool->pfs_by_name, name) : NULL;
   if (!pf)
-    g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "pool %s has no PF named %.64s", pool->name, name ? name : "(null)");
+    g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "pool %s has no PF named %.*s", pool->name, VA_CUT (name ? name : "(null)", 64));
   return pf;
 }
 
@@ -495,7 +495,7 @@ va_pools_set_slot_lost (VaPools *self, const char *address, gboolean lost, GErro
   slot = address ? g_hash_table_lookup (self->slots, address) : NULL;
   if (!slot)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no slot %.64s", address ? address : "(null)");
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no slot %.*s", VA_CUT (address ? address : "(null)", 64));
       return FALSE;
     }
   switch (slot->state)
@@ -683,8 +683,8 @@ va_pools_restore (VaPools *self, const char *uuid, const char *mac, const char *
     return FALSE;
   if (!slot)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the lease of %s %s names slot %.64s, which no pool has", uuid, mac,
-                   address ? address : "(null)");
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the lease of %s %s names slot %.*s, which no pool has", uuid, mac,
+                   VA_CUT (address ? address : "(null)", 64));
       return FALSE;
     }
   held = lookup_key (self, uuid, mac);
@@ -715,7 +715,8 @@ va_pools_release (VaPools *self, const char *uuid, const char *mac, GError **err
   slot = lookup_key (self, uuid, mac);
   if (!slot)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no lease for %.64s %.64s", uuid ? uuid : "(null)", mac ? mac : "(null)");
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no lease for %.*s %.*s", VA_CUT (uuid ? uuid : "(null)", 64),
+                   VA_CUT (mac ? mac : "(null)", 64));
       return FALSE;
     }
   unlease_slot (self, slot);

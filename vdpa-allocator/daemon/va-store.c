@@ -219,12 +219,13 @@ check_key (const char *uuid, const char *mac, GError **error)
 {
   if (!uuid_is_valid (uuid))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case canonical UUID: %.64s", uuid ? uuid : "(null)");
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case canonical UUID: %.*s",
+                   VA_CUT (uuid ? uuid : "(null)", 64));
       return FALSE;
     }
   if (mac && !mac_is_valid (mac))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case MAC address: %.64s", mac);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case MAC address: %.*s", VA_CUT (mac, 64));
       return FALSE;
     }
   return TRUE;
@@ -430,7 +431,8 @@ read_version (VaStore *self, guint *version, GError **error)
 
       if (!text || !g_ascii_string_to_unsigned (text, 10, 0, G_MAXUINT, &v, NULL))
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: the schema version is not a number: %.32s", self->path, text ? text : "");
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: the schema version is not a number: %.*s", self->path,
+                       VA_CUT (text ? text : "", 32));
           sqlite3_finalize (stmt);
           return FALSE;
         }

@@ -72,7 +72,7 @@ va_sysfs_read_int (const char *path, gint64 *out, GError **error)
     return FALSE;
   if (!g_ascii_string_to_signed (text, 10, G_MININT32, G_MAXINT32, out, NULL))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: '%.32s' is not a number", path, text);
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "reading %s: '%.*s' is not a number", path, VA_CUT (text, 32));
       return FALSE;
     }
   return TRUE;
