@@ -96,7 +96,10 @@ test_utf8_prefix (void)
   g_assert_cmpint (va_utf8_prefix (s, 3), ==, 3);
   g_assert_cmpint (va_utf8_prefix (s, 0), ==, 0);
   /* stops before invalid bytes too */
-  g_assert_cmpint (va_utf8_prefix ("ab\xff\xfe" "cd", 64), ==, 2);
+  g_assert_cmpint (va_utf8_prefix ("ab\xff\xfe"
+                                   "cd",
+                                   64),
+                   ==, 2);
   g_assert_cmpint (va_utf8_prefix (NULL, 64), ==, 6);
 }
 
