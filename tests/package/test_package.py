@@ -146,7 +146,7 @@ class Package(unittest.TestCase):
         unit_path = self.one_of("/lib/systemd/system/vdpa-allocatord.service",
                                 "/usr/lib/systemd/system/vdpa-allocatord.service")
         unit = self.read(unit_path)
-        self.assertIn("ExecStart=/usr/sbin/vdpa-allocatord ", unit)
+        self.assertRegex(unit, r"\nExecStart=/usr/sbin/vdpa-allocatord\b")
         self.assertRegex(unit, r"\nCapabilityBoundingSet=.*\bCAP_SYS_PTRACE\b")
         state = re.search(r"\nStateDirectory=(\S+)", unit).group(1)
         runtime = re.search(r"\nRuntimeDirectory=(\S+)", unit).group(1)
