@@ -16,6 +16,7 @@ packages="
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
     busybox-static iperf3 cpio zstd kmod gcc-12 make
     openvswitch-switch
+    debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
 "
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,6 +38,6 @@ fi
 
 echo "install-deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+apt-get -o DPkg::Lock::Timeout=900 update -qq
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing
