@@ -6,9 +6,12 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "va-allocator.h"
+#include "va-backend.h"
 #include "va-error.h"
 
 #define UUID1 "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -540,6 +543,42 @@ test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (out, "type=\"bridge\""));
 }
 
+/* Whether QEMU holds a device is read from /proc/PID/fd: a scanner that
+ * may not read another uid's fds (a unit without CAP_SYS_PTRACE) must
+ * count the device as held, not free. */
+static void
+test_held_open_unknown_is_held (void)
+{
+  g_autofree char *path = NULL;
+  int fd, status;
+  pid_t pid;
+
+  if (getuid () != 0)
+    {
+      g_test_skip ("needs root, to scan as another user");
+      return;
+    }
+  fd = g_file_open_tmp ("va-held-XXXXXX", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  close (fd);
+  g_assert_cmpint (chmod (path, 0644), ==, 0);
+  g_assert_false (va_chardev_held_open (path)); /* root sees every fd: no holder */
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      if (setgid (65534) < 0 || setuid (65534) < 0)
+        _exit (3);
+      /* it warns, and GTest makes warnings fatal */
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      _exit (va_chardev_held_open (path) ? 0 : 1);
+    }
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_unlink (path);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -556,5 +595,6 @@ main (int argc, char **argv)
   ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
+  g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();
 }

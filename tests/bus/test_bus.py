@@ -524,6 +524,29 @@ class StateTest(unittest.TestCase):
             d.remove()
             bus.close()
 
+    def test_systemd_directories_are_honoured(self):
+        # StateDirectory= and RuntimeDirectory= as systemd passes them
+        bus = Bus()
+        d = Daemon(bus)
+        try:
+            state, run = os.path.join(d.root, "unit-state"), os.path.join(d.root, "unit-run")
+            env = dict(os.environ, STATE_DIRECTORY=state + ":" + os.path.join(d.root, "second"), RUNTIME_DIRECTORY=run)
+            for var in ("VDPA_ALLOCATOR_STATE_DIR", "VDPA_ALLOCATOR_RUN_DIR"):
+                env.pop(var, None)
+            proc = subprocess.Popen([DAEMON, "--config", d.conf_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                bus.wait_for_name(NAME, timeout=60)
+                lease = call(bus, "Allocate", (UUID1, "vm1", mac(1), "vpc2", {}), "(ssssa{sv})")[0]
+                self.assertTrue(os.path.exists(os.path.join(state, "leases.db")))
+                self.assertEqual(lease["port"], os.path.join(run, "ports", UUID1, mac(1)))
+                self.assertTrue(os.path.islink(lease["port"]))
+            finally:
+                proc.terminate()
+                proc.wait(30)
+        finally:
+            d.remove()
+            bus.close()
+
     def test_no_configuration_installed_serves_no_pools(self):
         bus = Bus()
         d = Daemon(bus)

@@ -46,9 +46,9 @@ va_path_get (VaPath which)
       case VA_PATH_CONFIG:
         return env_or ("VDPA_ALLOCATOR_CONFIG_DIR", VA_SYSCONFDIR "/vdpa-allocator");
       case VA_PATH_STATE:
-        return env_or ("VDPA_ALLOCATOR_STATE_DIR", systemd_dir ("STATE_DIRECTORY") ?: VA_LOCALSTATEDIR "/lib/vdpa-allocator");
+        return env_or ("VDPA_ALLOCATOR_STATE_DIR", VA_LOCALSTATEDIR "/lib/vdpa-allocator");
       case VA_PATH_RUN:
-        return env_or ("VDPA_ALLOCATOR_RUN_DIR", systemd_dir ("RUNTIME_DIRECTORY") ?: "/run/vdpa-allocator");
+        return env_or ("VDPA_ALLOCATOR_RUN_DIR", "/run/vdpa-allocator");
       case VA_PATH_SYSFS:
         return testbed_path ("sys");
       case VA_PATH_DEV:
@@ -57,6 +57,18 @@ va_path_get (VaPath which)
         return env_or ("VDPA_ALLOCATOR_HOOKS_DIR", VA_SYSCONFDIR "/libvirt/hooks");
     }
   g_return_val_if_reached (NULL);
+}
+
+const char *
+va_path_get_for_unit (VaPath which)
+{
+  const char *var = which == VA_PATH_STATE ? "VDPA_ALLOCATOR_STATE_DIR" : which == VA_PATH_RUN ? "VDPA_ALLOCATOR_RUN_DIR" : NULL;
+  const char *unit = which == VA_PATH_STATE ? "STATE_DIRECTORY" : which == VA_PATH_RUN ? "RUNTIME_DIRECTORY" : NULL;
+  const char *dir;
+
+  if (var && !(g_getenv (var) && *g_getenv (var)) && (dir = systemd_dir (unit)))
+    return dir;
+  return va_path_get (which);
 }
 
 char *

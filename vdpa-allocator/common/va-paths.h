@@ -10,8 +10,8 @@ G_BEGIN_DECLS
 typedef enum
 {
   VA_PATH_CONFIG, /* VDPA_ALLOCATOR_CONFIG_DIR, else $sysconfdir/vdpa-allocator */
-  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, $STATE_DIRECTORY, else $localstatedir/lib/vdpa-allocator */
-  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, $RUNTIME_DIRECTORY, else /run/vdpa-allocator */
+  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, else $localstatedir/lib/vdpa-allocator */
+  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, else /run/vdpa-allocator */
   VA_PATH_SYSFS,  /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
   VA_PATH_DEV,    /* $UMOCKDEV_DIR/dev likewise, else /dev */
   VA_PATH_HOOKS,  /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
@@ -19,6 +19,12 @@ typedef enum
 
 /* The root for @which; the string lives as long as the process. */
 const char *va_path_get (VaPath which);
+
+/* The same, for the daemon under its unit: systemd's StateDirectory= and
+ * RuntimeDirectory= ($STATE_DIRECTORY, $RUNTIME_DIRECTORY) come before
+ * the compiled-in defaults, after the VDPA_ALLOCATOR_* overrides. Only the
+ * daemon reads them: the hook and vdpactl may run under other units. */
+const char *va_path_get_for_unit (VaPath which);
 
 /* A helper program: beside the running binary if there, else in
  * $libexecdir. */

@@ -137,14 +137,23 @@ gboolean
 va_chardev_held_open (const char *path)
 {
   g_autoptr (GDir) proc = NULL;
+  g_autoptr (GError) error = NULL;
   g_autofree char *target = NULL;
   const char *pid;
 
   g_return_val_if_fail (path != NULL, FALSE);
 
-  proc = g_dir_open ("/proc", 0, NULL);
+  /* Unknown counts as held: a release that cannot see QEMU's fds (a unit
+   * without CAP_SYS_PTRACE, QEMU as libvirt-qemu) must not delete the
+   * device under the guest. */
+  proc = g_dir_open ("/proc", 0, &error);
+  if (!proc)
+    {
+      g_warning ("cannot tell whether %s is held open, so counting it held: %s", path, error->message);
+      return TRUE;
+    }
   target = g_canonicalize_filename (path, NULL);
-  while (proc && (pid = g_dir_read_name (proc)))
+  while ((pid = g_dir_read_name (proc)))
     {
       g_autofree char *fd_dir = NULL;
       g_autoptr (GDir) fds = NULL;
@@ -153,8 +162,20 @@ va_chardev_held_open (const char *path)
       if (!g_ascii_isdigit (pid[0]))
         continue;
       fd_dir = g_build_filename ("/proc", pid, "fd", NULL);
-      fds = g_dir_open (fd_dir, 0, NULL);
-      while (fds && (fd = g_dir_read_name (fds)))
+      fds = g_dir_open (fd_dir, 0, &error);
+      if (!fds)
+        {
+          /* a process that exited meanwhile is no holder */
+          if (!g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            {
+              g_warning ("cannot tell whether %s is held open, so counting it held: %s (does the daemon lack CAP_SYS_PTRACE?)", path,
+                         error->message);
+              return TRUE;
+            }
+          g_clear_error (&error);
+          continue;
+        }
+      while ((fd = g_dir_read_name (fds)))
         {
           g_autofree char *link = g_build_filename (fd_dir, fd, NULL);
           g_autofree char *dest = g_file_read_link (link, NULL);

@@ -342,8 +342,8 @@ va_daemon_main (int argc, char **argv)
       return 0;
     }
   /* absolute: port links and leases carry these paths */
-  state_dir = g_canonicalize_filename (state_arg ? state_arg : va_path_get (VA_PATH_STATE), NULL);
-  run_dir = g_canonicalize_filename (run_arg ? run_arg : va_path_get (VA_PATH_RUN), NULL);
+  state_dir = g_canonicalize_filename (state_arg ? state_arg : va_path_get_for_unit (VA_PATH_STATE), NULL);
+  run_dir = g_canonicalize_filename (run_arg ? run_arg : va_path_get_for_unit (VA_PATH_RUN), NULL);
   lock_fd = lock_state_dir (state_dir, &error);
   if (lock_fd < 0)
     goto fail;
