@@ -1194,3 +1194,25 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
   g_string_append (out, "</nics>");
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
+
+char *
+va_domain_rewrite_text (const char *xml, gssize len, const VaHostView *view, const char *to, GError **error)
+{
+  g_autoptr (VaDomain) domain = NULL;
+  gboolean saved = g_strcmp0 (to, "saved") == 0;
+  VaForm form = VA_FORM_ACCELERATED;
+
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+
+  if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not accelerated, portable, auto or saved",
+                   VA_CUT (to ? to : "", 64));
+      return NULL;
+    }
+  domain = va_domain_parse (xml, len, error);
+  if (!domain || !(saved ? va_domain_rewrite_saved (domain, view, error) : va_domain_rewrite (domain, view, form, error)))
+    return NULL;
+  return va_domain_to_string (domain, NULL);
+}

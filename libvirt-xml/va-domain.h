@@ -94,6 +94,12 @@ gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form,
  * its pool has room, else goes portable where it may. */
 gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error);
 
+/* The text of @xml rewritten for @view @to "accelerated", "portable",
+ * "auto" (accelerated where there is room) or "saved" (as
+ * va_domain_rewrite_saved()). Pure: safe from any thread for a view that
+ * no thread changes meanwhile. */
+char *va_domain_rewrite_text (const char *xml, gssize len, const VaHostView *view, const char *to, GError **error);
+
 /* Serializes the document as libxml2 does, in UTF-8, keeping the XML
  * declaration only when the input had one. */
 char *va_domain_to_string (const VaDomain *self, gsize *len);

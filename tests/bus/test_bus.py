@@ -8,6 +8,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -336,6 +337,59 @@ class BusTest(unittest.TestCase):
             allocate(self.bus, UUID2, mac(i))
         out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
         self.assertIn('type="bridge"', out)
+
+
+    # A client as an unprivileged user: N RewriteDomain calls at once with a
+    # document near the node bound, then it prints each call's error name
+    # (or "ok") as JSON, or leaves without waiting.
+    FLOOD = """
+import json, os, sys
+from gi.repository import Gio, GLib
+n, leave = int(sys.argv[1]), sys.argv[2] == "leave"
+conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+doc = "<domain>" + "<a/>" * 199000 + "</domain>"
+loop, results = GLib.MainLoop(), []
+def done(c, res):
+    try:
+        c.call_finish(res)
+        results.append("ok")
+    except GLib.Error as e:
+        results.append(Gio.DBusError.get_remote_error(e) or e.message)
+    if len(results) == n:
+        loop.quit()
+for _ in range(n):
+    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+              "RewriteDomain", GLib.Variant("(ss)", (doc, "portable")), None, 0, 120000, None, done)
+if leave:
+    conn.flush_sync(None)
+    os._exit(0)
+loop.run()
+print(json.dumps(results))
+"""
+
+    def flood(self, n, leave=False):
+        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.FLOOD,
+                               str(n), "leave" if leave else "wait"], capture_output=True, text=True, timeout=300)
+
+    def test_rewrite_domain_is_bounded_per_caller(self):
+        r = self.flood(6)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        results = json.loads(r.stdout)
+        self.assertEqual(len(results), 6)
+        # the first four are taken (the document parses; it is no domain
+        # with metadata, so the engine refuses it), the rest refused at once
+        self.assertGreaterEqual(results.count("org.vdpa_allocator.Error.Busy"), 2, results)
+        self.assertServing()
+
+    def test_rewrite_domain_of_a_caller_that_left_is_not_parsed(self):
+        r = self.flood(4, leave=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        deadline = time.monotonic() + 60
+        while "not parsed: the caller left the bus" not in self.daemon.read_log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertIn("not parsed: the caller left the bus", self.daemon.read_log())
+        self.assertServing()
 
 
 class LibvirtReconcileTest(unittest.TestCase):

@@ -141,25 +141,14 @@ va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GErr
   return TRUE;
 }
 
-char *
-va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error)
+VaHostView *
+va_allocator_get_host_view (VaAllocator *self)
 {
-  g_autoptr (VaHostView) view = NULL;
-  g_autoptr (VaDomain) domain = NULL;
+  VaHostView *view;
   g_auto (GStrv) names = NULL;
-  gboolean saved = g_strcmp0 (to, "saved") == 0;
-  VaForm form = VA_FORM_ACCELERATED;
 
   g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
-  g_return_val_if_fail (xml != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not accelerated, portable, auto or saved",
-                   VA_CUT (to ? to : "", 64));
-      return NULL;
-    }
   view = va_config_to_host_view (self->config, self->ports_dir);
   names = va_pools_list_pools (self->pools);
   for (guint i = 0; names[i]; i++)
@@ -168,10 +157,20 @@ va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to,
       if (st)
         va_host_view_set_pool_free (view, names[i], st->free, NULL);
     }
-  domain = va_domain_parse (xml, -1, error);
-  if (!domain || !(saved ? va_domain_rewrite_saved (domain, view, error) : va_domain_rewrite (domain, view, form, error)))
-    return NULL;
-  return va_domain_to_string (domain, NULL);
+  return view;
+}
+
+char *
+va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error)
+{
+  g_autoptr (VaHostView) view = NULL;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  view = va_allocator_get_host_view (self);
+  return va_domain_rewrite_text (xml, -1, view, to, error);
 }
 
 const char *

@@ -121,6 +121,10 @@ gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean drain
  * va_domain_rewrite_saved). */
 char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error);
 
+/* This host as the engine sees it now, live free capacity included: a
+ * snapshot, for va_domain_rewrite_text() off the main loop. */
+VaHostView *va_allocator_get_host_view (VaAllocator *self);
+
 /* Devices without leases are removed (unless held open); leases whose device
  * is gone get it back; leases of domains libvirt no longer runs are
  * released, but only when libvirt answered. Runs to completion. */

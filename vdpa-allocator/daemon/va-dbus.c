@@ -13,6 +13,7 @@
 
 #include "va-bus.h"
 #include "va-dbus-resources.h"
+#include "va-rewriter.h"
 #include "va-error.h"
 
 struct _VaDbus
@@ -25,6 +26,7 @@ struct _VaDbus
   GHashTable *pool_cache; /* pool name → GVariant a{sv} of last sent props */
   PolkitAuthority *authority;
   GHashTable *uids; /* unique bus name → uid: a connection's uid never changes */
+  VaRewriter *rewriter;
   guint name_owner_sub;
   gulong handlers[5];
 };
@@ -429,18 +431,10 @@ do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
 static void
 do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree char *out = NULL;
-  const char *xml, *to;
+  g_autoptr (VaHostView) view = va_allocator_get_host_view (self->alloc);
 
-  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &xml, &to);
-  out = va_allocator_rewrite_domain (self->alloc, xml, to, &error);
-  if (!out)
-    {
-      g_dbus_method_invocation_return_gerror (inv, error);
-      return;
-    }
-  g_dbus_method_invocation_return_value (inv, g_variant_new ("(s)", out));
+  /* open to everyone, so off the main loop (va-rewriter.h) */
+  va_rewriter_submit (self->rewriter, inv, view);
 }
 
 static void
@@ -656,7 +650,10 @@ on_name_owner_changed (GDBusConnection *conn, const char *sender, const char *pa
 
   g_variant_get (params, "(&s&s&s)", &name, &old_owner, &new_owner);
   if (!*new_owner)
-    g_hash_table_remove (self->uids, name);
+    {
+      g_hash_table_remove (self->uids, name);
+      va_rewriter_sender_gone (self->rewriter, name);
+    }
 }
 
 VaDbus *
@@ -685,6 +682,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->pool_ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
   self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->rewriter = va_rewriter_new ();
   self->name_owner_sub
     = g_dbus_connection_signal_subscribe (conn, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
                                           NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_name_owner_changed, self, NULL);
@@ -727,6 +725,7 @@ va_dbus_free (VaDbus *self)
     g_dbus_connection_unregister_object (self->conn, GPOINTER_TO_UINT (id));
   if (self->name_owner_sub)
     g_dbus_connection_signal_unsubscribe (self->conn, self->name_owner_sub);
+  g_clear_pointer (&self->rewriter, va_rewriter_free);
   g_hash_table_unref (self->uids);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
