@@ -543,6 +543,62 @@ test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (out, "type=\"bridge\""));
 }
 
+static void
+reconcile_now (Fixture *f)
+{
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+  g_autoptr (GError) error = NULL;
+
+  va_allocator_set_domain_lister (f->alloc, list_none, NULL);
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+}
+
+/* A device without a lease (its row lost) that a process holds open: its
+ * slot is never leased to another NIC, whatever the store says, and comes
+ * back once it is let go. */
+static void
+test_held_slot_is_never_leased (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = allocate (f, UUID1, "52:54:00:00:00:01", "vpc2", -1, &error);
+  g_autoptr (GPtrArray) others = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
+  g_autoptr (VaStoreOp) op = NULL;
+  char mac[VA_MAC_STRING_LEN];
+  VaLease *l;
+  int fd;
+
+  g_assert_no_error (error);
+  fd = open (a->chardev, O_RDWR | O_CLOEXEC);
+  g_assert_cmpint (fd, >=, 0);
+  /* the row goes behind the daemon's back */
+  stop (f);
+  f->store = va_store_open (f->state_dir, &error);
+  g_assert_no_error (error);
+  op = va_store_queue_delete (f->store, UUID1, a->mac);
+  g_assert_true (va_store_commit (f->store, &error));
+  g_clear_pointer (&f->store, va_store_free);
+  start (f);
+  /* it warns that the slot is held, as it should; criticals stay fatal */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  reconcile_now (f);
+  while (g_snprintf (mac, sizeof mac, "52:54:00:00:01:%02x", others->len + 1) && (l = allocate (f, UUID2, mac, "vpc2", -1, NULL)))
+    {
+      g_assert_cmpstr (l->slot, !=, a->slot);
+      g_ptr_array_add (others, l);
+    }
+  g_assert_cmpuint (others->len, ==, 3);
+
+  close (fd);
+  reconcile_now (f); /* the orphan goes now, and its slot is free */
+  l = allocate (f, UUID2, "52:54:00:00:01:99", "vpc2", -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (l->slot, ==, a->slot);
+  va_lease_free (l);
+}
+
 /* Whether QEMU holds a device is read from /proc/PID/fd: a scanner that
  * may not read another uid's fds (a unit without CAP_SYS_PTRACE) must
  * count the device as held, not free. */
@@ -595,6 +651,7 @@ main (int argc, char **argv)
   ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
+  ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();
 }

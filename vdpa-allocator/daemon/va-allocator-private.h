@@ -85,7 +85,8 @@ struct _VaAllocator
   GHashTable *below_watermark; /* pool names */
   VaDomainLister lister;
   gpointer lister_data;
-  GHashTable *pf_states; /* PCI address → PfState*, the PFs in pools */
+  GHashTable *pf_states;  /* PCI address → PfState*, the PFs in pools */
+  GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
 };
 

@@ -62,7 +62,9 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
   g_autoptr (GPtrArray) devs = va_backend_list_devices (self->backend, &error);
   g_autoptr (GHashTable) by_slot = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) still_held = NULL;
   GHashTableIter iter;
+  const char *slot;
   Entry *e;
 
   if (!devs)
@@ -70,6 +72,7 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       g_warning ("listing vDPA devices: %s", error->message);
       return;
     }
+  still_held = g_hash_table_new (g_str_hash, g_str_equal);
   g_hash_table_iter_init (&iter, self->entries);
   while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
     g_hash_table_insert (by_slot, e->lease->slot, e);
@@ -91,10 +94,21 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
           g_hash_table_add (seen, owner->key);
           continue;
         }
-      /* nothing is freed while a process still holds the device */
+      /* nothing is freed while a process still holds the device, and its
+       * slot goes to no one else, whatever the store says */
       if (va_backend_device_busy (self->backend, dev->chardev))
         {
           g_ptr_array_add (report->busy, g_strdup (dev->name));
+          const VaSlot *held = owner ? NULL : va_pools_lookup_slot (self->pools, dev->slot);
+
+          if (held && va_slot_get_state (held) == VA_SLOT_FREE && !g_hash_table_contains (self->held_slots, dev->slot))
+            {
+              g_warning ("slot %s: its device %s has no lease but a process holds it open: the slot is not leased until it is let go",
+                         dev->slot, dev->name);
+              va_pools_set_slot_lost (self->pools, dev->slot, TRUE, NULL);
+              g_hash_table_add (self->held_slots, g_strdup (dev->slot));
+            }
+          g_hash_table_add (still_held, dev->slot);
           continue;
         }
       if (va_backend_destroy_device (self->backend, dev->slot, dev->name, NULL, &error))
@@ -105,6 +119,15 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
           g_clear_error (&error);
         }
     }
+
+  /* a held slot whose device was let go (or deleted) is free again */
+  g_hash_table_iter_init (&iter, self->held_slots);
+  while (g_hash_table_iter_next (&iter, (gpointer *) &slot, NULL))
+    if (!g_hash_table_contains (still_held, slot))
+      {
+        va_pools_set_slot_lost (self->pools, slot, FALSE, NULL);
+        g_hash_table_iter_remove (&iter);
+      }
 
   g_hash_table_iter_init (&iter, self->entries);
   while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))

@@ -382,6 +382,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->view, va_host_view_unref);
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
+  g_clear_pointer (&self->held_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
   g_free (self->ports_dir);
@@ -430,6 +431,7 @@ va_allocator_init (VaAllocator *self)
   self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) va_allocator_pending_free);
   self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_pf_state_free);
+  self->held_slots = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }
