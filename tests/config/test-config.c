@@ -62,7 +62,7 @@ write_file (Fixture *f, const char *rel, const char *text)
   return path;
 }
 
-/* DESIGN.md section 3, verbatim, inline comments and all. */
+/* The project's first example configuration, verbatim, inline comments and all. */
 static const char design_example[] = "[pool cx6-p1]\n"
                                      "match-pf=enp179s0f1          # or match-pci=0000:b3:00.1, match-vendor=15b3, match-device=101d\n"
                                      "vfs=8                        # sriov_numvfs to create when the PF appears\n"

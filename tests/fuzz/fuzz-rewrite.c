@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libFuzzer target for the domain-XML intent engine: parse, rewrite to
  * either form, serialize; and, after every successful rewrite, the
- * invariants DESIGN section 4 promises:
+ * invariants the engine promises (libvirt-xml/va-domain.h):
  *
  *  - the output parses again;
  *  - a second rewrite to the same form gives the very same bytes;

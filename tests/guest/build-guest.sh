@@ -3,7 +3,7 @@
 #
 # build-guest.sh [CACHE_DIR]
 #
-# Builds the tiny test guest of DESIGN.md section 8 from Debian packages, at
+# Builds the tiny test guest of docs/pairbench.md from Debian packages, at
 # run time, into CACHE_DIR/guest (default: tests/cache, which git ignores):
 #
 #   vmlinuz     Debian's kernel, taken with `apt-get download` and

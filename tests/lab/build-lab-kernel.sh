@@ -3,7 +3,7 @@
 #
 # build-lab-kernel.sh [CACHE_DIR]
 #
-# Prepares the lab host's kernel (DESIGN.md section 7, issue 7) at run time
+# Prepares the lab host's kernel (docs/test-tiers.md, issue 7) at run time
 # into CACHE_DIR/lab (default: tests/cache, which git ignores):
 #
 #   vmlinux     Debian's 6.12 kernel (linux-image-6.12.*+deb12-amd64-unsigned,

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The lab host (issue 7, DESIGN.md section 7): Debian's 6.12 kernel booted
+"""The lab host (issue 7, docs/test-tiers.md): Debian's 6.12 kernel booted
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 

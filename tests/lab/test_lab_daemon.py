@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The whole suite in the lab host (DESIGN.md section 7), run INSIDE it by
+"""The whole suite in the lab host (docs/test-tiers.md), run INSIDE it by
 lab_host.py: vdpa-allocatord on the kernel backend with a pool of VDUSE
 devices (type=vduse-test), the real system bus with the project's policy,
 systemd-udevd with the project's rule, and libvirtd with the project's hook

@@ -94,7 +94,7 @@ class LibvirtTier(unittest.TestCase):
             self.assertEqual(argv[3], "-")
             self.assertIn("<name>%s</name>" % name, stdin)
             self.assertIn("52:54:00:77:00:11", stdin)
-        # by start begin the live XML names the tap (DESIGN.md section 5)
+        # by start begin the live XML names the tap (docs/hook-contract.md)
         self.assertRegex(calls[1][1], r"<target dev='vnet\d+'/>")
         # libvirt gives hooks only LC_ALL, PATH and HOME (and the shell adds PWD)
         first = sorted(p for p in os.listdir(HOOK_RECORD_DIR) if p.endswith(".env"))[-1]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The paired-guest benchmark (DESIGN.md section 8, REFERENCE.md): two tiny
+"""The paired-guest benchmark (docs/pairbench.md): two tiny
 guests, each with a NIC on the reference's "VPC network1" (virtio, VLAN
 2200) and one on "VPC network2" (vDPA, VLAN 2334, virtio fallback), booted
 with `virsh start` through our hook in a real libvirtd, iperf3 between them,

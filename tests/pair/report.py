@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The paired-guest benchmark's report (DESIGN.md section 8): iperf3 -J
+"""The paired-guest benchmark's report (docs/pairbench.md): iperf3 -J
 documents in, one row per test and NIC kind out, as a table printed like the
 reference's (REFERENCE.md), one JSON document (docs/pairbench-report.schema.json,
 described in docs/pairbench.md) and a hand-written SVG plot.

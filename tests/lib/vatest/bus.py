@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A private system bus, the real vdpa-allocatord on the simulated NIC, and a
-mocked polkit authority (python3-dbusmock): the "bus" tier of DESIGN.md."""
+mocked polkit authority (python3-dbusmock): the "bus" tier of docs/test-tiers.md."""
 
 import os
 import shutil

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The "libvirt" tier of DESIGN.md section 7: a real libvirtd and virtlogd,
+"""The "libvirt" tier of docs/test-tiers.md: a real libvirtd and virtlogd,
 QEMU under TCG, a private system bus and our own qemu.d hook directory, all
 inside a private mount and network namespace that the test process itself
 runs in.
