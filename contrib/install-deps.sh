@@ -10,7 +10,7 @@ packages="
     libglib2.0-dev libglib2.0-bin libxml2-dev libxml2-utils
     libudev-dev libmnl-dev libsqlite3-dev sqlite3 libjson-glib-dev
     libpolkit-gobject-1-dev libvirt-dev libvirt-clients
-    dbus-daemon python3 python3-dbus python3-gi python3-dbusmock
+    dbus-daemon python3 python3-dbus python3-gi python3-dbusmock python3-jsonschema
     umockdev libumockdev-dev gir1.2-umockdev-1.0
     iproute2 strace
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86

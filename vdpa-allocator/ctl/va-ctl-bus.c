@@ -75,32 +75,17 @@ value_text (GVariant *v)
   return g_variant_print (v, FALSE);
 }
 
-void
-va_ctl_print_json (GVariant *value)
-{
-  /* sink: callers pass floating values straight from a builder */
-  g_autoptr (GVariant) owned = g_variant_ref_sink (value);
-  g_autoptr (JsonNode) node = json_gvariant_serialize (owned);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autofree char *text = NULL;
-
-  json_generator_set_pretty (gen, TRUE);
-  json_generator_set_root (gen, node);
-  text = json_generator_to_data (gen, NULL);
-  g_print ("%s\n", text);
-}
-
 /* @records: aa{sv}. */
 void
-va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, gboolean json)
+va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member)
 {
   gsize n = g_variant_n_children (records);
   guint ncols = 0;
   g_autofree gsize *width = NULL;
   g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
 
-  if (json)
-    return va_ctl_print_json (records);
+  if (json_member)
+    return va_ctl_print_json_list (json_member, records);
   while (cols[ncols].key)
     ncols++;
   width = g_new0 (gsize, ncols);
@@ -135,7 +120,7 @@ print_record (GVariant *rec, gboolean json)
   gsize w = 0;
 
   if (json)
-    return va_ctl_print_json (rec);
+    return va_ctl_print_json_record (rec);
   g_variant_iter_init (&iter, rec);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
@@ -218,7 +203,7 @@ va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, co
   if (!g_option_context_parse (ctx, argc, argv, &error))
     return va_ctl_fail (error);
   if (*argc - 1 < min || *argc - 1 > max)
-    return va_ctl_fail_msg (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
+    return va_ctl_usage (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
   return 0;
 }
 
@@ -246,17 +231,20 @@ va_ctl_cmd_status (int argc, char **argv)
 
   if (json)
     {
-      GVariantBuilder b;
-      g_autoptr (GVariant) version = g_variant_lookup_value (props, "Version", NULL);
-      g_autoptr (GVariant) backend = g_variant_lookup_value (props, "Backend", NULL);
+      g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
+      const char *version = NULL, *backend = NULL;
       g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
 
-      g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
-      g_variant_builder_add (&b, "{sv}", "version", version);
-      g_variant_builder_add (&b, "{sv}", "backend", backend);
-      g_variant_builder_add (&b, "{sv}", "pools", pools);
-      g_variant_builder_add (&b, "{sv}", "leases", g_variant_new_uint32 (g_variant_n_children (list)));
-      va_ctl_print_json (g_variant_builder_end (&b));
+      g_variant_lookup (props, "Version", "&s", &version);
+      g_variant_lookup (props, "Backend", "&s", &backend);
+      json_builder_set_member_name (b, "daemon_version");
+      json_builder_add_string_value (b, version);
+      json_builder_set_member_name (b, "backend");
+      json_builder_add_string_value (b, backend);
+      va_ctl_json_add_list (b, "pools", pools);
+      json_builder_set_member_name (b, "lease_count");
+      json_builder_add_int_value (b, g_variant_n_children (list));
+      va_ctl_json_print (b);
     }
   else
     {
@@ -270,7 +258,7 @@ va_ctl_cmd_status (int argc, char **argv)
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
       else
-        va_ctl_print_table (pools, pool_cols, FALSE);
+        va_ctl_print_table (pools, pool_cols, NULL);
     }
   return 0;
 }
@@ -288,7 +276,7 @@ pool_list (int argc, char **argv)
   pools = pools_records (&error);
   if (!pools)
     return va_ctl_fail (error);
-  va_ctl_print_table (pools, pool_cols, json);
+  va_ctl_print_table (pools, pool_cols, json ? "pools" : NULL);
   return 0;
 }
 
@@ -304,7 +292,7 @@ pool_show (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "NAME - show one pool", "Shows every property of one pool.", NULL, &json, 1, 1)))
     return rc;
   if (!va_name_is_valid (argv[1]))
-    return va_ctl_fail_msg ("not a pool name");
+    return va_ctl_usage ("not a pool name");
   path = va_bus_pool_path (argv[1]);
   props = get_all (path, VA_BUS_POOL_IFACE, &error);
   if (!props)
@@ -357,7 +345,7 @@ va_ctl_cmd_pool (int argc, char **argv)
       return 0;
     }
   g_printerr ("vdpactl: unknown pool command '%.*s'; use list, show, drain or undrain\n", VA_CUT (argv[1], 64));
-  return 1;
+  return VA_CTL_EXIT_USAGE;
 }
 
 int
@@ -385,7 +373,7 @@ va_ctl_cmd_lease (int argc, char **argv)
   else if (argc >= 2 && argv[1][0] != '-')
     {
       g_printerr ("vdpactl: unknown lease command '%.*s'; use list\n", VA_CUT (argv[1], 64));
-      return 1;
+      return VA_CTL_EXIT_USAGE;
     }
   if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
                           0, 0)))
@@ -409,7 +397,7 @@ va_ctl_cmd_lease (int argc, char **argv)
     }
   {
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
-    va_ctl_print_table (out, lease_cols, json);
+    va_ctl_print_table (out, lease_cols, json ? "leases" : NULL);
   }
   return 0;
 }
@@ -465,11 +453,11 @@ va_ctl_cmd_allocate (int argc, char **argv)
                           entries, &json, 0, 0)))
     return rc;
   if (!uuid || !mac)
-    return va_ctl_fail_msg ("--uuid and --mac are required");
+    return va_ctl_usage ("--uuid and --mac are required");
   if (!network == !pool)
-    return va_ctl_fail_msg ("give --network, or --pool with --vlan");
+    return va_ctl_usage ("give --network, or --pool with --vlan");
   if (vlan < 0 || vlan > VA_VLAN_MAX || queues < 0 || queues > VA_QUEUES_MAX)
-    return va_ctl_fail_msg ("--vlan must be 1-4094 and --queues 1-256");
+    return va_ctl_usage ("--vlan must be 1-4094 and --queues 1-256");
   g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
   if (pool)
     g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (pool));
@@ -508,7 +496,7 @@ va_ctl_cmd_release (int argc, char **argv)
        = va_ctl_parse (&argc, &argv, "- give a lease back", "Deletes the vDPA device and the port link. Idempotent.", entries, NULL, 0, 0)))
     return rc;
   if (!uuid || (!mac == !all))
-    return va_ctl_fail_msg ("give --uuid, and --mac or --all");
+    return va_ctl_usage ("give --uuid, and --mac or --all");
   if (all)
     {
       guint32 n;
@@ -548,7 +536,7 @@ va_ctl_cmd_network (int argc, char **argv)
   else if (argc >= 2 && argv[1][0] != '-')
     {
       g_printerr ("vdpactl: unknown network command '%.*s'; use list\n", VA_CUT (argv[1], 64));
-      return 1;
+      return VA_CTL_EXIT_USAGE;
     }
   if ((rc
        = va_ctl_parse (&argc, &argv, "- list the configured networks", "Reads the configuration; needs no daemon.", entries, &json, 0, 0)))
@@ -566,10 +554,11 @@ va_ctl_cmd_network (int argc, char **argv)
       g_variant_builder_add (&r, "{sv}", "name", g_variant_new_string (n->net.name));
       g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (va_mode_to_string (n->net.mode)));
       g_variant_builder_add (&r, "{sv}", "pool", g_variant_new_string (n->net.pool ? n->net.pool : ""));
-      g_variant_builder_add (&r, "{sv}", "vlan", g_variant_new_uint16 (n->net.vlan));
+      /* 0 (none) is "" here: null in JSON, "-" in the table */
+      g_variant_builder_add (&r, "{sv}", "vlan", n->net.vlan ? g_variant_new_uint16 (n->net.vlan) : g_variant_new_string (""));
       g_variant_builder_add (&r, "{sv}", "fallback_bridge", g_variant_new_string (n->net.bridge ? n->net.bridge : ""));
       g_variant_builder_add (&r, "{sv}", "bridge_type", g_variant_new_string (va_bridge_kind_to_string (n->net.bridge_kind)));
-      g_variant_builder_add (&r, "{sv}", "quota", g_variant_new_uint32 (n->quota));
+      g_variant_builder_add (&r, "{sv}", "quota", n->quota ? g_variant_new_uint32 (n->quota) : g_variant_new_string (""));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
     }
   {
@@ -578,7 +567,7 @@ va_ctl_cmd_network (int argc, char **argv)
       { "bridge_type", "TYPE" }, { "quota", "QUOTA" }, { NULL },
     };
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
-    va_ctl_print_table (out, cols, json);
+    va_ctl_print_table (out, cols, json ? "networks" : NULL);
   }
   return 0;
 }

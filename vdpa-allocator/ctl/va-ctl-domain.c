@@ -30,7 +30,7 @@ domain_show (int argc, char **argv, const char *uri)
   g_autofree char *xml = NULL;
   gboolean json = FALSE;
   g_autoptr (VaLibvirt) lv = NULL;
-  GVariantBuilder b;
+  GVariantBuilder b, jb;
   GPtrArray *nics;
   int rc = 0;
 
@@ -49,13 +49,14 @@ domain_show (int argc, char **argv, const char *uri)
     return va_ctl_fail (error);
   leases = va_ctl_call ("ListLeases", NULL, "(aa{sv})", NULL);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  g_variant_builder_init (&jb, G_VARIANT_TYPE ("aa{sv}"));
   nics = va_domain_get_nics (domain);
   for (guint i = 0; i < nics->len; i++)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       g_autofree char *intent = NULL;
       const char *device = "";
-      GVariantBuilder r;
+      GVariantBuilder r, j;
 
       if (nic->network)
         intent = g_strdup_printf ("network %s", nic->network);
@@ -85,13 +86,43 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&r, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
       g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (leases ? device : "(daemon unreachable)"));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
+
+      /* JSON: the intent's parts, not prose; "" is null */
+      g_variant_builder_init (&j, G_VARIANT_TYPE_VARDICT);
+      g_variant_builder_add (&j, "{sv}", "mac", g_variant_new_string (nic->mac));
+      g_variant_builder_add (&j, "{sv}", "network", g_variant_new_string (nic->network ? nic->network : ""));
+      g_variant_builder_add (&j, "{sv}", "pool", g_variant_new_string (nic->pool ? nic->pool : ""));
+      g_variant_builder_add (&j, "{sv}", "vlan", nic->vlan ? g_variant_new_uint16 (nic->vlan) : g_variant_new_string (""));
+      g_variant_builder_add (&j, "{sv}", "fallback_bridge", g_variant_new_string (nic->bridge ? nic->bridge : ""));
+      g_variant_builder_add (&j, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
+      g_variant_builder_add (&j, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
+      g_variant_builder_add (&j, "{sv}", "device", g_variant_new_string (device));
+      g_variant_builder_add_value (&jb, g_variant_builder_end (&j));
     }
   {
     static const VaCtlColumn cols[] = {
       { "mac", "MAC" }, { "intent", "INTENT" }, { "form", "FORM" }, { "lease", "LEASE" }, { NULL },
     };
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
-    va_ctl_print_table (out, cols, json);
+    g_autoptr (GVariant) jout = g_variant_ref_sink (g_variant_builder_end (&jb));
+
+    if (json)
+      {
+        g_autoptr (JsonBuilder) jdoc = va_ctl_json_begin ();
+        char uuid[VIR_UUID_STRING_BUFLEN];
+
+        virDomainGetUUIDString (lv->dom, uuid);
+        json_builder_set_member_name (jdoc, "domain");
+        json_builder_add_string_value (jdoc, virDomainGetName (lv->dom));
+        json_builder_set_member_name (jdoc, "uuid");
+        json_builder_add_string_value (jdoc, uuid);
+        json_builder_set_member_name (jdoc, "daemon_reachable");
+        json_builder_add_boolean_value (jdoc, leases != NULL);
+        va_ctl_json_add_list (jdoc, "nics", jout);
+        va_ctl_json_print (jdoc);
+      }
+    else
+      va_ctl_print_table (out, cols, NULL);
   }
   return 0;
 }
@@ -250,9 +281,9 @@ domain_attach (int argc, char **argv, const char *uri)
                           entries, NULL, 1, 1)))
     return rc;
   if (!network)
-    return va_ctl_fail_msg ("--network is required");
+    return va_ctl_usage ("--network is required");
   if (mac_arg && !va_mac_normalize (mac_arg, mac))
-    return va_ctl_fail_msg ("--mac is not a unicast MAC address");
+    return va_ctl_usage ("--mac is not a unicast MAC address");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
       || !(scopes = scopes_of (lv, persistent, &error)))
     return va_ctl_fail (error);
@@ -351,7 +382,7 @@ domain_detach (int argc, char **argv, const char *uri)
                           "Detaches the NIC through libvirt, releases its lease and drops it from the metadata.", entries, NULL, 1, 1)))
     return rc;
   if (!mac_arg || !va_mac_normalize (mac_arg, mac))
-    return va_ctl_fail_msg ("--mac with a unicast MAC address is required");
+    return va_ctl_usage ("--mac with a unicast MAC address is required");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
       || !(scopes = scopes_of (lv, persistent, &error)))
     return va_ctl_fail (error);
@@ -407,7 +438,7 @@ va_ctl_cmd_domain (int argc, char **argv)
                "Through libvirt (default qemu:///system): show each NIC's intent, form and lease;\n"
                "redefine the domain with its NICs in the accelerated or portable form; or hot-plug an\n"
                "accelerated NIC (libvirt calls no hook for that) and unplug it again.\n");
-      return argc < 2 ? 1 : 0;
+      return argc < 2 ? VA_CTL_EXIT_USAGE : 0;
     }
   if (strcmp (argv[1], "show") == 0)
     return domain_show (argc - 1, argv + 1, uri);
@@ -420,5 +451,5 @@ va_ctl_cmd_domain (int argc, char **argv)
   if (strcmp (argv[1], "detach") == 0)
     return domain_detach (argc - 1, argv + 1, uri);
   g_printerr ("vdpactl: unknown domain command '%.*s'; use show, accelerate, portable, attach or detach\n", VA_CUT (argv[1], 64));
-  return 1;
+  return VA_CTL_EXIT_USAGE;
 }

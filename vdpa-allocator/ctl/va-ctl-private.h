@@ -2,13 +2,44 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 #include "va-ctl.h"
 
-/* One line on stderr, "vdpactl: ...", and exit status 1. */
+/* vdpactl's exit statuses, as vdpactl(8) EXIT STATUS lists them: 3 and 4
+ * are LSB's "not running" and "insufficient privilege", which systemctl
+ * uses too. */
+enum
+{
+  VA_CTL_EXIT_OK = 0,
+  VA_CTL_EXIT_FAILED = 1,
+  VA_CTL_EXIT_USAGE = 2,
+  VA_CTL_EXIT_UNREACHABLE = 3, /* the daemon, the bus or libvirt */
+  VA_CTL_EXIT_DENIED = 4,      /* polkit, or the bus's policy */
+};
+
+/* The "version" of every -j document (docs/schemas/). */
+#define VA_CTL_JSON_VERSION 1
+
+/* One line on stderr, "vdpactl: ...", in our words; returns the exit
+ * status @error's kind has. */
 int va_ctl_fail (const GError *error);
+/* The same for an operation that failed (1) or a usage error (2). */
 int va_ctl_fail_msg (const char *msg);
-void va_ctl_print_json (GVariant *value);
+int va_ctl_usage (const char *msg);
+
+/* JSON: an object with "version", then members in lowercase snake_case,
+ * "" as null, the VF as "pci/ADDR" under "mgmtdev". */
+char *va_ctl_json_key (const char *key);
+JsonBuilder *va_ctl_json_begin (void);
+void va_ctl_json_add_members (JsonBuilder *b, GVariant *record);
+void va_ctl_json_add_list (JsonBuilder *b, const char *member, GVariant *records);
+/* Ends the object va_ctl_json_begin() began and prints it. */
+void va_ctl_json_print (JsonBuilder *b);
+/* { "version", the members of a{sv} @record } */
+void va_ctl_print_json_record (GVariant *record);
+/* { "version", @member: aa{sv} @records } */
+void va_ctl_print_json_list (const char *member, GVariant *records);
 
 /* @method of the daemon's manager interface, with vdpactl's budget;
  * errors as va_bus_call() gives them. Consumes a floating @params. */
@@ -20,8 +51,9 @@ typedef struct
   const char *title;
 } VaCtlColumn;
 
-/* @records: aa{sv}; aligned columns, or JSON with @json. */
-void va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, gboolean json);
+/* @records: aa{sv}; aligned columns, or with @json_member the JSON
+ * document that lists them under that member. */
+void va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member);
 
 /* Parses a command's options (plus -j when @json is given) and checks that
  * it has @min to @max arguments; returns 0, or the exit status. */

@@ -22,20 +22,6 @@ typedef struct
   int (*run) (int argc, char **argv);
 } Command;
 
-int
-va_ctl_fail (const GError *error)
-{
-  g_printerr ("vdpactl: %s\n", error->message);
-  return 1;
-}
-
-int
-va_ctl_fail_msg (const char *msg)
-{
-  g_printerr ("vdpactl: %s\n", msg);
-  return 1;
-}
-
 /* Reads FILE (or stdin for "-") up to the document size limit. */
 static char *
 read_input (const char *path, gsize *len, GError **error)
@@ -110,7 +96,7 @@ apply_capacity (VaHostView *view, char **capacity, GError **error)
 
       if (!eq || eq == capacity[i] || !g_ascii_string_to_unsigned (eq + 1, 10, 0, G_MAXUINT32, &n, NULL))
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "--capacity '%.*s' is not POOL=N", VA_CUT (capacity[i], 64));
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--capacity '%.*s' is not POOL=N", VA_CUT (capacity[i], 64));
           return FALSE;
         }
       pool = g_strndup (capacity[i], eq - capacity[i]);
@@ -171,16 +157,16 @@ cmd_rewrite (int argc, char **argv)
 
   g_option_context_set_summary (ctx, "Reads the domain XML from FILE (or stdin), rewrites each NIC marked in its\n"
                                      "vdpa:nics metadata, and prints the whole document on stdout. Works offline.\n"
-                                     "On any error nothing is printed on stdout and the exit status is 1.");
+                                     "On any error nothing is printed on stdout and the exit status is not 0.");
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     return va_ctl_fail (error);
   if (argc > 2)
-    return va_ctl_fail_msg ("rewrite takes one FILE (or - for stdin)");
+    return va_ctl_usage ("rewrite takes one FILE (or - for stdin)");
   if (argc == 2)
     path = argv[1];
   if (to && !va_form_from_string (to, &form))
-    return va_ctl_fail_msg ("--to must be accelerated or portable");
+    return va_ctl_usage ("--to must be accelerated or portable");
 
   if (config_dir)
     config = va_config_load (config_dir, &error);
@@ -224,7 +210,7 @@ cmd_version (int argc, char **argv)
       return 0;
     }
   if (argc > 1)
-    return va_ctl_fail_msg ("version takes no arguments");
+    return va_ctl_usage ("version takes no arguments");
   g_print ("vdpactl %s\n", VA_VERSION);
   return 0;
 }
@@ -258,7 +244,7 @@ int
 va_ctl_main (int argc, char **argv)
 {
   if (argc < 2)
-    return va_ctl_fail_msg ("no command given; see 'vdpactl --help'");
+    return va_ctl_usage ("no command given; see 'vdpactl --help'");
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
     {
       usage (stdout);
@@ -274,5 +260,5 @@ va_ctl_main (int argc, char **argv)
         return commands[i].run (argc - 1, argv + 1);
       }
   g_printerr ("vdpactl: unknown command '%.*s'; see 'vdpactl --help'\n", VA_CUT (argv[1], 64));
-  return 1;
+  return VA_CTL_EXIT_USAGE;
 }

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What vdpactl prints when it is done: one JSON scheme for every -j output
+ * (docs/schemas/), and one exit status per kind of failure, with D-Bus's
+ * errors told in our own words. */
+#define G_LOG_DOMAIN "va-ctl-out"
+
+#include "config.h"
+
+#include "va-ctl-private.h"
+
+#include <string.h>
+
+#include "va-bus.h"
+#include "va-error.h"
+#include "va-ids.h"
+
+/* ---- exit statuses ------------------------------------------------------- */
+
+static void
+print_line (const char *msg)
+{
+  /* a message that quotes GDBus's own prefix (an error we do not know)
+   * loses it: the operator reads our words and the error's name */
+  const char *p = g_str_has_prefix (msg, "GDBus.Error:") ? msg + strlen ("GDBus.Error:") : msg;
+
+  g_printerr ("vdpactl: %s\n", p);
+}
+
+int
+va_ctl_fail (const GError *error)
+{
+  g_return_val_if_fail (error != NULL, VA_CTL_EXIT_FAILED);
+
+  if (error->domain == VA_ERROR)
+    {
+      print_line (error->message);
+      if (error->code == VA_ERROR_UNREACHABLE)
+        return VA_CTL_EXIT_UNREACHABLE;
+      if (error->code == VA_ERROR_PERMISSION_DENIED)
+        return VA_CTL_EXIT_DENIED;
+      return VA_CTL_EXIT_FAILED;
+    }
+  if (error->domain == G_OPTION_ERROR)
+    {
+      print_line (error->message);
+      return VA_CTL_EXIT_USAGE;
+    }
+  if (error->domain == G_DBUS_ERROR)
+    switch (error->code)
+      {
+        case G_DBUS_ERROR_ACCESS_DENIED:
+        case G_DBUS_ERROR_AUTH_FAILED:
+          /* dbus-daemon's own refusal, before the daemon or polkit saw it */
+          print_line ("the system bus's policy refused the call; see org.vdpa_allocator.Allocator1.conf in dbus-1/system.d");
+          return VA_CTL_EXIT_DENIED;
+        case G_DBUS_ERROR_SERVICE_UNKNOWN:
+        case G_DBUS_ERROR_NAME_HAS_NO_OWNER:
+          print_line ("vdpa-allocatord is not running (no " VA_BUS_NAME " on the system bus)");
+          return VA_CTL_EXIT_UNREACHABLE;
+        case G_DBUS_ERROR_NO_REPLY:
+        case G_DBUS_ERROR_TIMEOUT:
+        case G_DBUS_ERROR_TIMED_OUT:
+        case G_DBUS_ERROR_DISCONNECTED:
+        case G_DBUS_ERROR_NO_SERVER:
+          print_line ("vdpa-allocatord did not answer");
+          return VA_CTL_EXIT_UNREACHABLE;
+        case G_DBUS_ERROR_UNKNOWN_METHOD:
+        case G_DBUS_ERROR_UNKNOWN_OBJECT:
+        case G_DBUS_ERROR_UNKNOWN_INTERFACE:
+        case G_DBUS_ERROR_UNKNOWN_PROPERTY:
+        case G_DBUS_ERROR_INVALID_ARGS:
+        case G_DBUS_ERROR_INVALID_SIGNATURE:
+        case G_DBUS_ERROR_NOT_SUPPORTED:
+          print_line ("vdpa-allocatord did not understand the call: is it the same version as vdpactl " VA_VERSION "?");
+          return VA_CTL_EXIT_FAILED;
+        case G_DBUS_ERROR_LIMITS_EXCEEDED:
+          print_line ("the system bus refused the call: a limit of its configuration was reached");
+          return VA_CTL_EXIT_FAILED;
+        default:
+          {
+            g_autofree char *line = g_strdup_printf ("the system bus refused the call (D-Bus error %d): %s", error->code, error->message);
+            print_line (line);
+            return VA_CTL_EXIT_FAILED;
+          }
+      }
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_DBUS_ERROR))
+    {
+      /* a name GDBus has no code for, from whoever owns our name */
+      g_autofree char *line = g_strdup_printf ("the daemon gave an error vdpactl does not know: %s", error->message);
+      print_line (line);
+      return VA_CTL_EXIT_FAILED;
+    }
+  print_line (error->message);
+  return VA_CTL_EXIT_FAILED;
+}
+
+int
+va_ctl_fail_msg (const char *msg)
+{
+  print_line (msg);
+  return VA_CTL_EXIT_FAILED;
+}
+
+int
+va_ctl_usage (const char *msg)
+{
+  print_line (msg);
+  return VA_CTL_EXIT_USAGE;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* Keys the daemon's records spell otherwise; everything else is only
+ * lowered from CamelCase (the pool properties). */
+static const struct
+{
+  const char *from, *to;
+} renames[] = {
+  { "slot", "mgmtdev" },
+  { "libvirt", "libvirt_reachable" },
+  { "bridge_type", "fallback_bridge_type" },
+};
+
+char *
+va_ctl_json_key (const char *key)
+{
+  GString *s = g_string_sized_new (strlen (key) + 4);
+
+  for (guint i = 0; i < G_N_ELEMENTS (renames); i++)
+    if (strcmp (key, renames[i].from) == 0)
+      {
+        g_string_append (s, renames[i].to);
+        return g_string_free (s, FALSE);
+      }
+  for (const char *p = key; *p; p++)
+    {
+      if (g_ascii_isupper (*p) && p != key)
+        g_string_append_c (s, '_');
+      g_string_append_c (s, g_ascii_tolower (*p));
+    }
+  return g_string_free (s, FALSE);
+}
+
+static void
+add_value (JsonBuilder *b, const char *key, GVariant *v)
+{
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_VARIANT))
+    {
+      g_autoptr (GVariant) inner = g_variant_get_variant (v);
+      add_value (b, key, inner);
+      return;
+    }
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) || g_variant_is_of_type (v, G_VARIANT_TYPE_OBJECT_PATH))
+    {
+      const char *s = g_variant_get_string (v, NULL);
+
+      if (!*s)
+        json_builder_add_null_value (b);
+      else if (key && strcmp (key, "slot") == 0 && va_pci_address_is_valid (s))
+        {
+          /* as iproute2's vdpa -j names the VF: its bus, then its address */
+          g_autofree char *dev = g_strconcat ("pci/", s, NULL);
+          json_builder_add_string_value (b, dev);
+        }
+      else
+        json_builder_add_string_value (b, s);
+      return;
+    }
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN))
+    json_builder_add_boolean_value (b, g_variant_get_boolean (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_BYTE))
+    json_builder_add_int_value (b, g_variant_get_byte (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT16))
+    json_builder_add_int_value (b, g_variant_get_uint16 (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT16))
+    json_builder_add_int_value (b, g_variant_get_int16 (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT32))
+    json_builder_add_int_value (b, g_variant_get_uint32 (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT32))
+    json_builder_add_int_value (b, g_variant_get_int32 (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT64))
+    json_builder_add_int_value (b, (gint64) MIN (g_variant_get_uint64 (v), (guint64) G_MAXINT64));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT64))
+    json_builder_add_int_value (b, g_variant_get_int64 (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_DOUBLE))
+    json_builder_add_double_value (b, g_variant_get_double (v));
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_VARDICT))
+    {
+      json_builder_begin_object (b);
+      va_ctl_json_add_members (b, v);
+      json_builder_end_object (b);
+    }
+  else if (g_variant_is_of_type (v, G_VARIANT_TYPE_ARRAY))
+    {
+      GVariantIter iter;
+      GVariant *child;
+
+      json_builder_begin_array (b);
+      g_variant_iter_init (&iter, v);
+      while ((child = g_variant_iter_next_value (&iter)))
+        {
+          add_value (b, NULL, child);
+          g_variant_unref (child);
+        }
+      json_builder_end_array (b);
+    }
+  else
+    json_builder_add_value (b, json_gvariant_serialize (v));
+}
+
+void
+va_ctl_json_add_members (JsonBuilder *b, GVariant *record)
+{
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+
+  g_variant_iter_init (&iter, record);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr (GVariant) v = value;
+      g_autofree char *name = va_ctl_json_key (key);
+
+      json_builder_set_member_name (b, name);
+      add_value (b, key, v);
+    }
+}
+
+void
+va_ctl_json_add_list (JsonBuilder *b, const char *member, GVariant *records)
+{
+  json_builder_set_member_name (b, member);
+  add_value (b, NULL, records);
+}
+
+JsonBuilder *
+va_ctl_json_begin (void)
+{
+  JsonBuilder *b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "version");
+  json_builder_add_int_value (b, VA_CTL_JSON_VERSION);
+  return b;
+}
+
+void
+va_ctl_json_print (JsonBuilder *b)
+{
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = NULL;
+  g_autofree char *text = NULL;
+
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  json_generator_set_pretty (gen, TRUE);
+  json_generator_set_root (gen, root);
+  text = json_generator_to_data (gen, NULL);
+  g_print ("%s\n", text);
+}
+
+void
+va_ctl_print_json_record (GVariant *record)
+{
+  g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
+
+  va_ctl_json_add_members (b, record);
+  va_ctl_json_print (b);
+}
+
+void
+va_ctl_print_json_list (const char *member, GVariant *records)
+{
+  g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
+
+  va_ctl_json_add_list (b, member, records);
+  va_ctl_json_print (b);
+}
