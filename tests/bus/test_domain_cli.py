@@ -36,11 +36,15 @@ class DomainCliTest(unittest.TestCase):
         try:
             r = self.ctl("show", "vm1", "-j")
             self.assertEqual(r.returncode, 0, r.stderr)
-            nics = json.loads(r.stdout)
-            self.assertEqual([(n["mac"], n["intent"], n["form"]) for n in nics],
-                             [("52:54:00:6b:3c:58", "network vpc2", "portable"),
-                              ("52:54:00:6b:3c:59", "network vpc1", "portable")])
-            self.assertEqual(nics[0]["lease"], "(daemon unreachable)")
+            shown = json.loads(r.stdout)
+            self.assertEqual([(n["mac"], n["network"], n["form"]) for n in shown["nics"]],
+                             [("52:54:00:6b:3c:58", "vpc2", "portable"),
+                              ("52:54:00:6b:3c:59", "vpc1", "portable")])
+            self.assertFalse(shown["daemon_reachable"])
+            self.assertIsNone(shown["nics"][0]["device"])
+            # the table still says so in words
+            r = self.ctl("show", "vm1")
+            self.assertIn("(daemon unreachable)", r.stdout.splitlines()[1])
         finally:
             bus.close()
 
@@ -50,9 +54,9 @@ class DomainCliTest(unittest.TestCase):
         try:
             daemon.start()
             vdpactl("allocate", "-u", UUID, "-m", "52:54:00:6b:3c:58", "-n", "vpc2", check=True)
-            nics = json.loads(self.ctl("show", UUID, "-j").stdout)
-            self.assertTrue(nics[0]["lease"].startswith("vdpa"), nics)
-            self.assertEqual(nics[1]["lease"], "")
+            nics = json.loads(self.ctl("show", UUID, "-j").stdout)["nics"]
+            self.assertTrue(nics[0]["device"].startswith("vdpa"), nics)
+            self.assertIsNone(nics[1]["device"])
             # with the daemon up, the rewrite uses live capacity: a drained
             # pool sends vpc2 to its fallback bridge, which libvirt accepts
             r = self.ctl("accelerate", "vm1")
@@ -74,14 +78,15 @@ class DomainCliTest(unittest.TestCase):
             self.assertIn("redefined with %s NICs" % form, r.stdout)
 
     def test_errors_are_one_line(self):
-        for args in (("show", "nope"), ("accelerate", "nope"), ("accelerate", "vm1", "--config", self.dir),
-                     ("frobnicate", "vm1"), ("show",)):
+        # 1: the operation failed; 2: a usage error
+        for args, status in ((("show", "nope"), 1), (("accelerate", "nope"), 1), (("accelerate", "vm1", "--config", self.dir), 1),
+                             (("frobnicate", "vm1"), 2), (("show",), 2), (("show", "vm1", "--bogus"), 2)):
             r = self.ctl(*args)
-            self.assertEqual(r.returncode, 1, args)
+            self.assertEqual(r.returncode, status, args)
             self.assertEqual(r.stdout, "")
             self.assertEqual(len(r.stderr.splitlines()), 1, (args, r.stderr))
         r = vdpactl("domain", "--connect", "test:///nonexistent/file.xml", "show", "vm1")
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 3)  # libvirt unreachable
         self.assertIn("libvirt at test:///nonexistent/file.xml", r.stderr)
 
 

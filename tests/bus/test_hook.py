@@ -247,9 +247,9 @@ class HookTest(unittest.TestCase):
     def test_vdpactl_lease_list_by_domain(self):
         hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin")
         r = vdpactl("lease", "list", "--domain", "vm1", "-j", check=True)
-        self.assertEqual(len(json.loads(r.stdout)), 1)
+        self.assertEqual(len(json.loads(r.stdout)["leases"]), 1)
         r = vdpactl("lease", "list", "--domain", "other", "-j", check=True)
-        self.assertEqual(json.loads(r.stdout), [])
+        self.assertEqual(json.loads(r.stdout)["leases"], [])
 
 
 if __name__ == "__main__":

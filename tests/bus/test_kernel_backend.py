@@ -51,10 +51,10 @@ class KernelBackendTest(unittest.TestCase):
 
     def test_pool_without_pf(self):
         pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
-        self.assertEqual(pool["Total"], 0)
-        self.assertEqual(pool["Free"], 0)
-        self.assertFalse(pool["Healthy"])
-        self.assertEqual(pool["HealthReason"], "no PF matches the pool")
+        self.assertEqual(pool["total"], 0)
+        self.assertEqual(pool["free"], 0)
+        self.assertFalse(pool["healthy"])
+        self.assertEqual(pool["health_reason"], "no PF matches the pool")
 
     def test_allocate_says_exhausted(self):
         with self.assertRaises(GLib.Error) as cm:

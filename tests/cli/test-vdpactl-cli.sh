@@ -1,7 +1,7 @@
 #!/bin/sh
 # vdpactl's command line as an operator meets it: --help says what exists,
-# every bad input gives exit status 1, one line on stderr and nothing on
-# stdout. TAP output.
+# every bad input gives its exit status (2 usage, 1 failed; vdpactl(8) EXIT
+# STATUS), one line on stderr and nothing on stdout. TAP output.
 set -u
 vdpactl=${VDPACTL:?}
 # VDPACTL_WRAPPER, e.g. "valgrind --error-exitcode=1 -q", wraps every call
@@ -15,16 +15,16 @@ fails=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
 
-# expect_error DESC CMD...: exit 1, empty stdout, one stderr line "vdpactl: ..."
+# expect_error STATUS DESC CMD...: exit STATUS, empty stdout, one stderr line "vdpactl: ..."
 expect_error() {
-    desc=$1; shift
+    want=$1; desc=$2; shift 2
     "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
     rc=$?
     lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -eq 1 ] && [ ! -s "$tmp/out" ] && [ "$lines" -eq 1 ] && grep -q '^vdpactl' "$tmp/err"; then
+    if [ "$rc" -eq "$want" ] && [ ! -s "$tmp/out" ] && [ "$lines" -eq 1 ] && grep -q '^vdpactl' "$tmp/err"; then
         ok "$desc: $(cat "$tmp/err")"
     else
-        not_ok "$desc (rc=$rc, stdout $(wc -c <"$tmp/out") bytes, stderr $lines lines)"
+        not_ok "$desc (rc=$rc, want $want, stdout $(wc -c <"$tmp/out") bytes, stderr $lines lines)"
         sed 's/^/# /' "$tmp/err"
     fi
 }
@@ -45,21 +45,21 @@ for cmd in $(vdpactl_run --help | sed -n 's/^  \([a-z]*\) .*/\1/p'); do
 done
 bash -n "$src/contrib/vdpactl.bash-completion" && ok "bash completion parses" || not_ok "bash completion parses"
 
-expect_error "no command" vdpactl_run
-expect_error "unknown command" vdpactl_run frobnicate
-expect_error "unknown option" vdpactl_run rewrite --bogus "$dom"
-expect_error "bad --to" vdpactl_run rewrite --config "$cfg" --to fast "$dom"
-expect_error "two files" vdpactl_run rewrite --config "$cfg" "$dom" "$dom"
-expect_error "missing file" vdpactl_run rewrite --config "$cfg" "$tmp/none.xml"
-expect_error "missing --config dir" vdpactl_run rewrite --config "$tmp/nodir" "$dom"
-expect_error "bad --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1 "$dom"
-expect_error "negative --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1=-1 "$dom"
-expect_error "unknown pool in --capacity" vdpactl_run rewrite --config "$cfg" --capacity ghost=1 "$dom"
-expect_error "empty stdin" vdpactl_run rewrite --config "$cfg" -
+expect_error 2 "no command" vdpactl_run
+expect_error 2 "unknown command" vdpactl_run frobnicate
+expect_error 2 "unknown option" vdpactl_run rewrite --bogus "$dom"
+expect_error 2 "bad --to" vdpactl_run rewrite --config "$cfg" --to fast "$dom"
+expect_error 2 "two files" vdpactl_run rewrite --config "$cfg" "$dom" "$dom"
+expect_error 1 "missing file" vdpactl_run rewrite --config "$cfg" "$tmp/none.xml"
+expect_error 1 "missing --config dir" vdpactl_run rewrite --config "$tmp/nodir" "$dom"
+expect_error 2 "bad --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1 "$dom"
+expect_error 2 "negative --capacity" vdpactl_run rewrite --config "$cfg" --capacity cx6-p1=-1 "$dom"
+expect_error 1 "unknown pool in --capacity" vdpactl_run rewrite --config "$cfg" --capacity ghost=1 "$dom"
+expect_error 1 "empty stdin" vdpactl_run rewrite --config "$cfg" -
 printf '<domain>' >"$tmp/cut.xml"
-expect_error "truncated document" vdpactl_run rewrite --config "$cfg" "$tmp/cut.xml"
+expect_error 1 "truncated document" vdpactl_run rewrite --config "$cfg" "$tmp/cut.xml"
 mkdir -p "$tmp/badcfg" && printf '[network x]\nmode=warp\n' >"$tmp/badcfg/vdpa-allocator.conf"
-expect_error "bad config" vdpactl_run rewrite --config "$tmp/badcfg" "$dom"
+expect_error 1 "bad config" vdpactl_run rewrite --config "$tmp/badcfg" "$dom"
 grep -q "vdpa-allocator.conf: \[network x\] mode: 'warp'" "$tmp/err" && ok "config error names file, group and key" ||
     not_ok "config error names file, group and key"
 

@@ -147,12 +147,12 @@ def virsh(*args, check=True, timeout=120):
 
 
 def leases():
-    return vdpactl_json("lease", "list")
+    return vdpactl_json("lease", "list")["leases"]
 
 
 def pool(name=POOL):
-    for p in vdpactl_json("pool", "list"):
-        if p["Name"] == name:
+    for p in vdpactl_json("pool", "list")["pools"]:
+        if p["name"] == name:
             return p
     raise KeyError("no pool %s in vdpactl pool list" % name)
 
@@ -396,9 +396,9 @@ class DaemonInLab(unittest.TestCase):
         status = vdpactl_json("status")
         self.assertEqual(status["backend"], "kernel")
         p = pool()
-        self.assertTrue(p["Healthy"], p)
-        self.assertEqual((p["Total"], p["Free"], p["Leased"]), (len(SLOTS), len(SLOTS), 0), p)
-        self.assertEqual(p["VlanMethod"], "bridge")
+        self.assertTrue(p["healthy"], p)
+        self.assertEqual((p["total"], p["free"], p["leased"]), (len(SLOTS), len(SLOTS), 0), p)
+        self.assertEqual(p["vlan_method"], "bridge")
         log("pool: %s", json.dumps(p, sort_keys=True))
 
     def test_2_allocate_makes_the_device_release_deletes_it(self):
@@ -407,8 +407,8 @@ class DaemonInLab(unittest.TestCase):
                                        "--network", NETWORK).stdout)
         log("lease: %s", json.dumps(lease, sort_keys=True))
         self.assertEqual(lease["pool"], POOL)
-        self.assertIn(lease["slot"], SLOTS)
-        device = "va-" + lease["slot"]
+        self.assertIn(lease["mgmtdev"], SLOTS)
+        device = "va-" + lease["mgmtdev"]
         self.assertEqual(lease["device"], device)
         self.assertEqual(lease["vlan"], VLAN)
 
@@ -430,17 +430,17 @@ class DaemonInLab(unittest.TestCase):
                                                   if n.startswith("vhost-vdpa-")][0])
 
         # the representor stand-in in the uplink bridge, the VLAN untagged
-        self.assertEqual(master(lease["slot"]), BRIDGE)
-        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
-        self.assertEqual(pool()["Leased"], 1)
+        self.assertEqual(master(lease["mgmtdev"]), BRIDGE)
+        self.assertEqual(bridge_vlans(lease["mgmtdev"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(pool()["leased"], 1)
 
         with Timer("vdpactl release"):
             vdpactl("release", "--uuid", self.UUID, "--mac", self.MAC)
         with Timer("lease and device gone"):
             self.assertNoLeaseAndNoDevice(device)
         self.assertFalse(os.path.exists(node))
-        self.assertIsNone(master(lease["slot"]))
-        self.assertEqual(pool()["Free"], len(SLOTS))
+        self.assertIsNone(master(lease["mgmtdev"]))
+        self.assertEqual(pool()["free"], len(SLOTS))
 
     def domain_xml(self, name, network=NETWORK, form="accelerated", acpi=False):
         """A domain that cannot boot anything (no disk, no kernel, 64 MiB)
@@ -500,8 +500,8 @@ class DaemonInLab(unittest.TestCase):
         self.assertEqual((lease["uuid"], lease["mac"], lease["network"]), (self.UUID, self.MAC, NETWORK))
         device, node = lease["device"], lease["chardev"]
         self.assertEqual(vdpa_driver(device), "vhost_vdpa")
-        self.assertEqual(master(lease["slot"]), BRIDGE)
-        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(master(lease["mgmtdev"]), BRIDGE)
+        self.assertEqual(bridge_vlans(lease["mgmtdev"]), [(VLAN, ["Egress Untagged", "PVID"])])
         self.assertRegex(virsh("dumpxml", name).stdout, r"<interface type='vdpa'>")
 
         # QEMU: a vhost-vdpa netdev on the fd libvirt opened through the port
@@ -579,7 +579,7 @@ class DaemonInLab(unittest.TestCase):
         self.start_paused(name)
         (lease,) = leases()
         self.assertEqual((lease["network"], lease["vlan"]), (AUTO, VLAN))
-        self.assertEqual(bridge_vlans(lease["slot"]), [(VLAN, ["Egress Untagged", "PVID"])])
+        self.assertEqual(bridge_vlans(lease["mgmtdev"]), [(VLAN, ["Egress Untagged", "PVID"])])
         virsh("destroy", name)
         self.assertNoLeaseAndNoDevice(lease["device"])
 
@@ -597,7 +597,7 @@ class DaemonInLab(unittest.TestCase):
                 virsh("managedsave", name, timeout=180)
         finally:
             vdpactl("pool", "undrain", POOL)
-        self.assertEqual(pool()["Free"], len(SLOTS))
+        self.assertEqual(pool()["free"], len(SLOTS))
         self.start_paused(name)  # restore begin
         self.assertIn("<interface type='bridge'>", virsh("dumpxml", name).stdout)
         self.assertEqual(bridge_vlans(self.tap_of(name)), [(VLAN, ["Egress Untagged", "PVID"])])
@@ -629,7 +629,7 @@ class DaemonInLab(unittest.TestCase):
         LAB.lv.define(self.domain_xml(name, NETWORK, "accelerated"))
         lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", name, "--mac", self.MAC,
                                    "--network", NETWORK).stdout)
-        other = "va-" + [slot for slot in SLOTS if slot != lease["slot"]][0]
+        other = "va-" + [slot for slot in SLOTS if slot != lease["mgmtdev"]][0]
 
         LAB.daemon.kill()
         LAB.daemon.wait(10)

@@ -143,8 +143,8 @@ class VlanMethod:
         self.vdpactl("release", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n)
 
     def test_1_pool_has_the_vduse_slots(self):
-        pools = json.loads(self.vdpactl("pool", "list", "-j").stdout)
-        self.assertEqual([(p["Name"], p["Total"], p["Free"], p["Healthy"]) for p in pools], [("lab", 3, 3, True)])
+        pools = json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]
+        self.assertEqual([(p["name"], p["total"], p["free"], p["healthy"]) for p in pools], [("lab", 3, 3, True)])
 
     def test_2_vlans_isolate_and_release_removes_ports(self):
         # before any lease no port is in the bridge, and none is up
@@ -152,12 +152,12 @@ class VlanMethod:
             self.assertFalse(self.in_uplink(slot))
             self.assertFalse(is_up(slot))
         leases = {n: self.allocate(n, vlan) for n, vlan in ((1, 10), (2, 20), (3, 10))}
-        ns = {n: "lab-" + lease["slot"] for n, lease in leases.items()}
-        addr = {n: "10.77.0.%d" % (SLOTS.index(lease["slot"]) + 1) for n, lease in leases.items()}
-        self.assertEqual(sorted(lease["slot"] for lease in leases.values()), list(SLOTS))
+        ns = {n: "lab-" + lease["mgmtdev"] for n, lease in leases.items()}
+        addr = {n: "10.77.0.%d" % (SLOTS.index(lease["mgmtdev"]) + 1) for n, lease in leases.items()}
+        self.assertEqual(sorted(lease["mgmtdev"] for lease in leases.values()), list(SLOTS))
         try:
             for n, vlan in ((1, 10), (2, 20), (3, 10)):
-                slot = leases[n]["slot"]
+                slot = leases[n]["mgmtdev"]
                 self.assertTrue(self.in_uplink(slot))
                 self.assertTrue(is_up(slot), slot)
                 self.assertEqual(self.port_vlans(slot), [vlan])
@@ -173,9 +173,9 @@ class VlanMethod:
             for n in leases:
                 self.release(n)
         for n, lease in leases.items():
-            self.assertFalse(self.in_uplink(lease["slot"]), "release left %s in the bridge" % lease["slot"])
+            self.assertFalse(self.in_uplink(lease["mgmtdev"]), "release left %s in the bridge" % lease["mgmtdev"])
             self.assertNotIn(lease["device"], vdpa_devices())
-        self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"slot"'), 0)
+        self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
 
     def test_3_vhost_vdpa_not_loaded(self):
         run("modprobe", "-r", "vhost_vdpa")
@@ -188,7 +188,7 @@ class VlanMethod:
                              r"the vhost_vdpa module is not loaded \(modprobe vhost_vdpa\)$")
             # not half made: no device, no lease, the slot free again
             self.assertEqual([d for d in vdpa_devices() if d.startswith("va-")], [])
-            self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"slot"'), 0)
+            self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
         finally:
             run("modprobe", "vhost_vdpa")
         # loaded again: the same request succeeds

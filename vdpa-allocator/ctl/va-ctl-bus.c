@@ -136,6 +136,37 @@ print_record (GVariant *rec, gboolean json)
     }
 }
 
+/* @rec with the members it lacks: each of @nulls as "" (null in JSON),
+ * @falses as FALSE; one shape for a record whatever call gave it. */
+static GVariant *
+complete_record (GVariant *rec, const char *const *nulls, const char *const *falses)
+{
+  GVariantBuilder b;
+  GVariantIter iter;
+  GVariant *entry;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_iter_init (&iter, rec);
+  while ((entry = g_variant_iter_next_value (&iter)))
+    {
+      g_variant_builder_add_value (&b, entry);
+      g_variant_unref (entry);
+    }
+  for (guint i = 0; nulls && nulls[i]; i++)
+    {
+      g_autoptr (GVariant) had = g_variant_lookup_value (rec, nulls[i], NULL);
+      if (!had)
+        g_variant_builder_add (&b, "{sv}", nulls[i], g_variant_new_string (""));
+    }
+  for (guint i = 0; falses && falses[i]; i++)
+    {
+      g_autoptr (GVariant) had = g_variant_lookup_value (rec, falses[i], NULL);
+      if (!had)
+        g_variant_builder_add (&b, "{sv}", falses[i], g_variant_new_boolean (FALSE));
+    }
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
 static const VaCtlColumn pool_cols[] = {
   { "Name", "POOL" },       { "Total", "TOTAL" },         { "Free", "FREE" },
   { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },     { "Draining", "DRAINING" },
@@ -331,6 +362,11 @@ pool_drain (int argc, char **argv, gboolean draining)
 int
 va_ctl_cmd_pool (int argc, char **argv)
 {
+  if (argc >= 2 && argv[1][0] != '-')
+    {
+      g_autofree char *prgname = g_strdup_printf ("vdpactl pool %.*s", VA_CUT (argv[1], 32));
+      g_set_prgname (prgname);
+    }
   if (argc < 2 || strcmp (argv[1], "list") == 0)
     return pool_list (argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
   if (strcmp (argv[1], "show") == 0)
@@ -420,7 +456,11 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   if (!ret)
     return va_ctl_fail (error);
   report = g_variant_get_child_value (ret, 0);
-  print_record (report, json);
+  {
+    static const char *const nulls[] = { "libvirt_error", NULL };
+    g_autoptr (GVariant) full = json ? complete_record (report, nulls, NULL) : g_variant_ref (report);
+    print_record (full, json);
+  }
   return 0;
 }
 
@@ -473,7 +513,13 @@ va_ctl_cmd_allocate (int argc, char **argv)
   if (!ret)
     return va_ctl_fail (error);
   lease = g_variant_get_child_value (ret, 0);
-  print_record (lease, json);
+  {
+    /* a lease just made is not broken; ListLeases says so, Allocate not */
+    static const char *const nulls[] = { "broken_reason", NULL };
+    static const char *const falses[] = { "broken", NULL };
+    g_autoptr (GVariant) full = json ? complete_record (lease, nulls, falses) : g_variant_ref (lease);
+    print_record (full, json);
+  }
   return 0;
 }
 

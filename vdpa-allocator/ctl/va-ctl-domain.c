@@ -430,7 +430,9 @@ va_ctl_cmd_domain (int argc, char **argv)
       argc -= 2;
       argv += 2;
     }
-  if (argc < 2 || strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
+  if (argc < 2)
+    return va_ctl_usage ("no domain command given; see 'vdpactl domain --help'");
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
     {
       g_print ("Usage: vdpactl domain [--connect URI] show|accelerate|portable DOMAIN\n"
                "       vdpactl domain [--connect URI] attach DOMAIN --network NET [--mac MAC] [--persistent]\n"
@@ -438,8 +440,13 @@ va_ctl_cmd_domain (int argc, char **argv)
                "Through libvirt (default qemu:///system): show each NIC's intent, form and lease;\n"
                "redefine the domain with its NICs in the accelerated or portable form; or hot-plug an\n"
                "accelerated NIC (libvirt calls no hook for that) and unplug it again.\n");
-      return argc < 2 ? VA_CTL_EXIT_USAGE : 0;
+      return 0;
     }
+  {
+    /* --help then says "vdpactl domain show" */
+    g_autofree char *prgname = g_strdup_printf ("vdpactl domain %.*s", VA_CUT (argv[1], 32));
+    g_set_prgname (prgname);
+  }
   if (strcmp (argv[1], "show") == 0)
     return domain_show (argc - 1, argv + 1, uri);
   if (strcmp (argv[1], "accelerate") == 0)

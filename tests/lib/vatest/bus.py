@@ -38,6 +38,7 @@ BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configur
     <allow receive_type="method_return"/>
     <allow receive_type="error"/>
   </policy>
+{extra_policy}
 </busconfig>
 """
 
@@ -73,13 +74,14 @@ fallback-bridge-type=ovs
 class Bus:
     """A private dbus-daemon of type system, with polkitd mocked on it."""
 
-    def __init__(self):
+    def __init__(self, extra_policy=""):
+        """extra_policy: more <policy> elements, e.g. a mandatory deny."""
         self.dir = tempfile.mkdtemp(prefix="va-bus-")
         os.chmod(self.dir, 0o755)  # clients run as nobody too
         self.socket = os.path.join(self.dir, "system_bus_socket")
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
-            f.write(BUS_CONF.format(socket=self.socket))
+            f.write(BUS_CONF.format(socket=self.socket, extra_policy=extra_policy))
         self.proc = subprocess.Popen(["dbus-daemon", "--nofork", "--config-file=" + conf, "--print-address"],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.address = self.proc.stdout.readline().decode().strip()

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""vdpactl's exit statuses (vdpactl(8) EXIT STATUS) and its messages: 0 ok,
+1 failed, 2 usage, 3 unreachable, 4 refused by policy; one line on stderr in
+our words, never GDBus's. The real daemon on a private bus, a bus whose
+policy denies a call, and a python3-dbusmock stand-in that answers with
+errors the real daemon never sends."""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+from vatest.bus import NAME, PATH, IFACE, Bus, Daemon, vdpactl
+from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
+
+UUID = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+MAC = "52:54:00:00:00:01"
+NOBODY = 65534
+MOCK = "org.freedesktop.DBus.Mock"
+
+
+class ExitCodeTest(unittest.TestCase):
+    def assertExit(self, r, status, *words):
+        """@status, nothing on stdout, one line on stderr in our words."""
+        self.assertEqual(r.returncode, status, (r.args, r.stderr))
+        self.assertEqual(r.stdout, "", r.args)
+        self.assertEqual(len(r.stderr.splitlines()), 1, (r.args, r.stderr))
+        self.assertTrue(r.stderr.startswith("vdpactl: "), r.stderr)
+        for bad in ("GDBus", "org.freedesktop.DBus.Error", "Rejected send message"):
+            self.assertNotIn(bad, r.stderr)
+        for w in words:
+            self.assertIn(w, r.stderr)
+
+    def test_2_usage(self):
+        for args in ([], ["frobnicate"], ["status", "--bogus"], ["status", "extra"], ["pool", "frob"],
+                     ["pool", "show"], ["pool", "show", "no/such"], ["lease", "frob"], ["network", "frob"],
+                     ["allocate", "-u", UUID], ["allocate", "-u", UUID, "-m", MAC],
+                     ["allocate", "-u", UUID, "-m", MAC, "-n", "x", "--vlan", "5000"], ["release", "-u", UUID],
+                     ["release", "-u", UUID, "--vlan"], ["domain", "frob"], ["domain"], ["domain", "attach", "vm1"],
+                     ["domain", "detach", "vm1"], ["rewrite", "--to", "fast"], ["rewrite", "a", "b"],
+                     ["rewrite", "--capacity", "x"], ["version", "x"], ["reconcile", "--queues", "2"]):
+            r = vdpactl(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertEqual(len(r.stderr.splitlines()), 1, (args, r.stderr))
+            self.assertNotIn("GDBus", r.stderr)
+
+    def test_3_unreachable(self):
+        # no bus at all
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + os.path.join(tempfile.gettempdir(), "va-no-such-bus"))
+        r = subprocess.run([os.environ.get("VDPACTL") or vdpactl("--version").args[0], "status"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertExit(r, 3, "cannot reach the system bus")
+        # a bus, no daemon on it
+        bus = Bus()
+        try:
+            for args in (["status"], ["pool", "list"], ["lease", "list", "-j"], ["reconcile"],
+                         ["allocate", "-u", UUID, "-m", MAC, "-n", "vpc2"], ["release", "-u", UUID, "--all"]):
+                self.assertExit(vdpactl(*args), 3, "vdpa-allocatord is not running")
+        finally:
+            bus.close()
+        # libvirt not reachable
+        self.assertExit(vdpactl("domain", "--connect", "qemu+unix:///system?socket=/nonexistent/libvirt-sock", "show", "vm1"), 3,
+                        "libvirt at")
+
+    def test_0_1_and_4_against_the_daemon(self):
+        bus = Bus(extra_policy="""<policy context="mandatory">
+    <deny send_destination="%s" send_interface="%s" send_member="Drain"/>
+  </policy>""" % (NAME, IFACE))
+        daemon = Daemon(bus)
+        try:
+            bus.polkit_allow([])
+            daemon.start()
+            self.assertEqual(vdpactl("status").returncode, 0)
+            self.assertEqual(vdpactl("allocate", "-u", UUID, "-m", MAC, "-n", "vpc2").returncode, 0)
+            # 1: the daemon refused the operation itself
+            self.assertExit(vdpactl("allocate", "-u", UUID, "-m", MAC, "-n", "nope"), 1, "nope")
+            self.assertExit(vdpactl("pool", "show", "ghost"), 1, "no pool named 'ghost'")
+            # 4: polkit said no to an unprivileged caller...
+            self.assertExit(vdpactl("release", "-u", UUID, "-m", MAC, user=NOBODY), 4,
+                            "needs root or the polkit action org.vdpa_allocator.manage")
+            # ...or the bus's policy did, before the daemon saw the call
+            self.assertExit(vdpactl("pool", "drain", "accel"), 4, "the system bus's policy refused the call")
+            # reads stay open to everyone
+            self.assertEqual(vdpactl("lease", "list", user=NOBODY).returncode, 0)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_errors_the_daemon_never_sends_are_said_in_our_words(self):
+        bus = Bus()
+        mock = subprocess.Popen(["/usr/bin/python3", "-m", "dbusmock", "--system", NAME, PATH, IFACE],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            bus.wait_for_name(NAME)
+
+            def answer(method, in_sig, error):
+                code = "raise dbus.exceptions.DBusException('raw text of the stand-in', name='%s')" % error
+                bus.conn.call_sync(NAME, PATH, MOCK, "AddMethod", GLib.Variant("(sssss)", (IFACE, method, in_sig, "", code)),
+                                   None, 0, 5000, None)
+
+            answer("ListLeases", "", "org.freedesktop.DBus.Error.InvalidArgs")
+            answer("Release", "ss", "org.freedesktop.DBus.Error.UnknownMethod")
+            answer("ReleaseDomain", "s", "com.example.Unheard.Of")
+            answer("Reconcile", "", "org.vdpa_allocator.Error.PermissionDenied")
+            answer("Drain", "sb", "org.freedesktop.DBus.Error.AccessDenied")
+            self.assertExit(vdpactl("lease", "list"), 1, "did not understand the call", "same version as vdpactl")
+            self.assertExit(vdpactl("release", "-u", UUID, "-m", MAC), 1, "did not understand the call")
+            self.assertExit(vdpactl("release", "-u", UUID, "--all"), 1, "an error vdpactl does not know")
+            self.assertExit(vdpactl("reconcile"), 4, "raw text of the stand-in")
+            self.assertExit(vdpactl("pool", "drain", "accel"), 4, "policy refused")
+        finally:
+            mock.terminate()
+            mock.wait(10)
+            bus.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

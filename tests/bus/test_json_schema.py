@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Every `vdpactl ... -j` document against its JSON Schema (docs/schemas/),
+checked by python3-jsonschema: the daemon on the simulated NIC for the bus
+commands, libvirt's test driver for `domain show`."""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import unittest
+
+import jsonschema
+
+from vatest.bus import Bus, Daemon, vdpactl
+from vatest.paths import SRCDIR
+
+SCHEMAS = os.path.join(SRCDIR, "docs", "schemas")
+EXAMPLES = os.path.join(SRCDIR, "contrib", "examples")
+UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+# the command's words before -j, and its schema; every -j command is here,
+# which test_zz_every_json_command_is_covered proves from --help
+COMMANDS = {
+    ("status",): "status",
+    ("pool", "list"): "pool-list",
+    ("pool", "show"): "pool-show",
+    ("lease", "list"): "lease-list",
+    ("network", "list"): "network-list",
+    ("allocate",): "allocate",
+    ("reconcile",): "reconcile",
+    ("domain", "show"): "domain-show",
+}
+SUBCOMMANDS = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "network": ["list"],
+               "domain": ["show", "accelerate", "portable", "attach", "detach"]}
+
+
+def validator(name):
+    with open(os.path.join(SCHEMAS, name + ".schema.json")) as f:
+        schema = json.load(f)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def walk(value, path="$"):
+    """Every key and every string value of a document, with its path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield ("key", path, k)
+            yield from walk(v, path + "." + k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from walk(v, "%s[%d]" % (path, i))
+    elif isinstance(value, str):
+        yield ("str", path, value)
+
+
+class JsonSchemaTest(unittest.TestCase):
+    seen = set()
+
+    def check(self, words, *args, before=()):
+        # @before: the options of `domain` that go before its subcommand
+        r = vdpactl(*([words[0]] + list(before) + list(words[1:]) + list(args) + ["-j"]))
+        self.assertEqual(r.returncode, 0, (words, r.stderr))
+        doc = json.loads(r.stdout)
+        errors = sorted(validator(COMMANDS[words]).iter_errors(doc), key=lambda e: list(e.path))
+        self.assertEqual([], ["%s: %s" % (list(e.path), e.message) for e in errors], " ".join(words))
+        for kind, path, x in walk(doc):
+            if kind == "key":
+                self.assertRegex(x, SNAKE, "%s: key %r" % (path, x))
+            else:
+                self.assertNotEqual(x, "", "%s is \"\", not null" % path)
+        JsonSchemaTest.seen.add(words)
+        return doc
+
+    def test_bus_commands(self):
+        bus = Bus()
+        daemon = Daemon(bus)
+        try:
+            daemon.start()
+            self.assertEqual(self.check(("lease", "list"))["leases"], [])
+            lease = self.check(("allocate",), "-u", UUID, "-d", "vm1", "-m", "52:54:00:00:00:01", "-n", "vpc2")
+            self.assertRegex(lease["mgmtdev"], r"^pci/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+            inline = self.check(("allocate",), "-u", UUID, "-m", "52:54:00:00:00:02", "-p", "accel", "--vlan", "7")
+            self.assertIsNone(inline["network"])
+            self.assertIsNone(inline["domain_name"])
+            self.assertIs(inline["broken"], False)
+            leases = self.check(("lease", "list"))["leases"]
+            self.assertEqual(sorted(x["mac"] for x in leases), ["52:54:00:00:00:01", "52:54:00:00:00:02"])
+            self.assertEqual({x["mgmtdev"] for x in leases}, {lease["mgmtdev"], inline["mgmtdev"]})
+            status = self.check(("status",))
+            self.assertEqual((status["backend"], status["lease_count"]), ("sim", 2))
+            self.assertEqual(self.check(("pool", "list"))["pools"], status["pools"])
+            pool = self.check(("pool", "show"), "accel")
+            self.assertEqual((pool["leased"], pool["health_reason"]), (2, None))
+            report = self.check(("reconcile",))
+            self.assertFalse(report["libvirt_reachable"])
+            self.assertIsInstance(report["libvirt_error"], str)
+            self.check(("network", "list"), "--config", daemon.conf_dir)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_network_list_offline(self):
+        nets = self.check(("network", "list"), "--config", EXAMPLES)["networks"]
+        vpc1 = [n for n in nets if n["name"] == "vpc1"][0]
+        self.assertIsNone(vpc1["pool"])
+        self.assertIsNone(vpc1["quota"])
+
+    def test_domain_show(self):
+        d = tempfile.mkdtemp(prefix="va-schema-")
+        self.addCleanup(shutil.rmtree, d)
+        with open(os.path.join(EXAMPLES, "vm1.xml")) as f:
+            xml = f.read().replace("<domain type='kvm'>", "<domain type='test'>")
+        node = os.path.join(d, "node.xml")
+        with open(node, "w") as f:
+            f.write("<node>\n" + xml + "</node>\n")
+        bus = Bus()
+        with open(os.path.join(EXAMPLES, "sim", "vdpa-allocator.conf")) as f:
+            daemon = Daemon(bus, config=f.read())
+        try:
+            shown = self.check(("domain", "show"), "vm1", before=("--connect", "test://" + node))
+            self.assertFalse(shown["daemon_reachable"])
+            self.assertEqual([(n["mac"], n["network"], n["device"]) for n in shown["nics"]],
+                             [("52:54:00:6b:3c:58", "vpc2", None), ("52:54:00:6b:3c:59", "vpc1", None)])
+            daemon.start()
+            vdpactl("allocate", "-u", UUID, "-m", "52:54:00:6b:3c:58", "-n", "vpc2", check=True)
+            shown = self.check(("domain", "show"), UUID, before=("--connect", "test://" + node))
+            self.assertTrue(shown["daemon_reachable"])
+            self.assertRegex(shown["nics"][0]["device"], "^vdpa")
+            self.assertIsNone(shown["nics"][1]["device"])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_the_schemas_refuse_the_old_spelling(self):
+        # the validator is no rubber stamp: 0.1's pool record and bare
+        # list fail
+        old = {"version": 1, "Name": "accel", "Total": 8, "Free": 8, "Leased": 0, "Healthy": True,
+               "HealthReason": "", "Draining": False, "VlanMethod": "none"}
+        self.assertFalse(validator("pool-show").is_valid(old))
+        self.assertFalse(validator("lease-list").is_valid([]))
+        new = {k.lower(): v for k, v in old.items()}
+        self.assertFalse(validator("pool-show").is_valid(new))  # "" and CamelCase keys
+        new = {"version": 1, "name": "accel", "total": 8, "free": 8, "leased": 0, "healthy": True,
+               "health_reason": None, "draining": False, "vlan_method": "none"}
+        self.assertTrue(validator("pool-show").is_valid(new))
+        self.assertFalse(validator("pool-show").is_valid(dict(new, health_reason="")))
+
+    def test_zz_every_json_command_is_covered(self):
+        # runs last (unittest sorts by name): the commands whose --help
+        # offers --json are exactly those this file validated
+        offered = set()
+        top = vdpactl("--help", check=True).stdout
+        for cmd in re.findall(r"^  ([a-z]+) ", top, re.M):
+            for words in ([(cmd, s) for s in SUBCOMMANDS[cmd]] if cmd in SUBCOMMANDS else [(cmd,)]):
+                r = vdpactl(*(list(words) + ["--help"]))
+                if re.search(r"^\s+-j, --json\b", r.stdout, re.M):
+                    offered.add(words)
+        self.assertEqual(offered, set(COMMANDS))
+        self.assertEqual(JsonSchemaTest.seen, set(COMMANDS), "a -j command no test ran")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
