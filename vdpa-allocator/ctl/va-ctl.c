@@ -231,7 +231,7 @@ static const Command commands[] = {
 static void
 usage (FILE *out)
 {
-  fprintf (out, "Usage: vdpactl [--help] [--version] COMMAND [ARGS...]\n\n"
+  fprintf (out, "Usage: vdpactl [-h|--help] [--version] COMMAND [ARGS...]\n\n"
                 "See and steer the vdpa-allocator: VM NICs on hardware-accelerated\n"
                 "vDPA devices from pools of ConnectX virtual functions.\n\n"
                 "Commands:\n");
