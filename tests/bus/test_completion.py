@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""contrib/vdpactl.bash-completion in a real bash with Debian's
+bash-completion: COMP_WORDS drives _vdpactl as a Tab would. Every
+command and option --help names is offered, and pool, network, domain and
+UUID names come from vdpactl's JSON with the daemon on the simulated NIC."""
+
+import os
+import re
+import subprocess
+import unittest
+
+from vatest.bus import Bus, Daemon, vdpactl
+from vatest.paths import SRCDIR, VDPACTL
+
+COMPLETION = os.path.join(SRCDIR, "contrib", "vdpactl.bash-completion")
+UUID = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+
+# COMP_WORDS and the rest as bash sets them, then _vdpactl by the name
+# `complete -p` gives
+DRIVER = r'''
+set -u
+. /usr/share/bash-completion/bash_completion
+. "$COMPLETION"
+spec=$(complete -p vdpactl)
+fn=${spec#*-F }; fn=${fn%% *}
+COMP_WORDS=("$@")
+COMP_CWORD=$(( $# - 1 ))
+COMP_LINE="$*"
+COMP_POINT=${#COMP_LINE}
+COMPREPLY=()
+"$fn" vdpactl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+'''
+
+
+def complete(*words, env=None):
+    e = dict(os.environ, COMPLETION=COMPLETION, PATH=os.path.dirname(VDPACTL) + ":" + os.environ["PATH"])
+    e.update(env or {})
+    r = subprocess.run(["bash", "-c", DRIVER, "bash"] + list(words), capture_output=True, text=True, env=e, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return sorted(x for x in r.stdout.splitlines() if x)
+
+
+def help_options(words):
+    out = vdpactl(*(list(words) + ["--help"]), check=True).stdout
+    opts = set()
+    for line in out.splitlines():
+        m = re.match(r"^  (?:-\w, )?(--[\w-]+)(?:=\S+)?\s", line)
+        if m and m.group(1) != "--help":
+            opts.add(m.group(1))
+    return opts
+
+
+class CompletionTest(unittest.TestCase):
+    def test_registered_for_vdpactl(self):
+        r = subprocess.run(["bash", "-c", ". /usr/share/bash-completion/bash_completion; . \"$0\"; complete -p vdpactl",
+                            COMPLETION], capture_output=True, text=True)
+        self.assertEqual(r.stdout.strip(), "complete -F _vdpactl vdpactl")
+
+    def test_no_sed_on_json(self):
+        with open(COMPLETION) as f:
+            text = f.read()
+        self.assertNotRegex(text, r"\bsed\b")
+        self.assertIn("json.load", text)
+
+    def test_commands_and_options_are_those_of_help(self):
+        top = re.findall(r"^  ([a-z]+) ", vdpactl("--help", check=True).stdout, re.M)
+        self.assertIn("domain", top)
+        self.assertEqual(complete("vdpactl", ""), sorted(top + ["--help", "--version"]))
+        for words in (["status"], ["reconcile"], ["allocate"], ["release"], ["rewrite"], ["pool", "list"],
+                      ["pool", "show", "x"], ["lease", "list"], ["network", "list"], ["domain", "show", "vm1"],
+                      ["domain", "accelerate", "vm1"], ["domain", "portable", "vm1"], ["domain", "attach", "vm1"],
+                      ["domain", "detach", "vm1"]):
+            with self.subTest(cmd=" ".join(words)):
+                want = help_options([w for w in words if w not in ("x", "vm1")])
+                got = set(complete("vdpactl", *words, "--")) - {"list"}
+                self.assertEqual(got, want)
+        self.assertEqual(complete("vdpactl", "domain", ""), ["--connect", "accelerate", "attach", "detach", "portable", "show"])
+        self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "a"), ["accelerate", "attach"])
+        self.assertEqual(complete("vdpactl", "pool", ""), ["drain", "list", "show", "undrain"])
+        self.assertEqual(complete("vdpactl", "rewrite", "--to", ""), ["accelerated", "portable"])
+
+    def test_names_from_the_daemon(self):
+        # no daemon: no names and no noise
+        bus = Bus()
+        try:
+            self.assertEqual(complete("vdpactl", "pool", "show", ""), [])
+            daemon = Daemon(bus)
+            daemon.start()
+            try:
+                vdpactl("allocate", "-u", UUID, "-d", "vm-one", "-m", "52:54:00:00:00:01", "-n", "vpc2", check=True)
+                env = {"VDPA_ALLOCATOR_CONFIG_DIR": daemon.conf_dir}
+                self.assertEqual(complete("vdpactl", "pool", "show", ""), ["accel"])
+                self.assertEqual(complete("vdpactl", "pool", "drain", "a"), ["accel"])
+                self.assertEqual(complete("vdpactl", "allocate", "--pool", ""), ["accel"])
+                self.assertEqual(complete("vdpactl", "allocate", "--network", "", env=env), ["capped", "vpc1", "vpc2"])
+                self.assertEqual(complete("vdpactl", "domain", "attach", "vm-one", "-n", "vpc", env=env), ["vpc1", "vpc2"])
+                self.assertEqual(complete("vdpactl", "lease", "list", "--domain", ""), ["vm-one"])
+                self.assertEqual(complete("vdpactl", "release", "--uuid", ""), [UUID])
+                self.assertEqual(complete("vdpactl", "domain", "show", ""), ["vm-one"])
+                self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "show", "vm"), ["vm-one"])
+            finally:
+                daemon.stop()
+                daemon.remove()
+        finally:
+            bus.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
