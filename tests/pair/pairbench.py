@@ -92,7 +92,8 @@ def vdpactl(*args, check=True):
 
 
 def leases():
-    return json.loads(vdpactl("lease", "list", "-j").stdout or "[]")
+    out = vdpactl("lease", "list", "-j").stdout
+    return json.loads(out)["leases"] if out else []
 
 
 def with_intent(xml, uuid, nics):
