@@ -17,6 +17,7 @@ packages="
     busybox-static iperf3 cpio zstd kmod gcc-12 make
     openvswitch-switch
     debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
+    python3-matplotlib python3-prometheus-client
 "
 
 if [ "$(id -u)" -ne 0 ]; then

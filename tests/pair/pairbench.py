@@ -4,7 +4,7 @@
 guests, each with a NIC on the reference's "VPC network1" (virtio, VLAN
 2200) and one on "VPC network2" (vDPA, VLAN 2334, virtio fallback), booted
 with `virsh start` through our hook in a real libvirtd, iperf3 between them,
-and a report (report.py) as a table, JSON and SVG.
+and a report (report.py) as a table, JSON and a plot (SVG, PNG).
 
     pairbench.py [--time SECONDS] [--out DIR] [--show] [--config DIR]
 

@@ -2,7 +2,7 @@
 """The paired-guest benchmark's report (docs/pairbench.md): iperf3 -J
 documents in, one row per test and NIC kind out, as a table printed like the
 reference's (REFERENCE.md), one JSON document (docs/pairbench-report.schema.json,
-described in docs/pairbench.md) and a hand-written SVG plot.
+described in docs/pairbench.md) and a plot (matplotlib, SVG and PNG).
 
 Pure functions, no I/O but the write_* helpers, so that test_report.py can
 feed it fixtures.
@@ -134,64 +134,101 @@ def table(report):
     return "\n".join(lines) + "\n"
 
 
-def _esc(s):
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 COLOURS = {"vnic": "#4878a8", "vdpa": "#d07030", "vdpa-fallback": "#90a8c0"}
+HATCH = {"vnic": "", "vdpa": "", "vdpa-fallback": "//"}
+
+# (key, axis label, scale, tests with a number there)
+PANELS = [
+    ("bandwidth_mbps", "bandwidth (Mbit/s, log scale)", "log"),
+    ("loss_percent", "UDP datagram loss (%)", "linear"),
+    ("pps", "UDP packets delivered (packets/s)", "linear"),
+]
 
 
-def svg(report, title="vdpa-allocator paired-guest benchmark: bandwidth per test and NIC kind"):
-    """A grouped horizontal bar chart, one group per test, each group scaled
-    to its own largest bar (the tests differ by orders of magnitude); the
-    values are written beside the bars. Unavailable paths get no bar, only
-    their reason."""
-    bar_h, gap, left, width = 18, 14, 190, 420
-    rows_by_test = {}
-    for r in report["rows"]:
-        rows_by_test.setdefault(r["test"], []).append(r)
-    y = 50
-    out = []
-    for test in TEST_NAMES:
-        rows = rows_by_test.get(test, [])
-        if not rows:
-            continue
-        out.append('<text x="10" y="%d" font-weight="bold">%s</text>' % (y + 12, _esc(rows[0]["label"])))
-        y += 18
-        top = max([r["bandwidth_mbps"] or 0 for r in rows] + [1e-9])
-        for r in rows:
-            name = KIND_LABEL[r["kind"]]
-            out.append('<text x="20" y="%d">%s</text>' % (y + 13, _esc(name)))
-            if r["status"] == "measured":
-                w = max(1, int(width * (r["bandwidth_mbps"] or 0) / top))
-                out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>' % (left, y, w, bar_h, COLOURS[r["kind"]]))
-                label = "%.1f Mbit/s" % r["bandwidth_mbps"]
-                if r["loss_percent"] is not None:
-                    label += ", loss %.2f %%" % r["loss_percent"]
-                if r["kind"] == "vdpa-fallback":
-                    label += " (fallback)"
-                out.append('<text x="%d" y="%d">%s</text>' % (left + w + 6, y + 13, _esc(label)))
-            else:
-                out.append('<text x="%d" y="%d" fill="#a00000">%s</text>' % (left, y + 13, _esc(r["note"] or r["status"])))
-            y += bar_h + 4
-        y += gap
-    h = y + 30
-    body = "\n".join(out)
-    foot = "host: %s; vDPA available: %s" % (report.get("host", {}).get("backend", "?"),
-                                             "yes" if report.get("vdpa_available") else "no")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<svg xmlns="http://www.w3.org/2000/svg" width="900" height="%d" font-family="sans-serif" font-size="12">\n'
-            '<rect width="100%%" height="100%%" fill="white"/>\n'
-            '<text x="10" y="24" font-size="15" font-weight="bold">%s</text>\n%s\n'
-            '<text x="10" y="%d" fill="#555">%s</text>\n</svg>\n') % (h, _esc(title), body, h - 12, _esc(foot))
+def figure(report, title="vdpa-allocator paired-guest benchmark"):
+    """A matplotlib figure: three panels (bandwidth, UDP loss, UDP pps),
+    each with one group of bars per test and the NIC kinds side by side.
+    A path that did not run gets no bar but its status ("unavailable",
+    "failed", "not run") written where the bar would stand; iperf3 counts
+    no TCP packets, so the loss and pps panels show the UDP tests only."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    by = {(r["test"], r["kind"]): r for r in report["rows"]}
+    kinds = [k for k in KINDS if any(r["kind"] == k for r in report["rows"])] or ["vnic"]
+    labels = dict((t[0], t[1]) for t in TESTS)
+    proto = dict((t[0], t[2]) for t in TESTS)
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 5.2), constrained_layout=True)
+    width = 0.8 / len(kinds)
+    for ax, (key, ylabel, scale) in zip(axes, PANELS):
+        tests = [t for t in TEST_NAMES if key == "bandwidth_mbps" or proto[t] == "udp"]
+        values = [by.get((t, k), {}).get(key) for t in tests for k in kinds]
+        top = max([v for v in values if v] + [1.0])
+        ax.set_yscale(scale)
+        if scale == "log":
+            bottom = min([v for v in values if v] + [top]) / 10
+            ax.set_ylim(bottom, top * 8)
+            note_y = bottom * 1.3
+        else:
+            ax.set_ylim(0, top * 1.25)
+            note_y = top * 0.02
+        for i, k in enumerate(kinds):
+            xs = [j - 0.4 + width * (i + 0.5) for j in range(len(tests))]
+            for x, t in zip(xs, tests):
+                r = by.get((t, k))
+                v = r.get(key) if r else None
+                if r and r["status"] == "measured" and v is not None:
+                    ax.bar(x, v if scale == "linear" or v > 0 else note_y, width * 0.95, color=COLOURS[k],
+                           hatch=HATCH[k], edgecolor="white", linewidth=0.5)
+                    text = ("%.2f" % v) if key == "loss_percent" else ("{:,.0f}".format(v) if v >= 100 else "%.1f" % v)
+                    ax.annotate(text, (x, v if v > 0 else note_y), xytext=(0, 2), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=7)
+                else:
+                    status = "not run" if not r or r["status"] == "not-run" else r["status"]
+                    ax.text(x, note_y, status, rotation=90, ha="center", va="bottom", fontsize=7, color="#a00000")
+        ax.set_xticks(range(len(tests)))
+        ax.set_xticklabels([labels[t].replace(", ", ",\n") for t in tests], fontsize=8)
+        ax.set_xlim(-0.6, len(tests) - 0.4)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("test")
+        ax.grid(axis="y", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        if key == "pps":
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "{:,.0f}".format(v)))
+    handles = [matplotlib.patches.Patch(facecolor=COLOURS[k], hatch=HATCH[k], edgecolor="white", label=KIND_LABEL[k])
+               for k in kinds]
+    axes[0].legend(handles=handles, loc="upper left", ncol=len(kinds), frameon=False, fontsize=8)
+    foot = "%s s per test; host backend %s; vDPA available: %s" % (
+        report.get("params", {}).get("time_s", "?"), report.get("host", {}).get("backend", "?"),
+        "yes" if report.get("vdpa_available") else "no (%s)" % (report.get("vdpa_reason") or UNAVAILABLE))
+    fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
+    fig.supxlabel(foot, fontsize=8, color="#555555", x=0.01, ha="left")
+    return fig
 
 
-def write_all(report, json_path, svg_path):
+def write_plots(report, svg_path, png_path):
+    """The figure as SVG and PNG; the SVG without a date, so that one report
+    gives one file, and with its text as text, so that it can be searched."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = figure(report)
+    try:
+        with matplotlib.rc_context({"svg.hashsalt": "vdpa-allocator", "svg.fonttype": "none"}):
+            fig.savefig(svg_path, format="svg", metadata={"Date": None})
+        fig.savefig(png_path, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+
+
+def write_all(report, json_path, svg_path, png_path=None):
     with open(json_path, "w") as f:
         json.dump(report, f, indent=2, sort_keys=True)
         f.write("\n")
-    with open(svg_path, "w") as f:
-        f.write(svg(report))
+    write_plots(report, svg_path, png_path or svg_path[:-4] + ".png")
 
 
 # --- a small validator for the subset of JSON Schema our schema uses --------

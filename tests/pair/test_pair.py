@@ -48,6 +48,7 @@ class PairBench(unittest.TestCase):
             schema = json.load(f)
         self.assertEqual(rep.validate(self.report, schema), [])
         self.assertTrue(os.path.getsize(os.path.join(self.out, "pairbench.svg")) > 0)
+        self.assertTrue(os.path.getsize(os.path.join(self.out, "pairbench.png")) > 0)
 
     def test_every_vnic_row_has_packets(self):
         vnic = [r for r in self.report["rows"] if r["kind"] == "vnic"]

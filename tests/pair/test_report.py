@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """report.py on committed iperf3 -J fixtures: the numbers, the ratio
-column, unavailable and fallback rows, the table, the schema and the SVG.
+column, unavailable and fallback rows, the table, the schema and the plot
+(SVG and PNG, matplotlib).
 No root, no guests."""
 
 import json
 import os
+import struct
+import tempfile
 import unittest
+import xml.etree.ElementTree as ET
 
 import report as rep  # beside this file: the script's own folder is on sys.path
 
@@ -40,6 +44,30 @@ class Report(unittest.TestCase):
     def setUp(self):
         with open(SCHEMA) as f:
             self.schema = json.load(f)
+
+    def plot(self, report):
+        """write_all's files: the JSON as before, the SVG well-formed with
+        the axes' units, the PNG a real image of the figure's size. Returns
+        the SVG's text and the PNG's bytes."""
+        with tempfile.TemporaryDirectory() as d:
+            j, s, p = (os.path.join(d, "pairbench." + e) for e in ("json", "svg", "png"))
+            rep.write_all(report, j, s)
+            with open(j) as f:
+                self.assertEqual(json.load(f), json.loads(json.dumps(report)))
+            with open(s) as f:
+                svg = f.read()
+            with open(p, "rb") as f:
+                png = f.read()
+        root = ET.fromstring(svg)
+        self.assertEqual(root.tag, "{http://www.w3.org/2000/svg}svg")
+        for label in ("bandwidth (Mbit/s, log scale)", "UDP datagram loss (%)", "UDP packets delivered (packets/s)", "vNIC",
+                      "UDP 16 B,", "test"):
+            self.assertIn(label, svg)
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        w, h = struct.unpack(">II", png[16:24])
+        self.assertEqual((w, h), (1500, 520))
+        self.assertGreater(len(png), 20000, "a figure with three panels, not a blank image")
+        return svg, png
 
     def test_vdpa_host_numbers_and_ratios(self):
         results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
@@ -78,6 +106,15 @@ class Report(unittest.TestCase):
         self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA -> vDPA | 19.2 | 0.74 | 151,418.0 | - | - | 1.59x |", table)
         self.assertIn("| TCP, 4 streams | vDPA -> vDPA | 8,680.0 | - | - | 12 | - | 0.92x |", table)
 
+        svg, png = self.plot(report)
+        # the bars' values, as the table has them
+        for value in ("12.1", "19.2", "0.46", "0.74", "95,144", "151,418", "8,680", "9,390"):
+            self.assertIn(">%s<" % value, svg)
+        self.assertIn("failed", svg, "udp1460's vNIC run failed: no bar, its status")
+        self.assertIn("vDPA", svg)
+        other, _ = self.plot(rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, dict(META, vdpa_available=True)))
+        self.assertNotIn(">19.2<", other, "the plot follows the report")
+
     def test_no_vdpa_host_fallback_rows_and_no_numbers_for_vdpa(self):
         meta = dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE)
         results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa-fallback": ok("udp16-vdpa.json")}}
@@ -95,10 +132,9 @@ class Report(unittest.TestCase):
         self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA -> vDPA | unavailable: no vhost-vdpa device on this host |", table)
         self.assertIn("| UDP 16 B, 100 Mbit/s | network2 (fallback: virtio) -> same | 19.2 | 0.74 | 151,418.0 | - | - | "
                       "n/a (fallback) |", table)
-        svg = rep.svg(report)
-        self.assertTrue(svg.startswith("<?xml") and svg.rstrip().endswith("</svg>"))
-        self.assertIn("unavailable: no vhost-vdpa device on this host", svg)
-        self.assertIn("(fallback)", svg)
+        svg, png = self.plot(report)
+        self.assertIn("unavailable", svg, "the vDPA bars that did not run say why")
+        self.assertIn("vDPA NIC, fallback", svg)
 
     def test_validator_catches_a_number_in_a_bad_place(self):
         report = rep.build_report({}, dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE))
