@@ -68,3 +68,4 @@ int va_ctl_cmd_allocate (int argc, char **argv);
 int va_ctl_cmd_release (int argc, char **argv);
 int va_ctl_cmd_reconcile (int argc, char **argv);
 int va_ctl_cmd_domain (int argc, char **argv);
+int va_ctl_cmd_metrics (int argc, char **argv);

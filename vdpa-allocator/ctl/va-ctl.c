@@ -223,6 +223,7 @@ static const Command commands[] = {
   { "allocate", "Lease a vDPA device for a VM NIC, as the hook does", va_ctl_cmd_allocate },
   { "release", "Give a lease back (--mac M, or --all of a domain)", va_ctl_cmd_release },
   { "reconcile", "Compare leases, devices and libvirt's domains; clean up", va_ctl_cmd_reconcile },
+  { "metrics", "Print the daemon's metrics (Prometheus text format)", va_ctl_cmd_metrics },
   { "domain", "show | accelerate | portable | attach | detach DOMAIN, through libvirt", va_ctl_cmd_domain },
   { "rewrite", "Rewrite a domain XML to its accelerated or portable form (offline)", cmd_rewrite },
   { "version", "Print the version", cmd_version },

@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "va-allocator-private.h"
 
 /* What the allocator remembers of a PF in a pool between discoveries. */
@@ -331,4 +333,55 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
+}
+
+/* ---- status -------------------------------------------------------------- */
+
+void
+va_pf_status_free (VaPfStatus *status)
+{
+  if (!status)
+    return;
+  g_free (status->pci);
+  g_free (status->pool);
+  g_free (status->name);
+  g_free (status->health_reason);
+  g_free (status);
+}
+
+static gint
+by_pci (gconstpointer a, gconstpointer b)
+{
+  return strcmp ((*(VaPfStatus **) a)->pci, (*(VaPfStatus **) b)->pci);
+}
+
+GPtrArray *
+va_allocator_list_pfs (VaAllocator *self)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_pf_status_free);
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), out);
+
+  g_hash_table_iter_init (&iter, self->pf_states);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    {
+      const PfState *st = value;
+      const char *pool = NULL, *pf = NULL;
+      VaPfStatus *s;
+
+      if (!va_pools_find_pf (self->pools, key, &pool, &pf))
+        continue;
+      s = g_new0 (VaPfStatus, 1);
+      s->pci = g_strdup (key);
+      s->pool = g_strdup (pool);
+      s->name = g_strdup (pf);
+      s->present = !st->gone;
+      s->healthy = !st->gone && st->healthy;
+      s->health_reason = g_strdup (s->healthy ? "" : st->reason ? st->reason : st->gone ? "gone" : "unhealthy");
+      g_ptr_array_add (out, s);
+    }
+  g_ptr_array_sort (out, by_pci);
+  return out;
 }

@@ -54,6 +54,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPoolStatus, va_pool_status_free)
 
 typedef struct
 {
+  char *pci;  /* the PF's PCI address */
+  char *pool; /* the pool it is in */
+  char *name; /* its netdev */
+  gboolean present;
+  gboolean healthy;    /* present, link up, prepared */
+  char *health_reason; /* "" when healthy */
+} VaPfStatus;
+
+void va_pf_status_free (VaPfStatus *status);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaPfStatus, va_pf_status_free)
+
+typedef struct
+{
   guint released;
   GPtrArray *orphans;     /* char*, device names removed */
   GPtrArray *busy;        /* char*, devices left alone because a process holds them: orphans, and those of leases of gone domains */
@@ -112,6 +125,9 @@ const char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, 
 /* VaPoolStatus* by pool name. */
 GPtrArray *va_allocator_list_pools (VaAllocator *self);
 VaPoolStatus *va_allocator_get_pool (VaAllocator *self, const char *name, GError **error);
+
+/* VaPfStatus*, the PFs in pools (those gone included), by PCI address. */
+GPtrArray *va_allocator_list_pfs (VaAllocator *self);
 
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 

@@ -23,6 +23,8 @@
 #include "va-bus.h"
 #include "va-dbus.h"
 #include "va-error.h"
+#include "va-events.h"
+#include "va-metrics.h"
 #include "va-paths.h"
 
 typedef struct
@@ -144,7 +146,15 @@ on_hup (gpointer user_data)
     }
   g_ptr_array_add (d->old_configs, d->config);
   d->config = config;
-  g_message ("configuration reloaded from %s", d->config_dir);
+  {
+    char pools[16], networks[16];
+    const char *fields[] = { "VA_CONFIG_DIR", d->config_dir, "VA_POOLS", pools, "VA_NETWORKS", networks, NULL };
+
+    g_snprintf (pools, sizeof pools, "%u", config->pools->len);
+    g_snprintf (networks, sizeof networks, "%u", config->networks->len);
+    va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_RELOAD, NULL, fields, "configuration reloaded from %s: %u pool(s), %u network(s)",
+              d->config_dir, config->pools->len, config->networks->len);
+  }
   return G_SOURCE_CONTINUE;
 }
 
@@ -182,22 +192,64 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
              r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len);
 }
 
-/* PF events are the allocator's signal, logged here, where the daemon
- * decides what an operator reads; the core logs only its own failures. */
+/* The allocator's signals are logged here, where the daemon decides what
+ * an operator reads (the core logs only its own failures): each as a
+ * journal event with its MESSAGE_ID (va-events.h). */
 static void
 on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *message, gpointer user_data)
 {
-  if (*pf)
-    g_message ("%s", message);
-  else
-    g_warning ("%s", message);
+  g_autoptr (GPtrArray) pfs = NULL;
+  const VaPfStatus *st = NULL;
+  const char *fields[] = { "VA_POOL", pool, "VA_PF", pf, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+
+  if (!*pf)
+    {
+      /* no PF: discovery itself failed */
+      g_warning ("%s", message);
+      return;
+    }
+  pfs = va_allocator_list_pfs (alloc);
+  for (guint i = 0; i < pfs->len && !st; i++)
+    if (strcmp (((VaPfStatus *) g_ptr_array_index (pfs, i))->name, pf) == 0
+        && strcmp (((VaPfStatus *) g_ptr_array_index (pfs, i))->pool, pool) == 0)
+      st = g_ptr_array_index (pfs, i);
+  if (st)
+    {
+      fields[4] = "VA_PCI";
+      fields[5] = st->pci;
+      fields[6] = "VA_HEALTHY";
+      fields[7] = st->healthy ? "1" : "0";
+      if (!st->healthy)
+        {
+          fields[8] = "VA_REASON";
+          fields[9] = st->health_reason;
+        }
+    }
+  va_event (st && !st->healthy ? G_LOG_LEVEL_WARNING : G_LOG_LEVEL_MESSAGE, VA_EVENT_PF_HEALTH, NULL, fields, "%s", message);
+}
+
+static void
+on_lease_added (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_ALLOCATE, lease, NULL, "allocated slot %s of pool %s to domain %s (%s) NIC %s, VLAN %u: %s",
+            lease->slot, lease->pool, lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->vlan,
+            lease->chardev);
+}
+
+static void
+on_lease_removed (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_RELEASE, lease, NULL, "released slot %s of pool %s from domain %s (%s) NIC %s", lease->slot,
+            lease->pool, lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac);
 }
 
 static void
 on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, gpointer user_data)
 {
-  g_warning ("lease of domain %s (%s) NIC %s on slot %s is broken: %s", lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed",
-             lease->mac, lease->slot, reason);
+  const char *fields[] = { "VA_REASON", reason, NULL };
+
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_LEASE_BROKEN, lease, fields, "lease of domain %s (%s) NIC %s on slot %s is broken: %s",
+            lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, reason);
 }
 
 static void
@@ -205,6 +257,16 @@ on_lease_repaired (VaAllocator *alloc, VaLease *lease, gpointer user_data)
 {
   g_message ("lease of domain %s (%s) NIC %s on slot %s is whole again: device %s, %s", lease->uuid,
              *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, lease->device, lease->chardev);
+}
+
+static void
+on_low_watermark (VaAllocator *alloc, const char *pool, guint free, gpointer user_data)
+{
+  char n[16];
+  const char *fields[] = { "VA_POOL", pool, "VA_FREE", n, NULL };
+
+  g_snprintf (n, sizeof n, "%u", free);
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_LOW_WATERMARK, NULL, fields, "pool %s is below its low watermark: %u slot(s) free", pool, free);
 }
 
 /* One daemon per state directory: a second one, on another bus, would
@@ -293,6 +355,7 @@ va_daemon_main (int argc, char **argv)
   g_autoptr (VaBackend) backend = NULL;
   g_autoptr (GDBusConnection) conn = NULL;
   g_autoptr (VaDbus) dbus = NULL;
+  VaMetrics *metrics = NULL;
   Daemon d = { 0 };
   int lock_fd = -1;
   guint owner;
@@ -372,6 +435,10 @@ va_daemon_main (int argc, char **argv)
   g_signal_connect (d.alloc, "pf-event", G_CALLBACK (on_pf_event), NULL);
   g_signal_connect (d.alloc, "lease-broken", G_CALLBACK (on_lease_broken), NULL);
   g_signal_connect (d.alloc, "lease-repaired", G_CALLBACK (on_lease_repaired), NULL);
+  g_signal_connect (d.alloc, "lease-added", G_CALLBACK (on_lease_added), NULL);
+  g_signal_connect (d.alloc, "lease-removed", G_CALLBACK (on_lease_removed), NULL);
+  g_signal_connect (d.alloc, "low-watermark", G_CALLBACK (on_low_watermark), NULL);
+  metrics = va_metrics_new (d.alloc, run_dir);
 
   conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
   if (!conn)
@@ -379,6 +446,7 @@ va_daemon_main (int argc, char **argv)
   dbus = va_dbus_new (d.alloc, conn, &error);
   if (!dbus)
     goto fail;
+  va_dbus_set_metrics (dbus, metrics);
 
   d.loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_term, &d);
@@ -396,6 +464,7 @@ va_daemon_main (int argc, char **argv)
       g_clear_error (&error);
     }
   g_clear_pointer (&dbus, va_dbus_free);
+  g_clear_pointer (&metrics, va_metrics_free);
   g_clear_object (&d.alloc);
   g_main_loop_unref (d.loop);
   va_config_free (d.config);
@@ -406,6 +475,7 @@ va_daemon_main (int argc, char **argv)
 
 fail:
   g_printerr ("vdpa-allocatord: %s\n", error->message);
+  g_clear_pointer (&metrics, va_metrics_free);
   if (lock_fd >= 0)
     close (lock_fd);
   g_clear_object (&d.alloc);

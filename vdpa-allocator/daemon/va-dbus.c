@@ -15,6 +15,7 @@
 #include "va-dbus-resources.h"
 #include "va-rewriter.h"
 #include "va-error.h"
+#include "va-events.h"
 
 struct _VaDbus
 {
@@ -29,6 +30,7 @@ struct _VaDbus
   VaRewriter *rewriter;
   guint name_owner_sub;
   gulong handlers[5];
+  VaMetrics *metrics; /* or NULL */
 };
 
 static gsize resources_registered;
@@ -74,11 +76,27 @@ auth_call_free (AuthCall *c)
   g_free (c);
 }
 
+/* The answer, and the journal's VA_EVENT_DENIED with the caller's uid
+ * when the bus told it (VA_UID absent otherwise). */
 static void
-deny (GDBusMethodInvocation *inv, const char *why)
+deny (VaDbus *self, GDBusMethodInvocation *inv, const char *why)
 {
+  const char *sender = g_dbus_method_invocation_get_sender (inv);
+  const char *method = g_dbus_method_invocation_get_method_name (inv);
+  gpointer uid;
+  char uid_s[16] = "unknown";
+  const char *fields[] = { "VA_ACTION", VA_BUS_MANAGE_ACTION, "VA_METHOD", method, "VA_SENDER", sender ? sender : "", NULL, NULL, NULL };
+
+  if (sender && g_hash_table_lookup_extended (self->uids, sender, NULL, &uid))
+    {
+      g_snprintf (uid_s, sizeof uid_s, "%u", GPOINTER_TO_UINT (uid));
+      fields[6] = "VA_UID";
+      fields[7] = uid_s;
+    }
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_DENIED, NULL, fields, "denied %s to uid %s (%s): %s", method, uid_s,
+            sender ? sender : "no bus name", why);
   g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "%s: %s needs root or the polkit action %s", why,
-                                         g_dbus_method_invocation_get_method_name (inv), VA_BUS_MANAGE_ACTION);
+                                         method, VA_BUS_MANAGE_ACTION);
 }
 
 static void
@@ -89,9 +107,9 @@ polkit_checked (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr (PolkitAuthorizationResult) result = polkit_authority_check_authorization_finish (POLKIT_AUTHORITY (source), res, &error);
 
   if (!result)
-    deny (c->inv, error->message);
+    deny (c->self, c->inv, error->message);
   else if (!polkit_authorization_result_get_is_authorized (result))
-    deny (c->inv, "not authorized");
+    deny (c->self, c->inv, "not authorized");
   else
     c->func (c->self, c->inv);
   auth_call_free (c);
@@ -108,7 +126,7 @@ check_polkit (AuthCall *c)
     c->self->authority = polkit_authority_get_sync (NULL, &error);
   if (!c->self->authority)
     {
-      deny (c->inv, error->message);
+      deny (c->self, c->inv, error->message);
       auth_call_free (c);
       return;
     }
@@ -128,7 +146,7 @@ got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (!ret)
     {
-      deny (c->inv, error->message);
+      deny (c->self, c->inv, error->message);
       auth_call_free (c);
       return;
     }
@@ -157,7 +175,7 @@ authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
   if (!sender)
     {
       /* a peer-to-peer connection has no bus to vouch for it */
-      deny (inv, "unknown caller");
+      deny (self, inv, "unknown caller");
       auth_call_free (c);
       return;
     }
@@ -249,13 +267,24 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
   return TRUE;
 }
 
+typedef struct
+{
+  VaDbus *self;
+  GDBusMethodInvocation *inv;
+  gint64 start; /* monotonic, µs */
+} AllocCall;
+
 static void
 allocated (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  g_autoptr (GDBusMethodInvocation) inv = user_data;
+  AllocCall *c = user_data;
+  g_autoptr (GDBusMethodInvocation) inv = c->inv;
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) lease = va_allocator_allocate_finish (VA_ALLOCATOR (source), res, &error);
 
+  if (c->self->metrics)
+    va_metrics_allocation (c->self->metrics, (g_get_monotonic_time () - c->start) / 1e6, error);
+  g_free (c);
   if (!lease)
     g_dbus_method_invocation_return_gerror (inv, error);
   else
@@ -269,14 +298,22 @@ do_allocate (VaDbus *self, GDBusMethodInvocation *inv)
   g_autoptr (GVariant) options = NULL;
   g_autoptr (GError) error = NULL;
   VaAllocRequest req = { .numa_node = -1 };
+  AllocCall *c;
+  gint64 start = g_get_monotonic_time ();
 
   g_variant_get (params, "(&s&s&s&s@a{sv})", &req.uuid, &req.domain_name, &req.mac, &req.network, &options);
   if (!parse_options (options, &req, &error))
     {
+      if (self->metrics)
+        va_metrics_allocation (self->metrics, (g_get_monotonic_time () - start) / 1e6, error);
       g_dbus_method_invocation_return_gerror (inv, error);
       return;
     }
-  va_allocator_allocate_async (self->alloc, &req, allocated, g_object_ref (inv));
+  c = g_new0 (AllocCall, 1);
+  c->self = self;
+  c->inv = g_object_ref (inv);
+  c->start = start;
+  va_allocator_allocate_async (self->alloc, &req, allocated, c);
 }
 
 static void
@@ -336,6 +373,13 @@ do_claim (VaDbus *self, GDBusMethodInvocation *inv)
       g_dbus_method_invocation_return_gerror (inv, error);
       return;
     }
+  {
+    char count[16];
+    const char *fields[] = { "VA_DOMAIN_UUID", uuid, "VA_COUNT", count, NULL };
+
+    g_snprintf (count, sizeof count, "%d", n);
+    va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_CLAIM, NULL, fields, "domain %s claimed its %d lease(s)", uuid, n);
+  }
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(u)", (guint32) n));
 }
 
@@ -403,6 +447,12 @@ do_drain (VaDbus *self, GDBusMethodInvocation *inv)
       g_dbus_method_invocation_return_gerror (inv, error);
       return;
     }
+  {
+    const char *fields[] = { "VA_POOL", pool, "VA_DRAINING", draining ? "1" : "0", NULL };
+
+    va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_DRAIN, NULL, fields,
+              draining ? "pool %s is draining: no new allocations" : "pool %s takes allocations again", pool);
+  }
   g_dbus_method_invocation_return_value (inv, NULL);
 }
 
@@ -706,6 +756,14 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools_changed), self);
   self->handlers[4] = g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_lease_broken), self);
   return self;
+}
+
+void
+va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics)
+{
+  g_return_if_fail (self != NULL);
+
+  self->metrics = metrics;
 }
 
 void

@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "va-allocator.h"
+#include "va-metrics.h"
 
 G_BEGIN_DECLS
 
@@ -13,6 +14,9 @@ typedef struct _VaDbus VaDbus;
  * pool. The bus name is the caller's to own. */
 VaDbus *va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error);
 void va_dbus_free (VaDbus *self);
+
+/* Allocations are counted and timed in @metrics (not owned; outlives @self). */
+void va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics);
 
 GVariant *va_dbus_lease_to_variant (const VaLease *lease);
 GVariant *va_dbus_report_to_variant (const VaReconcileReport *report);

@@ -141,10 +141,12 @@ class Daemon:
         self.proc = None
         self.log = os.path.join(self.root, "daemon.log")
 
-    def start(self, wrapper=None, libvirt_uri="test:///nonexistent-so-unreachable"):
+    def start(self, wrapper=None, libvirt_uri="test:///nonexistent-so-unreachable", stderr=None):
         """libvirt_uri: the default one names no file, so libvirt is
         unreachable; "test:///default" is libvirt's own test driver.
-        VA_DAEMON_WRAPPER (e.g. valgrind) wraps the daemon."""
+        VA_DAEMON_WRAPPER (e.g. valgrind) wraps the daemon. stderr: a file
+        or socket for the daemon's stderr instead of the log (a journal
+        stream: test_observe.py)."""
         if wrapper is None:
             wrapper = os.environ.get("VA_DAEMON_WRAPPER", "").split()
         env = dict(os.environ)
@@ -152,7 +154,7 @@ class Daemon:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(list(wrapper) + [DAEMON, "--config", self.conf_dir, "--state-dir", self.state_dir,
                                                           "--run-dir", self.run_dir],
-                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+                                         stdout=log, stderr=stderr if stderr is not None else subprocess.STDOUT, env=env)
         # valgrind inside the TCG lab host on a loaded machine took over 60 s
         deadline = time.monotonic() + (240 if wrapper else 60)
         while not self.bus.has_name(NAME):

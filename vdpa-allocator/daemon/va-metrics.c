@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-metrics"
+
+#include "config.h"
+
+#include "va-metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "va-error.h"
+
+/* seconds; a simulated allocation takes well under a millisecond, a
+ * ConnectX VF with a VLAN bridge port tens of milliseconds */
+static const double buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+
+/* by VaError code, as a label value */
+static const char *const reasons[] = {
+  "failed",       "invalid_argument", "invalid_xml",       "invalid_config",      "no_such_network",
+  "no_such_pool", "pool_exhausted",   "permission_denied", "provisioning_failed", "not_found",
+  "busy",         "unreachable",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (reasons) == VA_ERROR_LAST);
+
+struct _VaMetrics
+{
+  VaAllocator *alloc;
+  char *path;
+  gulong handlers[5];
+  guint idle;
+  guint64 allocations;
+  guint64 failures[VA_ERROR_LAST];
+  guint64 failures_other; /* errors of another domain */
+  guint64 bucket_counts[G_N_ELEMENTS (buckets)];
+  guint64 count;
+  double sum;
+};
+
+static gboolean
+write_idle (gpointer user_data)
+{
+  VaMetrics *self = user_data;
+  g_autoptr (GError) error = NULL;
+
+  self->idle = 0;
+  if (!va_metrics_write (self, &error))
+    g_warning ("%s", error->message);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+changed (VaMetrics *self)
+{
+  if (!self->idle)
+    self->idle = g_idle_add_full (G_PRIORITY_LOW, write_idle, self, NULL);
+}
+
+static void
+on_lease (VaAllocator *alloc, gpointer lease, VaMetrics *self)
+{
+  changed (self);
+}
+
+static void
+on_broken (VaAllocator *alloc, gpointer lease, const char *reason, VaMetrics *self)
+{
+  changed (self);
+}
+
+static void
+on_pools (VaAllocator *alloc, VaMetrics *self)
+{
+  changed (self);
+}
+
+static void
+on_pf (VaAllocator *alloc, const char *pool, const char *pf, const char *message, VaMetrics *self)
+{
+  changed (self);
+}
+
+VaMetrics *
+va_metrics_new (VaAllocator *alloc, const char *run_dir)
+{
+  VaMetrics *self;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (alloc), NULL);
+  g_return_val_if_fail (run_dir != NULL, NULL);
+
+  self = g_new0 (VaMetrics, 1);
+  self->alloc = g_object_ref (alloc);
+  self->path = g_build_filename (run_dir, "metrics.prom", NULL);
+  self->handlers[0] = g_signal_connect (alloc, "lease-added", G_CALLBACK (on_lease), self);
+  self->handlers[1] = g_signal_connect (alloc, "lease-removed", G_CALLBACK (on_lease), self);
+  self->handlers[2] = g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_broken), self);
+  self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools), self);
+  self->handlers[4] = g_signal_connect (alloc, "pf-event", G_CALLBACK (on_pf), self);
+  changed (self);
+  return self;
+}
+
+void
+va_metrics_free (VaMetrics *self)
+{
+  if (!self)
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (self->handlers); i++)
+    g_clear_signal_handler (&self->handlers[i], self->alloc);
+  g_clear_handle_id (&self->idle, g_source_remove);
+  /* no daemon, no numbers: a stale file would say the pools are fine */
+  g_unlink (self->path);
+  g_object_unref (self->alloc);
+  g_free (self->path);
+  g_free (self);
+}
+
+void
+va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
+{
+  g_return_if_fail (self != NULL);
+
+  if (!error)
+    self->allocations++;
+  else if (error->domain == VA_ERROR && error->code >= 0 && error->code < VA_ERROR_LAST)
+    self->failures[error->code]++;
+  else
+    self->failures_other++;
+  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
+    if (seconds <= buckets[i])
+      self->bucket_counts[i]++;
+  self->count++;
+  self->sum += seconds;
+  changed (self);
+}
+
+/* A label value as the text format quotes it. */
+static void
+label (GString *out, const char *name, const char *value, gboolean first)
+{
+  g_string_append_printf (out, "%s%s=\"", first ? "" : ",", name);
+  for (const char *p = value ? value : ""; *p; p++)
+    {
+      if (*p == '\\' || *p == '"')
+        g_string_append_c (out, '\\');
+      if (*p == '\n')
+        {
+          g_string_append (out, "\\n");
+          continue;
+        }
+      g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, '"');
+}
+
+static void
+head (GString *out, const char *name, const char *type, const char *help)
+{
+  g_string_append_printf (out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+pool_gauge (GString *out, const char *name, const char *pool, guint64 value)
+{
+  g_string_append_printf (out, "%s{", name);
+  label (out, "pool", pool, TRUE);
+  g_string_append_printf (out, "} %" G_GUINT64_FORMAT "\n", value);
+}
+
+static void
+number (GString *out, double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  g_string_append (out, g_ascii_dtostr (buf, sizeof buf, v));
+}
+
+char *
+va_metrics_render (VaMetrics *self)
+{
+  g_autoptr (GPtrArray) pools = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GPtrArray) pfs = NULL;
+  g_autoptr (GHashTable) by_network = NULL;
+  g_autoptr (GHashTable) broken = NULL;
+  g_autoptr (GList) keys = NULL;
+  GString *out;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  out = g_string_new (NULL);
+  pools = va_allocator_list_pools (self->alloc);
+  leases = va_allocator_list_leases (self->alloc);
+  pfs = va_allocator_list_pfs (self->alloc);
+
+  head (out, "vdpa_allocator_info", "gauge", "The daemon's version and backend.");
+  g_string_append (out, "vdpa_allocator_info{");
+  label (out, "version", VA_VERSION, TRUE);
+  label (out, "backend", va_allocator_get_backend_name (self->alloc), FALSE);
+  g_string_append (out, "} 1\n");
+
+#define POOLS(metric, type, help, expr)                                                                                                    \
+  do                                                                                                                                       \
+    {                                                                                                                                      \
+      head (out, metric, type, help);                                                                                                      \
+      for (guint i = 0; i < pools->len; i++)                                                                                               \
+        {                                                                                                                                  \
+          const VaPoolStatus *p = g_ptr_array_index (pools, i);                                                                            \
+          pool_gauge (out, metric, p->name, (expr));                                                                                       \
+        }                                                                                                                                  \
+    }                                                                                                                                      \
+  while (0)
+
+  POOLS ("vdpa_allocator_pool_slots", "gauge", "Slots (VFs or VDUSE devices) in the pool.", p->total);
+  POOLS ("vdpa_allocator_pool_slots_free", "gauge", "Slots an allocation can get now.", p->free);
+  POOLS ("vdpa_allocator_pool_slots_leased", "gauge", "Slots leased to a VM NIC.", p->leased);
+  POOLS ("vdpa_allocator_pool_healthy", "gauge", "1 when every PF of the pool is present, linked up and prepared.", p->healthy ? 1 : 0);
+  POOLS ("vdpa_allocator_pool_draining", "gauge", "1 while the pool is drained: no new allocations.", p->draining ? 1 : 0);
+#undef POOLS
+
+  /* leases by network (network="" for inline intent) and pool; broken ones by pool */
+  by_network = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  broken = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < pools->len; i++)
+    g_hash_table_insert (broken, ((VaPoolStatus *) g_ptr_array_index (pools, i))->name, GUINT_TO_POINTER (0));
+  for (guint i = 0; i < leases->len; i++)
+    {
+      const VaLease *l = g_ptr_array_index (leases, i);
+      char *key = g_strdup_printf ("%s%c%s", l->network ? l->network : "", '\1', l->pool);
+
+      g_hash_table_insert (by_network, key, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (by_network, key)) + 1));
+      if (va_allocator_get_lease_broken (self->alloc, l->uuid, l->mac))
+        g_hash_table_insert (broken, l->pool, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (broken, l->pool)) + 1));
+    }
+  head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent) and pool.");
+  keys = g_list_sort (g_hash_table_get_keys (by_network), (GCompareFunc) strcmp);
+  for (GList *k = keys; k; k = k->next)
+    {
+      g_auto (GStrv) f = g_strsplit (k->data, "\1", 2);
+
+      g_string_append (out, "vdpa_allocator_leases{");
+      label (out, "network", f[0], TRUE);
+      label (out, "pool", f[1], FALSE);
+      g_string_append_printf (out, "} %u\n", GPOINTER_TO_UINT (g_hash_table_lookup (by_network, k->data)));
+    }
+  g_clear_pointer (&keys, g_list_free);
+  head (out, "vdpa_allocator_leases_broken", "gauge", "Leases whose slot left the host or came back without its device.");
+  keys = g_list_sort (g_hash_table_get_keys (broken), (GCompareFunc) strcmp);
+  for (GList *k = keys; k; k = k->next)
+    pool_gauge (out, "vdpa_allocator_leases_broken", k->data, GPOINTER_TO_UINT (g_hash_table_lookup (broken, k->data)));
+
+  head (out, "vdpa_allocator_pf_present", "gauge", "1 while the PF is on the host.");
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      const VaPfStatus *pf = g_ptr_array_index (pfs, i);
+
+      g_string_append (out, "vdpa_allocator_pf_present{");
+      label (out, "pool", pf->pool, TRUE);
+      label (out, "pf", pf->name, FALSE);
+      label (out, "pci", pf->pci, FALSE);
+      g_string_append_printf (out, "} %d\n", pf->present ? 1 : 0);
+    }
+  head (out, "vdpa_allocator_pf_healthy", "gauge", "1 while the PF is present, its link up and prepared; reason says why not.");
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      const VaPfStatus *pf = g_ptr_array_index (pfs, i);
+
+      g_string_append (out, "vdpa_allocator_pf_healthy{");
+      label (out, "pool", pf->pool, TRUE);
+      label (out, "pf", pf->name, FALSE);
+      label (out, "pci", pf->pci, FALSE);
+      label (out, "reason", pf->health_reason, FALSE);
+      g_string_append_printf (out, "} %d\n", pf->healthy ? 1 : 0);
+    }
+
+  head (out, "vdpa_allocator_allocations_total", "counter", "Allocations that succeeded since the daemon started.");
+  g_string_append_printf (out, "vdpa_allocator_allocations_total %" G_GUINT64_FORMAT "\n", self->allocations);
+  head (out, "vdpa_allocator_allocation_failures_total", "counter", "Allocations refused or failed since the daemon started, by reason.");
+  for (guint i = 0; i < G_N_ELEMENTS (reasons); i++)
+    {
+      g_string_append (out, "vdpa_allocator_allocation_failures_total{");
+      label (out, "reason", reasons[i], TRUE);
+      g_string_append_printf (out, "} %" G_GUINT64_FORMAT "\n", self->failures[i]);
+    }
+  g_string_append_printf (out, "vdpa_allocator_allocation_failures_total{reason=\"other\"} %" G_GUINT64_FORMAT "\n", self->failures_other);
+
+  head (out, "vdpa_allocator_allocation_duration_seconds", "histogram", "Time from an authorized Allocate call to its answer.");
+  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
+    {
+      g_string_append (out, "vdpa_allocator_allocation_duration_seconds_bucket{le=\"");
+      number (out, buckets[i]);
+      g_string_append_printf (out, "\"} %" G_GUINT64_FORMAT "\n", self->bucket_counts[i]);
+    }
+  g_string_append_printf (out, "vdpa_allocator_allocation_duration_seconds_bucket{le=\"+Inf\"} %" G_GUINT64_FORMAT "\n", self->count);
+  g_string_append (out, "vdpa_allocator_allocation_duration_seconds_sum ");
+  number (out, self->sum);
+  g_string_append_printf (out, "\nvdpa_allocator_allocation_duration_seconds_count %" G_GUINT64_FORMAT "\n", self->count);
+  return g_string_free (out, FALSE);
+}
+
+gboolean
+va_metrics_write (VaMetrics *self, GError **error)
+{
+  g_autofree char *text = va_metrics_render (self);
+  g_autofree char *tmp = g_strconcat (self->path, ".XXXXXX", NULL);
+  size_t len = strlen (text);
+  int fd;
+
+  /* a temporary name node_exporter skips (it reads *.prom only), then an
+   * atomic rename: a scrape never sees half a file */
+  fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "writing the metrics to %s: %s", tmp, g_strerror (errno));
+      return FALSE;
+    }
+  /* world-readable whatever the unit's UMask: node_exporter is no root */
+  if (fchmod (fd, 0644) < 0 || write (fd, text, len) != (ssize_t) len)
+    {
+      int saved = errno;
+
+      close (fd);
+      g_unlink (tmp);
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "writing the metrics to %s: %s", tmp, g_strerror (saved));
+      return FALSE;
+    }
+  close (fd);
+  if (g_rename (tmp, self->path) < 0)
+    {
+      int saved = errno;
+
+      g_unlink (tmp);
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "replacing %s: %s", self->path, g_strerror (saved));
+      return FALSE;
+    }
+  return TRUE;
+}
