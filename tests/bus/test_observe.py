@@ -11,11 +11,13 @@ itself in a private mount namespace (unshare, root) with a tmpfs over
 /run/systemd, where it binds both sockets itself."""
 
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -190,7 +192,7 @@ class Observe(unittest.TestCase):
         r = self.journal.wait("allocate", VA_MAC=lease["mac"])
         self.assertLeaseFields(r, lease)
         self.assertEqual(r["PRIORITY"], "5")
-        self.assertEqual(r["GLIB_DOMAIN"], "va-daemon")
+        self.assertEqual(r["GLIB_DOMAIN"], "va-events")
         self.assertIn(lease["slot"], r["MESSAGE"])
 
         self.assertEqual(call(self.bus, "Claim", (UUID1,), "(s)")[0], 1)
@@ -248,7 +250,9 @@ class Observe(unittest.TestCase):
         self.assertEqual(pfs, {"sim0": 1, "sim1": 1})
         self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, text)
 
-        inode = os.stat(self.prom).st_ino
+        # a reader's open file keeps what it opened: the daemon renames a
+        # new file over the name, it does not rewrite this one in place
+        held = open(self.prom)
         lease = allocate(self.bus, UUID1, "52:54:00:00:00:01")
         with self.assertRaises(GLib.Error):
             allocate(self.bus, UUID1, "52:54:00:00:00:02", network="no-such-network")
@@ -259,7 +263,9 @@ class Observe(unittest.TestCase):
             if sample(m, "vdpa_allocator_pool_draining", pool="accel") == 1:
                 break
             time.sleep(0.05)
-        self.assertNotEqual(os.stat(self.prom).st_ino, inode, "replaced by a rename, not rewritten in place")
+        self.assertEqual(held.read(), text, "replaced by a rename, not rewritten in place")
+        self.assertNotEqual(os.fstat(held.fileno()).st_ino, os.stat(self.prom).st_ino)
+        held.close()
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_leased", pool="accel"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_free", pool="accel"), 0, "draining: nothing to get")
         self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel"), 1)
@@ -271,6 +277,25 @@ class Observe(unittest.TestCase):
         self.assertGreater(sample(m, "vdpa_allocator_allocation_duration_seconds_sum"), 0)
         self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, after)
         call(self.bus, "Release", (UUID1, lease["mac"]), "(ss)")
+
+
+class Catalog(unittest.TestCase):
+    def test_every_event_is_explained_and_the_catalog_parses(self):
+        src = os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+        with open(os.path.join(src, "vdpa-allocator", "daemon", "va-events.h")) as f:
+            header = {line.split()[1]: line.split()[2].strip('"') for line in f if line.startswith("#define VA_EVENT_")}
+        self.assertEqual(sorted(header.values()), sorted(IDS.values()), "this test's IDs are the header's")
+        root = tempfile.mkdtemp(prefix="va-catalog-")
+        try:
+            os.makedirs(os.path.join(root, "usr/lib/systemd/catalog"))
+            shutil.copy(os.path.join(src, "contrib", "vdpa-allocator.catalog"), os.path.join(root, "usr/lib/systemd/catalog"))
+            subprocess.run(["journalctl", "--root=" + root, "--update-catalog"], check=True, capture_output=True)
+            listed = subprocess.run(["journalctl", "--root=" + root, "--list-catalog"], check=True, capture_output=True,
+                                    text=True).stdout
+        finally:
+            shutil.rmtree(root)
+        ids = {line.split()[0] for line in listed.splitlines()}
+        self.assertEqual(ids, set(IDS.values()))
 
 
 def ctl_metrics(run_dir):

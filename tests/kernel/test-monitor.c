@@ -15,6 +15,7 @@
 #include "va-backend.h"
 #include "va-domain.h"
 #include "va-error.h"
+#include "va-events.h"
 #include "va-paths.h"
 #include "va-store.h"
 
@@ -43,6 +44,40 @@ typedef struct
   GPtrArray *broken; /* "lease-broken": "slot: reason" */
   guint repaired;
 } Fixture;
+
+/* The daemon's journal events (va-events.c), as GLib hands them to its
+ * writer: field name → value, one table per event. */
+static GPtrArray *journal;
+
+static GLogWriterOutput
+writer (GLogLevelFlags level, const GLogField *fields, gsize n, gpointer user_data)
+{
+  GHashTable *r = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+
+  for (gsize i = 0; i < n; i++)
+    g_hash_table_insert (r, g_strdup (fields[i].key),
+                         fields[i].length < 0 ? g_strdup (fields[i].value) : g_strndup (fields[i].value, fields[i].length));
+  if (!g_hash_table_contains (r, "MESSAGE_ID"))
+    {
+      g_hash_table_unref (r);
+      return g_log_writer_default (level, fields, n, user_data);
+    }
+  g_ptr_array_add (journal, r);
+  return G_LOG_WRITER_HANDLED;
+}
+
+/* The @nth (from 0) event with @id; fails the test without one. */
+static GHashTable *
+event (const char *id, guint nth)
+{
+  for (guint i = 0; i < journal->len; i++)
+    if (g_strcmp0 (g_hash_table_lookup (journal->pdata[i], "MESSAGE_ID"), id) == 0 && nth-- == 0)
+      return journal->pdata[i];
+  g_error ("no event %s", id);
+  return NULL;
+}
+
+#define assert_field(r, k, v) g_assert_cmpstr (g_hash_table_lookup ((r), (k)), ==, (v))
 
 static const char conf[] = "[pool accel]\n"
                            "match-vendor=15b3\n"
@@ -101,6 +136,7 @@ setup (Fixture *f, gconstpointer data)
   g_assert_true (g_file_set_contents (conf_file, conf, -1, NULL));
   f->events = g_ptr_array_new_with_free_func (g_free);
   f->broken = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_set_size (journal, 0);
 }
 
 static void
@@ -145,6 +181,7 @@ start (Fixture *f)
   g_signal_connect (f->alloc, "pf-event", G_CALLBACK (on_pf_event), f);
   g_signal_connect (f->alloc, "lease-broken", G_CALLBACK (on_broken), f);
   g_signal_connect (f->alloc, "lease-repaired", G_CALLBACK (on_repaired), f);
+  va_events_connect (f->alloc);
 }
 
 static void
@@ -350,6 +387,7 @@ released (GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
 {
+  GHashTable *r;
   guint mark = 0;
   g_autoptr (GPtrArray) leases = NULL;
   g_autofree char *ports = NULL;
@@ -376,6 +414,20 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   g_assert_cmpstr (va_allocator_get_lease_broken (f->alloc, UUID, MAC), ==, GONE);
   g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 in pool accel is unhealthy: " GONE);
   g_assert_cmpstr (g_ptr_array_index (f->events, 1), ==, "PF enp59s0f0np0 (0000:3b:00.0) left pool accel: its 8 slot(s) are lost");
+  r = event (VA_EVENT_LEASE_BROKEN, 0);
+  assert_field (r, "PRIORITY", "4");
+  assert_field (r, "VA_POOL", "accel");
+  assert_field (r, "VA_DOMAIN_UUID", UUID);
+  assert_field (r, "VA_MAC", MAC);
+  assert_field (r, "VA_SLOT", SLOT);
+  assert_field (r, "VA_REASON", GONE);
+  r = event (VA_EVENT_PF_HEALTH, 0);
+  assert_field (r, "VA_POOL", "accel");
+  assert_field (r, "VA_PF", "enp59s0f0np0");
+  assert_field (r, "VA_PCI", "0000:3b:00.0");
+  assert_field (r, "VA_HEALTHY", "0");
+  assert_field (r, "VA_REASON", GONE);
+  assert_field (r, "MESSAGE", "PF enp59s0f0np0 in pool accel is unhealthy: " GONE);
   /* the lease is kept, broken; no link to a node that is gone */
   leases = va_allocator_list_leases (f->alloc);
   g_assert_cmpstr (find_lease (leases)->slot, ==, SLOT);
@@ -390,6 +442,8 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   g_assert_cmpstr (g_ptr_array_index (f->events, f->events->len - 2), ==,
                    "PF enp59s0f0np0 (0000:3b:00.0) is back in pool accel with 8 slot(s)");
   g_assert_cmpstr (g_ptr_array_index (f->events, f->events->len - 1), ==, "PF enp59s0f0np0 in pool accel is healthy again");
+  r = event (VA_EVENT_LEASE_BROKEN, 1);
+  g_assert_true (g_str_has_prefix (g_hash_table_lookup (r, "VA_REASON"), "its slot " SLOT " is back, but its device could not be re-made"));
   repair_failed = g_strdup_printf ("its slot %s is back, but its device could not be re-made: vdpa device va-%s on VF %s: %s", SLOT, SLOT,
                                    SLOT, NO_VDPA);
   g_assert_cmpuint (f->broken->len, ==, 2);
@@ -429,6 +483,7 @@ test_release_while_gone (Fixture *f, gconstpointer data)
 static void
 test_link_down_up (Fixture *f, gconstpointer data)
 {
+  GHashTable *r;
   guint mark = 0;
   start (f);
   assert_pool (f, 8, 8, 0, TRUE, "");
@@ -442,6 +497,10 @@ test_link_down_up (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 0, 0, FALSE, "enp59s0f0np0: link down on enp59s0f0np0 (operstate down, carrier off)");
   g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==,
                    "PF enp59s0f0np0 in pool accel is unhealthy: link down on enp59s0f0np0 (operstate down, carrier off)");
+  r = event (VA_EVENT_PF_HEALTH, 0);
+  assert_field (r, "PRIORITY", "4");
+  assert_field (r, "VA_HEALTHY", "0");
+  assert_field (r, "VA_REASON", "link down on enp59s0f0np0 (operstate down, carrier off)");
 
   mark = f->changes;
   umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
@@ -450,6 +509,11 @@ test_link_down_up (Fixture *f, gconstpointer data)
   g_assert_true (settle (f, mark));
   assert_pool (f, 8, 8, 0, TRUE, "");
   g_assert_cmpstr (g_ptr_array_index (f->events, 1), ==, "PF enp59s0f0np0 in pool accel is healthy again");
+  r = event (VA_EVENT_PF_HEALTH, 1);
+  assert_field (r, "PRIORITY", "5");
+  assert_field (r, "VA_HEALTHY", "1");
+  assert_field (r, "VA_PCI", "0000:3b:00.0");
+  g_assert_null (g_hash_table_lookup (r, "VA_REASON"));
   g_assert_cmpuint (f->broken->len, ==, 0);
 }
 
@@ -543,6 +607,8 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  journal = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+  g_log_set_writer_func (writer, NULL, NULL);
 #define ADD(path, bed, fn) g_test_add (path, Fixture, bed, setup, fn, teardown)
   ADD ("/monitor/pf-appears", NULL, test_pf_appears);
   ADD ("/monitor/unrelated-ignored", "cx6dx-switchdev.umockdev", test_unrelated_ignored);

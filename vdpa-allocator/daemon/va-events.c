@@ -6,6 +6,7 @@
 #include "va-events.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 /* journald's priorities, as GLib maps its levels */
 static const char *
@@ -71,4 +72,91 @@ va_event_full (const char *domain, GLogLevelFlags level, const char *message_id,
     ADD (fields[i], fields[i + 1]);
 #undef ADD
   g_log_structured_array (level, f, n);
+}
+
+static void
+on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *message, gpointer user_data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  const VaPfStatus *st = NULL;
+  const char *fields[] = { "VA_POOL", pool, "VA_PF", pf, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+
+  if (!*pf)
+    {
+      /* no PF: discovery itself failed */
+      g_warning ("%s", message);
+      return;
+    }
+  pfs = va_allocator_list_pfs (alloc);
+  for (guint i = 0; i < pfs->len && !st; i++)
+    if (strcmp (((VaPfStatus *) g_ptr_array_index (pfs, i))->name, pf) == 0
+        && strcmp (((VaPfStatus *) g_ptr_array_index (pfs, i))->pool, pool) == 0)
+      st = g_ptr_array_index (pfs, i);
+  if (st)
+    {
+      fields[4] = "VA_PCI";
+      fields[5] = st->pci;
+      fields[6] = "VA_HEALTHY";
+      fields[7] = st->healthy ? "1" : "0";
+      if (!st->healthy)
+        {
+          fields[8] = "VA_REASON";
+          fields[9] = st->health_reason;
+        }
+    }
+  va_event (st && !st->healthy ? G_LOG_LEVEL_WARNING : G_LOG_LEVEL_MESSAGE, VA_EVENT_PF_HEALTH, NULL, fields, "%s", message);
+}
+
+static void
+on_lease_added (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_ALLOCATE, lease, NULL, "allocated slot %s of pool %s to domain %s (%s) NIC %s, VLAN %u: %s",
+            lease->slot, lease->pool, lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->vlan,
+            lease->chardev);
+}
+
+static void
+on_lease_removed (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_RELEASE, lease, NULL, "released slot %s of pool %s from domain %s (%s) NIC %s", lease->slot,
+            lease->pool, lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac);
+}
+
+static void
+on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, gpointer user_data)
+{
+  const char *fields[] = { "VA_REASON", reason, NULL };
+
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_LEASE_BROKEN, lease, fields, "lease of domain %s (%s) NIC %s on slot %s is broken: %s",
+            lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, reason);
+}
+
+static void
+on_lease_repaired (VaAllocator *alloc, VaLease *lease, gpointer user_data)
+{
+  g_message ("lease of domain %s (%s) NIC %s on slot %s is whole again: device %s, %s", lease->uuid,
+             *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->slot, lease->device, lease->chardev);
+}
+
+static void
+on_low_watermark (VaAllocator *alloc, const char *pool, guint free, gpointer user_data)
+{
+  char n[16];
+  const char *fields[] = { "VA_POOL", pool, "VA_FREE", n, NULL };
+
+  g_snprintf (n, sizeof n, "%u", free);
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_LOW_WATERMARK, NULL, fields, "pool %s is below its low watermark: %u slot(s) free", pool, free);
+}
+
+void
+va_events_connect (VaAllocator *alloc)
+{
+  g_return_if_fail (VA_IS_ALLOCATOR (alloc));
+
+  g_signal_connect (alloc, "pf-event", G_CALLBACK (on_pf_event), NULL);
+  g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_lease_broken), NULL);
+  g_signal_connect (alloc, "lease-repaired", G_CALLBACK (on_lease_repaired), NULL);
+  g_signal_connect (alloc, "lease-added", G_CALLBACK (on_lease_added), NULL);
+  g_signal_connect (alloc, "lease-removed", G_CALLBACK (on_lease_removed), NULL);
+  g_signal_connect (alloc, "low-watermark", G_CALLBACK (on_low_watermark), NULL);
 }

@@ -3,6 +3,7 @@
 
 #include <glib.h>
 
+#include "va-allocator.h"
 #include "va-store.h"
 
 G_BEGIN_DECLS
@@ -30,5 +31,10 @@ G_BEGIN_DECLS
 
 void va_event_full (const char *domain, GLogLevelFlags level, const char *message_id, const VaLease *lease, const char *const *fields,
                     const char *fmt, ...) G_GNUC_PRINTF (6, 7);
+
+/* Logs the allocator's signals as events, where the daemon decides what an
+ * operator reads (the core logs only its own failures): allocations,
+ * releases, broken and repaired leases, low watermarks, PF changes. */
+void va_events_connect (VaAllocator *alloc);
 
 G_END_DECLS
