@@ -275,6 +275,8 @@ class Observe(unittest.TestCase):
         self.assertEqual(sample(m, "vdpa_allocator_allocation_duration_seconds_count"), 2)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_duration_seconds_bucket", le="+Inf"), 2)
         self.assertGreater(sample(m, "vdpa_allocator_allocation_duration_seconds_sum"), 0)
+        les = [dict(k[1])["le"] for k in m if k[0] == "vdpa_allocator_allocation_duration_seconds_bucket"]
+        self.assertIn("0.0025", les)
         self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, after)
         call(self.bus, "Release", (UUID1, lease["mac"]), "(ss)")
 

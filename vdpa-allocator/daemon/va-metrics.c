@@ -176,7 +176,9 @@ number (GString *out, double v)
 {
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
 
-  g_string_append (out, g_ascii_dtostr (buf, sizeof buf, v));
+  /* "0.0025", not the round-trip "0.0025000000000000001": le labels are
+   * matched as strings by queries */
+  g_string_append (out, g_ascii_formatd (buf, sizeof buf, "%.9g", v));
 }
 
 char *
