@@ -103,6 +103,10 @@ class Package(unittest.TestCase):
             self.assertIn("/usr/share/man/" + page, self.files)
         self.assertIn("/usr/share/bash-completion/completions/vdpactl", self.files)
 
+    def test_journal_catalog(self):
+        # systemd's dpkg trigger on this directory runs journalctl --update-catalog
+        self.one_of("/lib/systemd/catalog/vdpa-allocator.catalog", "/usr/lib/systemd/catalog/vdpa-allocator.catalog")
+
     def test_nothing_in_usr_local(self):
         self.assertFalse([p for p in self.files if p.startswith("/usr/local")])
 
