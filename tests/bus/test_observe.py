@@ -256,6 +256,8 @@ class Observe(unittest.TestCase):
         lease = allocate(self.bus, UUID1, "52:54:00:00:00:01")
         with self.assertRaises(GLib.Error):
             allocate(self.bus, UUID1, "52:54:00:00:00:02", network="no-such-network")
+        r = vdpactl("allocate", "--uuid", UUID1, "--mac", "52:54:00:00:00:03", "--network", "vpc2", user=NOBODY)
+        self.assertNotEqual(r.returncode, 0, "polkit allows nothing to nobody here")
         vdpactl("pool", "drain", "accel", check=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -271,7 +273,9 @@ class Observe(unittest.TestCase):
         self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocations_total"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_failures_total", reason="no_such_network"), 1)
+        self.assertEqual(sample(m, "vdpa_allocator_allocation_failures_total", reason="permission_denied"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_failures_total", reason="pool_exhausted"), 0)
+        # timed: the two that were authorized; the refused one is counted only
         self.assertEqual(sample(m, "vdpa_allocator_allocation_duration_seconds_count"), 2)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_duration_seconds_bucket", le="+Inf"), 2)
         self.assertGreater(sample(m, "vdpa_allocator_allocation_duration_seconds_sum"), 0)

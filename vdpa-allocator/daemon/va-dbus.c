@@ -93,6 +93,11 @@ deny (VaDbus *self, GDBusMethodInvocation *inv, const char *why)
       fields[6] = "VA_UID";
       fields[7] = uid_s;
     }
+  if (self->metrics && g_strcmp0 (method, "Allocate") == 0)
+    {
+      g_autoptr (GError) refused = g_error_new_literal (VA_ERROR, VA_ERROR_PERMISSION_DENIED, why);
+      va_metrics_allocation (self->metrics, -1, refused);
+    }
   va_event (G_LOG_LEVEL_WARNING, VA_EVENT_DENIED, NULL, fields, "denied %s to uid %s (%s): %s", method, uid_s,
             sender ? sender : "no bus name", why);
   g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "%s: %s needs root or the polkit action %s", why,

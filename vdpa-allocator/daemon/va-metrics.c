@@ -130,11 +130,14 @@ va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
     self->failures[error->code]++;
   else
     self->failures_other++;
-  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
-    if (seconds <= buckets[i])
-      self->bucket_counts[i]++;
-  self->count++;
-  self->sum += seconds;
+  if (seconds >= 0)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
+        if (seconds <= buckets[i])
+          self->bucket_counts[i]++;
+      self->count++;
+      self->sum += seconds;
+    }
   changed (self);
 }
 

@@ -16,7 +16,8 @@ VaMetrics *va_metrics_new (VaAllocator *alloc, const char *run_dir);
 void va_metrics_free (VaMetrics *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaMetrics, va_metrics_free)
 
-/* One allocation took @seconds; @error NULL: it succeeded, else why not. */
+/* One allocation took @seconds (< 0: refused before it started, not timed);
+ * @error NULL: it succeeded, else why not. */
 void va_metrics_allocation (VaMetrics *self, double seconds, const GError *error);
 
 /* The text the file holds now. */
