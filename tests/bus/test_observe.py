@@ -176,6 +176,10 @@ class Observe(unittest.TestCase):
         self.stream.close()
         self.assertEqual(rc, 0, self.daemon.read_log())
         self.assertFalse(os.path.exists(self.prom), "a stopped daemon leaves no metrics that say all is well")
+        r = subprocess.run([VDPACTL, "metrics"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.daemon.run_dir))
+        self.assertEqual((r.returncode, r.stdout), (3, ""), "no daemon: vdpactl's status 3, as for an unreachable one")
+        self.assertIn("is vdpa-allocatord running?", r.stderr)
         self.daemon.remove()
 
     def assertLeaseFields(self, r, lease):

@@ -27,12 +27,14 @@ va_ctl_cmd_metrics (int argc, char **argv)
     return rc;
   if (!g_file_get_contents (path, &text, &len, &error))
     {
+      g_autoptr (GError) ours = NULL;
+
+      /* no file: no daemon (it removes the file when it stops), exit 3 */
       if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-        {
-          g_autofree char *msg = g_strdup_printf ("no metrics in %s: is vdpa-allocatord running?", path);
-          return va_ctl_fail_msg (msg);
-        }
-      return va_ctl_fail (error);
+        ours = g_error_new (VA_ERROR, VA_ERROR_UNREACHABLE, "no metrics in %s: is vdpa-allocatord running?", path);
+      else
+        ours = g_error_new (VA_ERROR, VA_ERROR_FAILED, "%s", error->message);
+      return va_ctl_fail (ours);
     }
   if (fwrite (text, 1, len, stdout) != len || fflush (stdout) != 0)
     {
