@@ -222,6 +222,31 @@ repair_leases (VaAllocator *self)
     }
 }
 
+/* The leases the allocator holds on the VFs of @pf (a restart with guests
+ * running): the backend must then change neither its VF count nor its
+ * eswitch mode. */
+static guint
+leases_on (VaAllocator *self, const VaPfInfo *pf)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      const Entry *e = value;
+
+      for (guint i = 0; i < pf->vfs->len; i++)
+        if (g_strcmp0 (e->lease->slot, g_ptr_array_index (pf->vfs, i)) == 0)
+          {
+            n++;
+            break;
+          }
+    }
+  return n;
+}
+
 /* Brings the pools to the PFs of @pfs: a new PF that a pool selects is
  * prepared and joins it with its VFs as slots; a known PF (by PCI address,
  * whatever its VF count) gets its health and slots updated; a PF that came
@@ -268,6 +293,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
 
           pc = va_config_lookup_pool (self->config, pool);
           g_clear_pointer (&st->prepare_error, g_free);
+          pf->leases = leases_on (self, pf);
           if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
             st->prepare_error = g_strdup (prep->message);
         }

@@ -177,13 +177,35 @@ kernel_discover (VaBackend *backend, GError **error)
   return out;
 }
 
+/* Why the VF count or eswitch mode of @kpf must not change now, or NULL:
+ * leases on its VFs, or a vdpa device on one (sriov_numvfs=0 would block
+ * in vhost_vdpa_remove while QEMU holds the node). */
+static char *
+change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
+{
+  if (pf->leases)
+    return g_strdup_printf ("%u lease(s) on its VFs", pf->leases);
+  for (guint i = 0; i < kpf->vfs->len; i++)
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
+      g_autofree char *vfp = vf_syspath (kpf, vf);
+      g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
+
+      if (vdpa)
+        return g_strdup_printf ("vdpa device %s sits on VF %s", vdpa, vf->pci);
+    }
+  return NULL;
+}
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   VaKernelPf *kpf = lookup_pf (self, pf->pci);
   g_autoptr (GError) local = NULL;
-  gboolean switchdev, change_mode;
+  g_autofree char *busy = NULL;
+  g_autoptr (GString) change = g_string_new (NULL);
+  gboolean change_mode, want_switchdev;
   guint want_vfs, have_vfs;
 
   if (!kpf)
@@ -196,44 +218,58 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   if (va_kernel_pf_is_vduse (kpf))
     return TRUE; /* its servers made its devices */
 
-  /* mlx5 shows phys_switch_id on the uplink only in switchdev mode */
-  switchdev = kpf->switch_id != NULL;
-  change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && (pool->eswitch == VA_ESWITCH_SWITCHDEV) != switchdev;
+  want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED && kpf->eswitch == VA_KERNEL_ESWITCH_UNKNOWN)
+    {
+      /* never guess from phys_switch_id: a legacy PF has one too */
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "PF %s: eswitch=%s, but its mode cannot be read, so its VFs and mode stay as they are: %s", kpf->pci,
+                   va_eswitch_mode_to_string (pool->eswitch), kpf->eswitch_error);
+      return FALSE;
+    }
+  change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
   want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
   have_vfs = kpf->numvfs;
   if (!change_mode && want_vfs == have_vfs)
     return TRUE;
 
   if (change_mode)
+    g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
+  if (want_vfs != have_vfs)
+    g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", have_vfs, want_vfs);
+  if ((busy = change_refused (kpf, pf)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
+      return FALSE;
+    }
+
+  /* VFs first out: mlx5 refuses a mode change while VFs exist, and
+   * netdevsim drops to legacy when they go in switchdev mode */
+  if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+    {
+      g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str, local->message);
+      return FALSE;
+    }
+  have_vfs = 0;
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED)
     {
       const char *mode = va_eswitch_mode_to_string (pool->eswitch);
+      gboolean now_switchdev = FALSE;
 
-      /* VFs first out: mlx5 refuses a mode change while VFs exist */
-      if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+      /* read again: removing the VFs may have changed it */
+      if (!va_kernel_eswitch_get (kpf, &now_switchdev, &local)
+          || (now_switchdev != want_switchdev && !va_kernel_eswitch_set (kpf, want_switchdev, &local)))
         {
-          g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change the eswitch mode to %s: %s", kpf->pci, mode,
-                       local->message);
-          return FALSE;
-        }
-      have_vfs = 0;
-      if (!va_nl_eswitch_set (kpf->pci, pool->eswitch == VA_ESWITCH_SWITCHDEV, &local))
-        {
-          /* a missing devlink family does not name the PF yet */
-          if (local->code == VA_ERROR_NOT_FOUND)
-            {
-              g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci, mode,
-                           local->message);
-              return FALSE;
-            }
-          g_propagate_error (error, g_steal_pointer (&local));
+          g_set_error (error, VA_ERROR, local->code == VA_ERROR_NOT_FOUND ? VA_ERROR_PROVISIONING_FAILED : local->code,
+                       "PF %s: setting eswitch mode %s: %s", kpf->pci, mode, local->message);
           return FALSE;
         }
     }
-  if (want_vfs != have_vfs)
+  if (want_vfs)
     {
       /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
        * management device */
-      if (want_vfs && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+      if (!va_kernel_set_vf_autoprobe (kpf, TRUE, error))
         return FALSE;
       if (!va_kernel_set_numvfs (kpf, want_vfs, error))
         return FALSE;
@@ -304,12 +340,20 @@ ovs_vsctl (const char *who, const char *step, const char *const *args, GError **
 }
 
 static const char *
-need_representor (const VaKernelVf *vf, const char *who, const char *method, GError **error)
+need_representor (const VaKernelPf *pf, const VaKernelVf *vf, const char *who, const char *method, GError **error)
 {
-  if (!vf->representor)
+  if (vf->representor)
+    return vf->representor;
+  if (pf->eswitch_error)
+    g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: vlan-method=%s: VF %s has no representor: %s", who, method, vf->pci,
+                 pf->eswitch_error);
+  else if (pf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV)
+    g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                 "%s: vlan-method=%s: VF %s has no representor: devlink lists no pcivf port with its number", who, method, vf->pci);
+  else
     g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
                  "%s: vlan-method=%s: VF %s has no representor: the PF's eswitch is not in switchdev mode", who, method, vf->pci);
-  return vf->representor;
+  return NULL;
 }
 
 static gboolean
@@ -340,7 +384,7 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
          * cannot leave the VLAN the PF tags */
         return va_nl_vf_set (pf->netdev, vf->index, mac, vlan, TRUE, FALSE, error);
       case VA_VLAN_METHOD_BRIDGE:
-        if (!(rep = need_representor (vf, who, "bridge", error)))
+        if (!(rep = need_representor (pf, vf, who, "bridge", error)))
           return FALSE;
         if (!va_nl_link_set_master (rep, pool->uplink_bridge, error))
           return FALSE;
@@ -362,7 +406,7 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
                                      "--", "clear",       "Port",     vf->representor,     "tag",
                                      NULL };
 
-          if (!need_representor (vf, who, "ovs", error))
+          if (!need_representor (pf, vf, who, "ovs", error))
             return FALSE;
           if (!ovs_vsctl (who, step, vlan ? tagged : untagged, error))
             return FALSE;

@@ -22,6 +22,7 @@ typedef struct
   char *health_reason; /* NULL when healthy */
   GPtrArray *vfs;      /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
   gboolean vduse_test; /* the VDUSE test PF: only vduse-test pools take it */
+  guint leases;        /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
