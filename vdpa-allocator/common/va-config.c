@@ -88,7 +88,8 @@ va_config_free (VaConfig *self)
 VA_ENUM_IMPL (va_eswitch_mode, VaEswitchMode,
               VA_ESWITCH_LAST, [VA_ESWITCH_UNCHANGED] = "unchanged", [VA_ESWITCH_LEGACY] = "legacy", [VA_ESWITCH_SWITCHDEV] = "switchdev")
 
-VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test")
+VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test",
+              [VA_POOL_TYPE_NETDEVSIM_TEST] = "netdevsim-test")
 
 VA_ENUM_IMPL (va_vlan_method, VaVlanMethod, VA_VLAN_METHOD_LAST, [VA_VLAN_METHOD_NONE] = "none", [VA_VLAN_METHOD_VST] = "vst",
               [VA_VLAN_METHOD_BRIDGE] = "bridge", [VA_VLAN_METHOD_OVS] = "ovs")
@@ -404,7 +405,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       if (strcmp (key, "type") == 0)
         {
           if (!va_pool_type_from_string (v, &p->type))
-            return item_error (&it, error, "'%.64s' is not connectx or vduse-test", v);
+            return item_error (&it, error, "'%.64s' is not connectx, vduse-test or netdevsim-test", v);
         }
       else if (strcmp (key, "match-pf") == 0)
         {
@@ -479,6 +480,12 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 
   if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
     return FALSE;
+  if (p->type == VA_POOL_TYPE_NETDEVSIM_TEST && (p->match_pci || p->match_vendor || p->match_device))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                   "%s: [%s] type: netdevsim-test takes PFs by match-pf only (netdevsim devices have no PCI address)", g->file, g->name);
+      return FALSE;
+    }
   if ((p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS) && !p->uplink_bridge)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,

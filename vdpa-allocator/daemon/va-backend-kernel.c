@@ -172,6 +172,7 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->health_reason = g_strdup (kpf->reason);
       pf->vfs = vf_addresses (kpf);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
+      pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -183,8 +184,6 @@ kernel_discover (VaBackend *backend, GError **error)
 static char *
 change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
 {
-  if (pf->leases)
-    return g_strdup_printf ("%u lease(s) on its VFs", pf->leases);
   for (guint i = 0; i < kpf->vfs->len; i++)
     {
       const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
@@ -194,6 +193,8 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
       if (vdpa)
         return g_strdup_printf ("vdpa device %s sits on VF %s", vdpa, vf->pci);
     }
+  if (pf->leases)
+    return g_strdup_printf ("%u lease(s) on its VFs", pf->leases);
   return NULL;
 }
 
@@ -269,7 +270,7 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     {
       /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
        * management device */
-      if (!va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+      if (!va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
         return FALSE;
       if (!va_kernel_set_numvfs (kpf, want_vfs, error))
         return FALSE;
@@ -449,7 +450,9 @@ reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
 static char *
 device_who (const char *name, const char *slot)
 {
-  return g_strdup_printf ("vdpa device %s on %s %s", name, va_pci_address_is_valid (slot) ? "VF" : "VDUSE slot", slot);
+  gboolean vf = va_pci_address_is_valid (slot) || g_str_has_prefix (slot, "netdevsim");
+
+  return g_strdup_printf ("vdpa device %s on %s %s", name, vf ? "VF" : "VDUSE slot", slot);
 }
 
 /* RUN/nodes/<device>: "GROUP MODE" for the udev rule of
@@ -568,10 +571,7 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   if (va_kernel_pf_is_vduse (pf))
     existing = vdpa_present (name) ? g_strdup (name) : NULL;
   else
-    {
-      vfpath = vf_syspath (pf, vf);
-      existing = va_kernel_vf_vdpa_device (vfpath);
-    }
+    existing = va_kernel_pf_vf_vdpa (pf, vf);
   if (existing)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
@@ -594,6 +594,10 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   /* VDUSE: the device's server fixed its MAC, MTU and queues */
   if (va_kernel_pf_is_vduse (pf))
     made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
+  else if (va_kernel_pf_is_netdevsim (pf))
+    /* vdpa_sim_net takes MAC and MTU; max_vqp only when asked for more
+     * than one pair, so that the kernel's refusal of it shows */
+    made = va_nl_vdpa_dev_new (NULL, VA_KERNEL_NETDEVSIM_MGMTDEV, name, mac, req->queues > 1 ? req->queues : 0, req->mtu, error);
   else
     made = va_nl_vdpa_dev_new ("pci", req->slot, name, mac, req->queues, req->mtu, error);
   if (!made)

@@ -117,6 +117,8 @@ va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 
   if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
     return FALSE;
+  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
+    return FALSE;
   if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
     return TRUE;
   /* A pool with no selector takes no PF: never all of them by accident. */

@@ -255,9 +255,13 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
   return reps;
 }
 
+static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+static const VaKernelModel netdevsim_model = { 0, "netdevsim (test)", FALSE, TRUE };
+
 static VaKernelPf *
 read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, PortDump *dump)
 {
+  gboolean sim = model == &netdevsim_model;
   g_autoptr (VaKernelPf) pf = g_new0 (VaKernelPf, 1);
   g_autoptr (GPtrArray) nets = net_children (udev, d);
   g_autoptr (GHashTable) reps = NULL;
@@ -274,7 +278,7 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
   pf->numvfs = (guint) MAX (attr_int (d, "sriov_numvfs", 0), 0);
   pf->totalvfs = (guint) MAX (attr_int (d, "sriov_totalvfs", 0), 0);
   pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) vf_free);
-  pf->devlink_bus = g_strdup ("pci");
+  pf->devlink_bus = g_strdup (sim ? "netdevsim" : "pci");
   pf->devlink_dev = g_strdup (pf->pci);
   if (model->vdpa)
     reps = read_eswitch (pf, dump);
@@ -301,7 +305,27 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
       pf->switch_id = attr_dup (n, "phys_switch_id");
     }
 
-  for (guint i = 0; i < pf->numvfs; i++)
+  if (sim)
+    {
+      /* no sriov_totalvfs: the limit is debugfs' max_vfs
+       * (drivers/net/netdevsim/bus.c); its VFs are no devices, so a slot
+       * is named after the PF and the VF number */
+      g_autofree char *max = g_strdup_printf ("/sys/kernel/debug/netdevsim/%s/max_vfs", pf->pci);
+      gint64 n = 0;
+
+      if (!udev_device_get_sysattr_value (d, "sriov_totalvfs") && va_sysfs_read_int (max, &n, NULL))
+        pf->totalvfs = (guint) MAX (n, 0);
+      for (guint i = 0; i < pf->numvfs; i++)
+        {
+          VaKernelVf *vf = g_new0 (VaKernelVf, 1);
+
+          vf->index = i;
+          vf->pci = g_strdup_printf ("%sv%u", pf->pci, i);
+          vf->representor = g_strdup (g_hash_table_lookup (reps, GINT_TO_POINTER ((int) i)));
+          g_ptr_array_add (pf->vfs, vf);
+        }
+    }
+  for (guint i = 0; !sim && i < pf->numvfs; i++)
     {
       g_autofree char *link_name = g_strdup_printf ("%s/virtfn%u", pf->syspath, i);
       g_autofree char *link = va_sysfs_path (link_name);
@@ -329,14 +353,20 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
     pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later",
                                   model->name, model->device);
   else if (!pf->netdev)
-    pf->reason = g_strdup ("no netdev: mlx5_core is not bound to the PF");
+    pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
   else if (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier)
     pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
                                   pf->carrier ? "on" : "off");
   return g_steal_pointer (&pf);
 }
 
-static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+gboolean
+va_kernel_pf_is_netdevsim (const VaKernelPf *pf)
+{
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  return pf->model == &netdevsim_model;
+}
 
 gboolean
 va_kernel_pf_is_vduse (const VaKernelPf *pf)
@@ -443,19 +473,24 @@ va_kernel_discover (GError **error)
       continue;
     g_ptr_array_add (pfs, read_pf (udev, d, model, &dump));
   }
+  /* the kernel's netdevsim devices (netdevsim-test pools) */
+  g_clear_pointer (&e, udev_enumerate_unref);
+  e = udev_enumerate_new (udev);
+  udev_enumerate_add_match_subsystem (e, "netdevsim");
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    g_autoptr (UdevDevice) d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
+
+    if (d && g_str_has_prefix (udev_device_get_sysname (d), "netdevsim"))
+      g_ptr_array_add (pfs, read_pf (udev, d, &netdevsim_model, &dump));
+  }
   port_dump_clear (&dump);
   g_ptr_array_sort (pfs, cmp_pf);
   vduse = discover_vduse (udev);
   if (vduse)
     g_ptr_array_add (pfs, vduse);
   return g_steal_pointer (&pfs);
-}
-
-static char *
-vf_path (const VaKernelPf *pf, guint i)
-{
-  const VaKernelVf *vf = g_ptr_array_index (pf->vfs, i);
-  return g_build_filename (pf->syspath, "..", vf->pci, NULL);
 }
 
 /* A sysfs device directory of the vdpa bus. */
@@ -511,6 +546,28 @@ va_kernel_vf_vdpa_device (const char *vf_syspath)
   return NULL;
 }
 
+char *
+va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf)
+{
+  g_return_val_if_fail (pf != NULL && vf != NULL, NULL);
+
+  if (va_kernel_pf_is_netdevsim (pf))
+    {
+      g_autofree char *name = g_strdup_printf ("va-%s", vf->pci);
+      g_autofree char *path = g_build_filename ("/sys/bus/vdpa/devices", name, NULL);
+      g_autofree char *real = va_sysfs_path (path);
+
+      return g_file_test (real, G_FILE_TEST_EXISTS) ? g_steal_pointer (&name) : NULL;
+    }
+  else
+    {
+      g_autofree char *parent = g_path_get_dirname (pf->syspath);
+      g_autofree char *vfp = g_build_filename (parent, vf->pci, NULL);
+
+      return va_kernel_vf_vdpa_device (vfp);
+    }
+}
+
 gboolean
 va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
 {
@@ -538,8 +595,7 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
   /* every VF goes when the count changes: never one a vdpa device uses */
   for (guint i = 0; i < pf->vfs->len; i++)
     {
-      g_autofree char *vfp = vf_path (pf, i);
-      g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
+      g_autofree char *vdpa = va_kernel_pf_vf_vdpa (pf, g_ptr_array_index (pf->vfs, i));
 
       if (vdpa)
         {
@@ -689,6 +745,9 @@ va_kernel_vdpa_slot (const char *name, GError **error)
       if (va_pci_address_is_valid (parts[i]))
         return g_strdup (parts[i]);
       if (i > 0 && strcmp (parts[i - 1], "vduse") == 0 && g_str_has_prefix (parts[i], "va-") && parts[i][3])
+        return g_strdup (parts[i] + 3);
+      /* vdpa_sim parents its devices on nothing: /sys/devices/va-SLOT */
+      if (i > 0 && strcmp (parts[i - 1], "devices") == 0 && g_str_has_prefix (parts[i], "va-netdevsim"))
         return g_strdup (parts[i] + 3);
     }
   g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device or a VDUSE device", name);

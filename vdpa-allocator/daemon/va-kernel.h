@@ -86,6 +86,17 @@ GPtrArray *va_kernel_discover (GError **error);
 #define VA_KERNEL_VDUSE_PF "vduse"
 gboolean va_kernel_pf_is_vduse (const VaKernelPf *pf);
 
+/* A netdevsim PF (pool type netdevsim-test; tests/lab, on the kernel's own
+ * simulators): device netdevsimN, devlink netdevsim/netdevsimN, slots
+ * named netdevsimNvI after its VFs (which are no devices), their vdpa
+ * devices made on vdpa_sim_net's bus-less management device. Everything
+ * else takes the ConnectX paths. */
+#define VA_KERNEL_NETDEVSIM_MGMTDEV "vdpasim_net"
+gboolean va_kernel_pf_is_netdevsim (const VaKernelPf *pf);
+/* The vdpa device on @vf, or NULL: a child of the VF's PCI device; on a
+ * netdevsim PF, the device va-SLOT on the vdpa bus. */
+char *va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf);
+
 /* The PF's eswitch mode now, and setting it, on its devlink instance. */
 gboolean va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error);
 gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error);
