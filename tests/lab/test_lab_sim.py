@@ -15,9 +15,10 @@ rtnetlink VF settings, vdpa DEV_NEW/DEV_DEL, vhost_vdpa binding.
 - pool sw: netdevsim8 booted legacy with no VF, eswitch=switchdev, vfs=2,
   vlan-method=bridge: the daemon switches it and makes the VFs; a lease's
   representor is the netdev of the pcivf port with its VF number.
-- a restart asking another VF count (leg) and eswitch mode (sw) while the
-  leases' vdpa devices live: refused, one line in the pool's health, the
-  PFs untouched.
+- a restart asking another VF count (leg, whose vdpa device is deleted
+  by hand first: only its stored lease guards it) and eswitch mode (sw,
+  its lease's vdpa device alive): refused, one line in each pool's health,
+  the PFs untouched.
 One daemon start and one restart; every process costs about a second in
 the TCG guest."""
 
@@ -209,18 +210,20 @@ class SimulatedConnectX(unittest.TestCase):
     def test_3_restart_refuses_changes_under_live_devices(self):
         leases = json.loads(self.vdpactl("lease", "list", "-j").stdout)
         self.assertEqual(len(leases), 2)
+        slot7 = [l for l in leases if l["slot"].startswith("netdevsim7")][0]["slot"]
+        slot8 = [l for l in leases if l["slot"].startswith("netdevsim8")][0]["slot"]
         self.daemon.stop()
+        # leg: only the stored lease is left to guard its PF
+        run("vdpa", "dev", "del", "va-" + slot7)
         with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
             f.write(CONFIG % (3, "legacy", BRIDGE))
         t0 = time.monotonic()
         self.daemon.start()
         print("# daemon restarted in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
         pools = self.pools()
-        slot7 = [l for l in leases if l["slot"].startswith("netdevsim7")][0]["slot"]
-        slot8 = [l for l in leases if l["slot"].startswith("netdevsim8")][0]["slot"]
         self.assertFalse(pools["leg"]["Healthy"])
-        self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 2 to 3: vdpa device va-%s sits on VF %s"
-                      % (slot7, slot7), pools["leg"]["HealthReason"])
+        self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 2 to 3: 1 lease(s) on its VFs",
+                      pools["leg"]["HealthReason"])
         self.assertFalse(pools["sw"]["Healthy"])
         self.assertIn("PF netdevsim8: refusing to change its eswitch mode to legacy: vdpa device va-%s sits on VF %s"
                       % (slot8, slot8), pools["sw"]["HealthReason"])
@@ -228,7 +231,6 @@ class SimulatedConnectX(unittest.TestCase):
         # never attempted: the VFs, the mode and the devices are as they were
         self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
         self.assertEqual(eswitch("netdevsim8"), "switchdev")
-        self.assertTrue(os.path.exists("/sys/bus/vdpa/devices/va-" + slot7))
         self.assertTrue(os.path.exists("/sys/bus/vdpa/devices/va-" + slot8))
         self.assertEqual(len(json.loads(self.vdpactl("lease", "list", "-j").stdout)), 2)
 

@@ -457,6 +457,11 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         {
           if (!item_uint (&it, VA_MTU_MIN, VA_MTU_MAX, &p->mtu, error))
             return FALSE;
+          if (p->mtu < VA_MTU_VDPA_MIN)
+            return item_error (&it, error,
+                               "%u is below %u: libvirt gives a vdpa NIC's guest no MTU (it refuses <mtu> there), so the guest sends "
+                               "%u-byte frames, which the VF would drop",
+                               p->mtu, VA_MTU_VDPA_MIN, VA_MTU_VDPA_MIN);
         }
       else if (strcmp (key, "device-group") == 0)
         {

@@ -232,17 +232,16 @@ leases_on (VaAllocator *self, const VaPfInfo *pf)
   gpointer value;
   guint n = 0;
 
-  g_hash_table_iter_init (&iter, self->entries);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
+  for (guint i = 0; i < pf->vfs->len; i++)
     {
-      const Entry *e = value;
+      const char *vf = g_ptr_array_index (pf->vfs, i);
 
-      for (guint i = 0; i < pf->vfs->len; i++)
-        if (g_strcmp0 (e->lease->slot, g_ptr_array_index (pf->vfs, i)) == 0)
-          {
-            n++;
-            break;
-          }
+      if (self->stored_slots && g_hash_table_contains (self->stored_slots, vf))
+        n++;
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, &value))
+        if (g_strcmp0 (((const Entry *) value)->lease->slot, vf) == 0)
+          n++;
     }
   return n;
 }

@@ -213,13 +213,9 @@ apply_networks (VaAllocator *self)
     }
 }
 
-static gboolean
-restore_leases (VaAllocator *self, GError **error)
+static void
+restore_leases (VaAllocator *self, GPtrArray *leases)
 {
-  g_autoptr (GPtrArray) leases = va_store_load (self->store, error);
-
-  if (!leases)
-    return FALSE;
   for (guint i = 0; i < leases->len; i++)
     {
       VaLease *lease = g_ptr_array_index (leases, i);
@@ -237,13 +233,13 @@ restore_leases (VaAllocator *self, GError **error)
         va_allocator_make_port_link (self, e->lease, NULL);
       g_hash_table_insert (self->entries, e->key, e);
     }
-  return TRUE;
 }
 
 VaAllocator *
 va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const char *run_dir, GError **error)
 {
   g_autoptr (VaAllocator) self = NULL;
+  g_autoptr (GPtrArray) stored = NULL;
 
   g_return_val_if_fail (config != NULL, NULL);
   g_return_val_if_fail (VA_IS_BACKEND (backend), NULL);
@@ -258,11 +254,19 @@ va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const ch
   self->run_dir = g_strdup (run_dir);
   self->ports_dir = va_path_ports (run_dir);
   self->pools = va_pools_new ();
+  /* the stored leases' slots are known before the PFs are prepared: no VF
+   * count or eswitch change under them (va-allocator-pf.c) */
+  stored = va_store_load (store, error);
+  if (!stored)
+    return NULL;
+  self->stored_slots = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < stored->len; i++)
+    g_hash_table_add (self->stored_slots, ((VaLease *) g_ptr_array_index (stored, i))->slot);
   if (!va_allocator_add_pools (self, error))
     return NULL;
+  g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   apply_networks (self);
-  if (!restore_leases (self, error))
-    return NULL;
+  restore_leases (self, stored);
   va_allocator_check_watermarks (self);
   self->pfs_changed_id = g_signal_connect (backend, "pfs-changed", G_CALLBACK (va_allocator_on_pfs_changed), self);
   return g_steal_pointer (&self);
@@ -299,6 +303,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->view, va_host_view_unref);
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
+  g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
   g_free (self->ports_dir);

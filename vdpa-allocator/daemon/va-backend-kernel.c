@@ -130,13 +130,6 @@ lookup_vf (VaBackendKernel *self, const char *slot, VaKernelPf **pf, VaKernelVf 
   return FALSE;
 }
 
-static char *
-vf_syspath (const VaKernelPf *pf, const VaKernelVf *vf)
-{
-  g_autofree char *parent = g_path_get_dirname (pf->syspath);
-  return g_build_filename (parent, vf->pci, NULL);
-}
-
 static GPtrArray *
 vf_addresses (const VaKernelPf *kpf)
 {
@@ -187,8 +180,7 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
   for (guint i = 0; i < kpf->vfs->len; i++)
     {
       const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
-      g_autofree char *vfp = vf_syspath (kpf, vf);
-      g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
+      g_autofree char *vdpa = va_kernel_pf_vf_vdpa (kpf, vf);
 
       if (vdpa)
         return g_strdup_printf ("vdpa device %s sits on VF %s", vdpa, vf->pci);
@@ -364,11 +356,33 @@ prefixed (GError **error, GError *local, const char *who)
   return FALSE;
 }
 
+/* The bridge's vlan_default_pvid (net/bridge/br_sysfs_br.c), or NULL with
+ * the error. */
+static guint16 *
+bridge_default_pvid (const char *bridge, const char *who, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/sys/class/net/%s/bridge/default_pvid", bridge);
+  g_autoptr (GError) local = NULL;
+  gint64 n;
+  guint16 *out;
+
+  if (!va_sysfs_read_int (path, &n, &local) || n < 0 || n > 4094)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: bridge %s: reading its default_pvid: %s", who, bridge,
+                   local ? local->message : "out of range");
+      return NULL;
+    }
+  out = g_new (guint16, 1);
+  *out = (guint16) n;
+  return out;
+}
+
 static gboolean
 apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool, const guint8 mac[6], guint16 vlan, const char *who,
             GError **error)
 {
   g_autoptr (GError) local = NULL;
+  g_autofree guint16 *pvid = NULL;
   const char *rep;
 
   switch (pool ? pool->vlan_method : VA_VLAN_METHOD_NONE)
@@ -389,8 +403,11 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
           return FALSE;
         if (!va_nl_link_set_master (rep, pool->uplink_bridge, error))
           return FALSE;
-        /* a bridge of default_pvid 1 made the port a member of VLAN 1 */
-        if (vlan != 1 && !va_nl_bridge_vlan_del_absent_ok (rep, 1, error))
+        /* joining made the port an untagged member of the bridge's
+         * default_pvid, which need not be 1 (0: none) */
+        if (!(pvid = bridge_default_pvid (pool->uplink_bridge, who, error)))
+          return FALSE;
+        if (*pvid && *pvid != vlan && !va_nl_bridge_vlan_del_absent_ok (rep, *pvid, error))
           return FALSE;
         return !vlan || va_nl_bridge_vlan (rep, TRUE, vlan, TRUE, error);
       case VA_VLAN_METHOD_OVS:

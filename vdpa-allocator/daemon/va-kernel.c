@@ -354,7 +354,8 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
                                   model->name, model->device);
   else if (!pf->netdev)
     pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
-  else if (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier)
+  /* netdevsim reports no link state: operstate unknown, carrier on */
+  else if ((g_strcmp0 (pf->operstate, "up") != 0 && !(sim && g_strcmp0 (pf->operstate, "unknown") == 0)) || !pf->carrier)
     pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
                                   pf->carrier ? "on" : "off");
   return g_steal_pointer (&pf);
