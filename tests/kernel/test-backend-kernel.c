@@ -141,6 +141,30 @@ test_discover (Fixture *f, gconstpointer data)
   g_assert_false (va_pool_config_matches (&f->pool, pf));
 }
 
+/* A VF without its vdpa management device comes with its reason, for the
+ * allocator, which keeps that slot from leases. */
+static void
+test_discover_vf_reasons (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+
+  fake_devlink.no_mgmtdev = "0000:3b:00.3";
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_true (pf->healthy);
+  g_assert_nonnull (pf->vf_reasons);
+  g_assert_cmpuint (pf->vf_reasons->len, ==, pf->vfs->len);
+  g_assert_null (g_ptr_array_index (pf->vf_reasons, 0));
+  g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==, "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  g_clear_pointer (&pfs, g_ptr_array_unref);
+
+  /* every VF has one: no reasons at all */
+  fake_devlink.no_mgmtdev = NULL;
+  pfs = discover (f);
+  g_assert_null (((VaPfInfo *) g_ptr_array_index (pfs, 0))->vf_reasons);
+}
+
 static void
 test_discover_cx5 (Fixture *f, gconstpointer data)
 {
@@ -155,7 +179,7 @@ test_discover_cx5 (Fixture *f, gconstpointer data)
   g_assert_cmpstr (pf->name, ==, "enp94s0f0");
   g_assert_false (pf->healthy);
   g_assert_cmpstr (pf->health_reason, ==,
-                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later");
+                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
   /* nothing is made on it, and that is no error: its reason shows */
   f->pool.vfs = 4;
   g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
@@ -666,6 +690,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 #define ADD(path, bed, fn) g_test_add (path, Fixture, bed, setup, fn, teardown)
   ADD ("/backend-kernel/discover/pfs-and-slots", "cx6dx-switchdev.umockdev", test_discover);
+  ADD ("/backend-kernel/discover/vf-reasons", "cx6dx-switchdev.umockdev", test_discover_vf_reasons);
   ADD ("/backend-kernel/discover/cx5-reason", "cx6dx-switchdev.umockdev", test_discover_cx5);
   ADD ("/backend-kernel/prepare/unchanged", "cx6dx-switchdev.umockdev", test_prepare_unchanged);
   ADD ("/backend-kernel/prepare/makes-vfs", "cx6dx-legacy.umockdev", test_prepare_makes_vfs);

@@ -151,6 +151,30 @@ test_representors_from_ports (Fixture *f, gconstpointer data)
     }
 }
 
+/* Capability per VF is its management device pci/<VF>: one without it has
+ * the reason; no vdpa family at all says nothing (DEV_NEW names the
+ * module). */
+static void
+test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  g_autoptr (GPtrArray) again = NULL;
+  VaKernelPf *pf;
+
+  fake_devlink.no_mgmtdev = "0000:3b:00.3";
+  pfs = discover_one ();
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 0))->reason);
+  g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (pf->vfs, 1))->reason, ==,
+                   "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  g_assert_null (pf->reason);
+
+  fake_devlink.no_vdpa = TRUE;
+  again = discover_one ();
+  pf = g_ptr_array_index (again, 0);
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 1))->reason);
+}
+
 /* No devlink answer: the mode is unknown, with the reason, and no
  * representor is guessed from sysfs names. */
 static void
@@ -180,7 +204,7 @@ test_cx5_reason (Fixture *f, gconstpointer data)
   g_assert_cmpint (pf->numa_node, ==, 0);
   g_assert_cmpuint (pf->vfs->len, ==, 0);
   g_assert_cmpstr (pf->reason, ==,
-                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later");
+                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
 }
 
 static void
@@ -201,15 +225,21 @@ test_two_nics (Fixture *f, gconstpointer data)
 static void
 test_model_table (void)
 {
-  const guint16 pfs[] = { 0x1017, 0x1019, 0x101b, 0x101d, 0x101f, 0x1021 };
+  /* ConnectX-5, -5 Ex, -6, -6 Dx, -6 Lx, -7, -8, BlueField-2, -3, -4
+   * (mlx5_core's pci table) */
+  const guint16 pfs[] = { 0x1017, 0x1019, 0x101b, 0x101d, 0x101f, 0x1021, 0x1023, 0xa2d6, 0xa2dc, 0xa2df };
   const guint16 vfs[] = { 0x1018, 0x101a, 0x101c, 0x101e };
 
   for (guint i = 0; i < G_N_ELEMENTS (pfs); i++)
-    g_assert_false (va_kernel_model_lookup (pfs[i])->is_vf);
+    {
+      g_assert_false (va_kernel_model_lookup (pfs[i])->is_vf);
+      /* only ConnectX-5 is known not to: the management device decides */
+      g_assert_true (va_kernel_model_lookup (pfs[i])->vdpa == (pfs[i] > 0x101a));
+    }
   for (guint i = 0; i < G_N_ELEMENTS (vfs); i++)
     g_assert_true (va_kernel_model_lookup (vfs[i])->is_vf);
   g_assert_false (va_kernel_model_lookup (0x1017)->vdpa);
-  g_assert_false (va_kernel_model_lookup (0x101b)->vdpa);
+  g_assert_true (va_kernel_model_lookup (0x101b)->vdpa);
   g_assert_true (va_kernel_model_lookup (0x101d)->vdpa);
   g_assert_true (va_kernel_model_lookup (0x1021)->vdpa);
   g_assert_null (va_kernel_model_lookup (0x1003)); /* ConnectX-3 */
@@ -411,6 +441,7 @@ main (int argc, char **argv)
   ADD ("/kernel/discover/cx6dx-switchdev", "cx6dx-switchdev.umockdev", test_switchdev);
   ADD ("/kernel/discover/cx6dx-legacy", "cx6dx-legacy.umockdev", test_legacy);
   ADD ("/kernel/discover/representors-from-devlink-ports", "cx6dx-switchdev.umockdev", test_representors_from_ports);
+  ADD ("/kernel/discover/vf-without-mgmtdev", "cx6dx-switchdev.umockdev", test_vf_without_mgmtdev);
   ADD ("/kernel/discover/no-devlink-no-guess", "cx6dx-switchdev.umockdev", test_no_devlink);
   ADD ("/kernel/discover/cx5-cannot-carry-vdpa", "cx5.umockdev", test_cx5_reason);
   ADD ("/kernel/discover/two-nics-sorted", "cx6dx-switchdev.umockdev", test_two_nics);

@@ -518,8 +518,7 @@ test_reload_pf_without_vfs (Fixture *f, gconstpointer data)
   guint mark = 0;
   g_autoptr (GError) error = NULL;
   VaConfig *config;
-  const char *cx5
-    = "enp94s0f0: ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later";
+  const char *cx5 = "enp94s0f0: ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks";
 
   start (f);
   assert_pool (f, 0, 0, 0, FALSE, cx5);

@@ -20,7 +20,9 @@ typedef struct
   VaKernelEswitch mode; /* UNKNOWN: no devlink family, as on the build machines */
   guint vfs;            /* pcivf ports listed in switchdev mode */
   int pfnum;
-  guint sets; /* ESWITCH_SET calls */
+  guint sets;             /* ESWITCH_SET calls */
+  gboolean no_vdpa;       /* no vdpa family */
+  const char *no_mgmtdev; /* a VF without its management device */
   gboolean last_set_switchdev;
 } FakeDevlink;
 
@@ -97,7 +99,34 @@ fake_ports (GError **error)
   return ports;
 }
 
-static const VaKernelDevlink fake_devlink_ops = { fake_eswitch_get, fake_eswitch_set, fake_ports };
+/* pci/<VF> for the VFs of bus 3b, as mlx5_vdpa registers them (and
+ * vdpa-mgmtdev-reply.hex carries one) */
+static GPtrArray *
+fake_mgmtdevs (GError **error)
+{
+  GPtrArray *out;
+
+  if (fake_devlink.no_vdpa)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the kernel has no vdpa netlink family");
+      return NULL;
+    }
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_vdpa_mgmtdev_free);
+  for (guint i = 0; i < 8; i++)
+    {
+      VaVdpaMgmtdev *m = g_new0 (VaVdpaMgmtdev, 1);
+
+      m->bus = g_strdup ("pci");
+      m->dev = g_strdup_printf ("0000:3b:%02x.%u", (2 + i) / 8, (2 + i) % 8);
+      if (g_strcmp0 (m->dev, fake_devlink.no_mgmtdev) == 0)
+        va_vdpa_mgmtdev_free (m);
+      else
+        g_ptr_array_add (out, m);
+    }
+  return out;
+}
+
+static const VaKernelDevlink fake_devlink_ops = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs };
 
 /* The mode a testbed's name says; the PF's VFs as its pcivf ports. */
 static void

@@ -130,13 +130,26 @@ lookup_vf (VaBackendKernel *self, const char *slot, VaKernelPf **pf, VaKernelVf 
   return FALSE;
 }
 
+/* The slots, and beside them why each cannot carry vDPA (NULL when none
+ * has a reason). */
 static GPtrArray *
-vf_addresses (const VaKernelPf *kpf)
+vf_addresses (const VaKernelPf *kpf, GPtrArray **reasons)
 {
   GPtrArray *vfs = g_ptr_array_new_full (kpf->vfs->len, g_free);
+  gboolean any = FALSE;
 
+  g_clear_pointer (reasons, g_ptr_array_unref);
+  *reasons = g_ptr_array_new_full (kpf->vfs->len, g_free);
   for (guint k = 0; k < kpf->vfs->len; k++)
-    g_ptr_array_add (vfs, g_strdup (((VaKernelVf *) g_ptr_array_index (kpf->vfs, k))->pci));
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, k);
+
+      g_ptr_array_add (vfs, g_strdup (vf->pci));
+      g_ptr_array_add (*reasons, g_strdup (vf->reason));
+      any = any || vf->reason;
+    }
+  if (!any)
+    g_clear_pointer (reasons, g_ptr_array_unref);
   return vfs;
 }
 
@@ -163,7 +176,7 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->numa_node = kpf->numa_node;
       pf->healthy = kpf->reason == NULL;
       pf->health_reason = g_strdup (kpf->reason);
-      pf->vfs = vf_addresses (kpf);
+      pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       g_ptr_array_add (out, pf);
@@ -281,7 +294,7 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
       return FALSE;
     }
   g_ptr_array_unref (pf->vfs);
-  pf->vfs = vf_addresses (kpf);
+  pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
   return TRUE;
 }
 
@@ -724,7 +737,9 @@ is_relevant (struct udev_device *d)
     return is_connectx (d);
   if (g_strcmp0 (subsystem, "vduse") == 0)
     return TRUE; /* a VDUSE test pool's device came or went */
-  if (g_strcmp0 (subsystem, "net") != 0)
+  /* mlx5_vdpa's management device comes with the VF's auxiliary
+   * mlx5_core.vnet.N binding, after the VF's own uevents */
+  if (g_strcmp0 (subsystem, "net") != 0 && g_strcmp0 (subsystem, "auxiliary") != 0)
     return FALSE;
   /* a netdev that went with its PCI device has no parent left: the PCI
    * device's own remove uevent tells */
@@ -822,6 +837,7 @@ start_monitor (VaBackendKernel *self, GError **error)
   if ((r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "pci", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "net", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "vduse", NULL)) < 0
+      || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "auxiliary", NULL)) < 0
       || (r = udev_monitor_enable_receiving (self->monitor)) < 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s", g_strerror (-r));

@@ -29,6 +29,7 @@ va_pf_info_free (VaPfInfo *pf)
   g_free (pf->pci);
   g_free (pf->health_reason);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
+  g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
   g_free (pf);
 }
 

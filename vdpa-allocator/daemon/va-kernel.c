@@ -54,18 +54,31 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (Udev, udev_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevEnumerate, udev_enumerate_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevDevice, udev_device_free)
 
-/* PCI ids from the kernel's mlx5_core pci table and the PCI id database.
- * mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx and later;
- * ConnectX-5 and plain ConnectX-6 lack it. */
+/* PCI ids from the kernel's mlx5_core pci table
+ * (drivers/net/ethernet/mellanox/mlx5/core/main.c). The table only finds
+ * the PFs: whether a VF carries vDPA is its management device pci/<VF>
+ * (mlx5_vdpa registers one where the firmware offers the virtio queue
+ * object). ConnectX-5 lacks it; the rest are "vdpa" here and the
+ * management device decides (plain ConnectX-6 and ConnectX-6 Lx: not
+ * verified on hardware). */
 static const VaKernelModel models[] = {
-  { 0x1017, "ConnectX-5", FALSE, FALSE },    { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
-  { 0x1019, "ConnectX-5 Ex", FALSE, FALSE }, { 0x101a, "ConnectX-5 Ex VF", TRUE, FALSE },
-  { 0x101b, "ConnectX-6", FALSE, FALSE },    { 0x101c, "ConnectX-6 VF", TRUE, FALSE },
-  { 0x101d, "ConnectX-6 Dx", FALSE, TRUE },  { 0x101e, "ConnectX family VF (ConnectX-6 Dx, ConnectX-6 Lx, ConnectX-7)", TRUE, TRUE },
-  { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },  { 0x1021, "ConnectX-7", FALSE, TRUE },
+  { 0x1017, "ConnectX-5", FALSE, FALSE },
+  { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
+  { 0x1019, "ConnectX-5 Ex", FALSE, FALSE },
+  { 0x101a, "ConnectX-5 Ex VF", TRUE, FALSE },
+  { 0x101b, "ConnectX-6", FALSE, TRUE },
+  { 0x101c, "ConnectX-6 VF", TRUE, TRUE },
+  { 0x101d, "ConnectX-6 Dx", FALSE, TRUE },
+  { 0x101e, "ConnectX family VF (ConnectX-6 Dx, ConnectX-6 Lx, ConnectX-7, ConnectX-8, BlueField-2/3/4)", TRUE, TRUE },
+  { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },
+  { 0x1021, "ConnectX-7", FALSE, TRUE },
+  { 0x1023, "ConnectX-8", FALSE, TRUE },
+  { 0xa2d6, "BlueField-2 (ConnectX-6 Dx)", FALSE, TRUE },
+  { 0xa2dc, "BlueField-3 (ConnectX-7)", FALSE, TRUE },
+  { 0xa2df, "BlueField-4 (ConnectX-8)", FALSE, TRUE },
 };
 
-static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports };
+static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs };
 static const VaKernelDevlink *devlink = &kernel_devlink;
 
 void
@@ -104,6 +117,7 @@ vf_free (VaKernelVf *vf)
 {
   g_free (vf->pci);
   g_free (vf->netdev);
+  g_free (vf->reason);
   g_free (vf->representor);
   g_free (vf);
 }
@@ -192,6 +206,8 @@ typedef struct
   gboolean asked;
   GPtrArray *ports; /* VaDevlinkPort*; NULL when the dump failed */
   char *error;
+  gboolean mgmt_asked;
+  GPtrArray *mgmtdevs; /* VaVdpaMgmtdev*; NULL when the dump failed (no vdpa family: DEV_NEW will say so) */
 } PortDump;
 
 static void
@@ -199,6 +215,32 @@ port_dump_clear (PortDump *d)
 {
   g_clear_pointer (&d->ports, g_ptr_array_unref);
   g_clear_pointer (&d->error, g_free);
+  g_clear_pointer (&d->mgmtdevs, g_ptr_array_unref);
+  d->asked = d->mgmt_asked = FALSE;
+}
+
+/* Why @vf cannot carry vDPA by the management-device dump, or NULL: a
+ * ConnectX VF needs pci/<VF> (mlx5_core bound to it, mlx5_vdpa loaded, the
+ * firmware's vnet support), a netdevsim VF vdpa_sim_net's vdpasim_net. */
+static char *
+vf_reason (PortDump *d, const VaKernelVf *vf, gboolean sim)
+{
+  if (!d->mgmt_asked)
+    {
+      d->mgmt_asked = TRUE;
+      d->mgmtdevs = devlink->mgmtdevs (NULL);
+    }
+  if (!d->mgmtdevs)
+    return NULL;
+  for (guint i = 0; i < d->mgmtdevs->len; i++)
+    {
+      const VaVdpaMgmtdev *m = g_ptr_array_index (d->mgmtdevs, i);
+
+      if (sim ? (!m->bus && g_strcmp0 (m->dev, VA_KERNEL_NETDEVSIM_MGMTDEV) == 0)
+              : (g_strcmp0 (m->bus, "pci") == 0 && g_strcmp0 (m->dev, vf->pci) == 0))
+        return NULL;
+    }
+  return g_strdup_printf ("VF %s has no vdpa management device: is %s loaded?", vf->pci, sim ? "vdpa_sim_net" : "mlx5_vdpa");
 }
 
 static GPtrArray *
@@ -322,6 +364,7 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
           vf->index = i;
           vf->pci = g_strdup_printf ("%sv%u", pf->pci, i);
           vf->representor = g_strdup (g_hash_table_lookup (reps, GINT_TO_POINTER ((int) i)));
+          vf->reason = vf_reason (dump, vf, TRUE);
           g_ptr_array_add (pf->vfs, vf);
         }
     }
@@ -346,11 +389,13 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
           if (vnets->len)
             vf->netdev = g_strdup (udev_device_get_sysname (g_ptr_array_index (vnets, 0)));
         }
+      if (model->vdpa)
+        vf->reason = vf_reason (dump, vf, FALSE);
       g_ptr_array_add (pf->vfs, vf);
     }
 
   if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later",
+    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks",
                                   model->name, model->device);
   else if (!pf->netdev)
     pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");

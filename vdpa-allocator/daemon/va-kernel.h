@@ -31,7 +31,8 @@ typedef struct
 {
   gboolean (*eswitch_get) (const char *bus, const char *dev, gboolean *switchdev, GError **error);
   gboolean (*eswitch_set) (const char *bus, const char *dev, gboolean switchdev, GError **error);
-  GPtrArray *(*ports) (GError **error); /* VaDevlinkPort* */
+  GPtrArray *(*ports) (GError **error);    /* VaDevlinkPort* */
+  GPtrArray *(*mgmtdevs) (GError **error); /* VaVdpaMgmtdev*: vdpa's, asked here too */
 } VaKernelDevlink;
 
 /* NULL: back to va-netlink.c's. */
@@ -42,6 +43,7 @@ typedef struct
   char *pci;         /* VF PCI address; for VDUSE, the slot */
   guint index;       /* N of the PF's virtfnN */
   char *netdev;      /* the VF's own netdev while bound to mlx5_core; NULL otherwise */
+  char *reason;      /* why it cannot carry vDPA (no management device); NULL when it can, or when unknown */
   char *representor; /* switchdev: the netdev of the PF's devlink port of flavour pcivf and this vfnum; NULL otherwise */
 } VaKernelVf;
 
