@@ -98,7 +98,8 @@ class Bus:
                                   "NameHasOwner", GLib.Variant("(s)", (name,)), None, 0, -1, None)
         return ret.unpack()[0]
 
-    def wait_for_name(self, name, timeout=10):
+    def wait_for_name(self, name, timeout=60):
+        # python3-dbusmock takes over 10 s to start in the TCG lab host under load
         deadline = time.monotonic() + timeout
         while not self.has_name(name):
             if time.monotonic() > deadline:
