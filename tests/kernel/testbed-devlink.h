@@ -23,6 +23,7 @@ typedef struct
   guint sets;             /* ESWITCH_SET calls */
   gboolean no_vdpa;       /* no vdpa family */
   const char *no_mgmtdev; /* a VF without its management device */
+  gboolean no_mgmtdevs;   /* none at all: mlx5_vdpa not loaded */
   gboolean last_set_switchdev;
 } FakeDevlink;
 
@@ -118,7 +119,7 @@ fake_mgmtdevs (GError **error)
 
       m->bus = g_strdup ("pci");
       m->dev = g_strdup_printf ("0000:3b:%02x.%u", (2 + i) / 8, (2 + i) % 8);
-      if (g_strcmp0 (m->dev, fake_devlink.no_mgmtdev) == 0)
+      if (fake_devlink.no_mgmtdevs || g_strcmp0 (m->dev, fake_devlink.no_mgmtdev) == 0)
         va_vdpa_mgmtdev_free (m);
       else
         g_ptr_array_add (out, m);
