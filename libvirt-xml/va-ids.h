@@ -16,6 +16,10 @@ G_BEGIN_DECLS
 /* the kernel's ETH_MIN_MTU, and the largest frame ConnectX takes */
 #define VA_MTU_MIN 68
 #define VA_MTU_MAX 9216
+/* the least MTU of a vdpa pool: libvirt 9.0 refuses <mtu> on a vdpa
+ * interface, so QEMU offers the guest no VIRTIO_NET_F_MTU and the guest
+ * sends 1500-byte frames whatever the VF's MTU */
+#define VA_MTU_VDPA_MIN 1500
 #define VA_IFNAME_MAX 15 /* IFNAMSIZ - 1 */
 
 #define VA_UUID_STRING_LEN 37 /* 8-4-4-4-12 and NUL */

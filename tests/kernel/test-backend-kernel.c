@@ -14,9 +14,10 @@
 #include "va-error.h"
 #include "va-kernel.h"
 #include "va-sysfs.h"
+#include "testbed-devlink.h"
 
 #define PF_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
-#define VDPA0_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/mlx5_core.vnet.2/va-0000:3b:00.2"
+#define VDPA0_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/va-0000:3b:00.2"
 
 typedef struct
 {
@@ -49,6 +50,7 @@ setup (Fixture *f, gconstpointer data)
 
   f->bed = umockdev_testbed_new ();
   g_assert_true (umockdev_in_mock_environment ());
+  fake_devlink_for (data);
   if (data)
     load (f, data);
   /* the vdpa bus files the kernel has and a testbed lacks */
@@ -80,6 +82,7 @@ teardown (Fixture *f, gconstpointer data)
   g_rmdir (f->tmp);
   g_free (f->tmp);
   g_clear_object (&f->bed);
+  va_kernel_set_devlink (NULL);
 }
 
 static char *
@@ -138,6 +141,30 @@ test_discover (Fixture *f, gconstpointer data)
   g_assert_false (va_pool_config_matches (&f->pool, pf));
 }
 
+/* A VF without its vdpa management device comes with its reason, for the
+ * allocator, which keeps that slot from leases. */
+static void
+test_discover_vf_reasons (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+
+  fake_devlink.no_mgmtdev = "0000:3b:00.3";
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_true (pf->healthy);
+  g_assert_nonnull (pf->vf_reasons);
+  g_assert_cmpuint (pf->vf_reasons->len, ==, pf->vfs->len);
+  g_assert_null (g_ptr_array_index (pf->vf_reasons, 0));
+  g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==, "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  g_clear_pointer (&pfs, g_ptr_array_unref);
+
+  /* every VF has one: no reasons at all */
+  fake_devlink.no_mgmtdev = NULL;
+  pfs = discover (f);
+  g_assert_null (((VaPfInfo *) g_ptr_array_index (pfs, 0))->vf_reasons);
+}
+
 static void
 test_discover_cx5 (Fixture *f, gconstpointer data)
 {
@@ -152,7 +179,7 @@ test_discover_cx5 (Fixture *f, gconstpointer data)
   g_assert_cmpstr (pf->name, ==, "enp94s0f0");
   g_assert_false (pf->healthy);
   g_assert_cmpstr (pf->health_reason, ==,
-                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later");
+                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
   /* nothing is made on it, and that is no error: its reason shows */
   f->pool.vfs = 4;
   g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
@@ -215,8 +242,9 @@ test_prepare_mode_change (Fixture *f, gconstpointer data)
   g_autofree char *numvfs = NULL;
 
   /* legacy → switchdev with 8 VFs: the VFs go first, then devlink, which
-   * this kernel lacks; the PF is left without VFs and the error says where
-   * it stopped */
+   * went away since discovery; the PF is left without VFs and the error
+   * says where it stopped */
+  fake_devlink.mode = VA_KERNEL_ESWITCH_UNKNOWN;
   f->pool.vfs = 8;
   f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
   g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
@@ -226,6 +254,93 @@ test_prepare_mode_change (Fixture *f, gconstpointer data)
                    "loaded, or kernel built without it)");
   numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
   g_assert_cmpstr (numvfs, ==, "0");
+}
+
+/* Issue 17: a legacy PF shows a phys_switch_id too. With eswitch=legacy
+ * and the VFs it has, a start changes nothing (it used to take the switch
+ * id for switchdev and drop the VFs to 0 under running guests). */
+static void
+test_prepare_legacy_kept (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_numvfs", "8");
+  f->pool.vfs = 8;
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (fake_devlink.sets, ==, 0);
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+  g_assert_cmpuint (pf->vfs->len, ==, 8);
+}
+
+/* With eswitch=switchdev a legacy-booted PF is switched: VFs to 0, mode
+ * set on its devlink instance, VFs made again. */
+static void
+test_prepare_switches_legacy_pf (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  f->pool.vfs = 8;
+  f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (fake_devlink.sets, ==, 1);
+  g_assert_true (fake_devlink.last_set_switchdev);
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+}
+
+/* The mode cannot be read: neither the VFs nor the mode are touched. */
+static void
+test_prepare_mode_unknown (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  fake_devlink.mode = VA_KERNEL_ESWITCH_UNKNOWN;
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  f->pool.vfs = 4;
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: eswitch=legacy, but its mode cannot be read, so its VFs and mode stay as they are: the kernel has "
+                   "no devlink netlink family (module devlink not loaded, or kernel built without it)");
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+}
+
+/* Leases on a PF's VFs (a restart with guests running): no VF count or
+ * eswitch change, whatever the configuration asks. */
+static void
+test_prepare_refused_with_leases (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  pf->leases = 2;
+  f->pool.vfs = 4;
+  f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: refusing to change its eswitch mode to switchdev and sriov_numvfs from 8 to 4: 2 lease(s) on its VFs");
+  g_assert_cmpuint (fake_devlink.sets, ==, 0);
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
 }
 
 static void
@@ -575,10 +690,15 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 #define ADD(path, bed, fn) g_test_add (path, Fixture, bed, setup, fn, teardown)
   ADD ("/backend-kernel/discover/pfs-and-slots", "cx6dx-switchdev.umockdev", test_discover);
+  ADD ("/backend-kernel/discover/vf-reasons", "cx6dx-switchdev.umockdev", test_discover_vf_reasons);
   ADD ("/backend-kernel/discover/cx5-reason", "cx6dx-switchdev.umockdev", test_discover_cx5);
   ADD ("/backend-kernel/prepare/unchanged", "cx6dx-switchdev.umockdev", test_prepare_unchanged);
   ADD ("/backend-kernel/prepare/makes-vfs", "cx6dx-legacy.umockdev", test_prepare_makes_vfs);
   ADD ("/backend-kernel/prepare/mode-change-vfs-first", "cx6dx-legacy.umockdev", test_prepare_mode_change);
+  ADD ("/backend-kernel/prepare/legacy-pf-kept", "cx6dx-legacy.umockdev", test_prepare_legacy_kept);
+  ADD ("/backend-kernel/prepare/legacy-pf-switched", "cx6dx-legacy.umockdev", test_prepare_switches_legacy_pf);
+  ADD ("/backend-kernel/prepare/mode-unknown-untouched", "cx6dx-legacy.umockdev", test_prepare_mode_unknown);
+  ADD ("/backend-kernel/prepare/refused-with-leases", "cx6dx-legacy.umockdev", test_prepare_refused_with_leases);
   ADD ("/backend-kernel/prepare/refused-under-vdpa", "cx6dx-vdpa.umockdev", test_prepare_refused_under_vdpa);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);

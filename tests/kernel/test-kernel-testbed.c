@@ -14,6 +14,7 @@
 #include "va-error.h"
 #include "va-kernel.h"
 #include "va-sysfs.h"
+#include "testbed-devlink.h"
 
 #define PF_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
 
@@ -39,6 +40,7 @@ setup (Fixture *f, gconstpointer data)
 {
   f->bed = umockdev_testbed_new ();
   g_assert_true (umockdev_in_mock_environment ());
+  fake_devlink_for (data);
   if (data)
     load (f, data);
 }
@@ -47,6 +49,7 @@ static void
 teardown (Fixture *f, gconstpointer data)
 {
   g_clear_object (&f->bed);
+  va_kernel_set_devlink (NULL);
 }
 
 static char *
@@ -113,11 +116,81 @@ test_legacy (Fixture *f, gconstpointer data)
   VaKernelPf *pf = g_ptr_array_index (pfs, 0);
 
   g_assert_cmpstr (pf->netdev, ==, "enp59s0f0");
-  g_assert_null (pf->switch_id);
+  /* mlx5 shows the switch id in legacy mode too: devlink says the mode */
+  g_assert_cmpstr (pf->switch_id, ==, "00003bfffef6ceb8");
+  g_assert_cmpint (pf->eswitch, ==, VA_KERNEL_ESWITCH_LEGACY);
+  g_assert_null (pf->eswitch_error);
+  g_assert_cmpstr (pf->devlink_bus, ==, "pci");
+  g_assert_cmpstr (pf->devlink_dev, ==, "0000:3b:00.0");
   g_assert_null (pf->reason);
   g_assert_cmpuint (pf->vfs->len, ==, 8);
   for (guint i = 0; i < 8; i++)
     g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, i))->representor);
+}
+
+/* Representors are the netdevs of the PF's own pcivf ports, by vfnum:
+ * newer mlx5 derives pfnum from the native port number, so a port of pfnum
+ * 1 on PCI function 0 is as good, and phys_port_name is not read for it;
+ * an external host's VF 0 is no representor of ours. */
+static void
+test_representors_from_ports (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaKernelPf *pf;
+
+  fake_devlink.pfnum = 1;
+  umockdev_testbed_set_attribute (f->bed, PF_SYS "/net/enp59s0f0npf0vf3", "phys_port_name", "pf1vf3");
+  pfs = discover_one ();
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpint (pf->eswitch, ==, VA_KERNEL_ESWITCH_SWITCHDEV);
+  g_assert_cmpstr (pf->netdev, ==, "enp59s0f0np0");
+  for (guint i = 0; i < 8; i++)
+    {
+      g_autofree char *rep = g_strdup_printf ("enp59s0f0npf0vf%u", i);
+      g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (pf->vfs, i))->representor, ==, rep);
+    }
+}
+
+/* Capability per VF is its management device pci/<VF>: one without it has
+ * the reason; no vdpa family at all says nothing (DEV_NEW names the
+ * module). */
+static void
+test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  g_autoptr (GPtrArray) again = NULL;
+  VaKernelPf *pf;
+
+  fake_devlink.no_mgmtdev = "0000:3b:00.3";
+  pfs = discover_one ();
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 0))->reason);
+  g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (pf->vfs, 1))->reason, ==,
+                   "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  g_assert_null (pf->reason);
+
+  fake_devlink.no_vdpa = TRUE;
+  again = discover_one ();
+  pf = g_ptr_array_index (again, 0);
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 1))->reason);
+}
+
+/* No devlink answer: the mode is unknown, with the reason, and no
+ * representor is guessed from sysfs names. */
+static void
+test_no_devlink (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaKernelPf *pf;
+
+  fake_devlink.mode = VA_KERNEL_ESWITCH_UNKNOWN;
+  pfs = discover_one ();
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpint (pf->eswitch, ==, VA_KERNEL_ESWITCH_UNKNOWN);
+  g_assert_cmpstr (pf->eswitch_error, ==,
+                   "the kernel has no devlink netlink family (module devlink not loaded, or kernel built without it)");
+  g_assert_cmpstr (pf->netdev, ==, "enp59s0f0np0");
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 0))->representor);
 }
 
 static void
@@ -131,7 +204,7 @@ test_cx5_reason (Fixture *f, gconstpointer data)
   g_assert_cmpint (pf->numa_node, ==, 0);
   g_assert_cmpuint (pf->vfs->len, ==, 0);
   g_assert_cmpstr (pf->reason, ==,
-                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later");
+                   "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
 }
 
 static void
@@ -152,15 +225,21 @@ test_two_nics (Fixture *f, gconstpointer data)
 static void
 test_model_table (void)
 {
-  const guint16 pfs[] = { 0x1017, 0x1019, 0x101b, 0x101d, 0x101f, 0x1021 };
+  /* ConnectX-5, -5 Ex, -6, -6 Dx, -6 Lx, -7, -8, BlueField-2, -3, -4
+   * (mlx5_core's pci table) */
+  const guint16 pfs[] = { 0x1017, 0x1019, 0x101b, 0x101d, 0x101f, 0x1021, 0x1023, 0xa2d6, 0xa2dc, 0xa2df };
   const guint16 vfs[] = { 0x1018, 0x101a, 0x101c, 0x101e };
 
   for (guint i = 0; i < G_N_ELEMENTS (pfs); i++)
-    g_assert_false (va_kernel_model_lookup (pfs[i])->is_vf);
+    {
+      g_assert_false (va_kernel_model_lookup (pfs[i])->is_vf);
+      /* only ConnectX-5 is known not to: the management device decides */
+      g_assert_true (va_kernel_model_lookup (pfs[i])->vdpa == (pfs[i] > 0x101a));
+    }
   for (guint i = 0; i < G_N_ELEMENTS (vfs); i++)
     g_assert_true (va_kernel_model_lookup (vfs[i])->is_vf);
   g_assert_false (va_kernel_model_lookup (0x1017)->vdpa);
-  g_assert_false (va_kernel_model_lookup (0x101b)->vdpa);
+  g_assert_true (va_kernel_model_lookup (0x101b)->vdpa);
   g_assert_true (va_kernel_model_lookup (0x101d)->vdpa);
   g_assert_true (va_kernel_model_lookup (0x1021)->vdpa);
   g_assert_null (va_kernel_model_lookup (0x1003)); /* ConnectX-3 */
@@ -322,7 +401,7 @@ test_vdpa_bind_and_node (Fixture *f, gconstpointer data)
   g_assert_cmpint (g_mkdir_with_parents (driver_dir, 0755), ==, 0);
   g_assert_true (va_kernel_bind_vhost_vdpa ("va-0000:3b:00.3", &error));
   g_assert_no_error (error);
-  value = bed_read (f, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3/mlx5_core.vnet.3/va-0000:3b:00.3/driver_override");
+  value = bed_read (f, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3/va-0000:3b:00.3/driver_override");
   g_assert_cmpstr (value, ==, "vhost_vdpa");
   probe = bed_read (f, "/sys/bus/vdpa/drivers_probe");
   g_assert_cmpstr (probe, ==, "va-0000:3b:00.3");
@@ -361,6 +440,9 @@ main (int argc, char **argv)
   g_test_add_func ("/kernel/model-table", test_model_table);
   ADD ("/kernel/discover/cx6dx-switchdev", "cx6dx-switchdev.umockdev", test_switchdev);
   ADD ("/kernel/discover/cx6dx-legacy", "cx6dx-legacy.umockdev", test_legacy);
+  ADD ("/kernel/discover/representors-from-devlink-ports", "cx6dx-switchdev.umockdev", test_representors_from_ports);
+  ADD ("/kernel/discover/vf-without-mgmtdev", "cx6dx-switchdev.umockdev", test_vf_without_mgmtdev);
+  ADD ("/kernel/discover/no-devlink-no-guess", "cx6dx-switchdev.umockdev", test_no_devlink);
   ADD ("/kernel/discover/cx5-cannot-carry-vdpa", "cx5.umockdev", test_cx5_reason);
   ADD ("/kernel/discover/two-nics-sorted", "cx6dx-switchdev.umockdev", test_two_nics);
   ADD ("/kernel/sriov/numvfs-through-zero", "cx6dx-switchdev.umockdev", test_numvfs_through_zero);

@@ -18,6 +18,7 @@
 #include "va-events.h"
 #include "va-paths.h"
 #include "va-store.h"
+#include "testbed-devlink.h"
 
 #define BRIDGE_SYS "/sys/devices/pci0000:3a/0000:3a:00.0"
 #define PF_SYS BRIDGE_SYS "/0000:3b:00.0"
@@ -201,6 +202,7 @@ teardown (Fixture *f, gconstpointer data)
   g_ptr_array_unref (f->events);
   g_ptr_array_unref (f->broken);
   g_clear_object (&f->bed);
+  va_kernel_set_devlink (NULL);
 }
 
 static gboolean
@@ -517,6 +519,34 @@ test_link_down_up (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->broken->len, ==, 0);
 }
 
+/* A VF without its vdpa management device is a slot that takes no lease;
+ * with none on the PF (mlx5_vdpa not loaded) the pool says why. */
+static void
+test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
+{
+  guint mark;
+
+  fake_devlink_for ("cx6dx-switchdev");
+  fake_devlink.no_mgmtdev = "0000:3b:00.3";
+  start (f);
+  assert_pool (f, 7, 7, 0, TRUE, ""); /* total: the slots not lost */
+
+  mark = f->changes;
+  fake_devlink.no_mgmtdevs = TRUE;
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: VF 0000:3b:00.2 has no vdpa management device: is mlx5_vdpa loaded?");
+
+  /* mlx5_vdpa loaded: its management devices come (the auxiliary
+   * device's bind), and the slots with them */
+  mark = f->changes;
+  fake_devlink.no_mgmtdevs = FALSE;
+  fake_devlink.no_mgmtdev = NULL;
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+}
+
 static void
 ip (const char *args)
 {
@@ -582,8 +612,7 @@ test_reload_pf_without_vfs (Fixture *f, gconstpointer data)
   guint mark = 0;
   g_autoptr (GError) error = NULL;
   VaConfig *config;
-  const char *cx5
-    = "enp94s0f0: ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later";
+  const char *cx5 = "enp94s0f0: ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks";
 
   start (f);
   assert_pool (f, 0, 0, 0, FALSE, cx5);
@@ -615,6 +644,7 @@ main (int argc, char **argv)
   ADD ("/monitor/pf-leaves-and-returns", "cx6dx-switchdev.umockdev", test_pf_leaves_and_returns);
   ADD ("/monitor/release-while-gone", "cx6dx-switchdev.umockdev", test_release_while_gone);
   ADD ("/monitor/link-down-up", "cx6dx-switchdev.umockdev", test_link_down_up);
+  ADD ("/monitor/vf-without-mgmtdev", "cx6dx-switchdev.umockdev", test_vf_without_mgmtdev);
   ADD ("/monitor/carrier-without-uevent", "cx6dx-switchdev.umockdev", test_carrier_without_uevent);
   ADD ("/monitor/reload-pf-without-vfs", "cx5.umockdev", test_reload_pf_without_vfs);
   return g_test_run ();

@@ -190,6 +190,85 @@ test_devlink (void)
   assert_same (va_nl_build_eswitch_set (buf, (guint16) fixture_u32 (set, 4), fixture_u32 (set, 8), "pci", "0000:3b:00.0", 1), set);
 }
 
+/* Captured in the lab host against netdevsim (capture-devlink.sh): the
+ * devlink handle is netdevsim/netdevsim7, not pci/...; the mode is read with
+ * ESWITCH_GET, whose replies are netdevsim's own. */
+static void
+test_devlink_netdevsim (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) set = genl_fixture ("devlink-eswitch-set-netdevsim");
+  g_autoptr (GBytes) get = genl_fixture ("devlink-eswitch-get-legacy");
+  g_autoptr (GBytes) legacy = fixture ("devlink-eswitch-get-legacy-reply");
+  g_autoptr (GBytes) switchdev = fixture ("devlink-eswitch-get-switchdev-reply");
+  g_autoptr (GBytes) setack = fixture ("devlink-eswitch-set-netdevsim-reply");
+  guint16 mode = 99;
+
+  assert_same (va_nl_build_eswitch_set (buf, (guint16) fixture_u32 (set, 4), fixture_u32 (set, 8), "netdevsim", "netdevsim7", 1), set);
+  assert_same (va_nl_build_eswitch_get (buf, (guint16) fixture_u32 (get, 4), fixture_u32 (get, 8), "netdevsim", "netdevsim7"), get);
+  g_assert_true (va_nl_parse_eswitch_mode (g_bytes_get_data (legacy, NULL), &mode));
+  g_assert_cmpuint (mode, ==, 0); /* DEVLINK_ESWITCH_MODE_LEGACY */
+  g_assert_true (va_nl_parse_eswitch_mode (g_bytes_get_data (switchdev, NULL), &mode));
+  g_assert_cmpuint (mode, ==, 1); /* DEVLINK_ESWITCH_MODE_SWITCHDEV */
+  /* an ACK carries no mode */
+  g_assert_false (va_nl_parse_eswitch_mode (g_bytes_get_data (setack, NULL), &mode));
+}
+
+/* The port dump as iproute2 asks it, and netdevsim's answers: the physical
+ * port (flavour 0, its netdev) and a pcivf port (flavour 4) with pfnum,
+ * vfnum, external and its representor netdev. */
+static void
+test_devlink_ports (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) dump = genl_fixture ("devlink-port-dump");
+  g_autoptr (GBytes) phys = fixture ("devlink-port-dump-reply");
+  g_autoptr (GBytes) vf = fixture ("devlink-port-get-pcivf-reply");
+  VaDevlinkPort *p;
+
+  assert_same (va_nl_build_devlink_port_dump (buf, (guint16) fixture_u32 (dump, 4), fixture_u32 (dump, 8)), dump);
+
+  p = va_nl_parse_devlink_port (g_bytes_get_data (phys, NULL));
+  g_assert_nonnull (p);
+  g_assert_cmpstr (p->bus, ==, "netdevsim");
+  g_assert_cmpstr (p->dev, ==, "netdevsim7");
+  g_assert_cmpuint (p->index, ==, 0);
+  g_assert_cmpuint (p->flavour, ==, 0); /* DEVLINK_PORT_FLAVOUR_PHYSICAL */
+  g_assert_cmpint (p->vfnum, ==, -1);
+  g_assert_cmpstr (p->netdev, ==, "eth0");
+  va_devlink_port_free (p);
+
+  p = va_nl_parse_devlink_port (g_bytes_get_data (vf, NULL));
+  g_assert_nonnull (p);
+  g_assert_cmpstr (p->dev, ==, "netdevsim7");
+  g_assert_cmpuint (p->index, ==, 129);
+  g_assert_cmpuint (p->flavour, ==, 4); /* DEVLINK_PORT_FLAVOUR_PCI_VF */
+  g_assert_cmpint (p->pfnum, ==, 0);
+  g_assert_cmpint (p->vfnum, ==, 1);
+  g_assert_false (p->external);
+  g_assert_cmpstr (p->netdev, ==, "eth2");
+  va_devlink_port_free (p);
+}
+
+/* vdpa dev show: each device names its management device (vdpa_sim_net's
+ * has no bus; a VF's is pci/<VF>). */
+static void
+test_vdpa_dev_dump (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GBytes) dump = genl_fixture ("vdpa-dev-dump");
+  g_autoptr (GBytes) reply = fixture ("vdpa-dev-dump-reply");
+  VaVdpaDev *d;
+
+  assert_same (va_nl_build_vdpa_dev_dump (buf, (guint16) fixture_u32 (dump, 4), fixture_u32 (dump, 8)), dump);
+  d = va_nl_parse_vdpa_dev (g_bytes_get_data (reply, NULL));
+  g_assert_nonnull (d);
+  g_assert_cmpstr (d->name, ==, "va-sim0");
+  g_assert_null (d->mgmt_bus);
+  g_assert_cmpstr (d->mgmt_dev, ==, "vdpasim_net");
+  va_vdpa_dev_free (d);
+}
+
 /* The real kernel: run only where this machine has no vdpa family, and say
  * so otherwise. */
 static void
@@ -388,6 +467,9 @@ main (int argc, char **argv)
   g_test_add_func ("/netlink/parsed/vdpa-mgmtdev-reply", test_vdpa_mgmtdev_reply);
   g_test_add_func ("/netlink/parsed/vdpa-mgmtdev-reply-vduse", test_vdpa_mgmtdev_reply_vduse);
   g_test_add_func ("/netlink/built/devlink-eswitch-as-iproute2", test_devlink);
+  g_test_add_func ("/netlink/built/devlink-netdevsim-as-iproute2", test_devlink_netdevsim);
+  g_test_add_func ("/netlink/built/devlink-port-dump-as-iproute2", test_devlink_ports);
+  g_test_add_func ("/netlink/built/vdpa-dev-dump-as-iproute2", test_vdpa_dev_dump);
   g_test_add_func ("/netlink/kernel/nlctrl-resolves", test_nlctrl_resolves);
   g_test_add_func ("/netlink/kernel/no-vdpa-family", test_no_vdpa_family);
   g_test_add_func ("/netlink/lab/vduse-dev-new-del", test_lab_vduse_dev_new_del);

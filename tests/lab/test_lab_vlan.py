@@ -202,7 +202,9 @@ class LinuxBridge(VlanMethod, unittest.TestCase):
 
     @classmethod
     def make_uplink(cls):
-        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1")
+        # a default_pvid other than 1: a joining port becomes an untagged
+        # member of VLAN 99, which the daemon must take away again
+        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1", "vlan_default_pvid", "99")
         run("ip", "link", "set", BRIDGE, "up")
 
     @classmethod
@@ -213,7 +215,7 @@ class LinuxBridge(VlanMethod, unittest.TestCase):
         return link(port).get("master") == BRIDGE
 
     def port_vlans(self, port):
-        # PVID untagged, and nothing else: not the bridge's default VLAN 1
+        # PVID untagged, and nothing else: not the bridge's default_pvid 99
         out = json.loads(run("bridge", "-j", "vlan", "show", "dev", port).stdout or "[]")
         vlans = [v for entry in out for v in entry.get("vlans", [])]
         self.assertTrue(all(v.get("flags") == ["PVID", "Egress Untagged"] for v in vlans), vlans)

@@ -88,7 +88,8 @@ va_config_free (VaConfig *self)
 VA_ENUM_IMPL (va_eswitch_mode, VaEswitchMode,
               VA_ESWITCH_LAST, [VA_ESWITCH_UNCHANGED] = "unchanged", [VA_ESWITCH_LEGACY] = "legacy", [VA_ESWITCH_SWITCHDEV] = "switchdev")
 
-VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test")
+VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test",
+              [VA_POOL_TYPE_NETDEVSIM_TEST] = "netdevsim-test")
 
 VA_ENUM_IMPL (va_vlan_method, VaVlanMethod, VA_VLAN_METHOD_LAST, [VA_VLAN_METHOD_NONE] = "none", [VA_VLAN_METHOD_VST] = "vst",
               [VA_VLAN_METHOD_BRIDGE] = "bridge", [VA_VLAN_METHOD_OVS] = "ovs")
@@ -407,7 +408,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       if (strcmp (key, "type") == 0)
         {
           if (!va_pool_type_from_string (v, &p->type))
-            return item_error (&it, error, "'%.*s' is not connectx or vduse-test", VA_CUT (v, 64));
+            return item_error (&it, error, "'%.*s' is not connectx, vduse-test or netdevsim-test", VA_CUT (v, 64));
         }
       else if (strcmp (key, "match-pf") == 0)
         {
@@ -459,6 +460,11 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         {
           if (!item_uint (&it, VA_MTU_MIN, VA_MTU_MAX, &p->mtu, error))
             return FALSE;
+          if (p->mtu < VA_MTU_VDPA_MIN)
+            return item_error (&it, error,
+                               "%u is below %u: libvirt gives a vdpa NIC's guest no MTU (it refuses <mtu> there), so the guest sends "
+                               "%u-byte frames, which the VF would drop",
+                               p->mtu, VA_MTU_VDPA_MIN, VA_MTU_VDPA_MIN);
         }
       else if (strcmp (key, "device-group") == 0)
         {
@@ -482,6 +488,12 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 
   if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
     return FALSE;
+  if (p->type == VA_POOL_TYPE_NETDEVSIM_TEST && (p->match_pci || p->match_vendor || p->match_device))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                   "%s: [%s] type: netdevsim-test takes PFs by match-pf only (netdevsim devices have no PCI address)", g->file, g->name);
+      return FALSE;
+    }
   if ((p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS) && !p->uplink_bridge)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] vlan-method: %s needs uplink-bridge", g->file, g->name,

@@ -32,9 +32,10 @@ typedef enum
   /* for tests without ConnectX: VDUSE devices va-SLOT as slots (see
    * va_kernel_pf_is_vduse) */
   VA_POOL_TYPE_VDUSE_TEST,
+  VA_POOL_TYPE_NETDEVSIM_TEST, /* the kernel's netdevsim PFs with vdpa_sim_net devices (tests/lab) */
 } VaPoolType;
 
-#define VA_POOL_TYPE_LAST (VA_POOL_TYPE_VDUSE_TEST + 1)
+#define VA_POOL_TYPE_LAST (VA_POOL_TYPE_NETDEVSIM_TEST + 1)
 
 typedef struct
 {

@@ -125,6 +125,36 @@ va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus
   return nlh;
 }
 
+struct nlmsghdr *
+va_nl_build_eswitch_get (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev)
+{
+  struct nlmsghdr *nlh;
+
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (bus != NULL && dev != NULL, NULL);
+
+  nlh = genl_header (buf, family, DEVLINK_CMD_ESWITCH_GET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK, seq);
+  mnl_attr_put_strz (nlh, DEVLINK_ATTR_BUS_NAME, bus);
+  mnl_attr_put_strz (nlh, DEVLINK_ATTR_DEV_NAME, dev);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_devlink_port_dump (void *buf, guint16 family, guint32 seq)
+{
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  return genl_header (buf, family, DEVLINK_CMD_PORT_GET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
+}
+
+struct nlmsghdr *
+va_nl_build_vdpa_dev_dump (void *buf, guint16 family, guint32 seq)
+{
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  return genl_header (buf, family, VDPA_CMD_DEV_GET, IPROUTE2_GENL_VERSION, NLM_F_REQUEST | NLM_F_ACK | NLM_F_DUMP, seq);
+}
+
 /* iproute2's addattr_nest sets no NLA_F_NESTED; libmnl's does */
 static struct nlattr *
 nest_start (struct nlmsghdr *nlh, guint16 type)
@@ -277,6 +307,153 @@ va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh)
     m->bus = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_BUS_NAME]));
   m->dev = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_DEV_NAME]));
   return m;
+}
+
+typedef struct
+{
+  const struct nlattr *tb[DEVLINK_ATTR_MAX + 1];
+} DevlinkAttrs;
+
+static int
+devlink_attr_cb (const struct nlattr *attr, void *data)
+{
+  DevlinkAttrs *a = data;
+  int type = mnl_attr_get_type (attr);
+  enum mnl_attr_data_type want = MNL_TYPE_UNSPEC;
+
+  if (mnl_attr_type_valid (attr, DEVLINK_ATTR_MAX) < 0)
+    return MNL_CB_OK;
+  switch (type)
+    {
+      case DEVLINK_ATTR_BUS_NAME:
+      case DEVLINK_ATTR_DEV_NAME:
+      case DEVLINK_ATTR_PORT_NETDEV_NAME:
+        want = MNL_TYPE_NUL_STRING;
+        break;
+      case DEVLINK_ATTR_PORT_INDEX:
+        want = MNL_TYPE_U32;
+        break;
+      case DEVLINK_ATTR_ESWITCH_MODE:
+      case DEVLINK_ATTR_PORT_FLAVOUR:
+      case DEVLINK_ATTR_PORT_PCI_PF_NUMBER:
+      case DEVLINK_ATTR_PORT_PCI_VF_NUMBER:
+        want = MNL_TYPE_U16;
+        break;
+      case DEVLINK_ATTR_PORT_EXTERNAL:
+        want = MNL_TYPE_U8;
+        break;
+      default:
+        break;
+    }
+  if (want != MNL_TYPE_UNSPEC && mnl_attr_validate (attr, want) < 0)
+    return MNL_CB_OK; /* malformed: as if absent */
+  a->tb[type] = attr;
+  return MNL_CB_OK;
+}
+
+static gboolean
+parse_devlink (const struct nlmsghdr *nlh, DevlinkAttrs *a)
+{
+  memset (a, 0, sizeof *a);
+  if (nlh->nlmsg_len < NLMSG_HDRLEN + sizeof (struct genlmsghdr))
+    return FALSE;
+  mnl_attr_parse (nlh, sizeof (struct genlmsghdr), devlink_attr_cb, a);
+  return TRUE;
+}
+
+gboolean
+va_nl_parse_eswitch_mode (const struct nlmsghdr *nlh, guint16 *mode)
+{
+  DevlinkAttrs a;
+
+  g_return_val_if_fail (nlh != NULL, FALSE);
+  g_return_val_if_fail (mode != NULL, FALSE);
+
+  if (!parse_devlink (nlh, &a) || !a.tb[DEVLINK_ATTR_ESWITCH_MODE])
+    return FALSE;
+  *mode = mnl_attr_get_u16 (a.tb[DEVLINK_ATTR_ESWITCH_MODE]);
+  return TRUE;
+}
+
+void
+va_devlink_port_free (VaDevlinkPort *p)
+{
+  if (!p)
+    return;
+  g_free (p->bus);
+  g_free (p->dev);
+  g_free (p->netdev);
+  g_free (p);
+}
+
+VaDevlinkPort *
+va_nl_parse_devlink_port (const struct nlmsghdr *nlh)
+{
+  DevlinkAttrs a;
+  VaDevlinkPort *p;
+
+  g_return_val_if_fail (nlh != NULL, NULL);
+
+  if (!parse_devlink (nlh, &a) || !a.tb[DEVLINK_ATTR_BUS_NAME] || !a.tb[DEVLINK_ATTR_DEV_NAME] || !a.tb[DEVLINK_ATTR_PORT_INDEX])
+    return NULL;
+  p = g_new0 (VaDevlinkPort, 1);
+  p->bus = g_strdup (mnl_attr_get_str (a.tb[DEVLINK_ATTR_BUS_NAME]));
+  p->dev = g_strdup (mnl_attr_get_str (a.tb[DEVLINK_ATTR_DEV_NAME]));
+  p->index = mnl_attr_get_u32 (a.tb[DEVLINK_ATTR_PORT_INDEX]);
+  p->flavour = a.tb[DEVLINK_ATTR_PORT_FLAVOUR] ? mnl_attr_get_u16 (a.tb[DEVLINK_ATTR_PORT_FLAVOUR]) : G_MAXUINT16;
+  p->pfnum = a.tb[DEVLINK_ATTR_PORT_PCI_PF_NUMBER] ? mnl_attr_get_u16 (a.tb[DEVLINK_ATTR_PORT_PCI_PF_NUMBER]) : -1;
+  p->vfnum = a.tb[DEVLINK_ATTR_PORT_PCI_VF_NUMBER] ? mnl_attr_get_u16 (a.tb[DEVLINK_ATTR_PORT_PCI_VF_NUMBER]) : -1;
+  p->external = a.tb[DEVLINK_ATTR_PORT_EXTERNAL] && mnl_attr_get_u8 (a.tb[DEVLINK_ATTR_PORT_EXTERNAL]) != 0;
+  if (a.tb[DEVLINK_ATTR_PORT_NETDEV_NAME])
+    p->netdev = g_strdup (mnl_attr_get_str (a.tb[DEVLINK_ATTR_PORT_NETDEV_NAME]));
+  return p;
+}
+
+void
+va_vdpa_dev_free (VaVdpaDev *d)
+{
+  if (!d)
+    return;
+  g_free (d->name);
+  g_free (d->mgmt_bus);
+  g_free (d->mgmt_dev);
+  g_free (d);
+}
+
+static int
+vdpa_dev_attr_cb (const struct nlattr *attr, void *data)
+{
+  VdpaAttrs *a = data;
+  int type = mnl_attr_get_type (attr);
+
+  if (mnl_attr_type_valid (attr, VDPA_ATTR_MAX) < 0)
+    return MNL_CB_OK;
+  if ((type == VDPA_ATTR_MGMTDEV_BUS_NAME || type == VDPA_ATTR_MGMTDEV_DEV_NAME || type == VDPA_ATTR_DEV_NAME)
+      && mnl_attr_validate (attr, MNL_TYPE_NUL_STRING) < 0)
+    return MNL_CB_OK;
+  a->tb[type] = attr;
+  return MNL_CB_OK;
+}
+
+VaVdpaDev *
+va_nl_parse_vdpa_dev (const struct nlmsghdr *nlh)
+{
+  VdpaAttrs a = { { 0 } };
+  VaVdpaDev *d;
+
+  g_return_val_if_fail (nlh != NULL, NULL);
+
+  if (nlh->nlmsg_len < NLMSG_HDRLEN + sizeof (struct genlmsghdr))
+    return NULL;
+  mnl_attr_parse (nlh, sizeof (struct genlmsghdr), vdpa_dev_attr_cb, &a);
+  if (!a.tb[VDPA_ATTR_DEV_NAME] || !a.tb[VDPA_ATTR_MGMTDEV_DEV_NAME])
+    return NULL;
+  d = g_new0 (VaVdpaDev, 1);
+  d->name = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_DEV_NAME]));
+  if (a.tb[VDPA_ATTR_MGMTDEV_BUS_NAME])
+    d->mgmt_bus = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_BUS_NAME]));
+  d->mgmt_dev = g_strdup (mnl_attr_get_str (a.tb[VDPA_ATTR_MGMTDEV_DEV_NAME]));
+  return d;
 }
 
 static const char *
@@ -507,21 +684,103 @@ va_nl_vdpa_mgmtdevs (GError **error)
   return g_steal_pointer (&out);
 }
 
+static void
+eswitch_reply (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  guint16 *mode = user_data;
+
+  va_nl_parse_eswitch_mode (nlh, mode);
+}
+
 gboolean
-va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error)
+va_nl_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError **error)
 {
   char buf[VA_NL_BUF_SIZE];
-  g_autofree char *what = g_strdup_printf ("PF %s: setting eswitch mode %s", pf_pci, switchdev ? "switchdev" : "legacy");
+  g_autofree char *what = g_strdup_printf ("devlink %s/%s: reading the eswitch mode", bus, dev);
   guint16 family;
+  guint16 mode = G_MAXUINT16;
 
-  g_return_val_if_fail (pf_pci != NULL, FALSE);
+  g_return_val_if_fail (bus != NULL && dev != NULL, FALSE);
+  g_return_val_if_fail (switchdev != NULL, FALSE);
 
   if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
     return FALSE;
-  return va_nl_transact (NETLINK_GENERIC,
-                         va_nl_build_eswitch_set (buf, family, next_seq (), "pci", pf_pci,
-                                                  switchdev ? DEVLINK_ESWITCH_MODE_SWITCHDEV : DEVLINK_ESWITCH_MODE_LEGACY),
-                         NULL, NULL, what, NULL, error);
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_eswitch_get (buf, family, next_seq (), bus, dev), eswitch_reply, &mode, what, NULL,
+                       error))
+    return FALSE;
+  if (mode != DEVLINK_ESWITCH_MODE_LEGACY && mode != DEVLINK_ESWITCH_MODE_SWITCHDEV)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the reply carried %s", what,
+                   mode == G_MAXUINT16 ? "no mode" : "an unknown mode");
+      return FALSE;
+    }
+  *switchdev = mode == DEVLINK_ESWITCH_MODE_SWITCHDEV;
+  return TRUE;
+}
+
+gboolean
+va_nl_eswitch_set (const char *bus, const char *dev, gboolean switchdev, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("devlink %s/%s: setting eswitch mode %s", bus, dev, switchdev ? "switchdev" : "legacy");
+  guint16 family;
+
+  g_return_val_if_fail (bus != NULL && dev != NULL, FALSE);
+
+  if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
+    return FALSE;
+  return va_nl_transact (
+    NETLINK_GENERIC,
+    va_nl_build_eswitch_set (buf, family, next_seq (), bus, dev, switchdev ? DEVLINK_ESWITCH_MODE_SWITCHDEV : DEVLINK_ESWITCH_MODE_LEGACY),
+    NULL, NULL, what, NULL, error);
+}
+
+static void
+port_reply (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  VaDevlinkPort *p = va_nl_parse_devlink_port (nlh);
+
+  if (p)
+    g_ptr_array_add (user_data, p);
+}
+
+GPtrArray *
+va_nl_devlink_ports (GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_devlink_port_free);
+  guint16 family;
+
+  if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
+    return NULL;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_devlink_port_dump (buf, family, next_seq ()), port_reply, out, "listing devlink ports",
+                       NULL, error))
+    return NULL;
+  return g_steal_pointer (&out);
+}
+
+static void
+vdpa_dev_reply (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  VaVdpaDev *d = va_nl_parse_vdpa_dev (nlh);
+
+  if (d)
+    g_ptr_array_add (user_data, d);
+}
+
+GPtrArray *
+va_nl_vdpa_devs (GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_vdpa_dev_free);
+  guint16 family;
+
+  if (!va_nl_genl_family (VDPA_GENL_NAME, "vdpa", &family, error))
+    return NULL;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_vdpa_dev_dump (buf, family, next_seq ()), vdpa_dev_reply, out, "listing vdpa devices",
+                       NULL, error))
+    return NULL;
+  return g_steal_pointer (&out);
 }
 
 static gboolean

@@ -19,6 +19,12 @@ struct nlmsghdr *va_nl_build_vdpa_dev_new (void *buf, guint16 family, guint32 se
 struct nlmsghdr *va_nl_build_vdpa_dev_del (void *buf, guint16 family, guint32 seq, const char *name);
 struct nlmsghdr *va_nl_build_vdpa_mgmtdev_dump (void *buf, guint16 family, guint32 seq);
 struct nlmsghdr *va_nl_build_eswitch_set (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev, guint16 mode);
+/* devlink dev eswitch show BUS/DEV */
+struct nlmsghdr *va_nl_build_eswitch_get (void *buf, guint16 family, guint32 seq, const char *bus, const char *dev);
+/* devlink port show (every devlink instance's ports) */
+struct nlmsghdr *va_nl_build_devlink_port_dump (void *buf, guint16 family, guint32 seq);
+/* vdpa dev show (every vdpa device) */
+struct nlmsghdr *va_nl_build_vdpa_dev_dump (void *buf, guint16 family, guint32 seq);
 /* ip link set dev PF vf N mac M vlan V spoofchk on|off trust on|off */
 struct nlmsghdr *va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan,
                                      gboolean spoofchk, gboolean trust);
@@ -39,6 +45,37 @@ typedef struct
 void va_vdpa_mgmtdev_free (VaVdpaMgmtdev *m);
 /* Parses one reply message (a dump is several); NULL if it names none. */
 VaVdpaMgmtdev *va_nl_parse_vdpa_mgmtdev (const struct nlmsghdr *nlh);
+
+/* DEVLINK_ATTR_ESWITCH_MODE of an ESWITCH_GET reply; FALSE when it has
+ * none. */
+gboolean va_nl_parse_eswitch_mode (const struct nlmsghdr *nlh, guint16 *mode);
+
+/* A devlink port of a PORT_GET reply (a dump is several). */
+typedef struct
+{
+  char *bus;
+  char *dev;
+  guint32 index;
+  guint16 flavour; /* DEVLINK_PORT_FLAVOUR_* */
+  int pfnum;       /* -1: not said */
+  int vfnum;       /* -1: not said */
+  gboolean external;
+  char *netdev; /* NULL: no netdev */
+} VaDevlinkPort;
+
+void va_devlink_port_free (VaDevlinkPort *p);
+VaDevlinkPort *va_nl_parse_devlink_port (const struct nlmsghdr *nlh);
+
+/* A vdpa device of a VDPA_CMD_DEV_GET reply, with its management device. */
+typedef struct
+{
+  char *name;
+  char *mgmt_bus; /* NULL: a management device without a bus */
+  char *mgmt_dev;
+} VaVdpaDev;
+
+void va_vdpa_dev_free (VaVdpaDev *d);
+VaVdpaDev *va_nl_parse_vdpa_dev (const struct nlmsghdr *nlh);
 
 /* What an RTM_NEWLINK or RTM_DELLINK of the link group says of a link. */
 typedef struct
@@ -85,7 +122,14 @@ gboolean va_nl_vdpa_dev_new (const char *mgmt_bus, const char *mgmt_dev, const c
                              guint16 mtu, GError **error);
 gboolean va_nl_vdpa_dev_del (const char *name, GError **error); /* gone already: TRUE */
 GPtrArray *va_nl_vdpa_mgmtdevs (GError **error);
-gboolean va_nl_eswitch_set (const char *pf_pci, gboolean switchdev, GError **error);
+/* The devlink instance @bus/@dev: "pci" and a PF's address on ConnectX,
+ * "netdevsim" and "netdevsimN" on the kernel's simulator. */
+gboolean va_nl_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError **error);
+gboolean va_nl_eswitch_set (const char *bus, const char *dev, gboolean switchdev, GError **error);
+/* Every devlink port (VaDevlinkPort*) of every instance. */
+GPtrArray *va_nl_devlink_ports (GError **error);
+/* Every vdpa device (VaVdpaDev*). */
+GPtrArray *va_nl_vdpa_devs (GError **error);
 gboolean va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error);
 gboolean va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_untagged, GError **error);
 /* bridge vlan del; a VLAN the port does not have (a bridge of default_pvid

@@ -77,7 +77,7 @@ update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st,
 /* The PF's slots become its VFs of now: new VFs join, VFs that went are
  * lost, VFs that came back are free (or leased) again. */
 static gboolean
-sync_slots (VaAllocator *self, const char *pool, const char *pf, GPtrArray *vfs, GError **error)
+sync_slots (VaAllocator *self, const char *pool, const char *pf, GPtrArray *vfs, GPtrArray *reasons, GError **error)
 {
   g_auto (GStrv) slots = va_pools_list_slots (self->pools, pool, pf, error);
   g_autoptr (GHashTable) now = g_hash_table_new (g_str_hash, g_str_equal);
@@ -88,13 +88,14 @@ sync_slots (VaAllocator *self, const char *pool, const char *pf, GPtrArray *vfs,
     {
       const char *vf = g_ptr_array_index (vfs, k);
 
+      /* a VF that cannot carry vDPA (no management device) is a slot
+       * that takes no lease: lost, until discovery says otherwise */
+      gboolean unusable = reasons && g_ptr_array_index (reasons, k);
+
       g_hash_table_add (now, (gpointer) vf);
-      if (va_pools_lookup_slot (self->pools, vf))
-        {
-          if (!va_pools_set_slot_lost (self->pools, vf, FALSE, error))
-            return FALSE;
-        }
-      else if (!va_pools_add_slot (self->pools, pool, pf, vf, error))
+      if (!va_pools_lookup_slot (self->pools, vf) && !va_pools_add_slot (self->pools, pool, pf, vf, error))
+        return FALSE;
+      if (!va_pools_set_slot_lost (self->pools, vf, unusable, error))
         return FALSE;
     }
   for (guint k = 0; slots[k]; k++)
@@ -224,6 +225,39 @@ repair_leases (VaAllocator *self)
     }
 }
 
+static gboolean
+every_slot_unusable (GPtrArray *reasons)
+{
+  for (guint i = 0; i < reasons->len; i++)
+    if (!g_ptr_array_index (reasons, i))
+      return FALSE;
+  return TRUE;
+}
+
+/* The leases the allocator holds on the VFs of @pf (a restart with guests
+ * running): the backend must then change neither its VF count nor its
+ * eswitch mode. */
+static guint
+leases_on (VaAllocator *self, const VaPfInfo *pf)
+{
+  GHashTableIter iter;
+  gpointer value;
+  guint n = 0;
+
+  for (guint i = 0; i < pf->vfs->len; i++)
+    {
+      const char *vf = g_ptr_array_index (pf->vfs, i);
+
+      if (self->stored_slots && g_hash_table_contains (self->stored_slots, vf))
+        n++;
+      g_hash_table_iter_init (&iter, self->entries);
+      while (g_hash_table_iter_next (&iter, NULL, &value))
+        if (g_strcmp0 (((const Entry *) value)->lease->slot, vf) == 0)
+          n++;
+    }
+  return n;
+}
+
 /* Brings the pools to the PFs of @pfs: a new PF that a pool selects is
  * prepared and joins it with its VFs as slots; a known PF (by PCI address,
  * whatever its VF count) gets its health and slots updated; a PF that came
@@ -270,17 +304,21 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
 
           pc = va_config_lookup_pool (self->config, pool);
           g_clear_pointer (&st->prepare_error, g_free);
+          pf->leases = leases_on (self, pf);
           if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
             st->prepare_error = g_strdup (prep->message);
         }
-      if (!sync_slots (self, pool, name, pf->vfs, &local))
+      if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
         goto next;
       if (fresh)
         pf_event (self, pool, name, "PF %s (%s) joined pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
       else if (st->gone)
         pf_event (self, pool, name, "PF %s (%s) is back in pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
       st->gone = FALSE;
-      update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+      if (pf->healthy && pf->vf_reasons && pf->vf_reasons->len && every_slot_unusable (pf->vf_reasons))
+        update_health (self, pool, name, st, FALSE, g_ptr_array_index (pf->vf_reasons, 0));
+      else
+        update_health (self, pool, name, st, pf->healthy, pf->health_reason);
     next:
       if (local && !first)
         first = g_steal_pointer (&local);

@@ -76,8 +76,9 @@ struct _VaAllocator
   char *ports_dir;
   VaHostView *view; /* networks and pools, capacity unlimited: pools decide */
   VaPools *pools;
-  GHashTable *entries; /* key → Entry* */
-  GPtrArray *pending;  /* Pending* */
+  GHashTable *entries;      /* key → Entry* */
+  GHashTable *stored_slots; /* while starting: the slots of the stored leases, not yet entries */
+  GPtrArray *pending;       /* Pending* */
   guint commit_source;
   Job *inflight; /* the batch a worker thread is writing, or NULL */
   GMutex lock;

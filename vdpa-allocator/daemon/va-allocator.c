@@ -293,15 +293,12 @@ check_fresh_store (VaAllocator *self, GPtrArray *devices, GError **error)
 }
 
 static gboolean
-restore_leases (VaAllocator *self, GError **error)
+restore_leases (VaAllocator *self, GPtrArray *leases, GError **error)
 {
-  g_autoptr (GPtrArray) leases = va_store_load (self->store, error);
   g_autoptr (GError) local = NULL;
   g_autoptr (GPtrArray) devices = NULL;
   g_autoptr (GHashTable) by_slot = g_hash_table_new (g_str_hash, g_str_equal);
 
-  if (!leases)
-    return FALSE;
   devices = va_backend_list_devices (self->backend, &local);
   if (!devices)
     g_warning ("listing vDPA devices: %s; port links wait for reconciliation", local->message);
@@ -327,6 +324,7 @@ VaAllocator *
 va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const char *run_dir, GError **error)
 {
   g_autoptr (VaAllocator) self = NULL;
+  g_autoptr (GPtrArray) stored = NULL;
 
   g_return_val_if_fail (config != NULL, NULL);
   g_return_val_if_fail (VA_IS_BACKEND (backend), NULL);
@@ -341,10 +339,19 @@ va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const ch
   self->run_dir = g_strdup (run_dir);
   self->ports_dir = va_path_ports (run_dir);
   self->pools = va_pools_new ();
+  /* the stored leases' slots are known before the PFs are prepared: no VF
+   * count or eswitch change under them (va-allocator-pf.c) */
+  stored = va_store_load (store, error);
+  if (!stored)
+    return NULL;
+  self->stored_slots = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < stored->len; i++)
+    g_hash_table_add (self->stored_slots, ((VaLease *) g_ptr_array_index (stored, i))->slot);
   if (!va_allocator_add_pools (self, error))
     return NULL;
+  g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   apply_networks (self);
-  if (!restore_leases (self, error))
+  if (!restore_leases (self, stored, error))
     return NULL;
   va_allocator_check_watermarks (self);
   self->pfs_changed_id = g_signal_connect (backend, "pfs-changed", G_CALLBACK (va_allocator_on_pfs_changed), self);
@@ -383,6 +390,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
+  g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
   g_free (self->ports_dir);

@@ -130,20 +130,26 @@ lookup_vf (VaBackendKernel *self, const char *slot, VaKernelPf **pf, VaKernelVf 
   return FALSE;
 }
 
-static char *
-vf_syspath (const VaKernelPf *pf, const VaKernelVf *vf)
-{
-  g_autofree char *parent = g_path_get_dirname (pf->syspath);
-  return g_build_filename (parent, vf->pci, NULL);
-}
-
+/* The slots, and beside them why each cannot carry vDPA (NULL when none
+ * has a reason). */
 static GPtrArray *
-vf_addresses (const VaKernelPf *kpf)
+vf_addresses (const VaKernelPf *kpf, GPtrArray **reasons)
 {
   GPtrArray *vfs = g_ptr_array_new_full (kpf->vfs->len, g_free);
+  gboolean any = FALSE;
 
+  g_clear_pointer (reasons, g_ptr_array_unref);
+  *reasons = g_ptr_array_new_full (kpf->vfs->len, g_free);
   for (guint k = 0; k < kpf->vfs->len; k++)
-    g_ptr_array_add (vfs, g_strdup (((VaKernelVf *) g_ptr_array_index (kpf->vfs, k))->pci));
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, k);
+
+      g_ptr_array_add (vfs, g_strdup (vf->pci));
+      g_ptr_array_add (*reasons, g_strdup (vf->reason));
+      any = any || vf->reason;
+    }
+  if (!any)
+    g_clear_pointer (reasons, g_ptr_array_unref);
   return vfs;
 }
 
@@ -170,11 +176,31 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->numa_node = kpf->numa_node;
       pf->healthy = kpf->reason == NULL;
       pf->health_reason = g_strdup (kpf->reason);
-      pf->vfs = vf_addresses (kpf);
+      pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
+      pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       g_ptr_array_add (out, pf);
     }
   return out;
+}
+
+/* Why the VF count or eswitch mode of @kpf must not change now, or NULL:
+ * leases on its VFs, or a vdpa device on one (sriov_numvfs=0 would block
+ * in vhost_vdpa_remove while QEMU holds the node). */
+static char *
+change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
+{
+  for (guint i = 0; i < kpf->vfs->len; i++)
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
+      g_autofree char *vdpa = va_kernel_pf_vf_vdpa (kpf, vf);
+
+      if (vdpa)
+        return g_strdup_printf ("vdpa device %s sits on VF %s", vdpa, vf->pci);
+    }
+  if (pf->leases)
+    return g_strdup_printf ("%u lease(s) on its VFs", pf->leases);
+  return NULL;
 }
 
 static gboolean
@@ -183,7 +209,9 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   VaKernelPf *kpf = lookup_pf (self, pf->pci);
   g_autoptr (GError) local = NULL;
-  gboolean switchdev, change_mode;
+  g_autofree char *busy = NULL;
+  g_autoptr (GString) change = g_string_new (NULL);
+  gboolean change_mode, want_switchdev;
   guint want_vfs, have_vfs;
 
   if (!kpf)
@@ -196,44 +224,58 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   if (va_kernel_pf_is_vduse (kpf))
     return TRUE; /* its servers made its devices */
 
-  /* mlx5 shows phys_switch_id on the uplink only in switchdev mode */
-  switchdev = kpf->switch_id != NULL;
-  change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && (pool->eswitch == VA_ESWITCH_SWITCHDEV) != switchdev;
+  want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED && kpf->eswitch == VA_KERNEL_ESWITCH_UNKNOWN)
+    {
+      /* never guess from phys_switch_id: a legacy PF has one too */
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "PF %s: eswitch=%s, but its mode cannot be read, so its VFs and mode stay as they are: %s", kpf->pci,
+                   va_eswitch_mode_to_string (pool->eswitch), kpf->eswitch_error);
+      return FALSE;
+    }
+  change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
   want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
   have_vfs = kpf->numvfs;
   if (!change_mode && want_vfs == have_vfs)
     return TRUE;
 
   if (change_mode)
+    g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
+  if (want_vfs != have_vfs)
+    g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", have_vfs, want_vfs);
+  if ((busy = change_refused (kpf, pf)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
+      return FALSE;
+    }
+
+  /* VFs first out: mlx5 refuses a mode change while VFs exist, and
+   * netdevsim drops to legacy when they go in switchdev mode */
+  if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+    {
+      g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str, local->message);
+      return FALSE;
+    }
+  have_vfs = 0;
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED)
     {
       const char *mode = va_eswitch_mode_to_string (pool->eswitch);
+      gboolean now_switchdev = FALSE;
 
-      /* VFs first out: mlx5 refuses a mode change while VFs exist */
-      if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+      /* read again: removing the VFs may have changed it */
+      if (!va_kernel_eswitch_get (kpf, &now_switchdev, &local)
+          || (now_switchdev != want_switchdev && !va_kernel_eswitch_set (kpf, want_switchdev, &local)))
         {
-          g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change the eswitch mode to %s: %s", kpf->pci, mode,
-                       local->message);
-          return FALSE;
-        }
-      have_vfs = 0;
-      if (!va_nl_eswitch_set (kpf->pci, pool->eswitch == VA_ESWITCH_SWITCHDEV, &local))
-        {
-          /* a missing devlink family does not name the PF yet */
-          if (local->code == VA_ERROR_NOT_FOUND)
-            {
-              g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci, mode,
-                           local->message);
-              return FALSE;
-            }
-          g_propagate_error (error, g_steal_pointer (&local));
+          g_set_error (error, VA_ERROR, local->code == VA_ERROR_NOT_FOUND ? VA_ERROR_PROVISIONING_FAILED : local->code,
+                       "PF %s: setting eswitch mode %s: %s", kpf->pci, mode, local->message);
           return FALSE;
         }
     }
-  if (want_vfs != have_vfs)
+  if (want_vfs)
     {
       /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
        * management device */
-      if (want_vfs && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+      if (!va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
         return FALSE;
       if (!va_kernel_set_numvfs (kpf, want_vfs, error))
         return FALSE;
@@ -252,7 +294,7 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
       return FALSE;
     }
   g_ptr_array_unref (pf->vfs);
-  pf->vfs = vf_addresses (kpf);
+  pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
   return TRUE;
 }
 
@@ -304,12 +346,20 @@ ovs_vsctl (const char *who, const char *step, const char *const *args, GError **
 }
 
 static const char *
-need_representor (const VaKernelVf *vf, const char *who, const char *method, GError **error)
+need_representor (const VaKernelPf *pf, const VaKernelVf *vf, const char *who, const char *method, GError **error)
 {
-  if (!vf->representor)
+  if (vf->representor)
+    return vf->representor;
+  if (pf->eswitch_error)
+    g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: vlan-method=%s: VF %s has no representor: %s", who, method, vf->pci,
+                 pf->eswitch_error);
+  else if (pf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV)
+    g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                 "%s: vlan-method=%s: VF %s has no representor: devlink lists no pcivf port with its number", who, method, vf->pci);
+  else
     g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
                  "%s: vlan-method=%s: VF %s has no representor: the PF's eswitch is not in switchdev mode", who, method, vf->pci);
-  return vf->representor;
+  return NULL;
 }
 
 static gboolean
@@ -319,11 +369,33 @@ prefixed (GError **error, GError *local, const char *who)
   return FALSE;
 }
 
+/* The bridge's vlan_default_pvid (net/bridge/br_sysfs_br.c), or NULL with
+ * the error. */
+static guint16 *
+bridge_default_pvid (const char *bridge, const char *who, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/sys/class/net/%s/bridge/default_pvid", bridge);
+  g_autoptr (GError) local = NULL;
+  gint64 n;
+  guint16 *out;
+
+  if (!va_sysfs_read_int (path, &n, &local) || n < 0 || n > 4094)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: bridge %s: reading its default_pvid: %s", who, bridge,
+                   local ? local->message : "out of range");
+      return NULL;
+    }
+  out = g_new (guint16, 1);
+  *out = (guint16) n;
+  return out;
+}
+
 static gboolean
 apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool, const guint8 mac[6], guint16 vlan, const char *who,
             GError **error)
 {
   g_autoptr (GError) local = NULL;
+  g_autofree guint16 *pvid = NULL;
   const char *rep;
 
   switch (pool ? pool->vlan_method : VA_VLAN_METHOD_NONE)
@@ -340,12 +412,15 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
          * cannot leave the VLAN the PF tags */
         return va_nl_vf_set (pf->netdev, vf->index, mac, vlan, TRUE, FALSE, error);
       case VA_VLAN_METHOD_BRIDGE:
-        if (!(rep = need_representor (vf, who, "bridge", error)))
+        if (!(rep = need_representor (pf, vf, who, "bridge", error)))
           return FALSE;
         if (!va_nl_link_set_master (rep, pool->uplink_bridge, error))
           return FALSE;
-        /* a bridge of default_pvid 1 made the port a member of VLAN 1 */
-        if (vlan != 1 && !va_nl_bridge_vlan_del_absent_ok (rep, 1, error))
+        /* joining made the port an untagged member of the bridge's
+         * default_pvid, which need not be 1 (0: none) */
+        if (!(pvid = bridge_default_pvid (pool->uplink_bridge, who, error)))
+          return FALSE;
+        if (*pvid && *pvid != vlan && !va_nl_bridge_vlan_del_absent_ok (rep, *pvid, error))
           return FALSE;
         return !vlan || va_nl_bridge_vlan (rep, TRUE, vlan, TRUE, error);
       case VA_VLAN_METHOD_OVS:
@@ -362,7 +437,7 @@ apply_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
                                      "--", "clear",       "Port",     vf->representor,     "tag",
                                      NULL };
 
-          if (!need_representor (vf, who, "ovs", error))
+          if (!need_representor (pf, vf, who, "ovs", error))
             return FALSE;
           if (!ovs_vsctl (who, step, vlan ? tagged : untagged, error))
             return FALSE;
@@ -405,7 +480,9 @@ reset_vlan (const VaKernelPf *pf, const VaKernelVf *vf, const VaPoolConfig *pool
 static char *
 device_who (const char *name, const char *slot)
 {
-  return g_strdup_printf ("vdpa device %s on %s %s", name, va_pci_address_is_valid (slot) ? "VF" : "VDUSE slot", slot);
+  gboolean vf = va_pci_address_is_valid (slot) || g_str_has_prefix (slot, "netdevsim");
+
+  return g_strdup_printf ("vdpa device %s on %s %s", name, vf ? "VF" : "VDUSE slot", slot);
 }
 
 /* RUN/nodes/<device>: "GROUP MODE" for the udev rule of
@@ -524,10 +601,7 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   if (va_kernel_pf_is_vduse (pf))
     existing = vdpa_present (name) ? g_strdup (name) : NULL;
   else
-    {
-      vfpath = vf_syspath (pf, vf);
-      existing = va_kernel_vf_vdpa_device (vfpath);
-    }
+    existing = va_kernel_pf_vf_vdpa (pf, vf);
   if (existing)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: the VF already carries vdpa device %s (reconciliation removes orphans)", who,
@@ -550,6 +624,10 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   /* VDUSE: the device's server fixed its MAC, MTU and queues */
   if (va_kernel_pf_is_vduse (pf))
     made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
+  else if (va_kernel_pf_is_netdevsim (pf))
+    /* vdpa_sim_net takes MAC and MTU; max_vqp only when asked for more
+     * than one pair, so that the kernel's refusal of it shows */
+    made = va_nl_vdpa_dev_new (NULL, VA_KERNEL_NETDEVSIM_MGMTDEV, name, mac, req->queues > 1 ? req->queues : 0, req->mtu, error);
   else
     made = va_nl_vdpa_dev_new ("pci", req->slot, name, mac, req->queues, req->mtu, error);
   if (!made)
@@ -659,7 +737,9 @@ is_relevant (struct udev_device *d)
     return is_connectx (d);
   if (g_strcmp0 (subsystem, "vduse") == 0)
     return TRUE; /* a VDUSE test pool's device came or went */
-  if (g_strcmp0 (subsystem, "net") != 0)
+  /* mlx5_vdpa's management device comes with the VF's auxiliary
+   * mlx5_core.vnet.N binding, after the VF's own uevents */
+  if (g_strcmp0 (subsystem, "net") != 0 && g_strcmp0 (subsystem, "auxiliary") != 0)
     return FALSE;
   /* a netdev that went with its PCI device has no parent left: the PCI
    * device's own remove uevent tells */
@@ -757,6 +837,7 @@ start_monitor (VaBackendKernel *self, GError **error)
   if ((r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "pci", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "net", NULL)) < 0
       || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "vduse", NULL)) < 0
+      || (r = udev_monitor_filter_add_match_subsystem_devtype (self->monitor, "auxiliary", NULL)) < 0
       || (r = udev_monitor_enable_receiving (self->monitor)) < 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "following udev events: starting the udev monitor: %s", g_strerror (-r));

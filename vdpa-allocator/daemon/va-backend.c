@@ -29,6 +29,7 @@ va_pf_info_free (VaPfInfo *pf)
   g_free (pf->pci);
   g_free (pf->health_reason);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
+  g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
   g_free (pf);
 }
 
@@ -116,6 +117,8 @@ va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
   g_return_val_if_fail (pf != NULL, FALSE);
 
   if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
+    return FALSE;
+  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
     return FALSE;
   if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
     return TRUE;

@@ -19,9 +19,12 @@ typedef struct
   guint16 device;
   int numa_node; /* -1: unknown */
   gboolean healthy;
-  char *health_reason; /* NULL when healthy */
-  GPtrArray *vfs;      /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
-  gboolean vduse_test; /* the VDUSE test PF: only vduse-test pools take it */
+  char *health_reason;     /* NULL when healthy */
+  GPtrArray *vfs;          /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
+  GPtrArray *vf_reasons;   /* char* or NULL, by slot: why that VF cannot carry vDPA; NULL: all can, or unknown */
+  gboolean vduse_test;     /* the VDUSE test PF: only vduse-test pools take it */
+  gboolean netdevsim_test; /* a netdevsim PF: only netdevsim-test pools take it */
+  guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* ConnectX discovery with libudev and the sysfs steps of provisioning. The
  * kernel facts (docs/kernel-facts.md): VFs hang off their PF as virtfnN;
- * in switchdev mode each VF has a representor netdev on the PF whose
- * phys_switch_id is the PF's and whose phys_port_name is pfXvfN; a vdpa
- * device made on a VF sits under it on the vdpa bus, and once bound to
- * vhost_vdpa has a vhost-vdpa-N child whose node devtmpfs makes root:root
- * 0600. */
+ * the eswitch mode is devlink's ESWITCH_GET (a PF shows a phys_switch_id in
+ * legacy mode too); in switchdev mode each VF has a representor, the netdev
+ * of the PF's devlink port of flavour pcivf with its vfnum; a vdpa device
+ * made on a VF is a child of the VF's PCI device on the vdpa bus, and once
+ * bound to vhost_vdpa has a vhost-vdpa-N child whose node devtmpfs makes
+ * root:root 0600. */
 #define G_LOG_DOMAIN "va-kernel"
 
 #include "va-kernel.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <libudev.h>
+#include <linux/devlink.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +22,7 @@
 
 #include "va-config.h"
 #include "va-error.h"
+#include "va-netlink.h"
 #include "va-paths.h"
 #include "va-sysfs.h"
 
@@ -51,16 +54,54 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (Udev, udev_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevEnumerate, udev_enumerate_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevDevice, udev_device_free)
 
-/* PCI ids from the kernel's mlx5_core pci table and the PCI id database.
- * mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx and later;
- * ConnectX-5 and plain ConnectX-6 lack it. */
+/* PCI ids from the kernel's mlx5_core pci table
+ * (drivers/net/ethernet/mellanox/mlx5/core/main.c). The table only finds
+ * the PFs: whether a VF carries vDPA is its management device pci/<VF>
+ * (mlx5_vdpa registers one where the firmware offers the virtio queue
+ * object). ConnectX-5 lacks it; the rest are "vdpa" here and the
+ * management device decides (plain ConnectX-6 and ConnectX-6 Lx: not
+ * verified on hardware). */
 static const VaKernelModel models[] = {
-  { 0x1017, "ConnectX-5", FALSE, FALSE },    { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
-  { 0x1019, "ConnectX-5 Ex", FALSE, FALSE }, { 0x101a, "ConnectX-5 Ex VF", TRUE, FALSE },
-  { 0x101b, "ConnectX-6", FALSE, FALSE },    { 0x101c, "ConnectX-6 VF", TRUE, FALSE },
-  { 0x101d, "ConnectX-6 Dx", FALSE, TRUE },  { 0x101e, "ConnectX family VF (ConnectX-6 Dx, ConnectX-6 Lx, ConnectX-7)", TRUE, TRUE },
-  { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },  { 0x1021, "ConnectX-7", FALSE, TRUE },
+  { 0x1017, "ConnectX-5", FALSE, FALSE },
+  { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
+  { 0x1019, "ConnectX-5 Ex", FALSE, FALSE },
+  { 0x101a, "ConnectX-5 Ex VF", TRUE, FALSE },
+  { 0x101b, "ConnectX-6", FALSE, TRUE },
+  { 0x101c, "ConnectX-6 VF", TRUE, TRUE },
+  { 0x101d, "ConnectX-6 Dx", FALSE, TRUE },
+  { 0x101e, "ConnectX family VF (ConnectX-6 Dx, ConnectX-6 Lx, ConnectX-7, ConnectX-8, BlueField-2/3/4)", TRUE, TRUE },
+  { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },
+  { 0x1021, "ConnectX-7", FALSE, TRUE },
+  { 0x1023, "ConnectX-8", FALSE, TRUE },
+  { 0xa2d6, "BlueField-2 (ConnectX-6 Dx)", FALSE, TRUE },
+  { 0xa2dc, "BlueField-3 (ConnectX-7)", FALSE, TRUE },
+  { 0xa2df, "BlueField-4 (ConnectX-8)", FALSE, TRUE },
 };
+
+static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs };
+static const VaKernelDevlink *devlink = &kernel_devlink;
+
+void
+va_kernel_set_devlink (const VaKernelDevlink *ops)
+{
+  devlink = ops ? ops : &kernel_devlink;
+}
+
+gboolean
+va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error)
+{
+  g_return_val_if_fail (pf != NULL && pf->devlink_bus != NULL, FALSE);
+
+  return devlink->eswitch_get (pf->devlink_bus, pf->devlink_dev, switchdev, error);
+}
+
+gboolean
+va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error)
+{
+  g_return_val_if_fail (pf != NULL && pf->devlink_bus != NULL, FALSE);
+
+  return devlink->eswitch_set (pf->devlink_bus, pf->devlink_dev, switchdev, error);
+}
 
 const VaKernelModel *
 va_kernel_model_lookup (guint16 device)
@@ -76,6 +117,7 @@ vf_free (VaKernelVf *vf)
 {
   g_free (vf->pci);
   g_free (vf->netdev);
+  g_free (vf->reason);
   g_free (vf->representor);
   g_free (vf);
 }
@@ -90,6 +132,9 @@ va_kernel_pf_free (VaKernelPf *pf)
   g_free (pf->netdev);
   g_free (pf->operstate);
   g_free (pf->switch_id);
+  g_free (pf->devlink_bus);
+  g_free (pf->devlink_dev);
+  g_free (pf->eswitch_error);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
   g_free (pf->reason);
   g_free (pf);
@@ -154,20 +199,117 @@ is_representor_name (const char *port, guint *pf, guint *vf)
   return port && sscanf (port, "pf%uvf%u%c", pf, vf, &tail) == 2;
 }
 
-static guint
-pci_function (const char *pci)
+/* The devlink port dump, asked once per discovery and only when a PF is
+ * in switchdev mode. */
+typedef struct
 {
-  size_t len = strlen (pci);
-  return len ? (guint) (pci[len - 1] - '0') : 0;
+  gboolean asked;
+  GPtrArray *ports; /* VaDevlinkPort*; NULL when the dump failed */
+  char *error;
+  gboolean mgmt_asked;
+  GPtrArray *mgmtdevs; /* VaVdpaMgmtdev*; NULL when the dump failed (no vdpa family: DEV_NEW will say so) */
+} PortDump;
+
+static void
+port_dump_clear (PortDump *d)
+{
+  g_clear_pointer (&d->ports, g_ptr_array_unref);
+  g_clear_pointer (&d->error, g_free);
+  g_clear_pointer (&d->mgmtdevs, g_ptr_array_unref);
+  d->asked = d->mgmt_asked = FALSE;
 }
 
-static VaKernelPf *
-read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
+/* Why @vf cannot carry vDPA by the management-device dump, or NULL: a
+ * ConnectX VF needs pci/<VF> (mlx5_core bound to it, mlx5_vdpa loaded, the
+ * firmware's vnet support), a netdevsim VF vdpa_sim_net's vdpasim_net. */
+static char *
+vf_reason (PortDump *d, const VaKernelVf *vf, gboolean sim)
 {
+  if (!d->mgmt_asked)
+    {
+      d->mgmt_asked = TRUE;
+      d->mgmtdevs = devlink->mgmtdevs (NULL);
+    }
+  if (!d->mgmtdevs)
+    return NULL;
+  for (guint i = 0; i < d->mgmtdevs->len; i++)
+    {
+      const VaVdpaMgmtdev *m = g_ptr_array_index (d->mgmtdevs, i);
+
+      if (sim ? (!m->bus && g_strcmp0 (m->dev, VA_KERNEL_NETDEVSIM_MGMTDEV) == 0)
+              : (g_strcmp0 (m->bus, "pci") == 0 && g_strcmp0 (m->dev, vf->pci) == 0))
+        return NULL;
+    }
+  return g_strdup_printf ("VF %s has no vdpa management device: is %s loaded?", vf->pci, sim ? "vdpa_sim_net" : "mlx5_vdpa");
+}
+
+static GPtrArray *
+port_dump_get (PortDump *d, char **error)
+{
+  if (!d->asked)
+    {
+      g_autoptr (GError) local = NULL;
+
+      d->asked = TRUE;
+      d->ports = devlink->ports (&local);
+      if (!d->ports)
+        d->error = g_strdup (local->message);
+    }
+  if (!d->ports)
+    *error = g_strdup (d->error);
+  return d->ports;
+}
+
+/* The eswitch mode, and in switchdev mode the representors by VF number:
+ * the netdevs of the instance's own (not external) pcivf ports. */
+static GHashTable *
+read_eswitch (VaKernelPf *pf, PortDump *dump)
+{
+  GHashTable *reps = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  g_autoptr (GError) local = NULL;
+  g_autofree char *err = NULL;
+  gboolean switchdev = FALSE;
+  GPtrArray *ports;
+
+  if (!devlink->eswitch_get (pf->devlink_bus, pf->devlink_dev, &switchdev, &local))
+    {
+      pf->eswitch = VA_KERNEL_ESWITCH_UNKNOWN;
+      pf->eswitch_error = g_strdup (local->message);
+      return reps;
+    }
+  pf->eswitch = switchdev ? VA_KERNEL_ESWITCH_SWITCHDEV : VA_KERNEL_ESWITCH_LEGACY;
+  if (!switchdev)
+    return reps;
+  ports = port_dump_get (dump, &err);
+  if (!ports)
+    {
+      pf->eswitch_error = g_steal_pointer (&err);
+      return reps;
+    }
+  for (guint i = 0; i < ports->len; i++)
+    {
+      const VaDevlinkPort *p = g_ptr_array_index (ports, i);
+
+      if (g_strcmp0 (p->bus, pf->devlink_bus) == 0 && g_strcmp0 (p->dev, pf->devlink_dev) == 0 && p->flavour == DEVLINK_PORT_FLAVOUR_PCI_VF
+          && !p->external && p->vfnum >= 0 && p->netdev)
+        g_hash_table_insert (reps, GINT_TO_POINTER (p->vfnum), g_strdup (p->netdev));
+    }
+  return reps;
+}
+
+static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+static const VaKernelModel netdevsim_model = { 0, "netdevsim (test)", FALSE, TRUE };
+
+static VaKernelPf *
+read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, PortDump *dump)
+{
+  gboolean sim = model == &netdevsim_model;
   g_autoptr (VaKernelPf) pf = g_new0 (VaKernelPf, 1);
   g_autoptr (GPtrArray) nets = net_children (udev, d);
-  GHashTable *reps = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
-  guint fn;
+  g_autoptr (GHashTable) reps = NULL;
+  g_autoptr (GHashTable) rep_names = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  gpointer value;
 
   pf->pci = g_strdup (udev_device_get_sysname (d));
   pf->syspath = g_strdup (udev_device_get_syspath (d));
@@ -178,16 +320,25 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
   pf->numvfs = (guint) MAX (attr_int (d, "sriov_numvfs", 0), 0);
   pf->totalvfs = (guint) MAX (attr_int (d, "sriov_totalvfs", 0), 0);
   pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) vf_free);
-  fn = pci_function (pf->pci);
+  pf->devlink_bus = g_strdup (sim ? "netdevsim" : "pci");
+  pf->devlink_dev = g_strdup (pf->pci);
+  if (model->vdpa)
+    reps = read_eswitch (pf, dump);
+  else
+    reps = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  g_hash_table_iter_init (&iter, reps);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_hash_table_add (rep_names, value);
 
-  /* the uplink first: the one net child that is no representor */
+  /* the uplink: the one net child that is no representor (by devlink; by
+   * its port name where devlink did not answer) */
   for (guint i = 0; i < nets->len; i++)
     {
       struct udev_device *n = g_ptr_array_index (nets, i);
       g_autofree char *port = attr_dup (n, "phys_port_name");
       guint p, v;
 
-      if (is_representor_name (port, &p, &v) || pf->netdev)
+      if (pf->netdev || g_hash_table_contains (rep_names, udev_device_get_sysname (n)) || is_representor_name (port, &p, &v))
         continue;
       pf->netdev = g_strdup (udev_device_get_sysname (n));
       pf->ifindex = (int) attr_int (n, "ifindex", 0);
@@ -195,18 +346,29 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
       pf->carrier = attr_int (n, "carrier", 0) == 1;
       pf->switch_id = attr_dup (n, "phys_switch_id");
     }
-  for (guint i = 0; i < nets->len && pf->switch_id; i++)
+
+  if (sim)
     {
-      struct udev_device *n = g_ptr_array_index (nets, i);
-      g_autofree char *port = attr_dup (n, "phys_port_name");
-      g_autofree char *sw = attr_dup (n, "phys_switch_id");
-      guint p, v;
+      /* no sriov_totalvfs: the limit is debugfs' max_vfs
+       * (drivers/net/netdevsim/bus.c); its VFs are no devices, so a slot
+       * is named after the PF and the VF number */
+      g_autofree char *max = g_strdup_printf ("/sys/kernel/debug/netdevsim/%s/max_vfs", pf->pci);
+      gint64 n = 0;
 
-      if (is_representor_name (port, &p, &v) && p == fn && g_strcmp0 (sw, pf->switch_id) == 0)
-        g_hash_table_insert (reps, GUINT_TO_POINTER (v), g_strdup (udev_device_get_sysname (n)));
+      if (!udev_device_get_sysattr_value (d, "sriov_totalvfs") && va_sysfs_read_int (max, &n, NULL))
+        pf->totalvfs = (guint) MAX (n, 0);
+      for (guint i = 0; i < pf->numvfs; i++)
+        {
+          VaKernelVf *vf = g_new0 (VaKernelVf, 1);
+
+          vf->index = i;
+          vf->pci = g_strdup_printf ("%sv%u", pf->pci, i);
+          vf->representor = g_strdup (g_hash_table_lookup (reps, GINT_TO_POINTER ((int) i)));
+          vf->reason = vf_reason (dump, vf, TRUE);
+          g_ptr_array_add (pf->vfs, vf);
+        }
     }
-
-  for (guint i = 0; i < pf->numvfs; i++)
+  for (guint i = 0; !sim && i < pf->numvfs; i++)
     {
       g_autofree char *link_name = g_strdup_printf ("%s/virtfn%u", pf->syspath, i);
       g_autofree char *link = va_sysfs_path (link_name);
@@ -219,7 +381,7 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
       vf = g_new0 (VaKernelVf, 1);
       vf->index = i;
       vf->pci = g_path_get_basename (target);
-      vf->representor = g_strdup (g_hash_table_lookup (reps, GUINT_TO_POINTER (i)));
+      vf->representor = g_strdup (g_hash_table_lookup (reps, GINT_TO_POINTER ((int) i)));
       vd = udev_device_new_from_subsystem_sysname (udev, "pci", vf->pci);
       if (vd)
         {
@@ -227,22 +389,30 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model)
           if (vnets->len)
             vf->netdev = g_strdup (udev_device_get_sysname (g_ptr_array_index (vnets, 0)));
         }
+      if (model->vdpa)
+        vf->reason = vf_reason (dump, vf, FALSE);
       g_ptr_array_add (pf->vfs, vf);
     }
-  g_hash_table_unref (reps);
 
   if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object of ConnectX-6 Dx or later",
+    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks",
                                   model->name, model->device);
   else if (!pf->netdev)
-    pf->reason = g_strdup ("no netdev: mlx5_core is not bound to the PF");
-  else if (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier)
+    pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
+  /* netdevsim reports no link state: operstate unknown, carrier on */
+  else if ((g_strcmp0 (pf->operstate, "up") != 0 && !(sim && g_strcmp0 (pf->operstate, "unknown") == 0)) || !pf->carrier)
     pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
                                   pf->carrier ? "on" : "off");
   return g_steal_pointer (&pf);
 }
 
-static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+gboolean
+va_kernel_pf_is_netdevsim (const VaKernelPf *pf)
+{
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  return pf->model == &netdevsim_model;
+}
 
 gboolean
 va_kernel_pf_is_vduse (const VaKernelPf *pf)
@@ -318,6 +488,7 @@ va_kernel_discover (GError **error)
   g_autoptr (UdevEnumerate) e = NULL;
   g_autoptr (GPtrArray) pfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_kernel_pf_free);
   struct udev_list_entry *entry;
+  PortDump dump = { 0 };
   VaKernelPf *vduse;
   int r;
 
@@ -346,8 +517,21 @@ va_kernel_discover (GError **error)
     model = va_kernel_model_lookup (device);
     if (!model || model->is_vf)
       continue;
-    g_ptr_array_add (pfs, read_pf (udev, d, model));
+    g_ptr_array_add (pfs, read_pf (udev, d, model, &dump));
   }
+  /* the kernel's netdevsim devices (netdevsim-test pools) */
+  g_clear_pointer (&e, udev_enumerate_unref);
+  e = udev_enumerate_new (udev);
+  udev_enumerate_add_match_subsystem (e, "netdevsim");
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    g_autoptr (UdevDevice) d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
+
+    if (d && g_str_has_prefix (udev_device_get_sysname (d), "netdevsim"))
+      g_ptr_array_add (pfs, read_pf (udev, d, &netdevsim_model, &dump));
+  }
+  port_dump_clear (&dump);
   g_ptr_array_sort (pfs, cmp_pf);
   vduse = discover_vduse (udev);
   if (vduse)
@@ -355,11 +539,20 @@ va_kernel_discover (GError **error)
   return g_steal_pointer (&pfs);
 }
 
-static char *
-vf_path (const VaKernelPf *pf, guint i)
+/* A sysfs device directory of the vdpa bus. */
+static gboolean
+is_vdpa_dir (const char *dir)
 {
-  const VaKernelVf *vf = g_ptr_array_index (pf->vfs, i);
-  return g_build_filename (pf->syspath, "..", vf->pci, NULL);
+  g_autofree char *subsys = g_build_filename (dir, "subsystem", NULL);
+  g_autofree char *target = g_file_read_link (subsys, NULL);
+  g_autofree char *uevent = NULL;
+  g_autofree char *text = NULL;
+
+  if (target)
+    return g_str_has_suffix (target, "/vdpa");
+  /* a testbed records the subsystem in uevent rather than a link */
+  uevent = g_build_filename (dir, "uevent", NULL);
+  return g_file_get_contents (uevent, &text, NULL, NULL) && strstr (text, "SUBSYSTEM=vdpa\n");
 }
 
 char *
@@ -373,32 +566,52 @@ va_kernel_vf_vdpa_device (const char *vf_syspath)
 
   real = va_sysfs_path (vf_syspath);
   dir = g_dir_open (real, 0, NULL);
-  /* mlx5_vdpa hangs the device under an auxiliary mlx5_core.vnet.N */
+  /* mlx5_vdpa parents the device on the VF's own PCI device
+   * (drivers/vdpa/mlx5/net/mlx5_vnet.c, vdpa_alloc_device's parent is the
+   * mlx5 core device's): a direct child; an auxiliary mlx5_core.vnet.N is
+   * looked into as well */
   while (dir && (name = g_dir_read_name (dir)))
     {
-      g_autofree char *aux = NULL;
+      g_autofree char *child = g_build_filename (real, name, NULL);
       g_autoptr (GDir) sub = NULL;
-      const char *child;
+      const char *grandchild;
 
+      if (is_vdpa_dir (child))
+        return g_strdup (name);
       if (!g_str_has_prefix (name, "mlx5_core.vnet."))
         continue;
-      aux = g_build_filename (real, name, NULL);
-      sub = g_dir_open (aux, 0, NULL);
-      while (sub && (child = g_dir_read_name (sub)))
+      sub = g_dir_open (child, 0, NULL);
+      while (sub && (grandchild = g_dir_read_name (sub)))
         {
-          g_autofree char *subsys = g_build_filename (aux, child, "subsystem", NULL);
-          g_autofree char *target = g_file_read_link (subsys, NULL);
-          g_autofree char *uevent = g_build_filename (aux, child, "uevent", NULL);
-          g_autofree char *text = NULL;
+          g_autofree char *path = g_build_filename (child, grandchild, NULL);
 
-          if (target && g_str_has_suffix (target, "/vdpa"))
-            return g_strdup (child);
-          /* a testbed records the subsystem in uevent rather than a link */
-          if (!target && g_file_get_contents (uevent, &text, NULL, NULL) && strstr (text, "SUBSYSTEM=vdpa\n"))
-            return g_strdup (child);
+          if (is_vdpa_dir (path))
+            return g_strdup (grandchild);
         }
     }
   return NULL;
+}
+
+char *
+va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf)
+{
+  g_return_val_if_fail (pf != NULL && vf != NULL, NULL);
+
+  if (va_kernel_pf_is_netdevsim (pf))
+    {
+      g_autofree char *name = g_strdup_printf ("va-%s", vf->pci);
+      g_autofree char *path = g_build_filename ("/sys/bus/vdpa/devices", name, NULL);
+      g_autofree char *real = va_sysfs_path (path);
+
+      return g_file_test (real, G_FILE_TEST_EXISTS) ? g_steal_pointer (&name) : NULL;
+    }
+  else
+    {
+      g_autofree char *parent = g_path_get_dirname (pf->syspath);
+      g_autofree char *vfp = g_build_filename (parent, vf->pci, NULL);
+
+      return va_kernel_vf_vdpa_device (vfp);
+    }
 }
 
 gboolean
@@ -428,8 +641,7 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
   /* every VF goes when the count changes: never one a vdpa device uses */
   for (guint i = 0; i < pf->vfs->len; i++)
     {
-      g_autofree char *vfp = vf_path (pf, i);
-      g_autofree char *vdpa = va_kernel_vf_vdpa_device (vfp);
+      g_autofree char *vdpa = va_kernel_pf_vf_vdpa (pf, g_ptr_array_index (pf->vfs, i));
 
       if (vdpa)
         {
@@ -579,6 +791,9 @@ va_kernel_vdpa_slot (const char *name, GError **error)
       if (va_pci_address_is_valid (parts[i]))
         return g_strdup (parts[i]);
       if (i > 0 && strcmp (parts[i - 1], "vduse") == 0 && g_str_has_prefix (parts[i], "va-") && parts[i][3])
+        return g_strdup (parts[i] + 3);
+      /* vdpa_sim parents its devices on nothing: /sys/devices/va-SLOT */
+      if (i > 0 && strcmp (parts[i - 1], "devices") == 0 && g_str_has_prefix (parts[i], "va-netdevsim"))
         return g_strdup (parts[i] + 3);
     }
   g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "vdpa device %s: not on a PCI device or a VDUSE device", name);

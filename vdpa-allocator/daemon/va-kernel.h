@@ -17,12 +17,34 @@ typedef struct
   gboolean vdpa; /* has the virtio queue object mlx5_vdpa needs */
 } VaKernelModel;
 
+typedef enum
+{
+  VA_KERNEL_ESWITCH_UNKNOWN,
+  VA_KERNEL_ESWITCH_LEGACY,
+  VA_KERNEL_ESWITCH_SWITCHDEV,
+} VaKernelEswitch;
+
+/* How discovery asks devlink (va-netlink.c's by default). The build
+ * machines' kernel has no devlink family: the testbed tests give their own,
+ * fed from what netdevsim answered (tests/kernel/netlink). */
+typedef struct
+{
+  gboolean (*eswitch_get) (const char *bus, const char *dev, gboolean *switchdev, GError **error);
+  gboolean (*eswitch_set) (const char *bus, const char *dev, gboolean switchdev, GError **error);
+  GPtrArray *(*ports) (GError **error);    /* VaDevlinkPort* */
+  GPtrArray *(*mgmtdevs) (GError **error); /* VaVdpaMgmtdev*: vdpa's, asked here too */
+} VaKernelDevlink;
+
+/* NULL: back to va-netlink.c's. */
+void va_kernel_set_devlink (const VaKernelDevlink *ops);
+
 typedef struct
 {
   char *pci;         /* VF PCI address; for VDUSE, the slot */
   guint index;       /* N of the PF's virtfnN */
   char *netdev;      /* the VF's own netdev while bound to mlx5_core; NULL otherwise */
-  char *representor; /* switchdev: netdev with phys_port_name pfXvfN; NULL otherwise */
+  char *reason;      /* why it cannot carry vDPA (no management device); NULL when it can, or when unknown */
+  char *representor; /* switchdev: the netdev of the PF's devlink port of flavour pcivf and this vfnum; NULL otherwise */
 } VaKernelVf;
 
 typedef struct
@@ -37,7 +59,11 @@ typedef struct
   int numa_node;
   char *operstate;
   gboolean carrier;
-  char *switch_id; /* phys_switch_id, switchdev only; NULL otherwise */
+  char *switch_id;   /* phys_switch_id: mlx5 and netdevsim show it in legacy mode too */
+  char *devlink_bus; /* the PF's devlink instance: "pci" and its address */
+  char *devlink_dev;
+  VaKernelEswitch eswitch; /* as devlink ESWITCH_GET says */
+  char *eswitch_error;     /* why eswitch is UNKNOWN; NULL otherwise */
   guint numvfs;
   guint totalvfs;
   GPtrArray *vfs; /* VaKernelVf*, by index */
@@ -61,6 +87,21 @@ GPtrArray *va_kernel_discover (GError **error);
  * "vduse"; a netdev named SLOT stands in for a slot's representor. */
 #define VA_KERNEL_VDUSE_PF "vduse"
 gboolean va_kernel_pf_is_vduse (const VaKernelPf *pf);
+
+/* A netdevsim PF (pool type netdevsim-test; tests/lab, on the kernel's own
+ * simulators): device netdevsimN, devlink netdevsim/netdevsimN, slots
+ * named netdevsimNvI after its VFs (which are no devices), their vdpa
+ * devices made on vdpa_sim_net's bus-less management device. Everything
+ * else takes the ConnectX paths. */
+#define VA_KERNEL_NETDEVSIM_MGMTDEV "vdpasim_net"
+gboolean va_kernel_pf_is_netdevsim (const VaKernelPf *pf);
+/* The vdpa device on @vf, or NULL: a child of the VF's PCI device; on a
+ * netdevsim PF, the device va-SLOT on the vdpa bus. */
+char *va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf);
+
+/* The PF's eswitch mode now, and setting it, on its devlink instance. */
+gboolean va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error);
+gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error);
 
 /* Sets the VF count: through 0 when changing a non-zero count, as the
  * kernel requires; refuses while a vdpa device sits on a VF that would go. */

@@ -30,7 +30,7 @@ def pci_bridge():
                [("vendor", "0x8086"), ("device", "0x2030"), ("class", "0x060400")])
 
 
-def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up"):
+def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up", mlx=True):
     addr = bdf(bus, 0)
     path = BRIDGE + "/" + addr
     links = [("driver", "../../../../bus/pci/drivers/mlx5_core")]
@@ -43,7 +43,12 @@ def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up"):
                ("sriov_drivers_autoprobe", "1")], links)
     attrs = [("ifindex", "4"), ("address", "b8:ce:f6:00:3b:00"),
              ("operstate", operstate), ("carrier", "1" if operstate == "up" else "0")]
-    if mode == "switchdev":
+    # mlx5 registers the uplink's devlink port with the eswitch's switch id
+    # in legacy mode too (drivers/net/ethernet/mellanox/mlx5/core/en_rep.c,
+    # esw/devlink_port.c); netdevsim does the same (drivers/net/netdevsim/
+    # netdev.c), as tests/lab/lab-simdrivers.sh shows: the switch id says
+    # nothing of the mode, which is devlink's ESWITCH_GET
+    if mlx:
         attrs += [("phys_switch_id", "00003bfffef6ceb8"), ("phys_port_name", "p0")]
     out += dev(path + "/net/" + netdev, [("SUBSYSTEM", "net"), ("INTERFACE", netdev),
                                          ("IFINDEX", "4")], attrs)
@@ -77,15 +82,22 @@ def vfs(bus, count, pfname, mode):
 
 
 def vdpa(bus, vf, name, index, bound):
+    """A vdpa device made on VF vf: mlx5_vdpa's management device is the
+    auxiliary mlx5_core.vnet.N, but vdpa_alloc_device is given the mlx5
+    core device, the VF's PCI device, as parent (drivers/vdpa/mlx5/net/
+    mlx5_vnet.c, mlx5_vdpa_dev_add): the vdpa device is a direct child of
+    the VF, beside the auxiliary device, not under it."""
     addr = bdf(bus, 2 + vf)
-    aux = BRIDGE + "/" + addr + "/mlx5_core.vnet.%d" % (2 + vf)
+    vfpath = BRIDGE + "/" + addr
+    aux = vfpath + "/mlx5_core.vnet.%d" % (2 + vf)
     out = dev(aux, [("SUBSYSTEM", "auxiliary"), ("DRIVER", "mlx5_vdpa.vnet")], [],
               [("driver", "../../../../../bus/auxiliary/drivers/mlx5_vdpa.vnet")])
+    aux = vfpath
     props = [("SUBSYSTEM", "vdpa")]
     links = []
     if bound:
         props.append(("DRIVER", "vhost_vdpa"))
-        links.append(("driver", "../../../../../../bus/vdpa/drivers/vhost_vdpa"))
+        links.append(("driver", "../../../../../bus/vdpa/drivers/vhost_vdpa"))
     out += dev(aux + "/" + name, props, [("driver_override", "vhost_vdpa" if bound else "(null)")],
                links)
     if bound:
@@ -106,18 +118,22 @@ index = []
 PF6 = "enp59s0f0np0"
 write("cx6dx-switchdev.umockdev",
       pci_bridge() + pf(0x3b, 0x101d, 1, 8, 127, PF6, "switchdev") + vfs(0x3b, 8, PF6, "switchdev"),
-      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch switchdev with representors")
+      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch switchdev with representors "
+      "(mlx5_core's sysfs: drivers/net/ethernet/mellanox/mlx5/core/sriov.c, en_rep.c)")
 write("cx6dx-legacy.umockdev",
       pci_bridge() + pf(0x3b, 0x101d, 1, 8, 127, "enp59s0f0", "legacy") + vfs(0x3b, 8, "enp59s0f0", "legacy"),
-      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch legacy (no representors)")
+      "ConnectX-6 Dx PF 15b3:101d, 8 VFs 15b3:101e, eswitch legacy: no representors, but the "
+      "uplink has its phys_switch_id all the same (esw/devlink_port.c)")
 write("cx5.umockdev",
-      pci_bridge().replace("3a", "5d") + pf(0x5e, 0x1017, 0, 0, 16, "enp94s0f0", "legacy").replace("3a", "5d"),
+      pci_bridge().replace("3a", "5d") + pf(0x5e, 0x1017, 0, 0, 16, "enp94s0f0", "legacy", mlx=False).replace("3a", "5d"),
       "ConnectX-5 PF 15b3:1017, no VFs: a model that cannot carry vDPA")
 write("cx6dx-vdpa.umockdev",
       pci_bridge() + pf(0x3b, 0x101d, 1, 2, 127, PF6, "switchdev") + vfs(0x3b, 2, PF6, "switchdev")
       + vdpa(0x3b, 0, "va-0000:3b:00.2", 0, True) + vdpa(0x3b, 1, "va-0000:3b:00.3", 1, False),
       "ConnectX-6 Dx PF with 2 VFs; vdpa device va-0000:3b:00.2 bound to vhost_vdpa "
-      "(child vhost-vdpa-0), va-0000:3b:00.3 made but not yet bound")
+      "(child vhost-vdpa-0), va-0000:3b:00.3 made but not yet bound; each a direct child of its "
+      "VF's PCI device (drivers/vdpa/mlx5/net/mlx5_vnet.c), vhost-vdpa-N under it "
+      "(drivers/vhost/vdpa.c)")
 
 write("cx6dx-hotplug.umockdev",
       pf(0x3b, 0x101d, 1, 8, 127, PF6, "switchdev") + vfs(0x3b, 8, PF6, "switchdev"),
@@ -129,7 +145,11 @@ with open("README.md", "w") as f:
 
 umockdev-record's text format, written by `make-testbeds.py` (run it in this
 folder after a deliberate change, review the diff). They model the sysfs that
-mlx5_core, mlx5_vdpa and vhost_vdpa show; umockdev takes no comments in the
-files, so they are described here:
+mlx5_core, mlx5_vdpa and vhost_vdpa show, each after the kernel source file
+named below (Linux 6.12); umockdev takes no comments in the files, so they
+are described here. The eswitch mode and the representors are no sysfs
+fact: the kernel backend asks devlink, which the tests answer with
+tests/kernel/testbed-devlink.h (shaped as netdevsim answered in the lab
+host, tests/kernel/netlink/devlink-port-*.hex).
 
 """ + "\n".join(index) + "\n")

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+/* devlink for the testbed tests: the build machines' kernel has no devlink
+ * family, and the eswitch mode and representors are no sysfs fact, so the
+ * tests answer in its place (va_kernel_set_devlink) with what netdevsim's
+ * replies carry (tests/kernel/netlink/devlink-*-reply.hex, parsed by
+ * test-netlink): a physical port, one pcivf port per VF of PF
+ * pci/0000:3b:00.0 with pfnum 0, vfnum N and the testbed's representor
+ * netdev, and an external host's pcivf port (a BlueField's) that is no
+ * representor of ours. The real drivers answer in the lab tier
+ * (tests/lab/lab-simdrivers.sh, test_lab_sim.py). */
+#include <linux/devlink.h>
+
+#include "va-error.h"
+#include "va-kernel.h"
+#include "va-netlink.h"
+
+typedef struct
+{
+  VaKernelEswitch mode; /* UNKNOWN: no devlink family, as on the build machines */
+  guint vfs;            /* pcivf ports listed in switchdev mode */
+  int pfnum;
+  guint sets;             /* ESWITCH_SET calls */
+  gboolean no_vdpa;       /* no vdpa family */
+  const char *no_mgmtdev; /* a VF without its management device */
+  gboolean no_mgmtdevs;   /* none at all: mlx5_vdpa not loaded */
+  gboolean last_set_switchdev;
+} FakeDevlink;
+
+static FakeDevlink fake_devlink;
+
+static gboolean
+fake_no_family (GError **error)
+{
+  g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND,
+               "the kernel has no devlink netlink family (module devlink not loaded, or kernel built without it)");
+  return FALSE;
+}
+
+static gboolean
+fake_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError **error)
+{
+  if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
+    return fake_no_family (error);
+  g_assert_cmpstr (bus, ==, "pci");
+  *switchdev = fake_devlink.mode == VA_KERNEL_ESWITCH_SWITCHDEV;
+  return TRUE;
+}
+
+static gboolean
+fake_eswitch_set (const char *bus, const char *dev, gboolean switchdev, GError **error)
+{
+  if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
+    return fake_no_family (error);
+  g_assert_cmpstr (bus, ==, "pci");
+  g_assert_cmpstr (dev, ==, "0000:3b:00.0");
+  fake_devlink.sets++;
+  fake_devlink.last_set_switchdev = switchdev;
+  fake_devlink.mode = switchdev ? VA_KERNEL_ESWITCH_SWITCHDEV : VA_KERNEL_ESWITCH_LEGACY;
+  return TRUE;
+}
+
+static VaDevlinkPort *
+fake_port (guint32 index, guint16 flavour, int pfnum, int vfnum, gboolean external, const char *netdev)
+{
+  VaDevlinkPort *p = g_new0 (VaDevlinkPort, 1);
+
+  p->bus = g_strdup ("pci");
+  p->dev = g_strdup ("0000:3b:00.0");
+  p->index = index;
+  p->flavour = flavour;
+  p->pfnum = pfnum;
+  p->vfnum = vfnum;
+  p->external = external;
+  p->netdev = g_strdup (netdev);
+  return p;
+}
+
+static GPtrArray *
+fake_ports (GError **error)
+{
+  GPtrArray *ports;
+
+  if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
+    {
+      fake_no_family (error);
+      return NULL;
+    }
+  ports = g_ptr_array_new_with_free_func ((GDestroyNotify) va_devlink_port_free);
+  g_ptr_array_add (ports, fake_port (65535, DEVLINK_PORT_FLAVOUR_PHYSICAL, 0, -1, FALSE, "enp59s0f0np0"));
+  if (fake_devlink.mode != VA_KERNEL_ESWITCH_SWITCHDEV)
+    return ports;
+  /* an external controller's VF 0 first: never VF 0's representor */
+  g_ptr_array_add (ports, fake_port (200, DEVLINK_PORT_FLAVOUR_PCI_VF, 0, 0, TRUE, "ext0"));
+  for (guint i = 0; i < fake_devlink.vfs; i++)
+    {
+      g_autofree char *rep = g_strdup_printf ("enp59s0f0npf0vf%u", i);
+      g_ptr_array_add (ports, fake_port (1 + i, DEVLINK_PORT_FLAVOUR_PCI_VF, fake_devlink.pfnum, (int) i, FALSE, rep));
+    }
+  return ports;
+}
+
+/* pci/<VF> for the VFs of bus 3b, as mlx5_vdpa registers them (and
+ * vdpa-mgmtdev-reply.hex carries one) */
+static GPtrArray *
+fake_mgmtdevs (GError **error)
+{
+  GPtrArray *out;
+
+  if (fake_devlink.no_vdpa)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the kernel has no vdpa netlink family");
+      return NULL;
+    }
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_vdpa_mgmtdev_free);
+  for (guint i = 0; i < 8; i++)
+    {
+      VaVdpaMgmtdev *m = g_new0 (VaVdpaMgmtdev, 1);
+
+      m->bus = g_strdup ("pci");
+      m->dev = g_strdup_printf ("0000:3b:%02x.%u", (2 + i) / 8, (2 + i) % 8);
+      if (fake_devlink.no_mgmtdevs || g_strcmp0 (m->dev, fake_devlink.no_mgmtdev) == 0)
+        va_vdpa_mgmtdev_free (m);
+      else
+        g_ptr_array_add (out, m);
+    }
+  return out;
+}
+
+static const VaKernelDevlink fake_devlink_ops = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs };
+
+/* The mode a testbed's name says; the PF's VFs as its pcivf ports. */
+static void
+fake_devlink_for (const char *testbed)
+{
+  memset (&fake_devlink, 0, sizeof fake_devlink);
+  fake_devlink.vfs = 8;
+  if (testbed && strstr (testbed, "legacy"))
+    fake_devlink.mode = VA_KERNEL_ESWITCH_LEGACY;
+  else if (testbed && strstr (testbed, "cx6dx"))
+    fake_devlink.mode = VA_KERNEL_ESWITCH_SWITCHDEV;
+  va_kernel_set_devlink (&fake_devlink_ops);
+}

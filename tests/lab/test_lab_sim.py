@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The kernel backend against the kernel's own simulators (issue 17), run
+INSIDE the lab host with netdevsim and vdpa_sim_net loaded (lab_host.py
+--sim-modules): pools of type netdevsim-test, whose PFs are netdevsim
+devices (devlink netdevsim/netdevsimN) and whose vdpa devices are made on
+vdpa_sim_net, through the paths a ConnectX host takes: devlink ESWITCH_GET
+and ESWITCH_SET, sriov_numvfs, the devlink port dump for representors,
+rtnetlink VF settings, vdpa DEV_NEW/DEV_DEL, vhost_vdpa binding.
+
+- pool leg: netdevsim7 booted legacy with 2 VFs, eswitch=legacy, vfs=2,
+  vlan-method=vst. netdevsim shows a phys_switch_id in legacy mode: the
+  daemon must leave the PF alone (it used to take the switch id for
+  switchdev and drop the VFs to 0).
+- pool sw: netdevsim8 booted legacy with no VF, eswitch=switchdev, vfs=2,
+  vlan-method=bridge: the daemon switches it and makes the VFs; a lease's
+  representor is the netdev of the pcivf port with its VF number.
+- a restart asking another VF count (leg, whose vdpa device is deleted
+  by hand first: only its stored lease guards it) and eswitch mode (sw,
+  its lease's vdpa device alive): refused, one line in each pool's health,
+  the PFs untouched.
+One daemon start and one restart; every process costs about a second in
+the TCG guest."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+import vatest.bus as busfixture  # noqa: E402
+
+VDPACTL = busfixture.VDPACTL
+BRIDGE = "br-sim"
+UUID = "5e1f0000-0000-4000-8000-%012d"
+MAC = "52:54:00:5e:00:%02x"
+
+CONFIG = """[pool leg]
+type=netdevsim-test
+match-pf=nsim7
+eswitch=legacy
+vfs=%d
+vlan-method=vst
+device-group=disk
+device-mode=0660
+
+[pool sw]
+type=netdevsim-test
+match-pf=nsim8
+eswitch=%s
+vfs=2
+vlan-method=bridge
+uplink-bridge=%s
+device-group=disk
+device-mode=0660
+""" 
+
+
+def run(*argv, check=True):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stdout))
+    return r
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def eswitch(dev):
+    return json.loads(run("devlink", "-j", "dev", "eswitch", "show", "netdevsim/" + dev).stdout)["dev"]["netdevsim/" + dev]["mode"]
+
+
+def pcivf_ports(dev):
+    ports = json.loads(run("devlink", "-j", "port", "show").stdout)["port"]
+    return {v["vfnum"]: v.get("netdev") for k, v in ports.items()
+            if k.startswith("netdevsim/%s/" % dev) and v["flavour"] == "pcivf"}
+
+
+def link(port):
+    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0]
+
+
+def wait_for(path, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise RuntimeError("%s did not appear" % path)
+        time.sleep(0.05)
+
+
+class SimulatedConnectX(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists("/sys/bus/netdevsim") and run("modprobe", "netdevsim", check=False).returncode:
+            raise unittest.SkipTest("no netdevsim: run under lab_host.py --sim-modules")
+        if not os.path.isdir("/sys/kernel/debug/netdevsim"):
+            run("mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug", check=False)
+        run("modprobe", "-a", "netdevsim", "vdpa_sim_net", "vhost_vdpa", "bridge")
+        cls.bus = cls.daemon = None
+        try:
+            cls._set_up()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up(cls):
+        ifindex = {}
+        for n in (7, 8):
+            write("/sys/bus/netdevsim/new_device", "%d 1" % n)
+            net = "/sys/bus/netdevsim/devices/netdevsim%d/net" % n
+            wait_for(net)
+            old = os.listdir(net)[0]
+            run("ip", "link", "set", old, "name", "nsim%d" % n)
+            run("ip", "link", "set", "nsim%d" % n, "up")
+            ifindex[n] = link("nsim%d" % n)["ifindex"]
+        if read("/sys/class/net/nsim7/carrier") != "1":
+            # netdevsim has carrier only when linked to a peer
+            # (drivers/net/netdevsim/bus.c, link_device)
+            fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+            try:
+                write("/sys/bus/netdevsim/link_device", "%d:%d %d:%d" % (fd, ifindex[7], fd, ifindex[8]))
+            finally:
+                os.close(fd)
+        print("# nsim7 operstate %s carrier %s, phys_switch_id %s (legacy)"
+              % (read("/sys/class/net/nsim7/operstate"), read("/sys/class/net/nsim7/carrier"),
+                 read("/sys/class/net/nsim7/phys_switch_id")), file=sys.stderr)
+        # netdevsim7 booted legacy with 2 VFs, netdevsim8 legacy with none
+        write("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs", "2")
+        run("ip", "link", "add", BRIDGE, "type", "bridge", "vlan_filtering", "1")
+        run("ip", "link", "set", BRIDGE, "up")
+        cls.bus = busfixture.Bus()
+        cls.daemon = busfixture.Daemon(cls.bus, config=CONFIG % (2, "switchdev", BRIDGE))
+        t0 = time.monotonic()
+        cls.daemon.start()
+        print("# daemon up in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.daemon.stop() if cls.daemon else 0
+        log = cls.daemon.read_log() if cls.daemon else ""
+        if cls.bus:
+            cls.bus.close()
+        run("ip", "link", "del", BRIDGE, check=False)
+        for d in os.listdir("/sys/bus/vdpa/devices") if os.path.isdir("/sys/bus/vdpa/devices") else []:
+            if d.startswith("va-"):
+                run("vdpa", "dev", "del", d, check=False)
+        for n in (7, 8):
+            if os.path.exists("/sys/bus/netdevsim/devices/netdevsim%d" % n):
+                write("/sys/bus/netdevsim/del_device", "%d" % n)
+        if rc:
+            raise AssertionError("vdpa-allocatord exited %d:\n%s" % (rc, log[-6000:]))
+        if log:
+            print("# daemon log:\n" + "\n".join("#   " + l for l in log.splitlines()[-30:]), file=sys.stderr)
+
+    def vdpactl(self, *args, check=True):
+        return run(VDPACTL, *args, check=check)
+
+    def pools(self):
+        return {p["name"]: p for p in json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]}
+
+    def allocate(self, n, pool, vlan):
+        return json.loads(self.vdpactl("allocate", "-j", "-u", UUID % n, "-m", MAC % n, "-p", pool,
+                                       "--vlan", str(vlan)).stdout)
+
+    def test_1_start_leaves_legacy_pf_and_switches_the_other(self):
+        pools = self.pools()
+        self.assertEqual((pools["leg"]["total"], pools["leg"]["healthy"]), (2, True), pools["leg"])
+        self.assertEqual((pools["sw"]["total"], pools["sw"]["healthy"]), (2, True), pools["sw"])
+        # the legacy PF untouched: its mode, its VFs
+        self.assertEqual(eswitch("netdevsim7"), "legacy")
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
+        # the other switched, with its VFs and their pcivf ports
+        self.assertEqual(eswitch("netdevsim8"), "switchdev")
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim8/sriov_numvfs"), "2")
+        self.assertEqual(sorted(pcivf_ports("netdevsim8")), [0, 1])
+
+    def test_2_leases_on_both(self):
+        leg = self.allocate(1, "leg", 10)
+        self.assertRegex(leg["mgmtdev"], r"^netdevsim7v[01]$")
+        vf = int(leg["mgmtdev"][-1])
+        info = link("nsim7")["vfinfo_list"][vf]
+        self.assertEqual((info["address"], info["vlan_list"][0]["vlan"], info["spoofchk"], info["trust"]),
+                         (MAC % 1, 10, True, False))
+        name = "va-" + leg["mgmtdev"]
+        self.assertEqual(os.path.basename(os.readlink("/sys/bus/vdpa/devices/%s/driver" % name)), "vhost_vdpa")
+        st = os.stat(leg["chardev"])
+        self.assertEqual((st.st_mode & 0o7777, st.st_gid), (0o660, 6), leg["chardev"])
+        config = json.loads(run("vdpa", "-j", "dev", "config", "show", name).stdout)["config"][name]
+        self.assertEqual(config["mac"], MAC % 1)
+
+        sw = self.allocate(2, "sw", 20)
+        self.assertRegex(sw["mgmtdev"], r"^netdevsim8v[01]$")
+        rep = pcivf_ports("netdevsim8")[int(sw["mgmtdev"][-1])]
+        self.assertEqual(link(rep).get("master"), BRIDGE)
+        vlans = json.loads(run("bridge", "-j", "vlan", "show", "dev", rep).stdout or "[]")
+        self.assertEqual([(v["vlan"], v.get("flags")) for e in vlans for v in e.get("vlans", [])],
+                         [(20, ["PVID", "Egress Untagged"])])
+
+    def test_3_restart_refuses_changes_under_live_devices(self):
+        leases = json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]
+        self.assertEqual(len(leases), 2)
+        slot7 = [l for l in leases if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
+        slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
+        self.daemon.stop()
+        # leg: only the stored lease is left to guard its PF
+        run("vdpa", "dev", "del", "va-" + slot7)
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(CONFIG % (3, "legacy", BRIDGE))
+        t0 = time.monotonic()
+        self.daemon.start()
+        print("# daemon restarted in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        pools = self.pools()
+        self.assertFalse(pools["leg"]["healthy"])
+        self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 2 to 3: 1 lease(s) on its VFs",
+                      pools["leg"]["health_reason"])
+        self.assertFalse(pools["sw"]["healthy"])
+        self.assertIn("PF netdevsim8: refusing to change its eswitch mode to legacy: vdpa device va-%s sits on VF %s"
+                      % (slot8, slot8), pools["sw"]["health_reason"])
+        self.assertEqual("\n" in pools["leg"]["health_reason"], False)
+        # never attempted: the VFs, the mode and the devices are as they were
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
+        self.assertEqual(eswitch("netdevsim8"), "switchdev")
+        self.assertTrue(os.path.exists("/sys/bus/vdpa/devices/va-" + slot8))
+        self.assertEqual(len(json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]), 2)
+
+    def test_4_release_resets(self):
+        leases = json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]
+        for n in (1, 2):
+            self.vdpactl("release", "-u", UUID % n, "-m", MAC % n)
+        for l in leases:
+            self.assertFalse(os.path.exists("/sys/bus/vdpa/devices/va-" + l["mgmtdev"]))
+        slot7 = [l for l in leases if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
+        info = link("nsim7")["vfinfo_list"][int(slot7[-1])]
+        self.assertEqual((info["address"], info["vlan_list"][0].get("vlan", 0)), ("00:00:00:00:00:00", 0))
+        slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
+        self.assertIsNone(link(pcivf_ports("netdevsim8")[int(slot8[-1])]).get("master"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
