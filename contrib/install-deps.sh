@@ -16,6 +16,7 @@ packages="
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
     busybox-static iperf3 cpio zstd kmod
     openvswitch-switch
+    apparmor libvirt-daemon-system
 "
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,6 +38,12 @@ fi
 
 echo "install-deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
+# libvirt-daemon-system and apparmor are for the lab host's installed-host
+# case (tests/lab/test_lab_installed.py), which boots this root with systemd:
+# here nothing of theirs must run. Without systemd as PID 1 their postinsts
+# only enable units (deb-systemd-helper) and start nothing through
+# deb-systemd-invoke; invoke-rc.d asks policy-rc.d, which containers set to
+# refuse; on a host that runs systemd, libvirtd would be started.
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing
