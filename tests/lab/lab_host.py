@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--systemd] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -12,6 +12,11 @@ caller's mount namespace), prints its output, and exits with its status; 124
 when the lab host does not finish within --timeout seconds. The environment
 passed in is PATH, every VA_* and LAB_* variable and the --env names.
 Timings go to stderr as "lab-host: ..." lines.
+
+--systemd boots the same root with systemd as PID 1 and AppArmor on (an
+installed host: Debian's units, as the build machine has them enabled), and
+runs COMMAND as the unit lab-command.service once multi-user.target is up;
+its output and status come back the same way.
 
 As a module: run(argv, timeout=..., env=...) returns a Result.
 
@@ -31,6 +36,35 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.dirname(os.path.dirname(HERE))
 QEMU = "/usr/bin/qemu-system-x86_64"
+
+# --systemd: systemd.unit= on the kernel command line starts lab.target,
+# which is multi-user.target plus the command. Debian's kernel has AppArmor
+# built in but not first among the major LSMs; security= picks it
+# (/sys/kernel/security/lsm says which came up).
+SYSTEMD_CMDLINE = "apparmor=1 security=apparmor systemd.unit=lab.target"
+# units the build machine has enabled that a lab host must not wait for
+SYSTEMD_MASK = ("postgresql.service", "openvswitch-switch.service", "ovsdb-server.service", "ovs-vswitchd.service",
+                "systemd-timesyncd.service", "e2scrub_reap.service")
+SYSTEMD_UNITS = {
+    "lab.target": """[Unit]
+Description=Lab host: the multi-user system and the command
+Requires=multi-user.target
+After=multi-user.target
+Wants=lab-command.service
+AllowIsolate=yes
+""",
+    "lab-command.service": """[Unit]
+Description=Lab host command (lab_host.py)
+After=multi-user.target
+
+[Service]
+Type=exec
+ExecStart=/bin/sh /lab/lab-init.sh command
+StandardOutput=journal+console
+StandardError=inherit
+TimeoutStartSec=infinity
+""",
+}
 
 
 class Result:
@@ -84,7 +118,7 @@ def run(argv, timeout=600, **kw):
     return r
 
 
-def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False):
+def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False):
     k = build_kernel()
     cwd = os.path.abspath(cwd or os.getcwd())
     base = os.path.join(cache_dir(), "lab", "runs")
@@ -100,11 +134,21 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             if n in os.environ:
                 f.write("export %s=%s\n" % (n, shlex.quote(os.environ[n])))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
+    append = "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
+    if systemd:
+        append += " lab.systemd=1 " + SYSTEMD_CMDLINE
+        units = os.path.join(rundir, "systemd")
+        os.mkdir(units)
+        for name, text in SYSTEMD_UNITS.items():
+            with open(os.path.join(units, name), "w") as f:
+                f.write(text)
+        for name in SYSTEMD_MASK:
+            os.symlink("/dev/null", os.path.join(units, name))
 
     qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", "stdio", "-monitor", "none",
             "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
-            "-append", "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"]),
+            "-append", append,
             # multidevs=remap: / spans several host filesystems
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
@@ -120,7 +164,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             console.append(line)
             if echo:
                 sys.stderr.write(line)
-            if line.startswith("LAB-READY") and "ready" not in marks:
+            # under systemd the line comes through journald, behind a prefix
+            if "LAB-READY uptime=" in line and "ready" not in marks:
                 marks["ready"] = time.monotonic() - t0
                 try:
                     marks["uptime"] = float(line.split("uptime=")[1].split()[0])
@@ -153,7 +198,10 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             output = f.read()
     except OSError:
         output = ""
-    if not keep:
+    if keep:
+        with open(os.path.join(rundir, "console"), "w") as f:
+            f.write("".join(console))
+    else:
         shutil.rmtree(rundir, ignore_errors=True)
     return Result(rc, output, "".join(console), timed_out, marks.get("ready"), marks.get("uptime"),
                   total, rundir if keep else None)
@@ -166,6 +214,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the run's shared folder")
     ap.add_argument("--console", action="store_true", help="echo the serial console to stderr")
     ap.add_argument("--mem", default="2048")
+    ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -174,7 +223,7 @@ def main():
     miss = missing_tools()
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
-    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console)
+    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, systemd=a.systemd)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
