@@ -246,8 +246,12 @@ class InstalledHost(unittest.TestCase):
         log("system: %s", systemctl("is-system-running", check=False).stdout.strip())
         with open("/sys/kernel/security/lsm") as f:
             self.assertIn("apparmor", f.read().split(","))
-        profiles = sh(["aa-status", "--json"]).stdout
-        self.assertIn('"libvirtd": "enforce"', profiles.replace("'", '"'))
+        profiles = json.loads(sh(["aa-status", "--json"]).stdout)["profiles"]
+        self.assertEqual(profiles.get("libvirtd"), "enforce", profiles)
+        # polkitd is D-Bus activated; asking it activates it, and it knows
+        # the project's action
+        self.assertIn("org.vdpa_allocator.manage", sh(["pkaction", "--action-id", "org.vdpa_allocator.manage"]).stdout)
+        self.assertEqual(systemctl("is-active", "polkit.service", check=False).stdout.strip(), "active")
         status = json.loads(sh([lab.VDPACTL, "status", "-j"]).stdout)
         self.assertEqual(status["backend"], "kernel")
 
@@ -312,24 +316,50 @@ class InstalledHost(unittest.TestCase):
             log("EXPLORE: QEMU under libvirt-%s opening %s itself: rc %d %s", self.UUID, lease["chardev"], r.returncode,
                 (r.stdout + r.stderr).strip())
             log("EXPLORE: denials now:\n%s", "\n".join(denials()))
+            type(self).denials_before_fix = denials()  # that one is ours
 
     def test_3_no_apparmor_denials(self):
         seen = [d for d in denials() if d not in getattr(type(self), "denials_before_fix", [])]
-        if self.explore:
-            seen = [d for d in seen if "aa-exec" not in d and 'comm="qemu-system-x86"' not in d or 'operation="file_' in d]
         log("AppArmor denials: %d\n%s", len(seen), "\n".join(seen))
         self.assertEqual(seen, [])
 
-    def test_4_the_unit_sees_qemu_hold_its_device(self):
+    def lease_or_skip(self):
         lease = getattr(type(self), "lease", None)
         if lease is None:
             self.skipTest("no running guest")
+        return lease
+
+    def test_4_a_proc_fd_scan_with_cap_sys_ptrace_sees_qemu(self):
+        # va_chardev_held_open's scan, in a unit with the daemon's caps:
+        # /proc/PID/fd of QEMU (libvirt-qemu) needs CAP_SYS_PTRACE
+        lease = self.lease_or_skip()
         caps = cap_bounding_set()
         log("unit's CapabilityBoundingSet: %s", " ".join(caps))
-        without = held_open_probe(lease["chardev"], caps)
-        with_ptrace = held_open_probe(lease["chardev"], caps + ["CAP_SYS_PTRACE"])
-        log("/proc/*/fd scan for %s: unit's set %s; plus CAP_SYS_PTRACE %s", lease["chardev"], without, with_ptrace)
-        self.assertIn(str(qemu_pid(self.NAME)), with_ptrace[0])
+        pid = str(qemu_pid(self.NAME))
+        unit_set = held_open_probe(lease["chardev"], caps)
+        with_ptrace = held_open_probe(lease["chardev"], [c for c in caps if c != "CAP_SYS_PTRACE"] + ["CAP_SYS_PTRACE"])
+        log("/proc/*/fd scan for %s (QEMU %s): unit's set %s; plus CAP_SYS_PTRACE %s", lease["chardev"], pid, unit_set,
+            with_ptrace)
+        self.assertIn(pid, with_ptrace[0])
+        without = held_open_probe(lease["chardev"], [c for c in caps if c != "CAP_SYS_PTRACE"])
+        self.assertNotIn(pid, without[0])
+
+    def release_under_the_guest(self, lease):
+        """vdpactl release while QEMU holds the device; (CompletedProcess,
+        vdpa devices right after). A daemon that misses QEMU's fd goes on to
+        DEV_DEL, which blocks until QEMU closes the node (and would block
+        the lab host's power-off): the domain is destroyed in any case."""
+        try:
+            r = sh([lab.VDPACTL, "release", "--uuid", self.UUID, "--mac", self.MAC], check=False, timeout=90)
+            devices = lab.vdpa_devices()
+        finally:
+            virsh("destroy", self.NAME, check=False)
+        log("vdpactl release under the guest: rc %d %s; vdpa devices then %s", r.returncode, r.stderr.strip(), devices)
+        return r, devices
+
+    @unittest.expectedFailure  # until the unit grants CAP_SYS_PTRACE (issue 12)
+    def test_5_the_unit_refuses_a_release_under_a_running_guest(self):
+        lease = self.lease_or_skip()
         if self.explore:
             dropin = "/run/systemd/system/%s.d/ptrace.conf" % UNIT
             os.makedirs(os.path.dirname(dropin), exist_ok=True)
@@ -343,15 +373,10 @@ class InstalledHost(unittest.TestCase):
             systemctl("daemon-reload")
             systemctl("restart", UNIT)
             log("EXPLORE: leases after restart: %s", lab.leases())
-        # the daemon itself: a release under the running guest is refused
-        r = sh([lab.VDPACTL, "release", "--uuid", self.UUID, "--mac", self.MAC], check=False, timeout=60)
-        log("vdpactl release under the guest: rc %d %s", r.returncode, r.stderr.strip())
-        if self.explore:
-            log("EXPLORE: after: devices %s, daemon %s", lab.vdpa_devices(), systemctl("is-active", UNIT, check=False).stdout)
-            log("%s", journal(UNIT, 15))
+        r, devices = self.release_under_the_guest(lease)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("is open: a guest runs on it", r.stderr)
-        self.assertIn(lease["device"], lab.vdpa_devices())
+        self.assertIn(lease["device"], devices)
 
 
 if __name__ == "__main__":
