@@ -18,6 +18,7 @@ packages="
     openvswitch-switch
     debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
     python3-matplotlib python3-prometheus-client
+    apparmor libvirt-daemon-system
 "
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -39,6 +40,12 @@ fi
 
 echo "install-deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
+# libvirt-daemon-system and apparmor are for the lab host's installed-host
+# case (tests/lab/test_lab_installed.py), which boots this root with systemd:
+# here nothing of theirs must run. Without systemd as PID 1 their postinsts
+# only enable units (deb-systemd-helper) and start nothing through
+# deb-systemd-invoke; invoke-rc.d asks policy-rc.d, which containers set to
+# refuse; on a host that runs systemd, libvirtd would be started.
 apt-get -o DPkg::Lock::Timeout=900 update -qq
 # shellcheck disable=SC2086
 apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing

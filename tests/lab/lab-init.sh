@@ -18,6 +18,13 @@
 #   then runs /lab/cmd with /lab/env, its output to the console and to
 #   /lab/output, its status to /lab/rc, and powers off.
 #
+# With lab.systemd=1 on the command line (lab_host.py --systemd), stage 2
+#   does the same preparation and then execs /lib/systemd/systemd as PID 1
+#   instead of running the command: lab_host.py's units in /lab/systemd/
+#   (lab.target, the kernel command line's systemd.unit=) run
+#   "sh /lab/lab-init.sh command" once multi-user.target is up, which runs
+#   /lab/cmd as stage 2 would and powers off.
+#
 # Console markers: LAB-READY uptime=S (the moment the command starts), then
 # LAB-DONE rc=N.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -37,6 +44,25 @@ halt_now() {
     busybox poweroff -f
     while :; do sleep 3600; done  # init must never exit
 }
+
+run_command() {
+    [ -f /lab/env ] && . /lab/env
+    cd "${LAB_CWD:-/}" || halt_now 124
+    echo "LAB-READY uptime=$(cut -d' ' -f1 /proc/uptime)"
+    # the status goes through a file: a pipeline's status is its last command's
+    (
+        sh /lab/cmd </dev/null
+        echo $? >/lab/rc
+    ) 2>&1 | tee /lab/output
+    rc=$(cat /lab/rc 2>/dev/null || echo 125)
+    cd /
+    halt_now "$rc"
+}
+
+# under systemd: lab-command.service runs this once the system is up
+if [ "${1:-}" = command ]; then
+    run_command
+fi
 
 if [ "${1:-}" != stage2 ]; then
     mount -t proc proc /proc
@@ -87,14 +113,22 @@ hostname lab 2>/dev/null || echo lab >/proc/sys/kernel/hostname
 ip link set lo up 2>/dev/null || true
 echo 4 >/proc/sys/kernel/printk
 
-[ -f /lab/env ] && . /lab/env
-cd "${LAB_CWD:-/}" || halt_now 124
-echo "LAB-READY uptime=$(cut -d' ' -f1 /proc/uptime)"
-# the status goes through a file: a pipeline's status is its last command's
-(
-    sh /lab/cmd </dev/null
-    echo $? >/lab/rc
-) 2>&1 | tee /lab/output
-rc=$(cat /lab/rc 2>/dev/null || echo 125)
-cd /
-halt_now "$rc"
+
+if [ "$(param systemd)" = 1 ]; then
+    # a host of its own: its name, and no container's policy-rc.d (the
+    # build machine's refuses every start, which a postinst's
+    # deb-systemd-invoke would obey), nor its mark
+    echo lab >/etc/hostname
+    rm -f /usr/sbin/policy-rc.d
+    # a container's mark, for which systemd would take itself for a
+    # container's init: no kernel command line, no udevd, no AppArmor
+    rm -f /.dockerenv /run/.containerenv
+    cp -P /lab/systemd/* /etc/systemd/system/ || halt_now 126
+    # Debian's tmp.conf empties /tmp at boot ("D"): here that is the build
+    # machine's /tmp, whiteouts by the thousand (90 s under TCG), and the
+    # tree under test when it lives there
+    mkdir -p /etc/tmpfiles.d
+    echo 'd /tmp 1777 root root -' >/etc/tmpfiles.d/tmp.conf
+    exec /lib/systemd/systemd
+fi
+run_command

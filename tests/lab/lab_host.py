@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -16,6 +16,11 @@ Timings go to stderr as "lab-host: ..." lines. --sim-modules first builds
 (or finds cached) netdevsim and vdpa_sim_net with build-sim-modules.sh,
 which puts them into the lab kernel's module tree: `modprobe netdevsim`
 works inside, and LAB_SIM_MODULES names the directory of their .ko files.
+
+--systemd boots the same root with systemd as PID 1 and AppArmor on (an
+installed host: Debian's units, as the build machine has them enabled), and
+runs COMMAND as the unit lab-command.service once multi-user.target is up;
+its output and status come back the same way.
 
 As a module: run(argv, timeout=..., env=...) returns a Result.
 
@@ -35,6 +40,35 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.dirname(os.path.dirname(HERE))
 QEMU = "/usr/bin/qemu-system-x86_64"
+
+# --systemd: systemd.unit= on the kernel command line starts lab.target,
+# which is multi-user.target plus the command. Debian's kernel has AppArmor
+# built in but not first among the major LSMs; security= picks it
+# (/sys/kernel/security/lsm says which came up).
+SYSTEMD_CMDLINE = "apparmor=1 security=apparmor systemd.unit=lab.target"
+# units the build machine has enabled that a lab host must not wait for
+SYSTEMD_MASK = ("postgresql.service", "openvswitch-switch.service", "ovsdb-server.service", "ovs-vswitchd.service",
+                "systemd-timesyncd.service", "e2scrub_reap.service")
+SYSTEMD_UNITS = {
+    "lab.target": """[Unit]
+Description=Lab host: the multi-user system and the command
+Requires=multi-user.target
+After=multi-user.target
+Wants=lab-command.service
+AllowIsolate=yes
+""",
+    "lab-command.service": """[Unit]
+Description=Lab host command (lab_host.py)
+After=multi-user.target
+
+[Service]
+Type=exec
+ExecStart=/bin/sh /lab/lab-init.sh command
+StandardOutput=journal+console
+StandardError=inherit
+TimeoutStartSec=infinity
+""",
+}
 
 
 class Result:
@@ -102,7 +136,7 @@ def run(argv, timeout=600, sim_modules=False, **kw):
     return r
 
 
-def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False,
+def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False,
                  extra_env=None):
     extra_env = extra_env or {}
     k = build_kernel()
@@ -125,11 +159,21 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             f.write("export %s=%s\n" % (n, shlex.quote(v)))
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
+    append = "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
+    if systemd:
+        append += " lab.systemd=1 " + SYSTEMD_CMDLINE
+        units = os.path.join(rundir, "systemd")
+        os.mkdir(units)
+        for name, text in SYSTEMD_UNITS.items():
+            with open(os.path.join(units, name), "w") as f:
+                f.write(text)
+        for name in SYSTEMD_MASK:
+            os.symlink("/dev/null", os.path.join(units, name))
 
     qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", "stdio", "-monitor", "none",
             "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
-            "-append", "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"]),
+            "-append", append,
             # multidevs=remap: / spans several host filesystems
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
@@ -145,7 +189,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             console.append(line)
             if echo:
                 sys.stderr.write(line)
-            if line.startswith("LAB-READY") and "ready" not in marks:
+            # under systemd the line comes through journald, behind a prefix
+            if "LAB-READY uptime=" in line and "ready" not in marks:
                 marks["ready"] = time.monotonic() - t0
                 try:
                     marks["uptime"] = float(line.split("uptime=")[1].split()[0])
@@ -178,7 +223,10 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             output = f.read()
     except OSError:
         output = ""
-    if not keep:
+    if keep:
+        with open(os.path.join(rundir, "console"), "w") as f:
+            f.write("".join(console))
+    else:
         shutil.rmtree(rundir, ignore_errors=True)
     return Result(rc, output, "".join(console), timed_out, marks.get("ready"), marks.get("uptime"),
                   total, rundir if keep else None)
@@ -193,6 +241,7 @@ def main():
     ap.add_argument("--mem", default="2048")
     ap.add_argument("--sim-modules", action="store_true",
                     help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
+    ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -201,7 +250,8 @@ def main():
     miss = missing_tools()
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
-    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules)
+    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
+            systemd=a.systemd)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
