@@ -430,7 +430,8 @@ class TwoHostTier(unittest.TestCase):
         self.assertTrue(self.unplug_without_driver("pc", NICS))
 
     def test_unplug_needs_the_guest_hotplug_driver_q35(self):
-        self.unplug_without_driver("q35", [(m, v, ip, (bus, 0)) for bus, (m, v, ip, _) in enumerate(NICS, 1)])
+        nics = [(m, v, ip, (bus, 0)) for bus, (m, v, ip, _) in enumerate(NICS, 1)]
+        self.assertTrue(self.unplug_without_driver("q35", nics))
 
 
 if __name__ == "__main__":
