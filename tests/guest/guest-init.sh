@@ -20,6 +20,8 @@
 #
 # Serial console (ttyS0) protocol, one marker per line:
 #   VA-GUEST-READY name=... ips=...
+#   VA-GUEST-NETDEV action=add|remove iface=ethN ...   a NIC hot-plugged
+#       (it gets the N-th va.ip address) or unplugged after READY
 #   VA-IPERF3-START name=... test=...   iperf3 starts now (the host may
 #       sample its CPU counters here and at VA-IPERF3-END)
 #   VA-IPERF3-BEGIN name=... test=...   / VA-IPERF3-END name=... test=... rc=N
@@ -29,13 +31,6 @@
 #   VA-GUEST-DONE name=... failed=N     then the client powers off
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-mount -t tmpfs tmpfs /tmp
-# keep kernel messages from interleaving with the JSON on the console
-echo 1 >/proc/sys/kernel/printk
-
 param() {
     for w in $(cat /proc/cmdline); do
         case "$w" in
@@ -43,6 +38,34 @@ param() {
         esac
     done | tail -n1
 }
+
+# /init --uevent: busybox uevent runs this for each kernel uevent once the
+# guest is up. A hot-plugged ethN gets the N-th address of va.ip, as a
+# distribution's per-name network configuration would give it; both
+# directions are reported on the console.
+if [ "${1:-}" = "--uevent" ]; then
+    [ "${SUBSYSTEM:-}" = net ] || exit 0
+    case "${INTERFACE:-}" in
+    eth*) ;;
+    *) exit 0 ;;
+    esac
+    case "${ACTION:-}" in
+    add)
+        a=$(param ip | tr ',' '\n' | sed -n "$((${INTERFACE#eth} + 1))p")
+        [ -n "$a" ] && ip addr add "$a" dev "$INTERFACE" && ip link set "$INTERFACE" up
+        echo "VA-GUEST-NETDEV action=add iface=$INTERFACE mac=$(cat "/sys/class/net/$INTERFACE/address") ip=${a:-none} name=$(param name)"
+        ;;
+    remove) echo "VA-GUEST-NETDEV action=remove iface=$INTERFACE name=$(param name)" ;;
+    esac
+    exit 0
+fi
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+# keep kernel messages from interleaving with the JSON on the console
+echo 1 >/proc/sys/kernel/printk
 
 name=$(param name)
 name=${name:-guest}
@@ -84,6 +107,9 @@ for a in $(echo "$ips" | tr ',' ' '); do
     fi
     n=$((n + 1))
 done
+
+# NICs plugged from now on configure themselves (/init --uevent)
+uevent /init --uevent &
 
 say "VA-GUEST-READY role=$role ips=$ips"
 

@@ -8,4 +8,5 @@ PYTHONPATH, and lab_host.py passes it into the lab host; by hand:
     bus      a private system bus, mocked polkit, the daemon on it
     libvirt  libvirtd, virtlogd and a bus in private namespaces
     guest    the tiny test guest's domain XML, command line and console
+    twohosts two libvirt hosts on one machine, for migrations
 """

@@ -17,7 +17,9 @@ def serial_path(name):
     return "/var/log/libvirt/qemu/%s-serial.log" % name
 
 
-def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE):
+def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc", uuid=None, interfaces=""):
+    """A guest with no disk: a NIC on bridge per MAC of macs, then the
+    <interface> elements of interfaces (XML text); machine: pc or q35."""
     nics = "".join("""
     <interface type='bridge'>
       <source bridge='%s'/>
@@ -25,11 +27,11 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE):
       <model type='virtio'/>
     </interface>""" % (bridge, mac) for mac in macs)
     return """<domain type='qemu'>
-  <name>%(name)s</name>
+  <name>%(name)s</name>%(uuid)s
   <memory unit='MiB'>256</memory>
   <vcpu>1</vcpu>
   <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
+    <type arch='x86_64' machine='%(machine)s'>hvm</type>
     <kernel>%(kernel)s</kernel>
     <initrd>%(initrd)s</initrd>
     <cmdline>%(cmdline)s</cmdline>
@@ -48,7 +50,8 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE):
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(name=name, kernel=kernel, initrd=initrd, cmdline=cmdline, nics=nics, serial=serial_path(name))
+""" % dict(name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", machine=machine, kernel=kernel, initrd=initrd,
+           cmdline=cmdline, nics=nics + interfaces, serial=serial_path(name))
 
 
 def guest_cmdline(name, **va):

@@ -173,9 +173,15 @@ class Libvirt:
     (dbus-daemon --system: deny by default, the policies installed in
     /etc/dbus-1/system.d allow) instead of the bus tier's permissive one."""
 
-    def __init__(self, hooks=None, system_bus=False):
+    def __init__(self, hooks=None, system_bus=False, libvirtd_conf="", qemu_conf="", listen=False):
+        """libvirtd_conf, qemu_conf: lines appended to the private
+        libvirtd.conf and qemu.conf; listen: libvirtd --listen (its TCP or
+        TLS sockets, as libvirtd.conf configures them)."""
         self.hooks = dict(hooks or {})
         self.system_bus = system_bus
+        self.libvirtd_conf = libvirtd_conf
+        self.qemu_conf = qemu_conf
+        self.listen = listen
         self.root = None
         self.mounts = []
         self.procs = {}  # name -> Popen, in start order
@@ -213,9 +219,9 @@ class Libvirt:
         os.makedirs("/etc/libvirt/qemu")
         os.makedirs("/var/log/libvirt/qemu")  # serial and console files go here
         os.makedirs(HOOK_RECORD_DIR)
-        self._write("/etc/libvirt/libvirtd.conf", LIBVIRTD_CONF)
+        self._write("/etc/libvirt/libvirtd.conf", LIBVIRTD_CONF + self.libvirtd_conf)
         self._write("/etc/libvirt/virtlogd.conf", VIRTLOGD_CONF)
-        self._write("/etc/libvirt/qemu.conf", QEMU_CONF)
+        self._write("/etc/libvirt/qemu.conf", QEMU_CONF + self.qemu_conf)
         self._write("/etc/libvirt/bus.conf", BUS_CONF)
         for name, path in self.hooks.items():
             # a link, as the install makes: the real hook finds its helper
@@ -234,22 +240,33 @@ class Libvirt:
         self._spawn("virtlogd", ["/usr/sbin/virtlogd", "-f", "/etc/libvirt/virtlogd.conf",
                                  "-p", "/run/libvirt/virtlogd.pid"], env)
         self._wait(lambda: os.path.exists("/run/libvirt/virtlogd-sock"), 10, "virtlogd", "virtlogd")
-        self._spawn("libvirtd", ["/usr/sbin/libvirtd", "-f", "/etc/libvirt/libvirtd.conf",
-                                 "-p", "/run/libvirt/libvirtd.pid"], env)
+        self._spawn("libvirtd", self._libvirtd_argv(), env)
         self._wait(lambda: self.virsh("version", check=False).returncode == 0, timeout,
                    "libvirtd", "virsh -c %s version" % URI)
 
-    def restart_libvirtd(self, timeout=90):
-        """Stops libvirtd and starts it again: running guests stay, and
-        libvirtd reconnects to them (calling 'reconnect begin' hooks)."""
+    def _libvirtd_argv(self):
+        return (["/usr/sbin/libvirtd", "-f", "/etc/libvirt/libvirtd.conf", "-p", "/run/libvirt/libvirtd.pid"]
+                + (["--listen"] if self.listen else []))
+
+    def stop_libvirtd(self):
+        """Stops libvirtd alone: running guests stay (QEMU is not its
+        child), and start_libvirtd() brings it back."""
         p = self.procs.pop("libvirtd")
         p.terminate()
         p.wait(30)
         self.logs.pop("libvirtd").close()
+
+    def start_libvirtd(self, timeout=90):
         env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_") and not k.startswith("LIBVIRT_")}
         env["LC_ALL"] = "C.UTF-8"
-        self._spawn("libvirtd", ["/usr/sbin/libvirtd", "-f", "/etc/libvirt/libvirtd.conf", "-p", "/run/libvirt/libvirtd.pid"], env)
+        self._spawn("libvirtd", self._libvirtd_argv(), env)
         self._wait(lambda: self.virsh("version", check=False).returncode == 0, timeout, "libvirtd", "virsh -c %s version" % URI)
+
+    def restart_libvirtd(self, timeout=90):
+        """Stops libvirtd and starts it again: running guests stay, and
+        libvirtd reconnects to them (calling 'reconnect begin' hooks)."""
+        self.stop_libvirtd()
+        self.start_libvirtd(timeout)
 
     def stop(self):
         """Tears down everything start() made, whatever state it is in."""
@@ -376,18 +393,23 @@ class Libvirt:
     def hook_calls(self, domain=None):
         """Calls record-hook.sh saw, oldest first: [(argv, stdin)], argv
         without the program name (domain, operation, sub-operation, extra)."""
-        calls = []
-        for path in sorted(glob.glob(os.path.join(HOOK_RECORD_DIR, "*.call"))):
-            with open(path, errors="replace") as f:
-                head, _, stdin = f.read().partition("\n")
-            argv = head.split("\t")[1:]
-            if domain is None or (argv and argv[0] == domain):
-                calls.append((argv, stdin))
-        return calls
+        return hook_calls(HOOK_RECORD_DIR, domain)
 
     def hook_ops(self, domain=None):
         """[(operation, sub-operation)] of the recorded calls."""
         return [tuple(argv[1:3]) for argv, _ in self.hook_calls(domain)]
+
+
+def hook_calls(record_dir, domain=None):
+    """Libvirt.hook_calls() of the record-hook.sh files in record_dir."""
+    calls = []
+    for path in sorted(glob.glob(os.path.join(record_dir, "*.call"))):
+        with open(path, errors="replace") as f:
+            head, _, stdin = f.read().partition("\n")
+        argv = head.split("\t")[1:]
+        if domain is None or (argv and argv[0] == domain):
+            calls.append((argv, stdin))
+    return calls
 
 
 def wait_for_console(path, marker, timeout, proc_alive=None):
