@@ -479,7 +479,7 @@ va_ctl_cmd_allocate (int argc, char **argv)
     { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac, "The NIC's MAC address (required)", "MAC" },
     { "network", 'n', 0, G_OPTION_ARG_STRING, &network, "A configured network", "NETWORK" },
     { "pool", 'p', 0, G_OPTION_ARG_STRING, &pool, "A pool, for inline intent instead of --network", "POOL" },
-    { "vlan", 0, 0, G_OPTION_ARG_INT, &vlan, "VLAN with --pool (1-4094)", "ID" },
+    { "vlan", 0, 0, G_OPTION_ARG_INT, &vlan, "VLAN with --pool (" G_STRINGIFY (VA_VLAN_MIN) "-" G_STRINGIFY (VA_VLAN_MAX) ")", "ID" },
     { "queues", 'q', 0, G_OPTION_ARG_INT, &queues, "Queue pairs (default: the pool's max-vqp)", "N" },
     { "numa-node", 0, 0, G_OPTION_ARG_INT, &numa, "Preferred NUMA node", "N" },
     { NULL },
@@ -497,7 +497,8 @@ va_ctl_cmd_allocate (int argc, char **argv)
   if (!network == !pool)
     return va_ctl_usage ("give --network, or --pool with --vlan");
   if (vlan < 0 || vlan > VA_VLAN_MAX || queues < 0 || queues > VA_QUEUES_MAX)
-    return va_ctl_usage ("--vlan must be 1-4094 and --queues 1-256");
+    return va_ctl_usage ("--vlan must be " G_STRINGIFY (VA_VLAN_MIN) "-" G_STRINGIFY (VA_VLAN_MAX) " and --queues " G_STRINGIFY (
+      VA_QUEUES_MIN) "-" G_STRINGIFY (VA_QUEUES_MAX));
   g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
   if (pool)
     g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (pool));

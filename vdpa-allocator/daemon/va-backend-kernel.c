@@ -379,7 +379,7 @@ bridge_default_pvid (const char *bridge, const char *who, GError **error)
   gint64 n;
   guint16 *out;
 
-  if (!va_sysfs_read_int (path, &n, &local) || n < 0 || n > 4094)
+  if (!va_sysfs_read_int (path, &n, &local) || n < 0 || n > VA_VLAN_MAX)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: bridge %s: reading its default_pvid: %s", who, bridge,
                    local ? local->message : "out of range");
