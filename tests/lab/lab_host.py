@@ -52,9 +52,11 @@ QEMU = "/usr/bin/qemu-system-x86_64"
 # built in but not first among the major LSMs; security= picks it
 # (/sys/kernel/security/lsm says which came up).
 SYSTEMD_CMDLINE = "apparmor=1 security=apparmor systemd.unit=lab.target"
-# units the build machine has enabled that a lab host must not wait for
+# units the build machine has enabled that a lab host must not wait for;
+# and PackageKit, which apt's DPkg::Post-Invoke hook (20packagekit) wakes
+# over D-Bus at every dpkg run, to read the package lists under TCG
 SYSTEMD_MASK = ("postgresql.service", "openvswitch-switch.service", "ovsdb-server.service", "ovs-vswitchd.service",
-                "systemd-timesyncd.service", "e2scrub_reap.service")
+                "systemd-timesyncd.service", "e2scrub_reap.service", "packagekit.service")
 SYSTEMD_UNITS = {
     "lab.target": """[Unit]
 Description=Lab host: the multi-user system and the command

@@ -527,6 +527,9 @@ class InstalledHost(unittest.TestCase):
         self.assertEqual(json.loads(sh(["aa-status", "--json"]).stdout)["profiles"].get("libvirtd"), "enforce")
 
     def test_99_no_apparmor_denials(self):
+        for unit in (UNIT, "libvirtd.service", "packagekit.service", "polkit.service"):
+            log("%s: %s", unit, systemctl("show", "-p", "ActiveState", "-p", "CPUUsageNSec", unit, check=False).stdout
+                .replace("\n", " "))
         seen = denials()
         log("AppArmor denials: %d (%d at boot)\n%s", len(seen), len(self.denials_at_boot), "\n".join(seen))
         self.assertEqual(seen, [])
