@@ -340,10 +340,49 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
   return TRUE;
 }
 
+/* Asks the backend again what each pool lacks to be accelerated; a change
+ * is a PF event, so that it reaches the journal. */
+static void
+update_pool_warnings (VaAllocator *self)
+{
+  for (guint k = 0; k < self->config->pools->len; k++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, k);
+      g_autoptr (GPtrArray) pcis = g_ptr_array_new ();
+      g_autofree char *warning = NULL;
+      const char *had = g_hash_table_lookup (self->pool_warnings, pc->name);
+      GHashTableIter iter;
+      gpointer key, value;
+
+      g_hash_table_iter_init (&iter, self->pf_states);
+      while (g_hash_table_iter_next (&iter, &key, &value))
+        {
+          const char *pool = NULL, *pf = NULL;
+
+          if (!((PfState *) value)->gone && va_pools_find_pf (self->pools, key, &pool, &pf) && strcmp (pool, pc->name) == 0)
+            g_ptr_array_add (pcis, key);
+        }
+      g_ptr_array_add (pcis, NULL);
+      if (pcis->len > 1)
+        warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
+      if (g_strcmp0 (warning, had) == 0)
+        continue;
+      if (warning)
+        pf_event (self, pc->name, "", "pool %s: %s", pc->name, warning);
+      else
+        pf_event (self, pc->name, "", "pool %s: no warning any more", pc->name);
+      if (warning)
+        g_hash_table_insert (self->pool_warnings, g_strdup (pc->name), g_steal_pointer (&warning));
+      else
+        g_hash_table_remove (self->pool_warnings, pc->name);
+    }
+}
+
 gboolean
 va_allocator_add_pools (VaAllocator *self, GError **error)
 {
   g_autoptr (GPtrArray) pfs = NULL;
+  gboolean ok;
 
   for (guint i = 0; i < self->config->pools->len; i++)
     {
@@ -355,7 +394,9 @@ va_allocator_add_pools (VaAllocator *self, GError **error)
   pfs = va_backend_discover (self->backend, error);
   if (!pfs)
     return FALSE;
-  return sync_pfs (self, pfs, error);
+  ok = sync_pfs (self, pfs, error);
+  update_pool_warnings (self);
+  return ok;
 }
 
 /* The backend saw PFs come, go or change (the udev monitor). */
@@ -369,6 +410,7 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
   else if (!sync_pfs (self, pfs, &error))
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  update_pool_warnings (self);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
 }
