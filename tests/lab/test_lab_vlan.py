@@ -69,6 +69,29 @@ def vdpa_devices():
     return sorted(os.listdir("/sys/bus/vdpa/devices")) if os.path.isdir("/sys/bus/vdpa/devices") else []
 
 
+def start_ovs(procs, bridge):
+    """ovsdb-server and ovs-vswitchd on the lab host's tmpfs /run, the
+    kernel datapath, and @bridge; the daemons are added to @procs."""
+    d = "/run/openvswitch"
+    os.makedirs(d, exist_ok=True)
+    run("modprobe", "openvswitch")
+    run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
+    procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
+                                   "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    deadline = time.monotonic() + 20
+    while not os.path.exists(d + "/db.sock"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("ovsdb-server did not come up")
+        time.sleep(0.05)
+    run("ovs-vsctl", "--no-wait", "init")
+    procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
+                                   "--log-file=" + d + "/ovs-vswitchd.log"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    run("ovs-vsctl", "--timeout=30", "add-br", bridge)
+    run("ip", "link", "set", bridge, "up")
+
+
 class VlanMethod:
     """The cases; a subclass makes the uplink and reads a port's VLANs."""
     METHOD = None
@@ -232,24 +255,7 @@ class OpenVSwitch(VlanMethod, unittest.TestCase):
 
     @classmethod
     def make_uplink(cls):
-        d = "/run/openvswitch"
-        os.makedirs(d, exist_ok=True)
-        run("modprobe", "openvswitch")
-        run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
-        cls.procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
-                                           "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 20
-        while not os.path.exists(d + "/db.sock"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("ovsdb-server did not come up")
-            time.sleep(0.05)
-        run("ovs-vsctl", "--no-wait", "init")
-        cls.procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
-                                           "--log-file=" + d + "/ovs-vswitchd.log"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        run("ovs-vsctl", "--timeout=30", "add-br", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
+        start_ovs(cls.procs, BRIDGE)
 
     @classmethod
     def remove_uplink(cls):
