@@ -19,6 +19,9 @@ rtnetlink VF settings, vdpa DEV_NEW/DEV_DEL, vhost_vdpa binding.
   by hand first: only its stored lease guards it) and eswitch mode (sw,
   its lease's vdpa device alive): refused, one line in each pool's health,
   the PFs untouched.
+- reloads (SIGHUP, as systemctl reload): a refused PF prepared again; a
+  new VF count applied, refused under a live device, applied once it is
+  released; the bridge warning cleared when the uplink joins.
 One daemon start and one restart; every process costs about a second in
 the TCG guest."""
 
@@ -278,12 +281,35 @@ class SimulatedConnectX(unittest.TestCase):
         slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
         self.assertIsNone(link(pcivf_ports("netdevsim8")[int(slot8[-1])]).get("master"))
 
+    def configure(self, leg_vfs):
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(CONFIG % (leg_vfs, "switchdev", BRIDGE))
+
     def test_5_the_uplink_in_the_bridge_clears_the_warning(self):
+        # back to the first configuration: the PFs refused at the restart
+        # are prepared again at the reload, and are as it asks already
+        self.configure(2)
         run("ip", "link", "set", "nsim8", "master", BRIDGE)
         try:
-            self.reload(lambda pools: pools["sw"]["warning"] is None)
+            self.reload(lambda pools: pools["sw"]["warning"] is None and pools["leg"]["healthy"] and pools["sw"]["healthy"])
         finally:
             run("ip", "link", "set", "nsim8", "nomaster")
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
+        self.assertEqual(eswitch("netdevsim8"), "switchdev")
+
+    def test_6_reload_applies_a_new_vf_count_or_refuses_it_under_a_lease(self):
+        self.configure(3)
+        self.reload(lambda pools: pools["leg"]["total"] == 3 and pools["leg"]["healthy"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "3")
+        self.allocate(3, "leg", 30)
+        self.configure(2)
+        self.reload(lambda pools: not pools["leg"]["healthy"])
+        self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 3 to 2: vdpa device va-netdevsim7v",
+                      self.pools()["leg"]["health_reason"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "3")
+        self.vdpactl("release", "-u", UUID % 3, "-m", MAC % 3)
+        self.reload(lambda pools: pools["leg"]["total"] == 2 and pools["leg"]["healthy"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ struct _PfState
   gboolean healthy;
   char *reason;        /* current health reason; NULL when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
+  gboolean prepared;   /* prepare_pf succeeded for the two below */
+  guint prepared_vfs;
+  VaEswitchMode prepared_eswitch;
 };
 
 void
@@ -296,16 +299,27 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           g_hash_table_insert (self->pf_states, g_strdup (pf->pci), st);
           fresh = TRUE;
         }
-      if (fresh || st->gone)
+      pc = va_config_lookup_pool (self->config, pool);
+      if (pc
+          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs
+              || pc->eswitch != st->prepared_eswitch))
         {
-          /* new, or back: a PF that returns comes back as the kernel
-           * probes it, without the VFs or eswitch mode it had */
+          /* new, or back (a PF that returns comes back as the kernel
+           * probes it, without the VFs or eswitch mode it had), or its
+           * pool asks another VF count or mode (a reload), or it was
+           * refused before: the backend refuses again while leases or
+           * devices are on its VFs */
           g_autoptr (GError) prep = NULL;
 
-          pc = va_config_lookup_pool (self->config, pool);
           g_clear_pointer (&st->prepare_error, g_free);
           pf->leases = leases_on (self, pf);
-          if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
+          st->prepared = va_backend_prepare_pf (self->backend, pf, pc, &prep);
+          if (st->prepared)
+            {
+              st->prepared_vfs = pc->vfs;
+              st->prepared_eswitch = pc->eswitch;
+            }
+          else
             st->prepare_error = g_strdup (prep->message);
         }
       if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
