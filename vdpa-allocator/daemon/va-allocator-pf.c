@@ -14,6 +14,7 @@ struct _PfState
   gboolean healthy;
   char *reason;        /* current health reason; NULL when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
+  char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
   gboolean prepared;   /* prepare_pf succeeded for the two below */
   guint prepared_vfs;
   VaEswitchMode prepared_eswitch;
@@ -24,6 +25,7 @@ va_allocator_pf_state_free (PfState *st)
 {
   g_free (st->reason);
   g_free (st->prepare_error);
+  g_free (st->slots_warning);
   g_free (st);
 }
 
@@ -237,6 +239,23 @@ every_slot_unusable (GPtrArray *reasons)
   return TRUE;
 }
 
+/* "2 of 8 VFs take no lease: <the first one's reason>", or NULL when all
+ * can (all cannot: the PF is unhealthy instead). */
+static char *
+slots_warning (const VaPfInfo *pf)
+{
+  const char *first = NULL;
+  guint n = 0;
+
+  for (guint i = 0; pf->vf_reasons && i < pf->vf_reasons->len; i++)
+    if (g_ptr_array_index (pf->vf_reasons, i))
+      {
+        first = first ? first : g_ptr_array_index (pf->vf_reasons, i);
+        n++;
+      }
+  return n ? g_strdup_printf ("%u of %u VFs of PF %s take no lease: %s", n, pf->vf_reasons->len, pf->name, first) : NULL;
+}
+
 /* The leases the allocator holds on the VFs of @pf (a restart with guests
  * running): the backend must then change neither its VF count nor its
  * eswitch mode. */
@@ -329,10 +348,14 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
       else if (st->gone)
         pf_event (self, pool, name, "PF %s (%s) is back in pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
       st->gone = FALSE;
+      g_clear_pointer (&st->slots_warning, g_free);
       if (pf->healthy && pf->vf_reasons && pf->vf_reasons->len && every_slot_unusable (pf->vf_reasons))
         update_health (self, pool, name, st, FALSE, g_ptr_array_index (pf->vf_reasons, 0));
       else
-        update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+        {
+          update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+          st->slots_warning = slots_warning (pf);
+        }
     next:
       if (local && !first)
         first = g_steal_pointer (&local);
@@ -379,12 +402,14 @@ update_pool_warnings (VaAllocator *self)
       g_ptr_array_add (pcis, NULL);
       if (pcis->len > 1)
         warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
+      for (guint i = 0; !warning && i + 1 < pcis->len; i++)
+        {
+          const PfState *st = g_hash_table_lookup (self->pf_states, g_ptr_array_index (pcis, i));
+          warning = g_strdup (st->slots_warning);
+        }
       if (g_strcmp0 (warning, had) == 0)
         continue;
-      if (warning)
-        pf_event (self, pc->name, "", "pool %s: %s", pc->name, warning);
-      else
-        pf_event (self, pc->name, "", "pool %s: no warning any more", pc->name);
+      g_signal_emit (self, va_allocator_signals[SIGNAL_POOL_WARNING], 0, pc->name, warning ? warning : "");
       if (warning)
         g_hash_table_insert (self->pool_warnings, g_strdup (pc->name), g_steal_pointer (&warning));
       else

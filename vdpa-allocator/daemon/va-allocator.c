@@ -433,6 +433,10 @@ va_allocator_class_init (VaAllocatorClass *klass)
   va_allocator_signals[SIGNAL_LEASE_BROKEN] = g_signal_new ("lease-broken", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                                                             NULL, G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
   /* (VaLease *lease): a broken lease has its slot and device again */
+  /* (const char *pool, const char *warning): the pool's warning changed;
+   * "" when it has none any more */
+  va_allocator_signals[SIGNAL_POOL_WARNING] = g_signal_new ("pool-warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                                                            NULL, G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
   /* (const char *pool, VaDeviceInfo *device): a lease's device was made,
    * its steps timed */
   va_allocator_signals[SIGNAL_DEVICE_MADE] = g_signal_new ("device-made", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
