@@ -172,23 +172,26 @@ rewritten (VaLibvirt *lv, VaForm form, GError **error)
 }
 
 /* Polls the live XML until the interface with @mac is gone (libvirt
- * removes it on QEMU's DEVICE_DELETED, once the guest let go). */
+ * removes it on QEMU's DEVICE_DELETED, once the guest let go). Not through
+ * va_domain_parse(): a metadata NIC without its interface is an error
+ * there. libvirt writes <mac address='...'/> just so. */
 static gboolean
 wait_unplugged (VaLibvirt *lv, const char *mac, double timeout, GError **error)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) (timeout * G_USEC_PER_SEC);
+  g_autofree char *needle = g_strdup_printf ("<mac address='%s'/>", mac);
 
   for (;;)
     {
-      g_autoptr (GError) local = NULL;
-      g_autoptr (VaDomain) d = live_domain (lv, &local);
-      g_autofree char *iface = d ? va_domain_interface_xml (d, mac, NULL) : NULL;
+      g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
 
-      if (d && !iface)
+      if (xml && !strstr (xml, needle))
         return TRUE;
       if (g_get_monotonic_time () > deadline)
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the guest has not ejected NIC %s within %.0f s", mac, timeout);
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                       "the guest has not ejected NIC %s within %.0f s (it stays plugged as it was; libvirt keeps the unplug pending)", mac,
+                       timeout);
           return FALSE;
         }
       g_usleep (20 * 1000);
@@ -308,6 +311,26 @@ swap_to_portable (VaLibvirt *lv, Report *r, GError **error)
   return TRUE;
 }
 
+/* Whether @nic's mode (inline, or its network's in this host's
+ * configuration) allows the accelerated form; TRUE when unknown. */
+static gboolean
+nic_may_accelerate (const VaNic *nic)
+{
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autofree char *ports = NULL;
+  VaNicPlan plan;
+
+  if (nic->mode_set)
+    return nic->mode != VA_MODE_VIRTIO;
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
+  if (!config)
+    return TRUE;
+  ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  view = va_config_to_host_view (config, ports);
+  return !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
+}
+
 /* Every portable NIC whose pool here has room to the accelerated form, a
  * fresh lease each; where that fails, the NIC stays portable. @only: the
  * MACs to consider, or NULL for all. Fails only when the domain cannot be
@@ -350,7 +373,8 @@ swap_to_accelerated (VaLibvirt *lv, Report *r, GHashTable *only, GError **error)
         continue;
       if (want->form != VA_FORM_ACCELERATED)
         {
-          if (want->fallback)
+          /* the text the daemon sends back does not say why */
+          if (nic_may_accelerate (nic))
             nic_note (n, "stays portable: its pool has no room on this host");
           continue;
         }
@@ -370,6 +394,7 @@ swap_to_accelerated (VaLibvirt *lv, Report *r, GHashTable *only, GError **error)
         }
       if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
         return FALSE;
+      n->path = PATH_SWAP;
       if (swap_iface (lv, nic->mac, old, new, n, &nic_error))
         {
           n->after = VA_FORM_ACCELERATED;
@@ -520,8 +545,10 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
                    va_form_to_string (n->before));
           if (n->after != n->before)
             g_print (" -> %s", va_form_to_string (n->after));
-          if (n->offline_s >= 0)
-            g_print ("; unplug %.2f s, plug %.2f s, %.2f s without the NIC", MAX (n->unplug_s, 0), MAX (n->plug_s, 0), n->offline_s);
+          if (n->offline_s >= 0 && n->plug_s >= 0)
+            g_print ("; unplug %.2f s, plug %.2f s, %.2f s without the NIC", n->unplug_s, n->plug_s, n->offline_s);
+          else if (n->offline_s >= 0)
+            g_print ("; unplug %.2f s, plug refused, %.2f s without the NIC", n->unplug_s, n->offline_s);
           if (n->note)
             g_print ("; %s", n->note);
           g_print ("\n");
