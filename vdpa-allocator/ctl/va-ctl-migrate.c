@@ -594,6 +594,18 @@ roll_back (VaLibvirt *lv, Report *r)
 
 /* ---- migrate ----------------------------------------------------------- */
 
+/* The path each accelerated NIC takes, said before anything is tried. */
+static void
+mark_swaps (Report *r)
+{
+  for (guint i = 0; i < r->nics->len; i++)
+    {
+      NicReport *n = g_ptr_array_index (r->nics, i);
+      if (n->before == VA_FORM_ACCELERATED)
+        n->path = PATH_SWAP;
+    }
+}
+
 typedef struct
 {
   virDomainPtr dom;
@@ -754,7 +766,7 @@ domain_migrate (int argc, char **argv, const char *uri)
             n->path = PATH_NATIVE;
         }
     }
-  else if (!swap_to_portable (lv, &r, &error))
+  else if ((mark_swaps (&r), !swap_to_portable (lv, &r, &error)))
     {
       r.error = g_strdup_printf ("before the migration: %s", error->message);
       roll_back (lv, &r);
