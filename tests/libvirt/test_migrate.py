@@ -509,6 +509,17 @@ class TwoHostTier(unittest.TestCase):
         self.assertIsNotNone(doc["error"])
         self.assert_on_a_with_nics()
 
+        # a migration that does not end in time is aborted: at 1 MiB/s the
+        # 256 MiB guest would take minutes
+        self.hosts.virsh("a", "migrate-setspeed", DOM, "1")
+        t0 = time.monotonic()
+        doc = self.vdpactl_json("a", *(migrate + ["--timeout", "2"]), rc=1)
+        note("vdpactl domain migrate --timeout 2 at 1 MiB/s: %.2f s: %s" % (time.monotonic() - t0, doc["error"]))
+        self.assertIn("aborted after --timeout 2 s", doc["error"])
+        self.assert_on_a_with_nics()
+        self.assertEqual(self.hosts.virsh("b", "list", "--all", "--name").stdout.split(), [])
+        self.hosts.virsh("a", "migrate-setspeed", DOM, "8796093022207")
+
         # the migration, pinged
         pinger = self.hosts.pinger(ADDRS)
         try:
