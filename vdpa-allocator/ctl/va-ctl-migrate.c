@@ -21,6 +21,7 @@
 #include "va-domain.h"
 #include "va-error.h"
 #include "va-libvirt.h"
+#include "va-netlink.h"
 #include "va-paths.h"
 
 /* how long a guest may take to eject a NIC: ACPI hot-unplug under TCG takes
@@ -206,6 +207,57 @@ announce (VaLibvirt *lv)
     = va_libvirt_qmp (lv, "{\"execute\":\"announce-self\",\"arguments\":{\"initial\":50,\"max\":550,\"rounds\":10,\"step\":50}}", NULL);
 }
 
+/* After a plug: a portable NIC on a Linux bridge joins its VLAN as the
+ * hook does at start (libvirt refuses <vlan> there, and runs no hook for
+ * hot-plug); on failure it is unplugged again, as an untagged NIC would
+ * land on the bridge's default VLAN. Open vSwitch ports libvirt tags. */
+static gboolean
+apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
+{
+  g_autoptr (VaDomain) live = live_domain (lv, error);
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (GError) local = NULL;
+  const VaNic *nic = NULL;
+  GPtrArray *nics;
+  VaNicPlan plan;
+
+  if (!live)
+    return FALSE;
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    if (strcmp (((const VaNic *) g_ptr_array_index (nics, i))->mac, mac) == 0)
+      nic = g_ptr_array_index (nics, i);
+  if (!nic || nic->form != VA_FORM_PORTABLE)
+    return TRUE;
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
+  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+    config = va_config_new_empty ();
+  if (config)
+    view = va_config_to_host_view (config, ports);
+  if (!view || !va_nic_resolve (nic, view, &plan, &local))
+    ;
+  else if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
+    return TRUE;
+  else if (!nic->target_dev)
+    g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "libvirt named no tap");
+  else if (va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &local)
+           && va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &local))
+    return TRUE;
+  {
+    g_autofree char *iface = va_domain_interface_xml (live, mac, NULL);
+
+    if (iface)
+      virDomainDetachDeviceFlags (lv->dom, iface, VIR_DOMAIN_AFFECT_LIVE);
+    g_set_error (error, VA_ERROR, VA_ERROR_FAILED,
+                 "the portable form's VLAN on its Linux bridge: %s; unplugged again, so that it is on "
+                 "no other VLAN",
+                 local ? local->message : "unknown");
+    return FALSE;
+  }
+}
+
 /* Unplugs @old, waits for the guest to let go, plugs @new in the slot
  * (@new names the same MAC and PCI address). On a refused plug, plugs @old
  * again: the NIC is never left without a form. */
@@ -227,15 +279,22 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Ni
     {
       g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
 
+      g_autoptr (GError) vlan_error = NULL;
+
       if (virDomainAttachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
         g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the new form (%s), and the old one again: %s; the NIC is unplugged",
                      msg, virGetLastErrorMessage ());
+      else if (!apply_vlan (lv, mac, &vlan_error))
+        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was, but %s", msg,
+                     vlan_error->message);
       else
         g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was", msg);
       n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
       announce (lv);
       return FALSE;
     }
+  if (!apply_vlan (lv, mac, error))
+    return FALSE;
   n->plug_s = (g_get_monotonic_time () - t1) / (double) G_USEC_PER_SEC;
   n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
   announce (lv);
