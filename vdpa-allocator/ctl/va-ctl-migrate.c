@@ -522,10 +522,11 @@ migration_blockers (VaLibvirt *lv, GError **error)
 
 /* ---- output ------------------------------------------------------------ */
 
+/* milliseconds: a double prints as 37.347999999999999 in JSON */
 static GVariant *
-maybe_double (double v)
+maybe_ms (double v)
 {
-  return v < 0 ? g_variant_new_string ("") : g_variant_new_double (((gint64) (v * 1000 + 0.5)) / 1000.0);
+  return v < 0 ? g_variant_new_string ("") : g_variant_new_int64 ((gint64) (v * 1000 + 0.5));
 }
 
 static int
@@ -587,9 +588,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
           g_variant_builder_add (&j, "{sv}", "path", g_variant_new_string (path_names[n->path]));
           g_variant_builder_add (&j, "{sv}", "form_before", g_variant_new_string (va_form_to_string (n->before)));
           g_variant_builder_add (&j, "{sv}", "form_after", g_variant_new_string (va_form_to_string (n->after)));
-          g_variant_builder_add (&j, "{sv}", "unplug_s", maybe_double (n->unplug_s));
-          g_variant_builder_add (&j, "{sv}", "plug_s", maybe_double (n->plug_s));
-          g_variant_builder_add (&j, "{sv}", "offline_s", maybe_double (n->offline_s));
+          g_variant_builder_add (&j, "{sv}", "unplug_ms", maybe_ms (n->unplug_s));
+          g_variant_builder_add (&j, "{sv}", "plug_ms", maybe_ms (n->plug_s));
+          g_variant_builder_add (&j, "{sv}", "offline_ms", maybe_ms (n->offline_s));
           g_variant_builder_add (&j, "{sv}", "note", g_variant_new_string (n->note ? n->note : ""));
           g_variant_builder_add_value (&nb, g_variant_builder_end (&j));
         }
