@@ -1,0 +1,317 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# lab-igb.sh: runs INSIDE the lab host booted by lab_host.py --igb 1 (QEMU
+# 10, q35, an emulated Intel IOMMU, one Intel 82576 PF with SR-IOV) and
+# prints TAP: what a real SR-IOV PF driver does, the facts issue 15's sriov
+# mode is built on:
+#   igb: the PF bound to igb with a netdev, sriov_totalvfs, sriov_numvfs
+#     making VFs bound to igbvf, VF MAC/VLAN/spoofchk/trust through
+#     rtnetlink on the PF read back from IFLA_VFINFO_LIST, the reset; one
+#     IOMMU group per VF; a VF moved to vfio-pci by driver_override, its
+#     /dev/vfio/N; what devlink says about igb (no devlink, no switchdev).
+#   libvirt 9.0 (Debian 12's libvirtd): a hostdev network on the PF
+#     (<forward mode='hostdev' managed='yes'><pf dev=.../>), a domain with
+#     <interface type='network'> with <mac> and <vlan> started paused: the
+#     VF libvirt picks moves to vfio-pci, its MAC and VLAN are set on the PF;
+#     virsh destroy gives the VF back to igbvf with its MAC and VLAN as
+#     before.
+# A step the lab host cannot run (QEMU 7.2 assigning a VF under TCG) says
+# "# SKIP" with the error seen; the rest still runs. Facts as "# fact:".
+set -u
+
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
+fact() { echo "# fact: $*"; }
+section() { echo "# --- $* (uptime $(cut -d' ' -f1 /proc/uptime) s)"; }
+check() {
+    d=$1
+    shift
+    if out=$("$@" 2>&1); then
+        ok "$d"
+    else
+        not_ok "$d"
+        printf '%s\n' "$out" | sed 's/^/# /'
+    fi
+}
+eq() {
+    if [ "$2" = "$3" ]; then
+        ok "$1"
+    else
+        not_ok "$1"
+        diag "expected: $2" "got:      $3"
+    fi
+}
+json() {
+    /usr/bin/python3 -S -c 'import json, sys
+d = json.load(sys.stdin)
+try:
+    v = eval(sys.argv[1])
+except (KeyError, IndexError, TypeError) as e:
+    v = "<%s: %s>" % (type(e).__name__, e)
+print(json.dumps(v) if isinstance(v, (bool, list, dict)) else v)' "$1"
+}
+sysw() {
+    /usr/bin/python3 -S -c 'import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY)
+    try:
+        os.write(fd, sys.argv[2].encode())
+    finally:
+        os.close(fd)
+except OSError as e:
+    print("write %s to %s: %s (%s)" % (sys.argv[2], sys.argv[1], e.strerror, errno.errorcode.get(e.errno)))
+    sys.exit(1)' "$1" "$2"
+}
+# until SECONDS COMMAND...: polls COMMAND every 0.2 s (probes under TCG are slow)
+until_ok() {
+    t=$(($1 * 5))
+    shift
+    while ! "$@" >/dev/null 2>&1; do
+        t=$((t - 1))
+        [ $t -gt 0 ] || return 1
+        sleep 0.2
+    done
+}
+drv() { d=$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null) && basename "$d" || echo none; }
+netdev() { ls "/sys/bus/pci/devices/$1/net" 2>/dev/null | head -n1; }
+# vf_state N: "mac vlan qos spoofchk trust" of VF N from the PF's IFLA_VFINFO_LIST
+vf_state() {
+    ip -d -j link show "$pf" | json "(lambda v: ' '.join(str(x) for x in (v['address'], v['vlan_list'][0].get('vlan', 0), v['vlan_list'][0].get('qos', 0), v['spoofchk'], v['trust'])))(d[0]['vfinfo_list'][$1])"
+}
+
+echo "# kernel $(uname -r), $(cat /proc/cmdline)"
+
+# --- the PF ---------------------------------------------------------------------
+section igb
+check "modprobe igb igbvf vfio-pci" modprobe -a igb igbvf vfio-pci
+pfpci=
+for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor"):$(cat "$d/device")" = 0x8086:0x10c9 ] && pfpci=${d##*/} && break
+done
+[ -n "$pfpci" ] || { not_ok "an 82576 PF (8086:10c9) on the PCI bus"; echo "1..$n"; exit 1; }
+sys=/sys/bus/pci/devices/$pfpci
+until_ok 60 test -d "$sys/net"
+pf=$(netdev "$pfpci")
+eq "the 82576 PF $pfpci is bound to igb with a netdev" "igb yes" "$(drv "$pfpci") $([ -n "$pf" ] && echo yes)"
+fact "PF $pfpci netdev $pf, operstate $(cat /sys/class/net/$pf/operstate), carrier $(cat /sys/class/net/$pf/carrier 2>&1)"
+eq "sriov_totalvfs is 7" 7 "$(cat "$sys/sriov_totalvfs")"
+eq "sriov_numvfs starts at 0" 0 "$(cat "$sys/sriov_numvfs")"
+fact "sriov_vf_device $(cat "$sys/sriov_vf_device"), sriov_offset $(cat "$sys/sriov_offset"), sriov_stride $(cat "$sys/sriov_stride"), sriov_drivers_autoprobe $(cat "$sys/sriov_drivers_autoprobe")"
+
+check "sriov_numvfs 2" sysw "$sys/sriov_numvfs" 2
+vf0pci=$(basename "$(readlink "$sys/virtfn0")")
+vf1pci=$(basename "$(readlink "$sys/virtfn1")")
+fact "VFs: virtfn0 $vf0pci, virtfn1 $vf1pci"
+until_ok 60 test -d "/sys/bus/pci/devices/$vf1pci/net" && until_ok 60 test -d "/sys/bus/pci/devices/$vf0pci/net"
+eq "two VFs, both bound to igbvf with a netdev" "2 igbvf igbvf yes yes" \
+    "$(ls -d "$sys"/virtfn* | wc -l) $(drv "$vf0pci") $(drv "$vf1pci") $([ -n "$(netdev "$vf0pci")" ] && echo yes) $([ -n "$(netdev "$vf1pci")" ] && echo yes)"
+fact "VF netdevs $(netdev "$vf0pci") $(netdev "$vf1pci"), VF device id $(cat "/sys/bus/pci/devices/$vf0pci/device"), physfn of $vf0pci: $(basename "$(readlink "/sys/bus/pci/devices/$vf0pci/physfn")")"
+eq "the PF netdev lists 2 VFs (IFLA_VFINFO_LIST)" 2 "$(ip -j link show "$pf" | json 'len(d[0]["vfinfo_list"])')"
+vf0_before=$(vf_state 0)
+fact "VF 0 as made (mac vlan qos spoofchk trust): $vf0_before"
+fact "VF 1 as made: $(vf_state 1)"
+refused_out=$(sysw "$sys/sriov_numvfs" 3 2>&1) && not_ok "2 -> 3 VFs without 0 first is refused" ||
+    ok "2 -> 3 VFs without 0 first is refused"
+fact "echo 3 > sriov_numvfs with 2 made: $refused_out"
+
+# --- VF settings through the PF ----------------------------------------------------
+section vf-settings
+check "ip link set $pf vf 0 mac 52:54:00:15:01:00 vlan 2334 spoofchk on trust off" \
+    ip link set "$pf" vf 0 mac 52:54:00:15:01:00 vlan 2334 spoofchk on trust off
+eq "VF 0 reads back mac, vlan 2334, qos 0, spoofchk on, trust off from ip -d -j link show $pf" \
+    "52:54:00:15:01:00 2334 0 True False" "$(vf_state 0)"
+diag "$(ip -d link show "$pf" | grep 'vf 0')"
+check "trust on reads back" sh -c "ip link set $pf vf 0 trust on && ip -j link show $pf | grep -q '\"trust\":true'"
+out=$(ip link set "$pf" vf 0 rate 100 2>&1) && r=accepted || r="refused: $out"
+fact "ip link set $pf vf 0 rate 100 (max_tx_rate): $r"
+out=$(ip link set "$pf" vf 0 vlan 4095 2>&1) && r=accepted || r="refused: $out"
+fact "vlan 4095: $r"
+check "reset: ip link set $pf vf 0 vlan 0 trust off, mac 00:00:00:00:00:00" \
+    ip link set "$pf" vf 0 vlan 0 trust off mac 00:00:00:00:00:00
+eq "VF 0 after the reset: no VLAN, trust off" "0 0 True False" "$(vf_state 0 | cut -d' ' -f2-)"
+fact "VF 0 after the reset (mac vlan qos spoofchk trust): $(vf_state 0); rate: $(ip -j link show "$pf" | json 'd[0]["vfinfo_list"][0].get("rate")')"
+diag "$(dmesg | grep -E 'igb .*VF|igbvf' | tail -n 12)"
+
+# --- IOMMU groups and vfio-pci ---------------------------------------------------
+section iommu
+g_pf=$(basename "$(readlink "$sys/iommu_group")")
+g0=$(basename "$(readlink "/sys/bus/pci/devices/$vf0pci/iommu_group")")
+g1=$(basename "$(readlink "/sys/bus/pci/devices/$vf1pci/iommu_group")")
+fact "iommu groups: PF $g_pf, VF0 $g0, VF1 $g1; $(ls /sys/kernel/iommu_groups | wc -l) groups in /sys/kernel/iommu_groups"
+if [ -n "$g0" ] && [ -n "$g1" ] && [ "$g0" != "$g1" ] && [ "$g0" != "$g_pf" ] &&
+    [ "$(ls "/sys/kernel/iommu_groups/$g0/devices")" = "$vf0pci" ] &&
+    [ "$(ls "/sys/kernel/iommu_groups/$g1/devices")" = "$vf1pci" ]; then
+    ok "each VF has an IOMMU group of its own (/sys/kernel/iommu_groups/$g0, $g1)"
+else
+    not_ok "each VF has an IOMMU group of its own"
+    diag "$(ls -l /sys/kernel/iommu_groups/*/devices/)"
+fi
+fact "iommu domain type of VF 0's group: $(cat "/sys/kernel/iommu_groups/$g0/type" 2>&1)"
+check "VF 1: unbind from igbvf" sysw "/sys/bus/pci/devices/$vf1pci/driver/unbind" "$vf1pci"
+check "VF 1: driver_override vfio-pci, drivers_probe" sh -c "echo vfio-pci >/sys/bus/pci/devices/$vf1pci/driver_override &&
+    echo $vf1pci >/sys/bus/pci/drivers_probe"
+eq "VF 1 is bound to vfio-pci" vfio-pci "$(drv "$vf1pci")"
+check "/dev/vfio/$g1 exists for VF 1's group" test -c "/dev/vfio/$g1"
+fact "/dev/vfio: $(ls /dev/vfio | tr '\n' ' ')"
+# open the group and container as QEMU would: VFIO_GET_API_VERSION, the group viable, type1 set
+out=$(/usr/bin/python3 -S - "$g1" "$vf1pci" 2>&1 <<'EOF'
+import fcntl, os, struct, sys
+VFIO_TYPE, VFIO_BASE = ord(';'), 100
+def IO(nr): return (VFIO_TYPE << 8) | (VFIO_BASE + nr)
+c = os.open("/dev/vfio/vfio", os.O_RDWR)
+print("api", fcntl.ioctl(c, IO(0)))
+print("type1v2 extension", fcntl.ioctl(c, IO(1), 3))
+g = os.open("/dev/vfio/" + sys.argv[1], os.O_RDWR)
+st = bytearray(struct.pack("II", 8, 0))
+fcntl.ioctl(g, IO(3), st)  # VFIO_GROUP_GET_STATUS
+flags = struct.unpack("II", st)[1]
+print("group viable", bool(flags & 1))
+fcntl.ioctl(g, IO(4), struct.pack("i", c))  # VFIO_GROUP_SET_CONTAINER
+fcntl.ioctl(c, IO(2), 3)  # VFIO_SET_IOMMU type1v2
+fd = fcntl.ioctl(g, IO(6), bytearray(sys.argv[2].encode() + b"\0"))  # VFIO_GROUP_GET_DEVICE_FD
+print("device fd", fd >= 0)
+EOF
+)
+case "$out" in
+*"group viable True"*"device fd True"*) ok "VFIO: VF 1's group is viable, type1v2 container set, a device fd opens" ;;
+*) not_ok "VFIO: VF 1's group opens"; diag "$out" ;;
+esac
+fact "vfio ioctls: $(echo "$out" | tr '\n' ';')"
+check "VF 1 back to igbvf (unbind, driver_override cleared, drivers_probe)" sh -c "
+    echo $vf1pci >/sys/bus/pci/drivers/vfio-pci/unbind && echo >/sys/bus/pci/devices/$vf1pci/driver_override &&
+    echo $vf1pci >/sys/bus/pci/drivers_probe && [ \"\$(basename \$(readlink /sys/bus/pci/devices/$vf1pci/driver))\" = igbvf ]"
+
+# --- devlink ------------------------------------------------------------------------
+section devlink
+out=$(devlink dev show 2>&1)
+fact "devlink dev show: ${out:-(nothing)}"
+out=$(devlink dev eswitch show "pci/$pfpci" 2>&1) && r=0 || r=$?
+fact "devlink dev eswitch show pci/$pfpci: rc $r: $out"
+eq "igb registers no devlink instance: eswitch show pci/$pfpci fails" "fails" "$([ $r -ne 0 ] && echo fails)"
+fact "phys_switch_id of $pf: $(cat "/sys/class/net/$pf/phys_switch_id" 2>&1); phys_port_name: $(cat "/sys/class/net/$pf/phys_port_name" 2>&1)"
+
+# --- libvirt: a hostdev network on the PF --------------------------------------------
+section libvirt
+lvready=/run/lab-igb-libvirt.ready
+# vatest.libvirt's fixture, as test_lab_daemon.py uses it: the lab host is
+# this test's own machine. It runs until SIGTERM, then tears down.
+VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 - "$lvready" >/run/lab-igb-libvirt.log 2>&1 <<'EOF' &
+import sys, time
+from vatest.libvirt import Libvirt
+lv = Libvirt()
+lv.start(timeout=180)  # SIGTERM from here on: KeyboardInterrupt
+open(sys.argv[1], "w").write(lv.root + "\n")
+try:
+    while True:
+        time.sleep(3600)
+except KeyboardInterrupt:
+    pass
+finally:
+    lv.stop()
+EOF
+lvpid=$!
+until_ok 240 test -e "$lvready"
+if ! [ -e "$lvready" ]; then
+    not_ok "libvirtd started"
+    diag "$(cat /run/lab-igb-libvirt.log)"
+    echo "1..$n"
+    exit 1
+fi
+ok "libvirtd $(libvirtd --version | awk '{ print $NF }') started"
+lvroot=$(cat "$lvready")
+v() { virsh -q -c qemu:///system "$@"; }
+work=$(mktemp -d)
+cat >"$work/net.xml" <<EOF
+<network>
+  <name>igb-pool</name>
+  <forward mode='hostdev' managed='yes'>
+    <pf dev='$pf'/>
+  </forward>
+</network>
+EOF
+check "net-define + net-start of a hostdev network on <pf dev='$pf'/>" sh -c "virsh -q -c qemu:///system net-define $work/net.xml && virsh -q -c qemu:///system net-start igb-pool"
+netxml=$(v net-dumpxml igb-pool 2>&1)
+addrs=$(printf '%s\n' "$netxml" | grep -c "<address type='pci'")
+eq "the running network lists the PF's 2 VFs as <address type='pci'>" 2 "$addrs"
+diag "$netxml"
+
+vf0_mac_before=$(vf_state 0)
+vf1_mac_before=$(vf_state 1)
+cat >"$work/dom.xml" <<EOF
+<domain type='qemu'>
+  <name>igb-guest</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <interface type='network'>
+      <source network='igb-pool'/>
+      <mac address='52:54:00:15:23:34'/>
+      <vlan><tag id='2334'/></vlan>
+    </interface>
+  </devices>
+</domain>
+EOF
+check "virsh define of a domain with <interface type='network'> on igb-pool, <mac> and <vlan><tag id='2334'/>" \
+    v define "$work/dom.xml"
+# libvirt configures a VF through its PF only while the PF is up
+out=$(v start --paused igb-guest 2>&1) && r=started || r=refused
+case "$r $out" in
+"refused "*"because the PF is not online"*) ok "with $pf down libvirt refuses the start (the PF is not online)" ;;
+*) not_ok "with $pf down libvirt refuses the start"; diag "$out" ;;
+esac
+fact "virsh start --paused with $pf down: $r: $out"
+fact "after that refusal: VF 0 $(drv "$vf0pci") $(vf_state 0), VF 1 $(drv "$vf1pci") $(vf_state 1)"
+v destroy igb-guest >/dev/null 2>&1
+check "ip link set $pf up" ip link set "$pf" up
+start_out=$(v start --paused igb-guest 2>&1) && started=yes || started=no
+fact "virsh start --paused igb-guest: $started: $start_out"
+if [ $started = yes ]; then
+    ok "virsh start --paused igb-guest"
+    live=$(v dumpxml igb-guest)
+    diag "$(printf '%s\n' "$live" | sed -n '/<interface/,/<\/interface>/p')"
+    # the VF libvirt picked: the one now bound to vfio-pci
+    picked=
+    for vf in "$vf0pci" "$vf1pci"; do
+        [ "$(drv "$vf")" = vfio-pci ] && picked=$vf
+    done
+    [ "$picked" = "$vf0pci" ] && vfn=0 || vfn=1
+    eq "libvirt bound one VF to vfio-pci (managed='yes')" yes "$([ -n "$picked" ] && echo yes)"
+    fact "libvirt picked $picked (VF $vfn); the other is $(drv "$([ $vfn = 0 ] && echo "$vf1pci" || echo "$vf0pci")")"
+    eq "VF $vfn reads back the domain's MAC and VLAN 2334 on $pf" "52:54:00:15:23:34 2334" \
+        "$(vf_state $vfn | cut -d' ' -f1-2)"
+    fact "VF $vfn while the domain runs (mac vlan qos spoofchk trust): $(vf_state $vfn)"
+    fact "network ports: $(v net-port-list igb-pool 2>&1 | tr '\n' ' ')"
+    state=$(v domstate igb-guest 2>&1)
+    eq "the domain is paused" paused "$state"
+    check "virsh destroy igb-guest" v destroy igb-guest
+    until_ok 60 test "$(drv "$picked")" = igbvf
+    eq "after destroy VF $vfn is back on igbvf" igbvf "$(drv "$picked")"
+    before=$([ $vfn = 0 ] && echo "$vf0_mac_before" || echo "$vf1_mac_before")
+    eq "after destroy VF $vfn has its MAC, VLAN, spoofchk and trust as before the start" "$before" "$(vf_state $vfn)"
+else
+    reason=$(printf '%s' "$start_out" | tr '\n' ' ' | cut -c1-300)
+    for t in "libvirt bound one VF to vfio-pci" "VF reads back the domain's MAC and VLAN 2334" \
+        "virsh destroy restores the VF"; do
+        skip "$t" "virsh start failed: $reason"
+    done
+    diag "$(tail -n 30 /var/log/libvirt/qemu/igb-guest.log 2>/dev/null)"
+    fact "after the failed start: VF 0 $(drv "$vf0pci") $(vf_state 0), VF 1 $(drv "$vf1pci") $(vf_state 1)"
+fi
+v undefine igb-guest >/dev/null 2>&1
+v net-destroy igb-pool >/dev/null 2>&1
+v net-undefine igb-pool >/dev/null 2>&1
+kill -TERM $lvpid 2>/dev/null
+wait $lvpid 2>/dev/null
+
+section end
+check "sriov_numvfs 0 removes the VFs" sh -c "echo 0 >$sys/sriov_numvfs && ! ls -d $sys/virtfn* 2>/dev/null"
+check "the kernel logged no WARNING, BUG or Oops" sh -c '! dmesg | grep -E "WARNING:|BUG:|Oops"'
+echo "1..$n"
+[ $failed -eq 0 ]
