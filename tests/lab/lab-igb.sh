@@ -240,11 +240,11 @@ addrs=$(printf '%s\n' "$netxml" | grep -c "<address type='pci'")
 eq "the running network lists the PF's 2 VFs as <address type='pci'>" 2 "$addrs"
 diag "$netxml"
 
-vf0_mac_before=$(vf_state 0)
-vf1_mac_before=$(vf_state 1)
-cat >"$work/dom.xml" <<EOF
+# domxml NAME MAC VLAN: a TCG domain with one NIC on the hostdev network
+domxml() {
+    cat >"$work/$1.xml" <<EOF
 <domain type='qemu'>
-  <name>igb-guest</name>
+  <name>$1</name>
   <memory unit='MiB'>64</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
@@ -252,59 +252,109 @@ cat >"$work/dom.xml" <<EOF
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
     <interface type='network'>
       <source network='igb-pool'/>
-      <mac address='52:54:00:15:23:34'/>
-      <vlan><tag id='2334'/></vlan>
+      <mac address='$2'/>
+      <vlan><tag id='$3'/></vlan>
     </interface>
   </devices>
 </domain>
 EOF
-check "virsh define of a domain with <interface type='network'> on igb-pool, <mac> and <vlan><tag id='2334'/>" \
-    v define "$work/dom.xml"
+    v define "$work/$1.xml"
+}
+# vf_of NAME: the VF index (0, 1) of the domain's hostdev source address
+vf_of() {
+    a=$(v dumpxml "$1" | sed -n '/<source>/,/<\/source>/p' | sed -n "s/.*slot='0x\([0-9a-f]*\)' function='0x\([0-9a-f]*\)'.*/\1.\2/p")
+    for i in 0 1; do
+        eval "p=\$vf${i}pci"
+        [ "${p#*:*:}" = "$(printf '%02x.%x' "0x${a%.*}" "0x${a#*.}")" ] && echo $i && return
+    done
+    echo "?"
+}
+vfpci() { eval "echo \$vf${1}pci"; }
+
+# VF 1 gets an administrative MAC first: libvirt must put back a set one too
+check "ip link set $pf vf 1 mac 52:54:00:15:01:01 (an admin MAC libvirt must restore)" \
+    ip link set "$pf" vf 1 mac 52:54:00:15:01:01
+vf_before_0=$(vf_state 0)
+vf_before_1=$(vf_state 1)
+# the MAC of each VF's igbvf netdev: what libvirt saves as "mac" and restores
+vfnetmac() { cat "/sys/bus/pci/devices/$(vfpci "$1")/net/"*/address 2>&1; }
+netmac_0=$(vfnetmac 0)
+netmac_1=$(vfnetmac 1)
+fact "before the domains (admin mac vlan qos spoofchk trust): VF 0 $vf_before_0, VF 1 $vf_before_1; igbvf netdev MACs: VF 0 $netmac_0, VF 1 $netmac_1"
+if domxml guest-a 52:54:00:15:23:34 2334 >"$work/def.out" 2>&1 && domxml guest-b 52:54:00:15:23:35 2335 >>"$work/def.out" 2>&1 &&
+    domxml guest-c 52:54:00:15:23:36 2336 >>"$work/def.out" 2>&1; then
+    ok "virsh define of guest-a, guest-b, guest-c: <interface type='network'> on igb-pool with <mac> and <vlan>"
+else
+    not_ok "virsh define of guest-a, guest-b, guest-c"
+    diag "$(cat "$work/def.out")"
+fi
 # libvirt configures a VF through its PF only while the PF is up
-out=$(v start --paused igb-guest 2>&1) && r=started || r=refused
+out=$(v start --paused guest-a 2>&1) && r=started || r=refused
 case "$r $out" in
 "refused "*"because the PF is not online"*) ok "with $pf down libvirt refuses the start (the PF is not online)" ;;
 *) not_ok "with $pf down libvirt refuses the start"; diag "$out" ;;
 esac
 fact "virsh start --paused with $pf down: $r: $out"
-fact "after that refusal: VF 0 $(drv "$vf0pci") $(vf_state 0), VF 1 $(drv "$vf1pci") $(vf_state 1)"
-v destroy igb-guest >/dev/null 2>&1
+eq "that refusal leaves both VFs on igbvf as they were" "igbvf $vf_before_0 igbvf $vf_before_1" \
+    "$(drv "$vf0pci") $(vf_state 0) $(drv "$vf1pci") $(vf_state 1)"
+v destroy guest-a >/dev/null 2>&1
 check "ip link set $pf up" ip link set "$pf" up
-start_out=$(v start --paused igb-guest 2>&1) && started=yes || started=no
-fact "virsh start --paused igb-guest: $started: $start_out"
+t0=$(cut -d' ' -f1 /proc/uptime)
+start_out=$(v start --paused guest-a 2>&1) && started=yes || started=no
+fact "virsh start --paused guest-a: $started in $(echo "$(cut -d' ' -f1 /proc/uptime) $t0" | awk '{ print $1 - $2 }') s: $start_out"
 if [ $started = yes ]; then
-    ok "virsh start --paused igb-guest"
-    live=$(v dumpxml igb-guest)
-    diag "$(printf '%s\n' "$live" | sed -n '/<interface/,/<\/interface>/p')"
-    # the VF libvirt picked: the one now bound to vfio-pci
-    picked=
-    for vf in "$vf0pci" "$vf1pci"; do
-        [ "$(drv "$vf")" = vfio-pci ] && picked=$vf
-    done
-    [ "$picked" = "$vf0pci" ] && vfn=0 || vfn=1
-    eq "libvirt bound one VF to vfio-pci (managed='yes')" yes "$([ -n "$picked" ] && echo yes)"
-    fact "libvirt picked $picked (VF $vfn); the other is $(drv "$([ $vfn = 0 ] && echo "$vf1pci" || echo "$vf0pci")")"
-    eq "VF $vfn reads back the domain's MAC and VLAN 2334 on $pf" "52:54:00:15:23:34 2334" \
-        "$(vf_state $vfn | cut -d' ' -f1-2)"
-    fact "VF $vfn while the domain runs (mac vlan qos spoofchk trust): $(vf_state $vfn)"
-    fact "network ports: $(v net-port-list igb-pool 2>&1 | tr '\n' ' ')"
-    state=$(v domstate igb-guest 2>&1)
-    eq "the domain is paused" paused "$state"
-    check "virsh destroy igb-guest" v destroy igb-guest
-    until_ok 60 test "$(drv "$picked")" = igbvf
-    eq "after destroy VF $vfn is back on igbvf" igbvf "$(drv "$picked")"
-    before=$([ $vfn = 0 ] && echo "$vf0_mac_before" || echo "$vf1_mac_before")
-    eq "after destroy VF $vfn has its MAC, VLAN, spoofchk and trust as before the start" "$before" "$(vf_state $vfn)"
+    ok "virsh start --paused guest-a (QEMU 7.2 under TCG in the lab host takes the VF through vfio-pci)"
+    diag "$(v dumpxml guest-a | sed -n '/<interface/,/<\/interface>/p')"
+    a=$(vf_of guest-a)
+    eq "guest-a's VF $a is bound to vfio-pci, its live <interface> is type='hostdev'" "vfio-pci yes" \
+        "$(drv "$(vfpci "$a")") $(v dumpxml guest-a | grep -q "<interface type='hostdev' managed='yes'>" && echo yes)"
+    eq "VF $a reads back guest-a's MAC and VLAN 2334 on $pf, spoofchk on, trust off" "52:54:00:15:23:34 2334 0 True False" \
+        "$(vf_state "$a")"
+    fact "libvirt's saved VF state: $(for f in /run/libvirt/hostdevmgr/*; do printf '%s: %s; ' "${f##*/}" "$(tr -s '\n ' '  ' <"$f")"; done 2>&1)"
+    fact "network ports of igb-pool: $(v net-port-list igb-pool 2>&1 | tr '\n' ' ')"
+    eq "guest-a is paused" paused "$(v domstate guest-a 2>&1)"
+    if v start --paused guest-b >"$work/b.out" 2>&1; then
+        b=$(vf_of guest-b)
+        eq "guest-b gets the other VF, MAC and VLAN 2335 on it" "$((1 - a)) vfio-pci 52:54:00:15:23:35 2335" \
+            "$b $(drv "$(vfpci "$b")") $(vf_state "$b" | cut -d' ' -f1-2)"
+        out=$(v start --paused guest-c 2>&1) && r=started || r=refused
+        case "$r" in
+        refused) ok "guest-c with both VFs taken: libvirt refuses the start" ;;
+        *) not_ok "guest-c with both VFs taken: libvirt refuses the start (it started)" ;;
+        esac
+        fact "virsh start --paused guest-c with the pool empty: $r: $out"
+        check "virsh destroy guest-b" v destroy guest-b
+        until_ok 60 test "$(drv "$(vfpci "$b")")" = igbvf
+        # libvirt restores as the admin MAC the MAC the VF's netdev had
+        # (its saved "mac"), not the saved "adminMac": igbvf comes back with it
+        eq "after destroy VF $b is on igbvf, its admin MAC is its netdev's MAC from before the start, no VLAN" \
+            "igbvf $(eval echo "\$netmac_$b") $(eval echo "\$vf_before_$b" | cut -d' ' -f2-)" \
+            "$(drv "$(vfpci "$b")") $(vf_state "$b")"
+        fact "VF $b's admin MAC: before $(eval echo "\$vf_before_$b" | cut -d' ' -f1), after destroy $(vf_state "$b" | cut -d' ' -f1); igbvf netdev: $(vfnetmac "$b")"
+    else
+        not_ok "guest-b starts on the other VF"
+        diag "$(cat "$work/b.out")"
+    fi
+    check "virsh destroy guest-a" v destroy guest-a
+    until_ok 60 test "$(drv "$(vfpci "$a")")" = igbvf
+    eq "after destroy VF $a is on igbvf again" igbvf "$(drv "$(vfpci "$a")")"
+    eq "after destroy VF $a's admin MAC is its netdev's MAC from before the start, no VLAN, spoofchk on, trust off" \
+        "$(eval echo "\$netmac_$a") $(eval echo "\$vf_before_$a" | cut -d' ' -f2-)" "$(vf_state "$a")"
+    fact "VF $a's admin MAC: before $(eval echo "\$vf_before_$a" | cut -d' ' -f1), after destroy $(vf_state "$a" | cut -d' ' -f1); igbvf netdev: $(vfnetmac "$a")"
+    eq "after destroy libvirt's saved VF state is gone" "" "$(ls /run/libvirt/hostdevmgr/ 2>/dev/null)"
+    diag "$(dmesg | grep -E 'igb(vf)? ' | tail -n 25)"
 else
     reason=$(printf '%s' "$start_out" | tr '\n' ' ' | cut -c1-300)
-    for t in "libvirt bound one VF to vfio-pci" "VF reads back the domain's MAC and VLAN 2334" \
-        "virsh destroy restores the VF"; do
+    for t in "guest-a's VF on vfio-pci" "its MAC and VLAN 2334 on the PF" "guest-b on the other VF" \
+        "guest-c refused" "destroy restores the VFs"; do
         skip "$t" "virsh start failed: $reason"
     done
-    diag "$(tail -n 30 /var/log/libvirt/qemu/igb-guest.log 2>/dev/null)"
-    fact "after the failed start: VF 0 $(drv "$vf0pci") $(vf_state 0), VF 1 $(drv "$vf1pci") $(vf_state 1)"
+    diag "$(tail -n 30 /var/log/libvirt/qemu/guest-a.log 2>/dev/null)"
 fi
-v undefine igb-guest >/dev/null 2>&1
+for d in guest-a guest-b guest-c; do
+    v destroy $d >/dev/null 2>&1
+    v undefine $d >/dev/null 2>&1
+done
 v net-destroy igb-pool >/dev/null 2>&1
 v net-undefine igb-pool >/dev/null 2>&1
 kill -TERM $lvpid 2>/dev/null
