@@ -14,8 +14,11 @@
 #     (<forward mode='hostdev' managed='yes'><pf dev=.../>), a domain with
 #     <interface type='network'> with <mac> and <vlan> started paused: the
 #     VF libvirt picks moves to vfio-pci, its MAC and VLAN are set on the PF;
-#     virsh destroy gives the VF back to igbvf with its MAC and VLAN as
-#     before.
+#     a second domain gets the other VF, a third is refused; virsh destroy
+#     gives each VF back to igbvf with no VLAN and, as its admin MAC, the MAC
+#     its igbvf netdev had before the start (libvirt's saved "mac", not its
+#     saved "adminMac"); with sriov_drivers_autoprobe 0 (VFs on no driver)
+#     the admin MAC and VLAN come back exactly and the VF stays driverless.
 # A step the lab host cannot run (QEMU 7.2 assigning a VF under TCG) says
 # "# SKIP" with the error seen; the rest still runs. Facts as "# fact:".
 set -u
@@ -350,6 +353,38 @@ else
         skip "$t" "virsh start failed: $reason"
     done
     diag "$(tail -n 30 /var/log/libvirt/qemu/guest-a.log 2>/dev/null)"
+fi
+# VFs without a host driver (sriov_drivers_autoprobe 0), as a pool might keep
+# them: libvirt then saves only the admin MAC and VLAN, and puts back exactly those
+section libvirt-unbound-vfs
+if [ $started = yes ]; then
+    v net-destroy igb-pool >/dev/null 2>&1
+    check "sriov_numvfs 0, sriov_drivers_autoprobe 0, sriov_numvfs 2" sh -c "
+        echo 0 >$sys/sriov_numvfs && echo 0 >$sys/sriov_drivers_autoprobe && echo 2 >$sys/sriov_numvfs"
+    eq "with sriov_drivers_autoprobe 0 the new VFs have no driver and no netdev" "none none " \
+        "$(drv "$vf0pci") $(drv "$vf1pci") $(netdev "$vf0pci")$(netdev "$vf1pci")"
+    u_before_0=$(vf_state 0)
+    fact "unbound VF 0 (admin mac vlan qos spoofchk trust): $u_before_0"
+    check "net-start igb-pool" v net-start igb-pool
+    if out=$(v start --paused guest-a 2>&1); then
+        ok "virsh start --paused guest-a on an unbound VF"
+        a=$(vf_of guest-a)
+        eq "guest-a's VF $a on vfio-pci with its MAC and VLAN 2334" "vfio-pci 52:54:00:15:23:34 2334" \
+            "$(drv "$(vfpci "$a")") $(vf_state "$a" | cut -d' ' -f1-2)"
+        fact "libvirt's saved VF state: $(for f in /run/libvirt/hostdevmgr/*; do printf '%s: %s; ' "${f##*/}" "$(tr -s '\n ' '  ' <"$f")"; done 2>&1)"
+        check "virsh destroy guest-a" v destroy guest-a
+        until_ok 60 test "$(drv "$(vfpci "$a")")" != vfio-pci
+        fact "after destroy VF $a's driver: $(drv "$(vfpci "$a")")"
+        eq "after destroy VF $a is off vfio-pci and, autoprobe off, on no driver" none "$(drv "$(vfpci "$a")")"
+        eq "after destroy VF $a has exactly its admin MAC, VLAN, spoofchk and trust from before" \
+            "$(eval echo "\$u_before_$a")" "$(vf_state "$a")"
+    else
+        not_ok "virsh start --paused guest-a on an unbound VF"
+        diag "$out"
+    fi
+    v net-destroy igb-pool >/dev/null 2>&1
+    sysw "$sys/sriov_numvfs" 0 >/dev/null
+    sysw "$sys/sriov_drivers_autoprobe" 1 >/dev/null
 fi
 for d in guest-a guest-b guest-c; do
     v destroy $d >/dev/null 2>&1
