@@ -19,6 +19,7 @@
 #             kernel and initrd and the run folder keep their paths; a chroot
 #             would need every one of them bind-mounted inside
 #   packages  package=version of everything extracted
+#   (the wrapper and the links are relative: a copied cache still works)
 #   stamp     what it was built from: this script, the suite, the mirror and
 #             the packages' versions; same stamp, no rebuild. The cache never
 #             asks the mirror again: remove the folder for a newer trixie.
@@ -69,8 +70,8 @@ mirror=$url"
 
 if [ -f "$out/stamp" ] && [ -x "$out/qemu" ] && [ -f "$out/packages" ] &&
     [ "$(cat "$out/stamp")" = "$(printf '%s\n' "$key" && cat "$out/packages")" ]; then
-    "$out/qemu" --version >/dev/null 2>&1 || die "cached $out/qemu does not run; remove $out"
-    cat "$out/paths"
+    ver=$("$out/qemu" --version 2>/dev/null | head -n1) || die "cached $out/qemu does not run; remove $out"
+    printf 'QEMU=%s\nVERSION=%s\n' "$out/qemu" "$(echo "$ver" | awk '{ print $4 }')"
     took "cached in $out"
     exit 0
 fi
@@ -90,12 +91,15 @@ mmdebstrap --quiet --variant=extract --include=qemu-system-x86 \
 mv "$work/root/.lab-packages" "$work/packages"
 grep -q '^qemu-system-x86=' "$work/packages" || die "no qemu-system-x86 among the extracted packages"
 
-# the firmware links in share/qemu are absolute (/usr/share/seabios/...):
-# point them into root, else they would take the build machine's Debian 12 files
+# Debian's QEMU looks for firmware in /usr/share/seabios (its configured
+# firmware path) too, absolute: the wrapper's -L puts root's first.
+# the firmware links in share/qemu, if any, are absolute (/usr/share/seabios/...):
+# make them relative, into root, else they would take the build machine's
+# Debian 12 files; relative, the cache still works when copied elsewhere
 find "$work/root/usr/share/qemu" -type l | while read -r l; do
     t=$(readlink "$l")
     case "$t" in
-    /*) ln -sfn "$out/root$t" "$l" ;;
+    /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$work/root$t")" "$l" ;;
     esac
 done
 
@@ -103,11 +107,11 @@ ldso=$(ls "$work"/root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 2>/dev/null
 [ -n "$ldso" ] || die "no ld.so in the root"
 cat >"$work/qemu" <<EOF
 #!/bin/sh
-# Debian 13's qemu-system-x86_64 from $out/root (build-qemu10.sh)
-r=$out/root
+# Debian 13's qemu-system-x86_64 from root/ beside this file (build-qemu10.sh)
+r=\$(cd "\$(dirname "\$0")" && pwd)/root
 QEMU_MODULE_DIR=\$r/usr/lib/x86_64-linux-gnu/qemu exec "\$r/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" \\
     --library-path "\$r/usr/lib/x86_64-linux-gnu:\$r/lib/x86_64-linux-gnu" \\
-    "\$r/usr/bin/qemu-system-x86_64" -L "\$r/usr/share/qemu" "\$@"
+    "\$r/usr/bin/qemu-system-x86_64" -L "\$r/usr/share/qemu" -L "\$r/usr/share/seabios" "\$@"
 EOF
 chmod 0755 "$work/qemu"
 
@@ -115,8 +119,7 @@ rm -rf "$out"
 mkdir -p "$out"
 mv "$work/root" "$work/qemu" "$work/packages" "$out/"
 ver=$("$out/qemu" --version | head -n1) || die "$out/qemu does not run"
-printf 'QEMU=%s\nVERSION=%s\n' "$out/qemu" "$(echo "$ver" | awk '{ print $4 }')" >"$out/paths"
 printf '%s\n' "$key" | cat - "$out/packages" >"$out/stamp"
 echo "build-qemu10: $ver, $(wc -l <"$out/packages") packages, $(du -sm "$out/root" | cut -f1) MiB" >&2
-cat "$out/paths"
+printf 'QEMU=%s\nVERSION=%s\n' "$out/qemu" "$(echo "$ver" | awk '{ print $4 }')"
 took "built in $out"

@@ -25,12 +25,13 @@ its output and status come back the same way.
 --igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
 found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
 (interrupt remapping, caching mode: what vfio-pci inside needs) and N
-Intel 82576 PFs with SR-IOV (-device igb, each behind its own PCIe root
-port, as QEMU's igb documentation has it: its VFs sit at devfn 0x80 and up
-of the PF's bus, which ARI forwarding on the port reaches), with
+Intel 82576 PFs with SR-IOV (-device igb, each behind a PCIe root port of
+its own: its VFs take devfn 0x80 and up on the PF's bus, 0000:01:10.0 and
+10.2 for the first, which a bus of its own leaves free), with
 intel_iommu=on iommu=pt on the kernel command line; LAB_IGB=N inside. The
-virtio-9p devices keep to guest-physical DMA (no iommu_platform), which a
-guest with the IOMMU on still allows. Without --igb nothing changes.
+virtio-9p devices keep to guest-physical DMA (no iommu_platform, so the
+IOMMU does not translate for them; iommu=pt gives them identity domains
+anyway). Without --igb nothing changes.
 
 As a module: run(argv, timeout=..., env=...) returns a Result.
 
