@@ -18,7 +18,8 @@
 #     gives each VF back to igbvf with no VLAN and, as its admin MAC, the MAC
 #     its igbvf netdev had before the start (libvirt's saved "mac", not its
 #     saved "adminMac"); with sriov_drivers_autoprobe 0 (VFs on no driver)
-#     the admin MAC and VLAN come back exactly and the VF stays driverless.
+#     the admin MAC and VLAN come back exactly and the VF stays driverless;
+#     a network listing one VF by <address> (the daemon's form) hands out that VF.
 # A step the lab host cannot run (QEMU 7.2 assigning a VF under TCG) says
 # "# SKIP" with the error seen; the rest still runs. Facts as "# fact:".
 set -u
@@ -364,6 +365,7 @@ if [ $started = yes ]; then
     eq "with sriov_drivers_autoprobe 0 the new VFs have no driver and no netdev" "none none " \
         "$(drv "$vf0pci") $(drv "$vf1pci") $(netdev "$vf0pci")$(netdev "$vf1pci")"
     u_before_0=$(vf_state 0)
+    u_before_1=$(vf_state 1)
     fact "unbound VF 0 (admin mac vlan qos spoofchk trust): $u_before_0"
     check "net-start igb-pool" v net-start igb-pool
     if out=$(v start --paused guest-a 2>&1); then
@@ -378,6 +380,33 @@ if [ $started = yes ]; then
         eq "after destroy VF $a is off vfio-pci and, autoprobe off, on no driver" none "$(drv "$(vfpci "$a")")"
         eq "after destroy VF $a has exactly its admin MAC, VLAN, spoofchk and trust from before" \
             "$(eval echo "\$u_before_$a")" "$(vf_state "$a")"
+        # the form the daemon will define: the pool's VFs as an <address> list
+        b1=${vf1pci#*:}
+        cat >"$work/net-list.xml" <<EOF
+<network>
+  <name>igb-list</name>
+  <forward mode='hostdev' managed='yes'>
+    <address type='pci' domain='0x0000' bus='0x${b1%%:*}' slot='0x$(echo "$b1" | cut -d: -f2 | cut -d. -f1)' function='0x${b1##*.}'/>
+  </forward>
+</network>
+EOF
+        sed "s/igb-pool/igb-list/; s/<name>guest-c</<name>guest-d</; s/52:54:00:15:23:36/52:54:00:15:23:37/; s/2336/2337/" \
+            "$work/guest-c.xml" >"$work/guest-d.xml"
+        if v net-define "$work/net-list.xml" >/dev/null && v net-start igb-list >/dev/null &&
+            v define "$work/guest-d.xml" >/dev/null && out=$(v start --paused guest-d 2>&1); then
+            eq "a network of one <address> (VF 1): guest-d gets VF 1 on vfio-pci, its MAC and VLAN 2337" \
+                "1 vfio-pci 52:54:00:15:23:37 2337" "$(vf_of guest-d) $(drv "$vf1pci") $(vf_state 1 | cut -d' ' -f1-2)"
+            v destroy guest-d >/dev/null 2>&1
+            until_ok 60 test "$(drv "$vf1pci")" != vfio-pci
+            eq "after destroy VF 1 has no driver, its admin MAC and VLAN as before" "none $(echo "$u_before_1" | cut -d' ' -f1-2)" \
+                "$(drv "$vf1pci") $(vf_state 1 | cut -d' ' -f1-2)"
+        else
+            not_ok "a network of one <address> (VF 1): guest-d starts"
+            diag "$out" "$(cat "$work/net-list.xml")"
+        fi
+        v undefine guest-d >/dev/null 2>&1
+        v net-destroy igb-list >/dev/null 2>&1
+        v net-undefine igb-list >/dev/null 2>&1
     else
         not_ok "virsh start --paused guest-a on an unbound VF"
         diag "$out"
