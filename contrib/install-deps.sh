@@ -19,6 +19,7 @@ packages="
     debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
     python3-matplotlib python3-prometheus-client
     apparmor libvirt-daemon-system polkitd
+    mmdebstrap
 "
 
 if [ "$(id -u)" -ne 0 ]; then

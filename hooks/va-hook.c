@@ -23,14 +23,13 @@
 #include "va-netlink.h"
 #include "va-paths.h"
 
-/* The whole of a hook call's talk with the daemon. */
-#define DEADLINE_MS 2000
-
 typedef struct
 {
   const char *name; /* as libvirt passed it */
   VaDomain *domain;
   const char *xml;
+  VaConfig *config;
+  gint budget_ms;  /* the whole of the call's talk with the daemon: [hook] timeout-ms */
   gint64 deadline; /* monotonic µs */
   GDBusConnection *conn;
 } Hook;
@@ -79,7 +78,7 @@ static gint
 remaining_ms (const Hook *h)
 {
   gint64 left = (h->deadline - g_get_monotonic_time ()) / 1000;
-  return (gint) CLAMP (left, 1, DEADLINE_MS);
+  return (gint) CLAMP (left, 1, h->budget_ms);
 }
 
 /* The system bus within the call's budget (a wedged dbus-daemon must not
@@ -170,7 +169,7 @@ on_prepare (Hook *h)
     {
       if (pending[i].error && rc == 0)
         {
-          va_bus_explain_error (&pending[i].error, DEADLINE_MS);
+          va_bus_explain_error (&pending[i].error, h->budget_ms);
           rc = fail (h, "NIC %s: %s", pending[i].nic->mac, pending[i].error->message);
         }
       g_clear_error (&pending[i].error);
@@ -203,24 +202,14 @@ on_reconnect (Hook *h)
   return 0;
 }
 
-static VaConfig *
-load_config (void)
-{
-  g_autoptr (GError) error = NULL;
-  VaConfig *config = va_config_load (va_path_get (VA_PATH_CONFIG), &error);
-
-  return config ? config : va_config_new_empty ();
-}
-
 /* A portable NIC on a Linux bridge: libvirt refuses <vlan> there, so the
  * tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
  * (bridge vlan add ... pvid untagged; bridge vlan del ... vid 1). */
 static int
 on_start (Hook *h)
 {
-  g_autoptr (VaConfig) config = load_config ();
   g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
-  g_autoptr (VaHostView) view = va_config_to_host_view (config, ports);
+  g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
   GPtrArray *nics = va_domain_get_nics (h->domain);
 
   for (guint i = 0; i < nics->len; i++)
@@ -259,9 +248,8 @@ on_rewrite (Hook *h)
   else if (g_error_matches (error, VA_ERROR, VA_ERROR_UNREACHABLE))
     {
       /* No daemon here: nothing can be leased, so the portable form. */
-      g_autoptr (VaConfig) config = load_config ();
       g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
-      g_autoptr (VaHostView) view = va_config_to_host_view (config, ports);
+      g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
 
       g_clear_error (&error);
       offline = va_domain_rewrite_xml (h->xml, -1, view, VA_FORM_PORTABLE, &error);
@@ -280,6 +268,7 @@ va_hook_main (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (VaDomain) domain = NULL;
+  g_autoptr (VaConfig) config = NULL;
   g_autofree char *xml = NULL;
   Hook h = { 0 };
   const char *op, *sub;
@@ -294,7 +283,12 @@ va_hook_main (int argc, char **argv)
   h.name = argv[1];
   op = argv[2];
   sub = argv[3];
-  h.deadline = g_get_monotonic_time () + DEADLINE_MS * 1000;
+  /* an unreadable configuration gives the defaults: the daemon, which
+   * refuses it, says why */
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
+  h.config = config ? config : (config = va_config_new_empty ());
+  h.budget_ms = (gint) config->hook_timeout_ms;
+  h.deadline = g_get_monotonic_time () + (gint64) h.budget_ms * 1000;
 
   xml = read_stdin (&len, &error);
   if (xml)

@@ -70,13 +70,16 @@ class CompletionTest(unittest.TestCase):
         for words in (["status"], ["reconcile"], ["allocate"], ["release"], ["rewrite"], ["pool", "list"],
                       ["pool", "show", "x"], ["lease", "list"], ["network", "list"], ["domain", "show", "vm1"],
                       ["domain", "accelerate", "vm1"], ["domain", "portable", "vm1"], ["domain", "attach", "vm1"],
-                      ["domain", "detach", "vm1"]):
+                      ["domain", "detach", "vm1"], ["domain", "migrate", "vm1"], ["domain", "save", "vm1"],
+                      ["domain", "managedsave", "vm1"], ["domain", "restore", "vm1"]):
             with self.subTest(cmd=" ".join(words)):
                 want = help_options([w for w in words if w not in ("x", "vm1")])
                 got = set(complete("vdpactl", *words, "--")) - {"list"}
                 self.assertEqual(got, want)
-        self.assertEqual(complete("vdpactl", "domain", ""), ["--connect", "accelerate", "attach", "detach", "portable", "show"])
+        self.assertEqual(complete("vdpactl", "domain", ""), ["--connect", "accelerate", "attach", "detach", "managedsave", "migrate",
+                                                             "portable", "restore", "save", "show"])
         self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "a"), ["accelerate", "attach"])
+        self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "m"), ["managedsave", "migrate"])
         self.assertEqual(complete("vdpactl", "pool", ""), ["drain", "list", "show", "undrain"])
         self.assertEqual(complete("vdpactl", "rewrite", "--to", ""), ["accelerated", "portable"])
 

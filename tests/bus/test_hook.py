@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from vatest.bus import Bus, Daemon, call, vdpactl
@@ -232,9 +233,17 @@ class HookTest(unittest.TestCase):
         self.addCleanup(srv.close)
         srv.bind(path)
         srv.listen(4)
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + path)
+        # the budget is the configuration's (default 10 s), not a constant
+        conf = os.path.join(d, "etc")
+        os.makedirs(conf)
+        with open(os.path.join(conf, "vdpa-allocator.conf"), "w") as f:
+            f.write("[hook]\ntimeout-ms=1500\n")
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=" + path, VDPA_ALLOCATOR_CONFIG_DIR=conf)
+        t0 = time.monotonic()
         r = hook(domain([("52:54:00:00:00:01", "vpc2", "vdpa")]), "prepare", "begin", env=env)
-        self.assertOneLine(r, "domain vm1", "the system bus did not answer within")
+        elapsed = time.monotonic() - t0
+        self.assertOneLine(r, "domain vm1", "the system bus did not answer within 1.5 seconds")
+        self.assertGreaterEqual(elapsed, 1.4)  # waited its budget, not the default's 10 s or nothing
 
     def test_source_dev_other_than_the_port_path_is_refused(self):
         # QEMU would open whatever file <source dev> names

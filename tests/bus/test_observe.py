@@ -41,6 +41,7 @@ IDS = {
     "denied": "6a144a9b1f41448f9937e80526573101",
     "low_watermark": "aa0d82a61dbd440598a1a70e801c2e36",
     "pf_health": "d06469585f4346028a2c219cd6086096",
+    "pool_warning": "7d946d9fafcd48dfba9d154a07ab5217",
 }
 
 

@@ -73,7 +73,7 @@ def vdpactl_commands():
     out = subprocess.run([VDPACTL, "--help"], capture_output=True, text=True, check=True).stdout
     top = re.findall(r"^  ([a-z]+) ", out, re.M)
     subs = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "network": ["list"],
-            "domain": ["show", "accelerate", "portable", "attach", "detach"]}
+            "domain": ["show", "accelerate", "portable", "attach", "detach", "migrate", "save", "managedsave", "restore"]}
     cmds = [[]]
     for c in top:
         if c in ("pool", "domain"):

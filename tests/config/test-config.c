@@ -186,6 +186,25 @@ test_vduse_pool_type (Fixture *f, gconstpointer data)
 }
 
 static void
+test_hook_timeout (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaConfig) empty = va_config_new_empty ();
+
+  g_free (write_file (f, "vdpa-allocator.conf", "[pool a]\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (config->hook_timeout_ms, ==, VA_HOOK_TIMEOUT_MS_DEFAULT);
+  g_assert_cmpuint (empty->hook_timeout_ms, ==, VA_HOOK_TIMEOUT_MS_DEFAULT);
+  g_clear_pointer (&config, va_config_free);
+  g_free (write_file (f, "conf.d/10-hook.conf", "[hook]\ntimeout-ms=30000\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (config->hook_timeout_ms, ==, 30000);
+}
+
+static void
 test_missing_dir (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
@@ -247,7 +266,10 @@ static const BadCase bad_cases[] = {
   { "[network n]\nmode=virtio\nfallback-bridge=br0\nfallback-bridge-type=vde\n",
     "[network n] fallback-bridge-type: 'vde' is not linux or ovs" },
   { "[simulate]\npfs=0\n", "[simulate] pfs: '0' is not a number from 1 to 64" },
-  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME or simulate)" },
+  { "[hook]\ntimeout-ms=99\n", "[hook] timeout-ms: '99' is not a number from 100 to 300000" },
+  { "[hook]\ntimeout-ms=2s\n", "[hook] timeout-ms: '2s' is not a number from 100 to 300000" },
+  { "[hook]\ntimeout=2\n", "[hook] timeout: unknown key" },
+  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME, hook or simulate)" },
 };
 
 static void
@@ -406,6 +428,7 @@ main (int argc, char **argv)
   ADD ("/config/dropins-override-in-name-order", test_dropins_override);
   ADD ("/config/device-group-and-mode", test_device_permissions);
   ADD ("/config/vduse-pool-type", test_vduse_pool_type);
+  ADD ("/config/hook-timeout", test_hook_timeout);
   ADD ("/config/missing-dir", test_missing_dir);
   ADD ("/config/empty-dir", test_empty_dir);
   ADD ("/config/bad-values-name-file-group-key", test_bad_values);

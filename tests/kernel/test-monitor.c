@@ -271,6 +271,14 @@ assert_pool (Fixture *f, guint total, guint free, guint leased, gboolean healthy
   g_assert_cmpstr (st->health_reason, ==, reason);
 }
 
+static void
+assert_warning (Fixture *f, const char *warning)
+{
+  g_autoptr (VaPoolStatus) st = pool (f);
+
+  g_assert_cmpstr (st->warning, ==, warning);
+}
+
 static char *
 vf_sys (guint i)
 {
@@ -530,6 +538,8 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   fake_devlink.no_mgmtdev = "0000:3b:00.3";
   start (f);
   assert_pool (f, 7, 7, 0, TRUE, ""); /* total: the slots not lost */
+  /* healthy, but the missing slot is not silent */
+  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
 
   mark = f->changes;
   fake_devlink.no_mgmtdevs = TRUE;
@@ -545,6 +555,19 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   uevent (f, PF_NET_SYS, "change");
   g_assert_true (settle (f, mark));
   assert_pool (f, 8, 8, 0, TRUE, "");
+  assert_warning (f, "");
+  /* when all were missing the health said it, and the warning went */
+  assert_field (event (VA_EVENT_POOL_WARNING, 0), "VA_WARNING", "");
+
+  /* one missing again: the warning, in the journal too */
+  mark = f->changes;
+  fake_devlink.no_mgmtdev = "0000:3b:00.4";
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  fake_devlink.no_mgmtdev = NULL;
+  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.4 has no vdpa management device: is mlx5_vdpa loaded?");
+  assert_field (event (VA_EVENT_POOL_WARNING, 1), "VA_POOL", "accel");
+  assert_field (event (VA_EVENT_POOL_WARNING, 1), "PRIORITY", "4");
 }
 
 static void

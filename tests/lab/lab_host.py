@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -26,6 +26,17 @@ its output and status come back the same way.
 the one built from the same tree content (tests/cache/deb/KEY/, KEY a hash
 of the files build-deb.sh copies: tracked and untracked, not ignored, but
 tests/), and names its .deb in LAB_DEB.
+
+--igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
+found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
+(interrupt remapping, caching mode: what vfio-pci inside needs) and N
+Intel 82576 PFs with SR-IOV (-device igb, each behind a PCIe root port of
+its own: its VFs take devfn 0x80 and up on the PF's bus, 0000:01:10.0 and
+10.2 for the first, which a bus of its own leaves free), with
+intel_iommu=on iommu=pt on the kernel command line; LAB_IGB=N inside. The
+virtio-9p devices keep to guest-physical DMA (no iommu_platform, so the
+IOMMU does not translate for them; iommu=pt gives them identity domains
+anyway). Without --igb nothing changes.
 
 As a module: run(argv, timeout=..., env=...) returns a Result.
 
@@ -180,6 +191,26 @@ def build_deb():
     print("lab-host: package %s built (tree %s) in %.1f s" % (the_deb(), key, time.monotonic() - t0), file=sys.stderr)
     return the_deb()
 
+def build_qemu10():
+    """Builds (or finds in the cache) Debian 13's QEMU 10 for --igb;
+    returns the path of its wrapper, prints the time taken."""
+    r = subprocess.run(["sh", os.path.join(HERE, "build-qemu10.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-qemu10.sh failed (%d)" % r.returncode)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)["QEMU"]
+
+
+def igb_machine(n):
+    """QEMU 10's arguments for q35, the emulated IOMMU and n igb PFs."""
+    # intel-iommu first: QEMU wants it created before the PCI devices
+    args = ["-machine", "q35,kernel-irqchip=split",
+            "-device", "intel-iommu,intremap=on,caching-mode=on"]
+    for i in range(n):
+        args += ["-device", "pcie-root-port,id=igbport%d,chassis=%d,slot=%d" % (i, i + 1, i + 1),
+                 "-device", "igb,bus=igbport%d,mac=52:54:00:15:00:%02x" % (i, i + 1)]
+    return args
+
 
 def missing_tools():
     need = [QEMU, "/bin/busybox"]
@@ -208,9 +239,15 @@ def run(argv, timeout=600, sim_modules=False, deb=False, **kw):
 
 
 def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False,
-                 extra_env=None):
-    extra_env = extra_env or {}
+                 extra_env=None, igb=0):
+    extra_env = dict(extra_env or {})
     k = build_kernel()
+    qemu_bin = QEMU
+    if igb:
+        t0 = time.monotonic()
+        qemu_bin = build_qemu10()
+        print("lab-host: QEMU 10 ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        extra_env["LAB_IGB"] = str(igb)
     cwd = os.path.abspath(cwd or os.getcwd())
     base = os.path.join(cache_dir(), "lab", "runs")
     os.makedirs(base, exist_ok=True)
@@ -240,14 +277,18 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
                 f.write(text)
         for name in SYSTEMD_MASK:
             os.symlink("/dev/null", os.path.join(units, name))
+    if igb:
+        append += " intel_iommu=on iommu=pt"
 
-    qemu = [QEMU, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
+    qemu = [qemu_bin, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", "stdio", "-monitor", "none",
             "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
             "-append", append,
             # multidevs=remap: / spans several host filesystems
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
+    if igb:
+        qemu[1:1] = igb_machine(igb)
     console = []
     marks = {}
     t0 = time.monotonic()
@@ -315,6 +356,8 @@ def main():
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("--deb", action="store_true",
                     help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
+    ap.add_argument("--igb", type=int, default=0, metavar="N",
+                    help="QEMU 10 (build-qemu10.sh) on q35 with an emulated IOMMU and N igb SR-IOV PFs")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -324,7 +367,7 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            systemd=a.systemd, deb=a.deb)
+            systemd=a.systemd, deb=a.deb, igb=a.igb)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()

@@ -19,11 +19,16 @@ rtnetlink VF settings, vdpa DEV_NEW/DEV_DEL, vhost_vdpa binding.
   by hand first: only its stored lease guards it) and eswitch mode (sw,
   its lease's vdpa device alive): refused, one line in each pool's health,
   the PFs untouched.
+- reloads (SIGHUP, as systemctl reload): a refused PF prepared again; a
+  new VF count applied, refused under a live device, applied once it is
+  released; the bridge warning cleared when the uplink joins.
 One daemon start and one restart; every process costs about a second in
 the TCG guest."""
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -168,6 +173,27 @@ class SimulatedConnectX(unittest.TestCase):
     def pools(self):
         return {p["name"]: p for p in json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]}
 
+    def reload(self, until):
+        # what systemctl reload does (the unit's ExecReload=)
+        self.daemon.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while not until(self.pools()):
+            if time.monotonic() > deadline:
+                raise AssertionError("reload did not take: %s" % self.pools())
+            time.sleep(0.2)
+
+    def step_counts(self, want):
+        # the per-step histograms of the daemon's metrics file, written
+        # from an idle callback after the lease
+        deadline = time.monotonic() + 10
+        while True:
+            with open(os.path.join(self.daemon.run_dir, "metrics.prom")) as f:
+                got = {m[0]: int(m[1]) for m in
+                       re.findall(r'^vdpa_allocator_device_step_seconds_count\{step="(\w+)"\} (\d+)$', f.read(), re.M)}
+            if got == want or time.monotonic() > deadline:
+                return got
+            time.sleep(0.1)
+
     def allocate(self, n, pool, vlan):
         return json.loads(self.vdpactl("allocate", "-j", "-u", UUID % n, "-m", MAC % n, "-p", pool,
                                        "--vlan", str(vlan)).stdout)
@@ -183,6 +209,11 @@ class SimulatedConnectX(unittest.TestCase):
         self.assertEqual(eswitch("netdevsim8"), "switchdev")
         self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim8/sriov_numvfs"), "2")
         self.assertEqual(sorted(pcivf_ports("netdevsim8")), [0, 1])
+        # healthy but not offloaded: the bridge lacks the PF's uplink
+        self.assertIsNone(pools["leg"]["warning"])
+        self.assertEqual(pools["sw"]["warning"],
+                         "vlan-method=bridge: the uplink nsim8 of PF netdevsim8 is not a port of %s, so traffic between its "
+                         "VFs and the wire is not offloaded: ip link set nsim8 master %s" % (BRIDGE, BRIDGE))
 
     def test_2_leases_on_both(self):
         leg = self.allocate(1, "leg", 10)
@@ -198,7 +229,12 @@ class SimulatedConnectX(unittest.TestCase):
         config = json.loads(run("vdpa", "-j", "dev", "config", "show", name).stdout)["config"][name]
         self.assertEqual(config["mac"], MAC % 1)
 
+        # each step of making the device timed, as the metrics show
+        want = {"create": 1, "bind": 1, "node": 1, "vlan": 1}
+        self.assertEqual(self.step_counts(want), want)
         sw = self.allocate(2, "sw", 20)
+        want = {"create": 2, "bind": 2, "node": 2, "vlan": 2}
+        self.assertEqual(self.step_counts(want), want)
         self.assertRegex(sw["mgmtdev"], r"^netdevsim8v[01]$")
         rep = pcivf_ports("netdevsim8")[int(sw["mgmtdev"][-1])]
         self.assertEqual(link(rep).get("master"), BRIDGE)
@@ -244,6 +280,36 @@ class SimulatedConnectX(unittest.TestCase):
         self.assertEqual((info["address"], info["vlan_list"][0].get("vlan", 0)), ("00:00:00:00:00:00", 0))
         slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
         self.assertIsNone(link(pcivf_ports("netdevsim8")[int(slot8[-1])]).get("master"))
+
+    def configure(self, leg_vfs):
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(CONFIG % (leg_vfs, "switchdev", BRIDGE))
+
+    def test_5_the_uplink_in_the_bridge_clears_the_warning(self):
+        # back to the first configuration: the PFs refused at the restart
+        # are prepared again at the reload, and are as it asks already
+        self.configure(2)
+        run("ip", "link", "set", "nsim8", "master", BRIDGE)
+        try:
+            self.reload(lambda pools: pools["sw"]["warning"] is None and pools["leg"]["healthy"] and pools["sw"]["healthy"])
+        finally:
+            run("ip", "link", "set", "nsim8", "nomaster")
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
+        self.assertEqual(eswitch("netdevsim8"), "switchdev")
+
+    def test_6_reload_applies_a_new_vf_count_or_refuses_it_under_a_lease(self):
+        self.configure(3)
+        self.reload(lambda pools: pools["leg"]["total"] == 3 and pools["leg"]["healthy"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "3")
+        self.allocate(3, "leg", 30)
+        self.configure(2)
+        self.reload(lambda pools: not pools["leg"]["healthy"])
+        self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 3 to 2: vdpa device va-netdevsim7v",
+                      self.pools()["leg"]["health_reason"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "3")
+        self.vdpactl("release", "-u", UUID % 3, "-m", MAC % 3)
+        self.reload(lambda pools: pools["leg"]["total"] == 2 and pools["leg"]["healthy"])
+        self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ the daemon runs there; only the representors' peers move out."""
 
 import json
 import os
+import signal
 import subprocess
 import time
 import unittest
@@ -66,6 +67,29 @@ def ping(ns, addr):
 
 def vdpa_devices():
     return sorted(os.listdir("/sys/bus/vdpa/devices")) if os.path.isdir("/sys/bus/vdpa/devices") else []
+
+
+def start_ovs(procs, bridge):
+    """ovsdb-server and ovs-vswitchd on the lab host's tmpfs /run, the
+    kernel datapath, and @bridge; the daemons are added to @procs."""
+    d = "/run/openvswitch"
+    os.makedirs(d, exist_ok=True)
+    run("modprobe", "openvswitch")
+    run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
+    procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
+                                   "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    deadline = time.monotonic() + 20
+    while not os.path.exists(d + "/db.sock"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("ovsdb-server did not come up")
+        time.sleep(0.05)
+    run("ovs-vsctl", "--no-wait", "init")
+    procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
+                                   "--log-file=" + d + "/ovs-vswitchd.log"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    run("ovs-vsctl", "--timeout=30", "add-br", bridge)
+    run("ip", "link", "set", bridge, "up")
 
 
 class VlanMethod:
@@ -145,6 +169,8 @@ class VlanMethod:
     def test_1_pool_has_the_vduse_slots(self):
         pools = json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]
         self.assertEqual([(p["name"], p["total"], p["free"], p["healthy"]) for p in pools], [("lab", 3, 3, True)])
+        if self.METHOD == "bridge":
+            self.assertIsNone(pools[0]["warning"])  # VDUSE: no uplink to miss
 
     def test_2_vlans_isolate_and_release_removes_ports(self):
         # before any lease no port is in the bridge, and none is up
@@ -229,24 +255,7 @@ class OpenVSwitch(VlanMethod, unittest.TestCase):
 
     @classmethod
     def make_uplink(cls):
-        d = "/run/openvswitch"
-        os.makedirs(d, exist_ok=True)
-        run("modprobe", "openvswitch")
-        run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
-        cls.procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
-                                           "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 20
-        while not os.path.exists(d + "/db.sock"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("ovsdb-server did not come up")
-            time.sleep(0.05)
-        run("ovs-vsctl", "--no-wait", "init")
-        cls.procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
-                                           "--log-file=" + d + "/ovs-vswitchd.log"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        run("ovs-vsctl", "--timeout=30", "add-br", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
+        start_ovs(cls.procs, BRIDGE)
 
     @classmethod
     def remove_uplink(cls):
@@ -254,6 +263,26 @@ class OpenVSwitch(VlanMethod, unittest.TestCase):
 
     def in_uplink(self, port):
         return run("ovs-vsctl", "port-to-br", port, check=False).stdout.strip() == BRIDGE
+
+    def warning(self):
+        return json.loads(self.vdpactl("pool", "show", "lab", "-j").stdout)["warning"]
+
+    def test_4_hw_offload_off_is_a_warning_until_set(self):
+        # the pool serves without hardware offload, and says it is not
+        # accelerated then; systemctl reload (SIGHUP) reads OVS again
+        self.assertEqual(self.warning(),
+                         "vlan-method=ovs: Open vSwitch's other_config:hw-offload is not set, so the representors' traffic goes "
+                         "through the host's kernel datapath, not the NIC: ovs-vsctl set Open_vSwitch . "
+                         "other_config:hw-offload=true, then restart openvswitch-switch")
+        run("ovs-vsctl", "set", "Open_vSwitch", ".", "other_config:hw-offload=true")
+        try:
+            self.daemon.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            while self.warning() is not None:
+                self.assertLess(time.monotonic(), deadline, "the warning stayed after hw-offload=true and a reload")
+                time.sleep(0.2)
+        finally:
+            run("ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", "hw-offload")
 
     def port_vlans(self, port):
         tag = run("ovs-vsctl", "get", "Port", port, "tag").stdout.strip()

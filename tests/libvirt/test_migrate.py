@@ -15,6 +15,7 @@ import unittest
 
 from vatest import twohosts
 from vatest.libvirt import build_guest, enter_namespaces, skip_reason
+from vatest.paths import SRCDIR
 from vatest.twohosts import TwoHosts, domain_xml, ethernet_nic, portable_nic
 
 enter_namespaces()
@@ -23,6 +24,41 @@ BOOT_TIMEOUT = 120
 DOM = "va-mig"
 NICS = [("52:54:00:99:30:11", 30, "10.30.0.11/24", 3), ("52:54:00:99:40:11", 40, "10.40.0.11/24", 4)]
 ADDRS = [ip.split("/")[0] for _, _, ip, _ in NICS]
+UUID = "9c000000-0000-4000-8000-000000000001"
+OTHER_UUID = "9c000000-0000-4000-8000-000000000002"
+VA_NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
+# each host's allocator: one simulated VF, so one lease fills the pool
+ALLOCATOR_CONF = """[simulate]
+pfs=1
+vfs=1
+
+[pool accel]
+match-vendor=15b3
+max-vqp=1
+
+[network vpc40]
+mode=vdpa
+pool=accel
+vlan=40
+fallback-bridge=%s
+fallback-bridge-type=ovs
+
+[network lan30]
+mode=virtio
+vlan=30
+fallback-bridge=%s
+fallback-bridge-type=ovs
+""" % (twohosts.BRIDGE, twohosts.BRIDGE)
+
+
+def _schema():
+    import jsonschema  # python3-jsonschema, contrib/install-deps.sh
+    with open(os.path.join(SRCDIR, "docs", "schemas", "domain-move.schema.json")) as f:
+        doc = json.load(f)
+    return jsonschema.validators.validator_for(doc)(doc)
+
+
+SCHEMA = _schema()
 
 
 def note(msg):
@@ -61,9 +97,14 @@ class TwoHostTier(unittest.TestCase):
 
     # --- helpers -----------------------------------------------------------
 
-    def boot(self, host="a", nics=NICS, name=DOM, **kw):
+    def boot(self, host="a", nics=NICS, name=DOM, meta=None, **kw):
+        """meta: [(mac, network)] for vdpa:nics metadata."""
         path = "/var/lib/libvirt/%s.xml" % name
-        self.hosts.write(host, path, domain_xml(name, self.kernel, self.initrd, nics, **kw))
+        xml = domain_xml(name, self.kernel, self.initrd, nics, **kw)
+        if meta:
+            xml = xml.replace("<memory", "<metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory" % (
+                VA_NS, "".join('<vdpa:nic mac="%s" network="%s"/>' % m for m in meta)), 1)
+        self.hosts.write(host, path, xml)
         self.hosts.virsh(host, "define", path)
         t0 = time.monotonic()
         self.hosts.virsh(host, "start", name)
@@ -410,6 +451,148 @@ class TwoHostTier(unittest.TestCase):
         while self.qmp("a", "query-migrate")["return"].get("blocked-reasons") and time.monotonic() < deadline:
             time.sleep(0.2)
         self.assertFalse(self.qmp("a", "query-migrate")["return"].get("blocked-reasons"))
+
+    # --- vdpactl domain migrate|save|restore|accelerate --live ----------------
+
+    def vdpactl_json(self, host, *args, rc=0):
+        r = self.hosts.vdpactl(host, *(list(args) + ["-j"]), check=False)
+        self.assertEqual(r.returncode, rc, "vdpactl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        doc = json.loads(r.stdout)
+        errors = ["%s: %s" % (list(e.path), e.message) for e in SCHEMA.iter_errors(doc)]
+        self.assertEqual(errors, [], doc)
+        return doc
+
+    def nic_of(self, doc, mac):
+        return [n for n in doc["nics"] if n["mac"] == mac][0]
+
+    def test_vdpactl_migrate(self):
+        """vdpactl domain migrate with the allocator on both hosts (the
+        simulated NIC): NIC 2 is of a vdpa network, running in its portable
+        form (this machine has no vhost-vdpa), NIC 1 of a virtio one.
+        Refusals leave the guest on A; the migration moves it with a pinger
+        on both addresses; on B the swap back meets a full pool, then a
+        QEMU that cannot plug the vdpa form, and the NIC stays portable on
+        its VLAN; save and restore through vdpactl."""
+        for h in ("a", "b"):
+            self.hosts.start_daemon(h, ALLOCATOR_CONF)
+        self.addCleanup(self.hosts.stop_daemon, "a")
+        self.addCleanup(self.hosts.stop_daemon, "b")
+        (mac1, _, _, _), (mac2, vlan2, _, slot2) = NICS
+        self.boot(uuid=UUID, meta=[(mac1, "lan30"), (mac2, "vpc40")])
+        shown = json.loads(self.hosts.vdpactl("a", "domain", "show", DOM, "-j").stdout)
+        self.assertEqual([(n["mac"], n["form"]) for n in shown["nics"]], [(mac1, "portable"), (mac2, "portable")])
+        migrate = ["domain", "migrate", DOM, self.hosts.uri("b"), "--live", "--persistent", "--undefine-source"]
+
+        # a QEMU migration blocker: read, and libvirt refuses on the source
+        self.qmp("a", "object-add", **{"qom-type": "memory-backend-ram", "id": "va-shm0", "size": 1048576, "share": True})
+        self.qmp("a", "device_add", driver="ivshmem-plain", memdev="va-shm0", id="va-ivshmem0")
+        doc = self.vdpactl_json("a", *migrate, rc=1)
+        note("vdpactl domain migrate with a QEMU blocker: %s" % json.dumps({k: doc[k] for k in ("blockers", "error")}))
+        self.assertTrue(any("ivshmem" in b for b in doc["blockers"]), doc)
+        self.assertFalse(doc["done"])
+        self.assert_on_a_with_nics()
+        self.qmp("a", "device_del", id="va-ivshmem0")
+        deadline = time.monotonic() + 30
+        while self.qmp("a", "query-migrate")["return"].get("blocked-reasons") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # its memory too, else B does not know the RAM block
+        self.qmp("a", "object-del", id="va-shm0")
+
+        # the destination refuses: its libvirtd is down
+        self.hosts.command("b", "stop-libvirtd")
+        try:
+            doc = self.vdpactl_json("a", *migrate, rc=1)
+        finally:
+            self.hosts.command("b", "start-libvirtd")
+        note("vdpactl domain migrate to a stopped libvirtd: %s" % doc["error"])
+        self.assertEqual(doc["blockers"], [])
+        self.assertIsNotNone(doc["error"])
+        self.assert_on_a_with_nics()
+
+        # a migration that does not end in time is aborted: at 1 MiB/s the
+        # 256 MiB guest would take minutes
+        self.hosts.virsh("a", "migrate-setspeed", DOM, "1")
+        t0 = time.monotonic()
+        doc = self.vdpactl_json("a", *(migrate + ["--timeout", "2"]), rc=1)
+        note("vdpactl domain migrate --timeout 2 at 1 MiB/s: %.2f s: %s" % (time.monotonic() - t0, doc["error"]))
+        self.assertIn("aborted after --timeout 2 s", doc["error"])
+        self.assert_on_a_with_nics()
+        self.assertEqual(self.hosts.virsh("b", "list", "--all", "--name").stdout.split(), [])
+        self.hosts.virsh("a", "migrate-setspeed", DOM, "8796093022207")
+
+        # the migration, pinged
+        pinger = self.hosts.pinger(ADDRS)
+        try:
+            time.sleep(1)
+            t0 = time.monotonic()
+            doc = self.vdpactl_json("a", *migrate)
+            wall = time.monotonic() - t0
+            t1 = time.monotonic()
+            for a in ADDRS:
+                self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the migration" % a)
+            time.sleep(2)
+        finally:
+            stats = pinger.finish()
+        note("vdpactl domain migrate A -> B: %.2f s, downtime %s ms, NICs %s; watcher: %s" % (
+            wall, doc["downtime_ms"], [(n["mac"], n["path"], n["form_after"]) for n in doc["nics"]], gaps_text(stats)))
+        self.assertTrue(doc["done"])
+        self.assertEqual(doc["blockers"], [])
+        self.assertIsInstance(doc["downtime_ms"], int)
+        self.assertEqual([(n["mac"], n["path"], n["form_after"]) for n in doc["nics"]],
+                         [(mac1, "as-is", "portable"), (mac2, "as-is", "portable")])
+        self.assertEqual(self.state("b"), "running")
+        self.assertNotIn(DOM, self.hosts.virsh("a", "list", "--all", "--name").stdout.split())
+        self.assertNotIn("VA-GUEST-READY", self.hosts.read_console("b", DOM))
+        for a, st in stats.items():
+            self.assertGreater(st["last_reply"], t1, "%s: no reply after the migration" % a)
+
+        # on B, its pool full: NIC 2 stays as it is, untouched
+        self.hosts.vdpactl("b", "allocate", "-u", OTHER_UUID, "-m", "52:54:00:99:99:99", "-n", "vpc40")
+        r = self.hosts.vdpactl("b", "domain", "accelerate", "--live", DOM, check=False)
+        note("vdpactl domain accelerate --live on B, pool full: exit %d: %s%s" % (r.returncode, r.stdout, r.stderr))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"NIC %s \(vpc40\): path as-is, portable; stays portable: its pool has no room" % mac2)
+        self.assertIn(twohosts.pci(slot2), self.hosts.virsh("b", "dumpxml", DOM).stdout)
+
+        # room again: the daemon leases, QEMU here cannot plug the vdpa
+        # form, and the portable one goes back in its slot
+        self.hosts.vdpactl("b", "release", "-u", OTHER_UUID, "-m", "52:54:00:99:99:99")
+        pinger = self.hosts.pinger(ADDRS)
+        try:
+            time.sleep(1)
+            r = self.hosts.vdpactl("b", "domain", "accelerate", "--live", DOM, check=False)
+            for a in ADDRS:
+                self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the swap back: %s%s\n%s\n%s" % (
+                    a, r.stdout, r.stderr, self.hosts.virsh("b", "dumpxml", DOM).stdout, self.hosts.read_console("b", DOM)[-1500:]))
+            time.sleep(1)
+        finally:
+            stats = pinger.finish()
+        note("vdpactl domain accelerate --live on B, room but no vhost-vdpa: exit %d: %s%s; watcher: %s" % (
+            r.returncode, r.stdout, r.stderr, gaps_text(stats)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"NIC %s \(vpc40\): path swap, portable; unplug [0-9.]+ s, plug refused, [0-9.]+ s without "
+                         r"the NIC; stays portable: libvirt refused the plug .*; the lease was released" % mac2)
+        live = self.hosts.virsh("b", "dumpxml", DOM).stdout
+        self.assertEqual(self.macs("b"), [mac1, mac2])
+        self.assertIn(twohosts.pci(slot2), live)
+        self.assertIn("<tag id='%d'/>" % vlan2, live)
+        self.assertNotIn(UUID, self.hosts.vdpactl("b", "lease", "list").stdout)
+        # the untouched NIC did not notice
+        self.assertLess(stats[ADDRS[0]]["max_gap"], stats[ADDRS[1]]["max_gap"])
+
+        # save and restore through vdpactl on B
+        t0 = time.monotonic()
+        doc = self.vdpactl_json("b", "domain", "save", DOM, "/var/lib/libvirt/va-mig.save")
+        self.assertTrue(doc["done"])
+        self.assertEqual(self.state("b"), "shut off")
+        doc = self.vdpactl_json("b", "domain", "restore", "/var/lib/libvirt/va-mig.save")
+        note("vdpactl domain save + restore on B: %.2f s; %s" % (time.monotonic() - t0, [(n["mac"], n["form_after"], n["note"])
+                                                                                         for n in doc["nics"]]))
+        self.assertTrue(doc["done"])
+        self.assertEqual(self.state("b"), "running")
+        for a in ADDRS:
+            self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the restore" % a)
+        self.assertEqual(self.macs("b"), [mac1, mac2])
 
     def unplug_without_driver(self, machine, nics):
         """The guest kernel's acpiphp is what ejects the NIC: without it

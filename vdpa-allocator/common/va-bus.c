@@ -66,6 +66,13 @@ timed_out (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* "2", "1.5": one wording for a budget, whatever of it was left. */
+static char *
+seconds_text (int ms)
+{
+  return ms % 1000 ? g_strdup_printf ("%.1f", ms / 1000.0) : g_strdup_printf ("%d", ms / 1000);
+}
+
 GDBusConnection *
 va_bus_connect (int timeout_ms, GError **error)
 {
@@ -94,7 +101,10 @@ va_bus_connect (int timeout_ms, GError **error)
   if (!c.conn)
     {
       if (g_error_matches (c.error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "the system bus did not answer within %d ms", timeout_ms);
+        {
+          g_autofree char *budget = seconds_text (timeout_ms);
+          g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "the system bus did not answer within %s seconds", budget);
+        }
       else
         g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "cannot reach the system bus: %s", c.error->message);
       g_clear_error (&c.error);
@@ -125,8 +135,7 @@ va_bus_explain_error (GError **error, int timeout_ms)
   else if (g_error_matches (e, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) || g_error_matches (e, G_DBUS_ERROR, G_DBUS_ERROR_TIMEOUT)
            || g_error_matches (e, G_DBUS_ERROR, G_DBUS_ERROR_NO_REPLY))
     {
-      g_autofree char *budget
-        = timeout_ms % 1000 ? g_strdup_printf ("%.1f", timeout_ms / 1000.0) : g_strdup_printf ("%d", timeout_ms / 1000);
+      g_autofree char *budget = seconds_text (timeout_ms);
 
       g_clear_error (error);
       g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "vdpa-allocatord did not answer within %s seconds", budget);

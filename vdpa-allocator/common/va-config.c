@@ -69,6 +69,7 @@ va_config_new_empty (void)
   self->files = g_ptr_array_new_with_free_func (g_free);
   self->pools = g_ptr_array_new_with_free_func ((GDestroyNotify) pool_config_free);
   self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_config_free);
+  self->hook_timeout_ms = VA_HOOK_TIMEOUT_MS_DEFAULT;
   return self;
 }
 
@@ -584,6 +585,22 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
 }
 
 static gboolean
+parse_hook (VaConfig *self, const Group *g, GError **error)
+{
+  for (guint i = 0; i < g->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (g->keys, i);
+      Item it = { g, key, g_hash_table_lookup (g->entries, key) };
+
+      if (strcmp (key, "timeout-ms") != 0)
+        return item_error (&it, error, "unknown key");
+      if (!item_uint (&it, VA_HOOK_TIMEOUT_MS_MIN, VA_HOOK_TIMEOUT_MS_MAX, &self->hook_timeout_ms, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
 parse_simulate (VaConfig *self, const Group *g, GError **error)
 {
   self->simulate = TRUE;
@@ -762,10 +779,15 @@ va_config_load (const char *dir, GError **error)
           if (!parse_simulate (self, g, error))
             return NULL;
         }
+      else if (strcmp (g->name, "hook") == 0)
+        {
+          if (!parse_hook (self, g, error))
+            return NULL;
+        }
       else
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.*s]: unknown group (pool NAME, network NAME or simulate)", g->file,
-                       VA_CUT (g->name, 64));
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.*s]: unknown group (pool NAME, network NAME, hook or simulate)",
+                       g->file, VA_CUT (g->name, 64));
           return NULL;
         }
     }

@@ -72,8 +72,17 @@ typedef struct
   guint sim_pfs;
   guint sim_vfs;
   guint sim_numa_nodes;
-  char **sim_unhealthy; /* PF names the simulation reports as down */
+  char **sim_unhealthy;  /* PF names the simulation reports as down */
+  guint hook_timeout_ms; /* [hook] timeout-ms: the whole of a hook call's talk with the daemon */
 } VaConfig;
+
+/* The hook's default budget: four allocations at the worst time measured
+ * on the lab tier's real kernel paths (1.0 to 1.3 s with vlan-method=ovs,
+ * most of it ovs-vsctl, under TCG: tests/lab/bench_lab_steps.py), with a
+ * margin of about 2. */
+#define VA_HOOK_TIMEOUT_MS_DEFAULT 10000
+#define VA_HOOK_TIMEOUT_MS_MIN 100
+#define VA_HOOK_TIMEOUT_MS_MAX 300000
 
 #define VA_CONFIG_MAX_FILE_SIZE (1024 * 1024)
 #define VA_CONFIG_MAX_FILES 256

@@ -168,9 +168,8 @@ complete_record (GVariant *rec, const char *const *nulls, const char *const *fal
 }
 
 static const VaCtlColumn pool_cols[] = {
-  { "Name", "POOL" },       { "Total", "TOTAL" },         { "Free", "FREE" },
-  { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },     { "Draining", "DRAINING" },
-  { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { NULL },
+  { "Name", "POOL" },         { "Total", "TOTAL" },     { "Free", "FREE" },           { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },
+  { "Draining", "DRAINING" }, { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { "Warning", "WARNING" }, { NULL },
 };
 
 static const VaCtlColumn lease_cols[] = {

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "va-ctl-private.h"
+#include "va-ctl-migrate.h"
 
 #include <gio/gio.h>
 #include <libvirt/libvirt.h>
@@ -137,8 +138,11 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
   g_autofree char *xml = NULL;
   g_autofree char *out = NULL;
   g_autofree char *config_dir = NULL;
+  gboolean live = FALSE;
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration for an offline rewrite when the daemon is not running", "DIR" },
+    { "live", 'l', 0, G_OPTION_ARG_NONE, &live,
+      "Swap the running domain's NICs through hot-plug instead (same MAC, VLAN and PCI slot; leases of this host)", NULL },
     { NULL },
   };
   g_autoptr (VaLibvirt) lv = NULL;
@@ -148,11 +152,16 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
   if ((rc = va_ctl_parse (&argc, &argv,
                           form == VA_FORM_ACCELERATED ? "DOMAIN - redefine a domain with accelerated NICs"
                                                       : "DOMAIN - redefine a domain with portable (virtio) NICs",
-                          "Rewrites the persistent definition through libvirt; a running domain gets it at its next start.", entries, NULL,
-                          1, 1)))
+                          "Rewrites the persistent definition through libvirt; a running domain gets it at its next start.\n"
+                          "With --live, swaps the running domain's NICs instead, one at a time: unplug, then plug the\n"
+                          "other form in the same slot (what 'vdpactl domain migrate' does, and after it, on the\n"
+                          "destination, 'accelerate --live').",
+                          entries, NULL, 1, 1)))
     return rc;
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
     return va_ctl_fail (error);
+  if (live)
+    return va_ctl_domain_swap_live (lv, form);
   if (!virDomainIsPersistent (lv->dom))
     {
       return va_ctl_fail_msg ("the domain is transient: there is no definition to rewrite");
@@ -423,6 +432,7 @@ int
 va_ctl_cmd_domain (int argc, char **argv)
 {
   const char *uri = NULL;
+  int rc;
 
   if (argc >= 3 && strcmp (argv[1], "--connect") == 0)
     {
@@ -436,10 +446,17 @@ va_ctl_cmd_domain (int argc, char **argv)
     {
       g_print ("Usage: vdpactl domain [--connect URI] show|accelerate|portable DOMAIN\n"
                "       vdpactl domain [--connect URI] attach DOMAIN --network NET [--mac MAC] [--persistent]\n"
-               "       vdpactl domain [--connect URI] detach DOMAIN --mac MAC [--persistent]\n\n"
+               "       vdpactl domain [--connect URI] detach DOMAIN --mac MAC [--persistent]\n"
+               "       vdpactl domain [--connect URI] accelerate|portable --live DOMAIN\n"
+               "       vdpactl domain [--connect URI] migrate DOMAIN DEST-URI [--live] [--persistent] [--undefine-source]\n"
+               "                                      [--timeout S] [--swap]\n"
+               "       vdpactl domain [--connect URI] save DOMAIN FILE | managedsave DOMAIN\n"
+               "       vdpactl domain [--connect URI] restore FILE | restore --managed DOMAIN\n\n"
                "Through libvirt (default qemu:///system): show each NIC's intent, form and lease;\n"
                "redefine the domain with its NICs in the accelerated or portable form; or hot-plug an\n"
-               "accelerated NIC (libvirt calls no hook for that) and unplug it again.\n");
+               "accelerated NIC (libvirt calls no hook for that) and unplug it again; migrate, save or\n"
+               "restore a running domain, its accelerated NICs swapped to the portable form while QEMU\n"
+               "cannot move a vhost-vdpa netdev.\n");
       return 0;
     }
   {
@@ -457,6 +474,10 @@ va_ctl_cmd_domain (int argc, char **argv)
     return domain_attach (argc - 1, argv + 1, uri);
   if (strcmp (argv[1], "detach") == 0)
     return domain_detach (argc - 1, argv + 1, uri);
-  g_printerr ("vdpactl: unknown domain command '%.*s'; use show, accelerate, portable, attach or detach\n", VA_CUT (argv[1], 64));
+  if ((rc = va_ctl_domain_move (argc - 1, argv + 1, uri)) >= 0)
+    return rc;
+  g_printerr ("vdpactl: unknown domain command '%.*s'; use show, accelerate, portable, attach, detach, migrate, save, managedsave or "
+              "restore\n",
+              VA_CUT (argv[1], 64));
   return VA_CTL_EXIT_USAGE;
 }

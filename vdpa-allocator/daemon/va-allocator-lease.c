@@ -151,6 +151,10 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
       g_prefix_error (error, "pool '%s': ", plan.pool);
       return NULL;
     }
+  g_debug ("device %s on %s: create %.1f ms, bind %.1f ms, node %.1f ms, vlan %.1f ms", dev->name, dev->slot,
+           dev->step_us[VA_DEVICE_STEP_CREATE] / 1e3, dev->step_us[VA_DEVICE_STEP_BIND] / 1e3, dev->step_us[VA_DEVICE_STEP_NODE] / 1e3,
+           dev->step_us[VA_DEVICE_STEP_VLAN] / 1e3);
+  g_signal_emit (self, va_allocator_signals[SIGNAL_DEVICE_MADE], 0, plan.pool, dev);
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);

@@ -14,6 +14,10 @@ struct _PfState
   gboolean healthy;
   char *reason;        /* current health reason; NULL when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
+  char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
+  gboolean prepared;   /* prepare_pf succeeded for the two below */
+  guint prepared_vfs;
+  VaEswitchMode prepared_eswitch;
 };
 
 void
@@ -21,6 +25,7 @@ va_allocator_pf_state_free (PfState *st)
 {
   g_free (st->reason);
   g_free (st->prepare_error);
+  g_free (st->slots_warning);
   g_free (st);
 }
 
@@ -234,6 +239,23 @@ every_slot_unusable (GPtrArray *reasons)
   return TRUE;
 }
 
+/* "2 of 8 VFs take no lease: <the first one's reason>", or NULL when all
+ * can (all cannot: the PF is unhealthy instead). */
+static char *
+slots_warning (const VaPfInfo *pf)
+{
+  const char *first = NULL;
+  guint n = 0;
+
+  for (guint i = 0; pf->vf_reasons && i < pf->vf_reasons->len; i++)
+    if (g_ptr_array_index (pf->vf_reasons, i))
+      {
+        first = first ? first : g_ptr_array_index (pf->vf_reasons, i);
+        n++;
+      }
+  return n ? g_strdup_printf ("%u of %u VFs of PF %s take no lease: %s", n, pf->vf_reasons->len, pf->name, first) : NULL;
+}
+
 /* The leases the allocator holds on the VFs of @pf (a restart with guests
  * running): the backend must then change neither its VF count nor its
  * eswitch mode. */
@@ -296,16 +318,27 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           g_hash_table_insert (self->pf_states, g_strdup (pf->pci), st);
           fresh = TRUE;
         }
-      if (fresh || st->gone)
+      pc = va_config_lookup_pool (self->config, pool);
+      if (pc
+          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs
+              || pc->eswitch != st->prepared_eswitch))
         {
-          /* new, or back: a PF that returns comes back as the kernel
-           * probes it, without the VFs or eswitch mode it had */
+          /* new, or back (a PF that returns comes back as the kernel
+           * probes it, without the VFs or eswitch mode it had), or its
+           * pool asks another VF count or mode (a reload), or it was
+           * refused before: the backend refuses again while leases or
+           * devices are on its VFs */
           g_autoptr (GError) prep = NULL;
 
-          pc = va_config_lookup_pool (self->config, pool);
           g_clear_pointer (&st->prepare_error, g_free);
           pf->leases = leases_on (self, pf);
-          if (pc && !va_backend_prepare_pf (self->backend, pf, pc, &prep))
+          st->prepared = va_backend_prepare_pf (self->backend, pf, pc, &prep);
+          if (st->prepared)
+            {
+              st->prepared_vfs = pc->vfs;
+              st->prepared_eswitch = pc->eswitch;
+            }
+          else
             st->prepare_error = g_strdup (prep->message);
         }
       if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
@@ -315,10 +348,14 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
       else if (st->gone)
         pf_event (self, pool, name, "PF %s (%s) is back in pool %s with %u slot(s)", name, pf->pci, pool, pf->vfs->len);
       st->gone = FALSE;
+      g_clear_pointer (&st->slots_warning, g_free);
       if (pf->healthy && pf->vf_reasons && pf->vf_reasons->len && every_slot_unusable (pf->vf_reasons))
         update_health (self, pool, name, st, FALSE, g_ptr_array_index (pf->vf_reasons, 0));
       else
-        update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+        {
+          update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+          st->slots_warning = slots_warning (pf);
+        }
     next:
       if (local && !first)
         first = g_steal_pointer (&local);
@@ -340,10 +377,51 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
   return TRUE;
 }
 
+/* Asks the backend again what each pool lacks to be accelerated; a change
+ * is a PF event, so that it reaches the journal. */
+static void
+update_pool_warnings (VaAllocator *self)
+{
+  for (guint k = 0; k < self->config->pools->len; k++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, k);
+      g_autoptr (GPtrArray) pcis = g_ptr_array_new ();
+      g_autofree char *warning = NULL;
+      const char *had = g_hash_table_lookup (self->pool_warnings, pc->name);
+      GHashTableIter iter;
+      gpointer key, value;
+
+      g_hash_table_iter_init (&iter, self->pf_states);
+      while (g_hash_table_iter_next (&iter, &key, &value))
+        {
+          const char *pool = NULL, *pf = NULL;
+
+          if (!((PfState *) value)->gone && va_pools_find_pf (self->pools, key, &pool, &pf) && strcmp (pool, pc->name) == 0)
+            g_ptr_array_add (pcis, key);
+        }
+      g_ptr_array_add (pcis, NULL);
+      if (pcis->len > 1)
+        warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
+      for (guint i = 0; !warning && i + 1 < pcis->len; i++)
+        {
+          const PfState *st = g_hash_table_lookup (self->pf_states, g_ptr_array_index (pcis, i));
+          warning = g_strdup (st->slots_warning);
+        }
+      if (g_strcmp0 (warning, had) == 0)
+        continue;
+      g_signal_emit (self, va_allocator_signals[SIGNAL_POOL_WARNING], 0, pc->name, warning ? warning : "");
+      if (warning)
+        g_hash_table_insert (self->pool_warnings, g_strdup (pc->name), g_steal_pointer (&warning));
+      else
+        g_hash_table_remove (self->pool_warnings, pc->name);
+    }
+}
+
 gboolean
 va_allocator_add_pools (VaAllocator *self, GError **error)
 {
   g_autoptr (GPtrArray) pfs = NULL;
+  gboolean ok;
 
   for (guint i = 0; i < self->config->pools->len; i++)
     {
@@ -355,7 +433,9 @@ va_allocator_add_pools (VaAllocator *self, GError **error)
   pfs = va_backend_discover (self->backend, error);
   if (!pfs)
     return FALSE;
-  return sync_pfs (self, pfs, error);
+  ok = sync_pfs (self, pfs, error);
+  update_pool_warnings (self);
+  return ok;
 }
 
 /* The backend saw PFs come, go or change (the udev monitor). */
@@ -369,6 +449,7 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
   else if (!sync_pfs (self, pfs, &error))
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  update_pool_warnings (self);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
 }

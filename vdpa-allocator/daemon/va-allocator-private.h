@@ -89,6 +89,7 @@ struct _VaAllocator
   GHashTable *pf_states;  /* PCI address → PfState*, the PFs in pools */
   GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
+  GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */
 };
 
 enum
@@ -100,6 +101,8 @@ enum
   SIGNAL_PF_EVENT,
   SIGNAL_LEASE_BROKEN,
   SIGNAL_LEASE_REPAIRED,
+  SIGNAL_DEVICE_MADE,
+  SIGNAL_POOL_WARNING,
   N_SIGNALS
 };
 

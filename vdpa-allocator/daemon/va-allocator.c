@@ -16,6 +16,7 @@ va_pool_status_free (VaPoolStatus *status)
     return;
   g_free (status->name);
   g_free (status->health_reason);
+  g_free (status->warning);
   g_free (status);
 }
 
@@ -97,6 +98,9 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
       st->health_reason = g_strdup ("its PFs have no VFs");
     }
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
+  st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
+  if (!st->warning)
+    st->warning = g_strdup ("");
   return g_steal_pointer (&st);
 }
 
@@ -390,6 +394,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
+  g_clear_pointer (&self->pool_warnings, g_hash_table_unref);
   g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
@@ -428,6 +433,14 @@ va_allocator_class_init (VaAllocatorClass *klass)
   va_allocator_signals[SIGNAL_LEASE_BROKEN] = g_signal_new ("lease-broken", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                                                             NULL, G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
   /* (VaLease *lease): a broken lease has its slot and device again */
+  /* (const char *pool, const char *warning): the pool's warning changed;
+   * "" when it has none any more */
+  va_allocator_signals[SIGNAL_POOL_WARNING] = g_signal_new ("pool-warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                                                            NULL, G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
+  /* (const char *pool, VaDeviceInfo *device): a lease's device was made,
+   * its steps timed */
+  va_allocator_signals[SIGNAL_DEVICE_MADE] = g_signal_new ("device-made", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                           G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_POINTER);
   va_allocator_signals[SIGNAL_LEASE_REPAIRED]
     = g_signal_new ("lease-repaired", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
 }
@@ -440,6 +453,7 @@ va_allocator_init (VaAllocator *self)
   self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_pf_state_free);
   self->held_slots = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->pool_warnings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }

@@ -47,6 +47,7 @@ typedef struct
   char *health_reason; /* "" when healthy */
   gboolean draining;
   const char *vlan_method;
+  char *warning; /* "" or why the pool works but the NIC does not carry its traffic */
 } VaPoolStatus;
 
 void va_pool_status_free (VaPoolStatus *status);

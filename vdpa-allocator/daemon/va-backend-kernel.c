@@ -515,6 +515,16 @@ write_access_file (VaBackendKernel *self, const char *name, const char *group, g
   return TRUE;
 }
 
+/* Records a step that began at @start; returns now, the next one's start. */
+static gint64
+step_done (VaDeviceInfo *dev, VaDeviceStep step, gint64 start)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  dev->step_us[step] = MAX (now - start, 1);
+  return now;
+}
+
 VaDeviceInfo *
 va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
 {
@@ -527,6 +537,7 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   guint8 mac[6];
   const char *group;
   guint mode;
+  gint64 t;
 
   g_return_val_if_fail (VA_IS_BACKEND_KERNEL (backend), NULL);
   g_return_val_if_fail (req != NULL && req->slot != NULL, NULL);
@@ -544,10 +555,12 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, req->mac ? req->mac : "");
       return NULL;
     }
+  t = g_get_monotonic_time ();
   if (!write_access_file (self, name, group, mode, who, error))
     return NULL;
   if (!va_kernel_bind_vhost_vdpa (name, error))
     return NULL;
+  t = step_done (dev, VA_DEVICE_STEP_BIND, t);
   dev->chardev = va_kernel_vhost_node (name, error);
   if (!dev->chardev)
     return NULL;
@@ -556,8 +569,10 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
       prefixed (error, local, who);
       return NULL;
     }
+  t = step_done (dev, VA_DEVICE_STEP_NODE, t);
   if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
     return NULL;
+  step_done (dev, VA_DEVICE_STEP_VLAN, t);
   dev->name = g_strdup (name);
   dev->slot = g_strdup (req->slot);
   return g_steal_pointer (&dev);
@@ -590,6 +605,7 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
   guint8 mac[6];
   guint16 family;
   gboolean made;
+  gint64 t, made_at;
 
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
@@ -622,6 +638,7 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
       return NULL;
     }
   /* VDUSE: the device's server fixed its MAC, MTU and queues */
+  t = g_get_monotonic_time ();
   if (va_kernel_pf_is_vduse (pf))
     made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
   else if (va_kernel_pf_is_netdevsim (pf))
@@ -630,10 +647,13 @@ kernel_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **e
     made = va_nl_vdpa_dev_new (NULL, VA_KERNEL_NETDEVSIM_MGMTDEV, name, mac, req->queues > 1 ? req->queues : 0, req->mtu, error);
   else
     made = va_nl_vdpa_dev_new ("pci", req->slot, name, mac, req->queues, req->mtu, error);
+  made_at = g_get_monotonic_time ();
   if (!made)
     dev = NULL;
   else if (!(dev = va_backend_kernel_attach (backend, req, name, error)))
     va_nl_vdpa_dev_del (name, NULL); /* not half made; the error says why */
+  else
+    dev->step_us[VA_DEVICE_STEP_CREATE] = MAX (made_at - t, 1);
   /* back as it was, for vdpa devices others make */
   if (g_strcmp0 (autoprobe, "0") != 0)
     va_kernel_vdpa_autoprobe (TRUE, NULL);
@@ -700,6 +720,95 @@ kernel_list_devices (VaBackend *backend, GError **error)
       g_ptr_array_add (devs, dev);
     }
   return g_steal_pointer (&devs);
+}
+
+/* Open vSwitch's other_config:hw-offload, "" when unset, or NULL with
+ * the reason in @why. */
+static char *
+ovs_hw_offload (char **why)
+{
+  g_autofree char *prog = g_find_program_in_path ("ovs-vsctl");
+  const char *argv[] = { prog, "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", "other_config:hw-offload", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_autoptr (GError) local = NULL;
+  int status;
+
+  if (!prog)
+    {
+      *why = g_strdup ("ovs-vsctl is not installed");
+      return NULL;
+    }
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &local))
+    {
+      *why = g_strdup (local->message);
+      return NULL;
+    }
+  if (!g_spawn_check_wait_status (status, NULL))
+    {
+      g_strdelimit (g_strstrip (err), "\n", ' ');
+      *why = g_strdup_printf ("ovs-vsctl failed: %.*s", VA_CUT (*err ? err : "no message", 200));
+      return NULL;
+    }
+  /* ovs-vsctl quotes a string value: "true" */
+  g_strstrip (out);
+  if (out[0] == '"' && strlen (out) >= 2 && out[strlen (out) - 1] == '"')
+    return g_strndup (out + 1, strlen (out) - 2);
+  return g_steal_pointer (&out);
+}
+
+/* The bridge @netdev is a port of, or NULL. */
+static char *
+bridge_of (const char *netdev)
+{
+  g_autofree char *link = g_strdup_printf ("/sys/class/net/%s/master", netdev);
+  g_autofree char *target = g_file_read_link (link, NULL);
+
+  return target ? g_path_get_basename (target) : NULL;
+}
+
+static char *
+kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *const *pcis)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+
+  if (pool->vlan_method == VA_VLAN_METHOD_OVS)
+    {
+      g_autofree char *why = NULL;
+      g_autofree char *offload = ovs_hw_offload (&why);
+
+      if (!offload)
+        return g_strdup_printf ("vlan-method=ovs: cannot read Open vSwitch's other_config:hw-offload (%s): the NIC may not carry the "
+                                "representors' traffic",
+                                why);
+      if (strcmp (offload, "true") != 0)
+        return g_strdup_printf ("vlan-method=ovs: Open vSwitch's other_config:hw-offload is %s%s%s, so the representors' traffic goes "
+                                "through the host's kernel datapath, not the NIC: ovs-vsctl set Open_vSwitch . "
+                                "other_config:hw-offload=true, then restart openvswitch-switch",
+                                *offload ? "\"" : "", *offload ? offload : "not set", *offload ? "\"" : "");
+    }
+  if (pool->vlan_method == VA_VLAN_METHOD_BRIDGE && pool->uplink_bridge)
+    for (guint i = 0; pcis[i]; i++)
+      {
+        const VaKernelPf *kpf = lookup_pf (self, pcis[i]);
+        g_autofree char *master = NULL;
+
+        if (!kpf || !kpf->netdev || va_kernel_pf_is_vduse (kpf))
+          continue;
+        /* mlx5 offloads a bridge's forwarding and VLANs to the eswitch
+         * for its representor ports; the wire is reached in hardware only
+         * when the uplink is a port of the same bridge
+         * (Documentation/networking/device_drivers/ethernet/mellanox/mlx5/switchdev.rst) */
+        master = bridge_of (kpf->netdev);
+        if (g_strcmp0 (master, pool->uplink_bridge) != 0)
+          {
+            g_autofree char *where = master ? g_strdup_printf ("a port of %s, not of %s", master, pool->uplink_bridge)
+                                            : g_strdup_printf ("not a port of %s", pool->uplink_bridge);
+            return g_strdup_printf ("vlan-method=bridge: the uplink %s of PF %s is %s, so traffic between its VFs and the wire is not "
+                                    "offloaded: ip link set %s master %s",
+                                    kpf->netdev, kpf->pci, where, kpf->netdev, pool->uplink_bridge);
+          }
+      }
+  return NULL;
 }
 
 static gboolean
@@ -892,6 +1001,7 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->destroy_device = kernel_destroy_device;
   backend_class->list_devices = kernel_list_devices;
   backend_class->device_busy = kernel_device_busy;
+  backend_class->pool_warning = kernel_pool_warning;
 }
 
 static void

@@ -9,6 +9,9 @@
 
 G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
 
+VA_ENUM_IMPL (va_device_step, VaDeviceStep, VA_DEVICE_STEP_LAST, [VA_DEVICE_STEP_CREATE] = "create", [VA_DEVICE_STEP_BIND] = "bind",
+              [VA_DEVICE_STEP_NODE] = "node", [VA_DEVICE_STEP_VLAN] = "vlan")
+
 static void
 va_backend_class_init (VaBackendClass *klass)
 {
@@ -102,6 +105,18 @@ va_backend_device_busy (VaBackend *self, const char *chardev)
   g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
 
   return VA_BACKEND_GET_CLASS (self)->device_busy (self, chardev);
+}
+
+char *
+va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (pool != NULL && pcis != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->pool_warning ? klass->pool_warning (self, pool, pcis) : NULL;
 }
 
 static gboolean

@@ -42,12 +42,26 @@ typedef struct
   const VaPoolConfig *pool;
 } VaDeviceRequest;
 
+/* The steps of making a device, each timed: the hook's budget is set from
+ * them (tests/bench/bench_lab_steps.py), and the metrics show them. */
+typedef enum
+{
+  VA_DEVICE_STEP_CREATE, /* vdpa DEV_NEW */
+  VA_DEVICE_STEP_BIND,   /* its access file written, bound to vhost_vdpa */
+  VA_DEVICE_STEP_NODE,   /* /dev/vhost-vdpa-N there with its group and mode */
+  VA_DEVICE_STEP_VLAN,   /* the pool's VLAN method applied */
+} VaDeviceStep;
+#define VA_DEVICE_STEP_LAST (VA_DEVICE_STEP_VLAN + 1)
+
+VA_ENUM_DECL (va_device_step, VaDeviceStep)
+
 /* A vDPA device that exists. */
 typedef struct
 {
-  char *name;    /* vdpa device name */
-  char *slot;    /* the slot it sits on */
-  char *chardev; /* /dev/vhost-vdpa-N */
+  char *name;                          /* vdpa device name */
+  char *slot;                          /* the slot it sits on */
+  char *chardev;                       /* /dev/vhost-vdpa-N */
+  gint64 step_us[VA_DEVICE_STEP_LAST]; /* how long each step of making it took; 0: not run */
 } VaDeviceInfo;
 
 void va_device_info_free (VaDeviceInfo *dev);
@@ -74,6 +88,10 @@ struct _VaBackendClass
   GPtrArray *(*list_devices) (VaBackend *self, GError **error);
   /* Whether a process holds the char device open. */
   gboolean (*device_busy) (VaBackend *self, const char *chardev);
+  /* Why @pool, on its PFs of PCI addresses @pcis, works but without the
+   * NIC carrying its traffic (OVS hw-offload off), or NULL. May run a
+   * program: called at start, reload and device changes, never per call. */
+  char *(*pool_warning) (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -89,6 +107,7 @@ VaDeviceInfo *va_backend_create_device (VaBackend *self, const VaDeviceRequest *
 gboolean va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, const VaPoolConfig *pool, GError **error);
 GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
+char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
 
 /* The kernel backend: ConnectX PFs, VFs and vDPA devices through libudev,
  * sysfs and netlink, following the udev monitor. */

@@ -572,6 +572,7 @@ pool_props (const VaPoolStatus *st)
   g_variant_builder_add (&b, "{sv}", "HealthReason", g_variant_new_string (st->health_reason));
   g_variant_builder_add (&b, "{sv}", "Draining", g_variant_new_boolean (st->draining));
   g_variant_builder_add (&b, "{sv}", "VlanMethod", g_variant_new_string (st->vlan_method));
+  g_variant_builder_add (&b, "{sv}", "Warning", g_variant_new_string (st->warning));
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 

@@ -108,6 +108,17 @@ on_pf_event (VaAllocator *alloc, const char *pool, const char *pf, const char *m
 }
 
 static void
+on_pool_warning (VaAllocator *alloc, const char *pool, const char *warning, gpointer user_data)
+{
+  const char *fields[] = { "VA_POOL", pool, "VA_WARNING", warning, NULL };
+
+  if (*warning)
+    va_event (G_LOG_LEVEL_WARNING, VA_EVENT_POOL_WARNING, NULL, fields, "pool %s: %s", pool, warning);
+  else
+    va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_POOL_WARNING, NULL, fields, "pool %s has no warning now", pool);
+}
+
+static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, gpointer user_data)
 {
   va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_ALLOCATE, lease, NULL, "allocated slot %s of pool %s to domain %s (%s) NIC %s, VLAN %u: %s",
@@ -154,6 +165,7 @@ va_events_connect (VaAllocator *alloc)
   g_return_if_fail (VA_IS_ALLOCATOR (alloc));
 
   g_signal_connect (alloc, "pf-event", G_CALLBACK (on_pf_event), NULL);
+  g_signal_connect (alloc, "pool-warning", G_CALLBACK (on_pool_warning), NULL);
   g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_lease_broken), NULL);
   g_signal_connect (alloc, "lease-repaired", G_CALLBACK (on_lease_repaired), NULL);
   g_signal_connect (alloc, "lease-added", G_CALLBACK (on_lease_added), NULL);

@@ -27,19 +27,35 @@ static const char *const reasons[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (reasons) == VA_ERROR_LAST);
 
+typedef struct
+{
+  guint64 bucket_counts[G_N_ELEMENTS (buckets)];
+  guint64 count;
+  double sum;
+} Histogram;
+
 struct _VaMetrics
 {
   VaAllocator *alloc;
   char *path;
-  gulong handlers[5];
+  gulong handlers[6];
   guint idle;
   guint64 allocations;
   guint64 failures[VA_ERROR_LAST];
   guint64 failures_other; /* errors of another domain */
-  guint64 bucket_counts[G_N_ELEMENTS (buckets)];
-  guint64 count;
-  double sum;
+  Histogram duration;
+  Histogram steps[VA_DEVICE_STEP_LAST];
 };
+
+static void
+observe (Histogram *h, double seconds)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
+    if (seconds <= buckets[i])
+      h->bucket_counts[i]++;
+  h->count++;
+  h->sum += seconds;
+}
 
 static gboolean
 write_idle (gpointer user_data)
@@ -73,6 +89,17 @@ on_broken (VaAllocator *alloc, gpointer lease, const char *reason, VaMetrics *se
 }
 
 static void
+on_device (VaAllocator *alloc, const char *pool, gpointer device, VaMetrics *self)
+{
+  const VaDeviceInfo *dev = device;
+
+  for (guint i = 0; i < VA_DEVICE_STEP_LAST; i++)
+    if (dev->step_us[i] > 0)
+      observe (&self->steps[i], dev->step_us[i] / 1e6);
+  changed (self);
+}
+
+static void
 on_pools (VaAllocator *alloc, VaMetrics *self)
 {
   changed (self);
@@ -100,6 +127,7 @@ va_metrics_new (VaAllocator *alloc, const char *run_dir)
   self->handlers[2] = g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_broken), self);
   self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools), self);
   self->handlers[4] = g_signal_connect (alloc, "pf-event", G_CALLBACK (on_pf), self);
+  self->handlers[5] = g_signal_connect (alloc, "device-made", G_CALLBACK (on_device), self);
   changed (self);
   return self;
 }
@@ -131,13 +159,7 @@ va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
   else
     self->failures_other++;
   if (seconds >= 0)
-    {
-      for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
-        if (seconds <= buckets[i])
-          self->bucket_counts[i]++;
-      self->count++;
-      self->sum += seconds;
-    }
+    observe (&self->duration, seconds);
   changed (self);
 }
 
@@ -182,6 +204,32 @@ number (GString *out, double v)
   /* "0.0025", not the round-trip "0.0025000000000000001": le labels are
    * matched as strings by queries */
   g_string_append (out, g_ascii_formatd (buf, sizeof buf, "%.9g", v));
+}
+
+/* @name's series; @step, when set, labels them. */
+static void
+histogram (GString *out, const char *name, const char *step, const Histogram *h)
+{
+  g_autoptr (GString) labels = g_string_new (NULL);
+
+  if (step)
+    {
+      label (labels, "step", step, TRUE);
+      g_string_append_c (labels, ',');
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
+    {
+      g_string_append_printf (out, "%s_bucket{%sle=\"", name, labels->str);
+      number (out, buckets[i]);
+      g_string_append_printf (out, "\"} %" G_GUINT64_FORMAT "\n", h->bucket_counts[i]);
+    }
+  g_string_append_printf (out, "%s_bucket{%sle=\"+Inf\"} %" G_GUINT64_FORMAT "\n", name, labels->str, h->count);
+  if (step)
+    g_string_truncate (labels, labels->len - 1);
+  g_string_append_printf (out, step ? "%s_sum{%s} " : "%s_sum%s ", name, labels->str);
+  number (out, h->sum);
+  g_string_append_printf (out, step ? "\n%s_count{%s} %" G_GUINT64_FORMAT "\n" : "\n%s_count%s %" G_GUINT64_FORMAT "\n", name, labels->str,
+                          h->count);
 }
 
 char *
@@ -294,16 +342,10 @@ va_metrics_render (VaMetrics *self)
   g_string_append_printf (out, "vdpa_allocator_allocation_failures_total{reason=\"other\"} %" G_GUINT64_FORMAT "\n", self->failures_other);
 
   head (out, "vdpa_allocator_allocation_duration_seconds", "histogram", "Time from an authorized Allocate call to its answer.");
-  for (guint i = 0; i < G_N_ELEMENTS (buckets); i++)
-    {
-      g_string_append (out, "vdpa_allocator_allocation_duration_seconds_bucket{le=\"");
-      number (out, buckets[i]);
-      g_string_append_printf (out, "\"} %" G_GUINT64_FORMAT "\n", self->bucket_counts[i]);
-    }
-  g_string_append_printf (out, "vdpa_allocator_allocation_duration_seconds_bucket{le=\"+Inf\"} %" G_GUINT64_FORMAT "\n", self->count);
-  g_string_append (out, "vdpa_allocator_allocation_duration_seconds_sum ");
-  number (out, self->sum);
-  g_string_append_printf (out, "\nvdpa_allocator_allocation_duration_seconds_count %" G_GUINT64_FORMAT "\n", self->count);
+  histogram (out, "vdpa_allocator_allocation_duration_seconds", NULL, &self->duration);
+  head (out, "vdpa_allocator_device_step_seconds", "histogram", "Time each step of making a vDPA device took, by step.");
+  for (guint i = 0; i < VA_DEVICE_STEP_LAST; i++)
+    histogram (out, "vdpa_allocator_device_step_seconds", va_device_step_to_string (i), &self->steps[i]);
   return g_string_free (out, FALSE);
 }
 

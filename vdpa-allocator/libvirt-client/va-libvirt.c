@@ -3,6 +3,8 @@
 
 #include "va-libvirt.h"
 
+#include <libvirt/libvirt-qemu.h>
+#include <stdlib.h>
 #include <libvirt/virterror.h>
 
 #include "va-domain.h"
@@ -103,4 +105,25 @@ va_libvirt_list_domains (GHashTable **domains, gpointer user_data, GError **erro
     }
   free (list);
   return TRUE;
+}
+
+char *
+va_libvirt_qmp (VaLibvirt *self, const char *command, GError **error)
+{
+  char *reply = NULL;
+
+  g_return_val_if_fail (self != NULL && self->dom != NULL, NULL);
+  g_return_val_if_fail (command != NULL, NULL);
+
+  if (virDomainQemuMonitorCommand (self->dom, command, &reply, 0) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "QMP through libvirt at %s: %s", self->uri, virGetLastErrorMessage ());
+      return NULL;
+    }
+  /* libvirt's allocation: copied, so that the caller frees with g_free */
+  {
+    char *copy = g_strdup (reply);
+    free (reply);
+    return copy;
+  }
 }

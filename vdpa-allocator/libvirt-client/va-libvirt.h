@@ -30,6 +30,10 @@ char *va_libvirt_last_error (const char *what);
  * (a const char*, NULL as for va_libvirt_open()). Read-only connection. */
 gboolean va_libvirt_list_domains (GHashTable **domains, gpointer user_data, GError **error);
 
+/* QEMU's reply (JSON text) to the QMP @command for @self->dom, through
+ * libvirt's qemu-monitor-command (the QEMU driver only). */
+char *va_libvirt_qmp (VaLibvirt *self, const char *command, GError **error);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaLibvirt, va_libvirt_close)
 
 G_END_DECLS

@@ -43,6 +43,7 @@ import time
 
 from vatest import guest
 from vatest.libvirt import HOOK_RECORD_DIR, RECORD_HOOK, Libvirt, hook_calls, run, wait_for_console
+from vatest.paths import DAEMON, VDPACTL
 
 # run as a module, not as a file: a script's folder goes first on sys.path,
 # and this one's libvirt.py would hide libvirt's own Python binding
@@ -332,6 +333,8 @@ class TwoHosts:
             raise RuntimeError("host A cannot reach host B over the trunk: %s%s" % (r.stdout, r.stderr))
 
     def stop(self):
+        for name in list(getattr(self, "daemons", {})):
+            self.stop_daemon(name)
         for name, p in self.agents.items():
             try:
                 p.stdin.close()
@@ -377,6 +380,62 @@ class TwoHosts:
                            capture_output=True, text=True, timeout=timeout, input=input)
         if check and r.returncode != 0:
             raise RuntimeError("host %s: %s failed (%d): %s%s" % (name, " ".join(argv), r.returncode, r.stdout, r.stderr))
+        return r
+
+    # --- the allocator on a host: vdpa-allocatord on the host's private
+    # bus (the simulated NIC), vdpactl as an operator runs it there
+
+    def start_daemon(self, name, config):
+        """Starts vdpa-allocatord on host NAME with config (the text of
+        vdpa-allocator.conf), its state and port links in the host's own
+        /var/lib/libvirt; waits until vdpactl status answers there."""
+        self.stop_daemon(name)
+        base = "/var/lib/libvirt/va-allocator"
+        for d in ("etc", "state", "run"):
+            os.makedirs(self.path(name, "%s/%s" % (base, d)), exist_ok=True)
+        self.write(name, base + "/etc/vdpa-allocator.conf", config)
+        log = open(self.path(name, base + "/daemon.log"), "a")
+        self.daemons = getattr(self, "daemons", {})
+        self.daemons[name] = subprocess.Popen(
+            ["nsenter", "-t", str(self.pids[name]), "-m", "-n", "-u", "--", DAEMON, "--config", base + "/etc", "--state-dir",
+             base + "/state", "--run-dir", base + "/run"], stdout=log, stderr=subprocess.STDOUT, env=self._bus_env(name))
+        log.close()
+        deadline = time.monotonic() + 30
+        while self.vdpactl(name, "status", check=False).returncode != 0:
+            if self.daemons[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("vdpa-allocatord on host %s did not come up: %s" % (name, self.daemon_log(name)[-3000:]))
+            time.sleep(0.1)
+
+    def stop_daemon(self, name):
+        p = getattr(self, "daemons", {}).pop(name, None)
+        if p and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+    def daemon_log(self, name):
+        try:
+            with open(self.path(name, "/var/lib/libvirt/va-allocator/daemon.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def _bus_env(self, name):
+        # the host's own system bus at the standard path, its port links
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
+        env["VDPA_ALLOCATOR_RUN_DIR"] = "/var/lib/libvirt/va-allocator/run"
+        env["VDPA_ALLOCATOR_CONFIG_DIR"] = "/var/lib/libvirt/va-allocator/etc"
+        return env
+
+    def vdpactl(self, name, *args, check=True, timeout=300):
+        """vdpactl on host NAME (its bus, its libvirtd)."""
+        r = subprocess.run(["nsenter", "-t", str(self.pids[name]), "-m", "-n", "-u", "--", VDPACTL] + list(args),
+                           capture_output=True, text=True, timeout=timeout, env=self._bus_env(name))
+        if check and r.returncode != 0:
+            raise RuntimeError("host %s: vdpactl %s failed (%d): %s%s" % (name, " ".join(args), r.returncode, r.stdout, r.stderr))
         return r
 
     def virsh(self, name, *args, check=True, timeout=120):
