@@ -18,7 +18,7 @@ packages="
     openvswitch-switch
     debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
     python3-matplotlib python3-prometheus-client
-    apparmor libvirt-daemon-system
+    apparmor libvirt-daemon-system polkitd
     mmdebstrap
 "
 

@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -21,6 +21,11 @@ works inside, and LAB_SIM_MODULES names the directory of their .ko files.
 installed host: Debian's units, as the build machine has them enabled), and
 runs COMMAND as the unit lab-command.service once multi-user.target is up;
 its output and status come back the same way.
+
+--deb first builds the Debian package with contrib/build-deb.sh, or reuses
+the one built from the same tree content (tests/cache/deb/KEY/, KEY a hash
+of the files build-deb.sh copies: tracked and untracked, not ignored, but
+tests/), and names its .deb in LAB_DEB.
 
 --igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
 found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
@@ -39,6 +44,7 @@ Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
 """
 
 import argparse
+import hashlib
 import os
 import shlex
 import shutil
@@ -57,9 +63,11 @@ QEMU = "/usr/bin/qemu-system-x86_64"
 # built in but not first among the major LSMs; security= picks it
 # (/sys/kernel/security/lsm says which came up).
 SYSTEMD_CMDLINE = "apparmor=1 security=apparmor systemd.unit=lab.target"
-# units the build machine has enabled that a lab host must not wait for
+# units the build machine has enabled that a lab host must not wait for;
+# and PackageKit, which apt's DPkg::Post-Invoke hook (20packagekit) wakes
+# over D-Bus at every dpkg run, to read the package lists under TCG
 SYSTEMD_MASK = ("postgresql.service", "openvswitch-switch.service", "ovsdb-server.service", "ovs-vswitchd.service",
-                "systemd-timesyncd.service", "e2scrub_reap.service")
+                "systemd-timesyncd.service", "e2scrub_reap.service", "packagekit.service")
 SYSTEMD_UNITS = {
     "lab.target": """[Unit]
 Description=Lab host: the multi-user system and the command
@@ -125,6 +133,64 @@ def build_sim_modules():
     return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
 
 
+def tree_key():
+    """A hash of what contrib/build-deb.sh copies into its build: the
+    tree's tracked and untracked files that are not ignored (their paths,
+    exec bits, contents or link targets), but for tests/, which the
+    package's -Dtests=false build never reads (meson.build): editing a test
+    reuses the package."""
+    names = subprocess.run(["git", "-C", SRCDIR, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           check=True, stdout=subprocess.PIPE).stdout.split(b"\0")
+    h = hashlib.sha256()
+    for name in sorted(set(n for n in names if n and not n.startswith(b"tests/"))):
+        path = os.path.join(SRCDIR.encode(), name)
+        if os.path.islink(path):
+            h.update(b"L" + name + b"\0" + os.readlink(path) + b"\0")
+        elif os.path.isfile(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            x = b"X" if os.access(path, os.X_OK) else b"F"
+            h.update(x + name + b"\0" + str(len(data)).encode() + b"\0" + data)
+        # a tracked file deleted from the work tree: build-deb.sh skips it too
+    return h.hexdigest()[:16]
+
+
+def build_deb():
+    """The package of this tree: cached in tests/cache/deb/KEY/ (tree_key),
+    else built there by contrib/build-deb.sh, older keys removed. Returns
+    the .deb's path, prints the time taken."""
+    t0 = time.monotonic()
+    base = os.path.join(cache_dir(), "deb")
+    key = tree_key()
+    out = os.path.join(base, key)
+
+    def the_deb():
+        debs = [d for d in os.listdir(out) if d.startswith("vdpa-allocator_") and d.endswith(".deb")]
+        return os.path.join(out, debs[0]) if len(debs) == 1 else None
+    if os.path.isfile(os.path.join(out, "stamp")) and the_deb():
+        print("lab-host: package %s cached (tree %s), %.1f s" % (the_deb(), key, time.monotonic() - t0),
+              file=sys.stderr)
+        return the_deb()
+    os.makedirs(base, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="tmp.", dir=base)
+    log = os.path.join(tmp, "build-deb.log")
+    with open(log, "w") as f:
+        r = subprocess.run(["nice", "-n", "10", os.path.join(SRCDIR, "contrib", "build-deb.sh"), tmp],
+                           stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, timeout=1800)
+    if r.returncode != 0:
+        with open(log, errors="replace") as f:
+            tail = f.read()[-4000:]
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError("contrib/build-deb.sh failed (%d):\n%s" % (r.returncode, tail))
+    with open(os.path.join(tmp, "stamp"), "w") as f:
+        f.write(key + "\n")
+    for old in os.listdir(base):
+        if old != os.path.basename(tmp):
+            shutil.rmtree(os.path.join(base, old), ignore_errors=True)
+    os.rename(tmp, out)
+    print("lab-host: package %s built (tree %s) in %.1f s" % (the_deb(), key, time.monotonic() - t0), file=sys.stderr)
+    return the_deb()
+
 def build_qemu10():
     """Builds (or finds in the cache) Debian 13's QEMU 10 for --igb;
     returns the path of its wrapper, prints the time taken."""
@@ -152,13 +218,17 @@ def missing_tools():
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, sim_modules=False, **kw):
+def run(argv, timeout=600, sim_modules=False, deb=False, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
-    boot is tried once more. sim_modules=True: build-sim-modules.sh first."""
+    boot is tried once more. sim_modules=True: build-sim-modules.sh first;
+    deb=True: build_deb() first, its path in LAB_DEB."""
+    kw["extra_env"] = dict(kw.get("extra_env") or {})
     if sim_modules:
-        kw["extra_env"] = {"LAB_SIM_MODULES": build_sim_modules()["SIM_MODULES"]}
+        kw["extra_env"]["LAB_SIM_MODULES"] = build_sim_modules()["SIM_MODULES"]
+    if deb:
+        kw["extra_env"]["LAB_DEB"] = build_deb()
     r = boot_and_run(argv, timeout=timeout, **kw)
     if r.boot_s is None and not r.timed_out:
         tail = [l for l in r.console.splitlines() if l.strip()][-3:] or ["(nothing)"]
@@ -284,6 +354,8 @@ def main():
     ap.add_argument("--sim-modules", action="store_true",
                     help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
+    ap.add_argument("--deb", action="store_true",
+                    help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
     ap.add_argument("--igb", type=int, default=0, metavar="N",
                     help="QEMU 10 (build-qemu10.sh) on q35 with an emulated IOMMU and N igb SR-IOV PFs")
     ap.add_argument("command", nargs=argparse.REMAINDER)
@@ -295,7 +367,7 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            systemd=a.systemd, igb=a.igb)
+            systemd=a.systemd, deb=a.deb, igb=a.igb)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()

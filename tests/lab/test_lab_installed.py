@@ -1,51 +1,65 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The installed-host case (issue 12), run INSIDE a lab host booted with
-systemd as PID 1 and AppArmor on (lab_host.py --systemd): Debian's own
+systemd as PID 1 and AppArmor on (lab_host.py --systemd --deb): Debian's own
 units and stock configuration (apparmor.service, dbus, polkitd, udevd,
 libvirtd from libvirt-daemon-system with its default qemu.conf: QEMU as
-libvirt-qemu under its AppArmor profile), the project installed into that
-root by install_project(), the daemon run by systemd from its unit, and a
-domain started paused on a vdpa interface of a vduse-test pool.
+libvirt-qemu under its AppArmor profile), and the package contrib/build-deb.sh
+builds from this tree (LAB_DEB, built or found cached by lab_host.py --deb)
+installed with README's "Install on a host" commands into that throwaway
+root. Then an operator's journey: a vduse-test pool configured and
+reloaded, a marked domain accelerated and started paused, the guest's device
+kept through release, reconcile and restarts of both daemons and an
+upgrade, given back at destroy; polkit's example rule for group libvirt;
+remove and purge; no AppArmor denial.
 
-    lab_host.py --systemd -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
+    lab_host.py --systemd --deb -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
 
-install_project() is the seam: today it puts the build tree's files where
-the package will (a unit made from contrib/vdpa-allocatord.service.in with
-ExecStart= in the build tree); later it becomes dpkg -i of the package
-contrib/build-deb.sh builds."""
+The cases run in order and share what the earlier ones made; one that
+fails makes the later ones that need its result skip or fail."""
 
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-import test_lab_daemon as lab  # beside this file: paths, config, VDUSE helpers
+import test_lab_daemon as lab  # beside this file: the pool's config, VDUSE helpers
 from test_lab_daemon import log, wait_until, Timer
-from vatest.paths import BUILDDIR
 
 SRCDIR = lab.SRCDIR
-UNIT_IN = os.path.join(SRCDIR, "contrib", "vdpa-allocatord.service.in")
-POLKIT_POLICY = os.path.join(SRCDIR, "contrib", "org.vdpa_allocator.policy")
-HOOK_LINK = "/etc/libvirt/hooks/qemu.d/50-vdpa-allocator"
-UNIT = "vdpa-allocatord.service"
-URI = "qemu:///system"
+README = os.path.join(SRCDIR, "README.md")
+DEB = os.environ.get("LAB_DEB", "")
+# where the package puts things (tests/package checks the package itself)
+VDPACTL = "/usr/bin/vdpactl"
+DAEMON = "/usr/sbin/vdpa-allocatord"
+CONFIG_DIR = "/etc/vdpa-allocator"
 STATE_DIR = "/var/lib/vdpa-allocator"  # the unit's StateDirectory=
-# what QEMU needs for the node libvirtd opens and passes it (issue 12); the
-# package must ship it into the libvirt-qemu abstraction's local include
-APPARMOR_QEMU_LOCAL = "/etc/apparmor.d/local/abstractions/libvirt-qemu"
-APPARMOR_QEMU_RULE = "/dev/vhost-vdpa-* rw,\n"
-# libvirtd's profile runs hooks below /etc/libvirt/hooks/ only (rmix), and
-# AppArmor checks the link's target: the hook and what it runs need a rule
-APPARMOR_LIBVIRTD_LOCAL = "/etc/apparmor.d/local/usr.sbin.libvirtd"
-APPARMOR_LIBVIRTD_PROFILE = "/etc/apparmor.d/usr.sbin.libvirtd"
+LEASES_DB = os.path.join(STATE_DIR, "leases.db")
+UNIT = "vdpa-allocatord.service"
+UNIT_FILE = "/lib/systemd/system/" + UNIT
+POLKIT_EXAMPLE = "/usr/share/doc/vdpa-allocator/examples/50-vdpa-allocator-libvirt.rules"
+POLKIT_RULES_D = "/etc/polkit-1/rules.d"
+URI = "qemu:///system"
+# the include lines the postinst adds to the admin's local files
+AA_LOCAL = {"/etc/apparmor.d/local/abstractions/libvirt-qemu": "include if exists <vdpa-allocator/libvirt-qemu>",
+            "/etc/apparmor.d/local/usr.sbin.libvirtd": "include if exists <vdpa-allocator/usr.sbin.libvirtd>"}
+MSG_CLAIM = "ecddd6d0a5054f8c88a60a3a9128b973"  # contrib/vdpa-allocator.catalog
+MSG_DENIED = "6a144a9b1f41448f9937e80526573101"
 
-SERVICES = ["apparmor.service", "dbus.service", "systemd-udevd.service", "libvirtd.service", UNIT]
+# libvirtd.service itself comes and goes: Debian's runs with --timeout 120
+# and its socket starts it again
+SERVICES = ["apparmor.service", "dbus.service", "systemd-udevd.service", "libvirtd.socket", UNIT]
+
+
+def quiet(text):
+    """dpkg's output without its "(Reading database ... N%" progress."""
+    return "\n".join(l for l in text.splitlines() if not re.match(r"^\(Reading database \.\.\. *(\d+%)?$", l)) + "\n"
 
 
 def sh(cmd, check=True, timeout=120, **kw):
@@ -63,64 +77,83 @@ def virsh(*args, check=True, timeout=180):
     return sh(["virsh", "-q", "-c", URI] + list(args), check=check, timeout=timeout)
 
 
+def vdpactl_json(*args):
+    return json.loads(sh([VDPACTL] + list(args) + ["-j"]).stdout)
+
+
+def leases():
+    return vdpactl_json("lease", "list")["leases"]
+
+
+def pool(name=lab.POOL):
+    for p in vdpactl_json("pool", "list")["pools"]:
+        if p["name"] == name:
+            return p
+    return None
+
+
 def denials():
     """The kernel log's AppArmor denials, verbatim."""
     return [line for line in sh(["dmesg"]).stdout.splitlines() if 'apparmor="DENIED"' in line]
 
 
-def unit_text():
-    """contrib's unit with the build tree's daemon; the paths the build tree
-    needs (and an installed daemon will not) are passed as options."""
-    with open(UNIT_IN) as f:
+def journal(unit, lines=60):
+    return sh(["journalctl", "-b", "-u", unit, "--no-pager", "-n", str(lines)], check=False).stdout
+
+
+def events(message_id, **fields):
+    """The daemon's journal entries with that MESSAGE_ID and fields."""
+    r = sh(["journalctl", "-b", "--no-pager", "-o", "cat", "MESSAGE_ID=" + message_id] +
+           ["%s=%s" % kv for kv in fields.items()], check=False)
+    return [l for l in r.stdout.splitlines() if l.strip() and not l.startswith("-- ")]
+
+
+def main_pid():
+    return int(systemctl("show", "-p", "MainPID", "--value", UNIT).stdout.strip())
+
+
+def qemu_pid(name):
+    with open("/run/libvirt/qemu/%s.pid" % name) as f:
+        return int(f.read().strip())
+
+
+def fds_of(pid):
+    return [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)]
+
+
+def readme_commands():
+    """The shell lines of README's "Install on a host" code blocks, without
+    comments."""
+    with open(README) as f:
         text = f.read()
-    exec_start = "ExecStart=%s --config %s --state-dir %s --run-dir %s" % (lab.DAEMON, lab.CONFIG_DIR, STATE_DIR,
-                                                                          lab.RUN_DIR)
-    text, n = re.subn(r"^ExecStart=.*$", exec_start, text, flags=re.M)
-    assert n == 1, "no ExecStart= in %s" % UNIT_IN
-    # ProtectHome= and PrivateTmp= would hide a build tree there
-    if BUILDDIR.startswith(("/home/", "/root/")):
-        text = text.replace("ProtectHome=yes", "ProtectHome=read-only")
-    if BUILDDIR.startswith(("/tmp/", "/var/tmp/")):
-        text = text.replace("PrivateTmp=yes", "PrivateTmp=no")
-    return text
+    section = text.split("\n## Install on a host\n", 1)[1].split("\n## ", 1)[0]
+    cmds = []
+    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            line = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+            if line:
+                cmds.append(line)
+    return cmds
 
 
-def add_qemu_rule():
-    os.makedirs(os.path.dirname(APPARMOR_QEMU_LOCAL), exist_ok=True)
-    with open(APPARMOR_QEMU_LOCAL, "a") as f:
-        f.write(APPARMOR_QEMU_RULE)
-
-
-def install_project():
-    """THE SEAM: what `dpkg -i vdpa-allocator_*.deb` will do. Puts the
-    build tree's pieces where the package installs them, and tells the
-    running system as its postinst should."""
-    shutil.copy(lab.UDEV_RULE, "/etc/udev/rules.d/")
-    sh(["udevadm", "control", "--reload"])
-    shutil.copy(lab.BUS_POLICY, "/etc/dbus-1/system.d/")
-    systemctl("reload", "dbus.service")
-    os.makedirs("/usr/share/polkit-1/actions", exist_ok=True)
-    shutil.copy(POLKIT_POLICY, "/usr/share/polkit-1/actions/")
-    os.makedirs(os.path.dirname(HOOK_LINK), exist_ok=True)
-    os.symlink(lab.HOOK, HOOK_LINK)
-    with open("/etc/systemd/system/" + UNIT, "w") as f:
-        f.write(unit_text())
-    with open(APPARMOR_LIBVIRTD_LOCAL, "a") as f:
-        f.write("%s/* rmix,\n" % os.path.dirname(os.path.realpath(lab.HOOK)))
-    sh(["apparmor_parser", "-r", APPARMOR_LIBVIRTD_PROFILE], timeout=300)
-    if os.environ.get("LAB_APPARMOR_QEMU_RULE") == "1":
-        add_qemu_rule()
-    systemctl("daemon-reload")
-    # libvirtd reads its hook directory only when it starts
-    systemctl("restart", "libvirtd.service")
+def readme(cmd, check=True, timeout=300, **kw):
+    """Runs cmd, a line of README's install section, as sh does."""
+    assert cmd in readme_commands(), "README's install section has no line %r: %s" % (cmd, readme_commands())
+    with Timer(cmd):
+        r = sh(["sh", "-ec", cmd], check=False, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    log("$ %s\n%s%s(rc %d)", cmd, quiet(r.stdout), r.stderr, r.returncode)
+    if check and r.returncode != 0:
+        raise AssertionError("README's %r failed (%d): %s%s" % (cmd, r.returncode, r.stdout, r.stderr))
+    return r
 
 
 def cap_bounding_set():
-    """The unit's CapabilityBoundingSet=, as a list."""
+    """The installed unit's CapabilityBoundingSet=, as a list."""
     caps = []
-    for line in unit_text().splitlines():
-        if line.startswith("CapabilityBoundingSet="):
-            caps += line.split("=", 1)[1].split()
+    with open(UNIT_FILE) as f:
+        for line in f:
+            if line.startswith("CapabilityBoundingSet="):
+                caps += line.split("=", 1)[1].split()
     return caps
 
 
@@ -155,7 +188,9 @@ def held_open_probe(chardev, caps):
 
 
 def domain_xml(name, uuid, mac):
-    xml = """<domain type='qemu'>
+    """A VM as an operator has it, its NIC on a Linux bridge, marked with
+    the metadata that asks for the accelerated network."""
+    return """<domain type='qemu'>
   <name>%(name)s</name>
   <uuid>%(uuid)s</uuid>
   <metadata>
@@ -179,17 +214,6 @@ def domain_xml(name, uuid, mac):
   </devices>
 </domain>
 """ % dict(name=name, uuid=uuid, ns=lab.NS, mac=mac, network=lab.NETWORK, bridge=lab.BRIDGE)
-    r = sh([lab.VDPACTL, "rewrite", "--to", "accelerated", "--config", lab.CONFIG_DIR, "-"], input=xml)
-    return r.stdout
-
-
-def journal(unit, lines=60):
-    return sh(["journalctl", "-b", "-u", unit, "--no-pager", "-n", str(lines)], check=False).stdout
-
-
-def qemu_pid(name):
-    with open("/run/libvirt/qemu/%s.pid" % name) as f:
-        return int(f.read().strip())
 
 
 def under_systemd():
@@ -203,85 +227,115 @@ def under_systemd():
 def setUpModule():
     if not (lab.in_lab_host() and under_systemd()):
         raise unittest.SkipTest("runs only inside the lab host booted with systemd: "
-                                "lab_host.py --systemd -- /usr/bin/python3 %s" % __file__)
+                                "lab_host.py --systemd --deb -- /usr/bin/python3 %s" % __file__)
+    if not os.path.isfile(DEB):
+        raise RuntimeError("LAB_DEB names no package (%r): run with lab_host.py --deb" % DEB)
 
 
 class InstalledHost(unittest.TestCase):
-    """One walk through an operator's journey; the cases run in order and
-    share what the earlier ones made."""
+    """One walk through an operator's journey, in order."""
 
-    NAME = "lab-installed"
+    NAME = "vm1"  # README's
     UUID = "1ab00000-0000-4000-8000-0000000000aa"
     MAC = "52:54:00:1a:b0:aa"
-    explore = os.environ.get("LAB_INSTALLED_EXPLORE") == "1"
+    # the polkit case's lease, kept for remove and purge
+    OP_USER = "labop"
+    OP_UUID = "1ab00000-0000-4000-8000-0000000000bb"
+    OP_MAC = "52:54:00:1a:b0:bb"
 
     @classmethod
     def setUpClass(cls):
+        t0 = time.monotonic()
         cls.denials_at_boot = denials()
         shutil.rmtree(lab.WORK, ignore_errors=True)
         os.makedirs(lab.WORK)
-        with Timer("modprobe"):
-            sh(["modprobe", "-a", "vdpa", "vduse", "vhost_vdpa", "bridge"])
-        with Timer("install_project"):
-            install_project()
-        os.makedirs(lab.CONFIG_DIR, exist_ok=True)
-        with open(os.path.join(lab.CONFIG_DIR, "vdpa-allocator.conf"), "w") as f:
-            f.write(lab.CONFIG)
+        cls.vhost_vdpa_before = os.path.isdir("/sys/module/vhost_vdpa")
+        # VDUSE and the bridge are the lab's stand-ins for a ConnectX PF;
+        # vdpa and vhost_vdpa are the package's to load
+        with Timer("modprobe vduse bridge"):
+            sh(["modprobe", "-a", "vduse", "bridge"])
         sh(["ip", "link", "add", lab.BRIDGE, "type", "bridge", "vlan_filtering", "1"])
         sh(["ip", "link", "set", lab.BRIDGE, "up"])
         for slot in lab.SLOTS:
             with Timer("VDUSE device va-" + slot):
                 lab.start_vduse(slot)
-        with Timer("systemctl start " + UNIT):
-            r = systemctl("start", UNIT, check=False)
-        if r.returncode != 0:
-            raise RuntimeError("systemctl start %s: %s%s\n%s" % (UNIT, r.stdout, r.stderr, journal(UNIT)))
+        # man-db's dpkg trigger reindexes the manual pages, 20 to 30 s per
+        # dpkg run under TCG; this file is debconf's man-db/auto-update,
+        # an operator's choice that none of the package's paths depend on
+        if os.path.exists("/var/lib/man-db/auto-update"):
+            os.unlink("/var/lib/man-db/auto-update")
+        cls.libvirtd_pid = int(systemctl("show", "-p", "MainPID", "--value", "libvirtd.service").stdout)  # 0: none
+        # README step 2, from a directory laid out as after step 1
+        os.makedirs(os.path.join(lab.WORK, "build-deb"))
+        shutil.copy(DEB, os.path.join(lab.WORK, "build-deb"))
+        cls.install = readme("apt install ./build-deb/vdpa-allocator_*.deb", check=False, cwd=lab.WORK, timeout=600)
+        log("setUpClass: %.1f s", time.monotonic() - t0)
 
-    def test_1_services_up(self):
+    def test_01_installed_and_running_without_pools(self):
+        r = self.install
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ii  vdpa-allocator", sh(["dpkg", "-l", "vdpa-allocator"]).stdout)
+        # the postinst: a running libvirtd restarted for the hook, and it
+        # said so; an idle one (Debian's exits after 120 s) reads it at its
+        # next start. Either way no libvirtd from before the install is left.
+        restarted = "vdpa-allocator: restarted libvirtd.service so libvirt runs its new hook" in r.stdout
+        log("libvirtd pid before the install: %d; the postinst restarted it: %s", self.libvirtd_pid, restarted)
+        if not restarted:
+            self.assertIn("vdpa-allocator: libvirt runs its new hook\n"
+                          "  /etc/libvirt/hooks/qemu.d/50-vdpa-allocator from its next start.", r.stdout)
+        if self.libvirtd_pid:
+            self.assertFalse(os.path.exists("/proc/%d" % self.libvirtd_pid) and
+                             os.readlink("/proc/%d/exe" % self.libvirtd_pid) == "/usr/sbin/libvirtd",
+                             "libvirtd %d, started before the hook was installed, still runs" % self.libvirtd_pid)
+        # modules loaded now, not at the next boot
+        log("vhost_vdpa loaded before the install: %s", self.vhost_vdpa_before)
+        if not self.vhost_vdpa_before:
+            self.assertTrue(os.path.isdir("/sys/module/vhost_vdpa"))
+        st = systemctl("status", "--no-pager", UNIT, check=False)
+        log("systemctl status:\n%s", st.stdout)
+        self.assertEqual(st.returncode, 0, st.stdout + journal(UNIT))
+        self.assertIn("Active: active (running)", st.stdout)
+        self.assertEqual(systemctl("is-enabled", UNIT, check=False).stdout.strip(), "enabled")
+        self.assertEqual(systemctl("show", "-p", "NRestarts", "--value", UNIT).stdout.strip(), "0")
+        self.assertIn("no pools configured: see vdpa-allocator.conf(5)", sh([VDPACTL, "status"]).stdout)
         for unit in SERVICES:
-            r = systemctl("is-active", unit, check=False)
-            self.assertEqual(r.stdout.strip(), "active", "%s: %s\n%s" % (unit, r.stdout, journal(unit)))
-        failed = systemctl("list-units", "--failed", "--plain", "--no-legend").stdout
-        log("failed units: %s", failed.strip() or "none")
-        log("system: %s", systemctl("is-system-running", check=False).stdout.strip())
-        log("%s", sh(["systemd-analyze", "time"], check=False, timeout=60).stdout.strip())
+            a = systemctl("is-active", unit, check=False)
+            self.assertEqual(a.stdout.strip(), "active", "%s: %s\n%s" % (unit, a.stdout, journal(unit)))
+        log("failed units: %s", systemctl("list-units", "--failed", "--plain", "--no-legend").stdout.strip() or "none")
         with open("/sys/kernel/security/lsm") as f:
             self.assertIn("apparmor", f.read().split(","))
         profiles = json.loads(sh(["aa-status", "--json"]).stdout)["profiles"]
         self.assertEqual(profiles.get("libvirtd"), "enforce", profiles)
+        for path, line in AA_LOCAL.items():
+            with open(path) as f:
+                self.assertEqual(f.read().splitlines().count(line), 1, path)
         # polkitd is D-Bus activated; asking it activates it, and it knows
-        # the project's action
+        # the package's action
         self.assertIn("org.vdpa_allocator.manage", sh(["pkaction", "--action-id", "org.vdpa_allocator.manage"]).stdout)
-        self.assertEqual(systemctl("is-active", "polkit.service", check=False).stdout.strip(), "active")
-        status = json.loads(sh([lab.VDPACTL, "status", "-j"]).stdout)
-        self.assertEqual(status["backend"], "kernel")
 
-    def start_paused(self):
-        with Timer("virsh start --paused"):
-            return virsh("start", "--paused", self.NAME, check=False)
+    def test_02_operator_configures_a_pool(self):
+        with open(os.path.join(CONFIG_DIR, "conf.d", "lab.conf"), "w") as f:
+            f.write(lab.CONFIG)
+        self.assertIn("1 pool(s)", readme("vdpa-allocatord --check-config").stdout)
+        readme("systemctl reload vdpa-allocatord")
+        # ExecReload= sends SIGHUP and returns: the pool comes soon after
+        p = wait_until(pool, 30, "pool %s after the reload" % lab.POOL, interval=0.5)
+        self.assertEqual((p["total"], p["free"], p["healthy"]), (2, 2, True), p)
+        out = readme("vdpactl status").stdout
+        self.assertIn(lab.POOL, out)
+        self.assertNotIn("no pools configured", out)
 
-    def test_2_domain_starts_paused_under_its_profile(self):
-        with open(os.path.join(lab.WORK, "dom.xml"), "w") as f:
+    def test_03_marked_domain_starts_paused_under_its_profile(self):
+        path = os.path.join(lab.WORK, "vm1.xml")
+        with open(path, "w") as f:
             f.write(domain_xml(self.NAME, self.UUID, self.MAC))
-        virsh("define", os.path.join(lab.WORK, "dom.xml"))
-        r = self.start_paused()
-        log("virsh start: rc %d %s%s", r.returncode, r.stdout.strip(), r.stderr.strip())
-        pids = sh(["pidof", "libvirtd"], check=False).stdout.split()
-        for p in pids:
-            with open("/proc/%s/attr/current" % p) as f:
-                log("libvirtd %s: label %s", p, f.read().strip())
-        log("audit lines in the kernel log: %d, suppressed: %s", sum('audit' in l for l in sh(["dmesg"]).stdout.splitlines()),
-            [l for l in sh(["dmesg"]).stdout.splitlines() if "suppressed" in l or "lost" in l])
-        for path in ("/etc/apparmor.d/libvirt/libvirt-%s.files" % self.UUID, APPARMOR_QEMU_LOCAL):
-            log("%s:\n%s", path, sh(["cat", path], check=False).stdout)
-        if self.explore and r.returncode != 0:
-            log("EXPLORE: failed without the rule; denials:\n%s", "\n".join(denials()))
-            log("qemu log:\n%s", sh(["tail", "-n", "30", "/var/log/libvirt/qemu/%s.log" % self.NAME], check=False).stdout)
-            log("libvirtd:\n%s", journal("libvirtd.service", 20))
-            type(self).denials_before_fix = denials()
-            add_qemu_rule()
-            r = self.start_paused()
-            log("EXPLORE: with %s in %s: rc %d %s", APPARMOR_QEMU_RULE.strip(), APPARMOR_QEMU_LOCAL, r.returncode, r.stderr.strip())
+        virsh("define", path)  # README: virsh edit vm1, to add the metadata
+        readme("vdpactl domain accelerate vm1")
+        self.assertIn("type='vdpa'", virsh("dumpxml", "--inactive", self.NAME).stdout)
+        # README's "virsh start vm1", paused: the guest would boot under TCG
+        self.assertIn("virsh start vm1", readme_commands())
+        with Timer("virsh start --paused"):
+            r = virsh("start", "--paused", self.NAME, check=False)
         if r.returncode != 0:
             log("qemu log:\n%s", sh(["tail", "-n", "30", "/var/log/libvirt/qemu/%s.log" % self.NAME], check=False).stdout)
             log("denials:\n%s", "\n".join(denials()))
@@ -302,82 +356,187 @@ class InstalledHost(unittest.TestCase):
         netdev = [a for a in argv if "vhost-vdpa" in a]
         log("qemu %d: %s", pid, " ".join(netdev))
         self.assertTrue(netdev, " ".join(argv))
-        (lease,) = lab.leases()
+        (lease,) = leases()
+        self.assertEqual((lease["uuid"], lease["mac"], lease["vlan"], lease["broken"]), (self.UUID, self.MAC, lab.VLAN,
+                                                                                          False))
         self.assertEqual(lab.vdpa_driver(lease["device"]), "vhost_vdpa")
-        fds = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)]
-        self.assertIn(lease["chardev"], fds)
+        self.assertIn(lease["chardev"], fds_of(pid))
+        # the VLAN: the slot's stand-in representor on the bridge, PVID 10
+        self.assertEqual(lab.master(lease["mgmtdev"]), lab.BRIDGE)
+        self.assertEqual(lab.bridge_vlans(lease["mgmtdev"]), [(lab.VLAN, ["Egress Untagged", "PVID"])])
+        self.assertIn(self.MAC, readme("vdpactl lease list").stdout)
         type(self).lease = lease
-        if self.explore:
-            # the same profile opening the node by its path, as QEMU would
-            # if libvirtd passed no fd: EACCES (the profile lacks a rule) or
-            # EBUSY (vhost-vdpa allows one opener, the guest)
-            r = sh(["aa-exec", "-p", "libvirt-" + self.UUID, "--", "/usr/bin/qemu-system-x86_64", "-nodefaults",
-                    "-display", "none", "-machine", "none", "-netdev",
-                    "vhost-vdpa,vhostdev=%s,id=x" % lease["chardev"]], check=False, timeout=60)
-            log("EXPLORE: QEMU under libvirt-%s opening %s itself: rc %d %s", self.UUID, lease["chardev"], r.returncode,
-                (r.stdout + r.stderr).strip())
-            log("EXPLORE: denials now:\n%s", "\n".join(denials()))
-            type(self).denials_before_fix = denials()  # that one is ours
+        type(self).qemu = pid
 
-    def test_3_no_apparmor_denials(self):
-        seen = [d for d in denials() if d not in getattr(type(self), "denials_before_fix", [])]
-        log("AppArmor denials: %d\n%s", len(seen), "\n".join(seen))
-        self.assertEqual(seen, [])
-
-    def lease_or_skip(self):
+    def guest(self):
+        """The running guest's lease; asserts the guest and its device are
+        as test_03 left them."""
         lease = getattr(type(self), "lease", None)
         if lease is None:
             self.skipTest("no running guest")
+        self.assertEqual(virsh("domstate", self.NAME).stdout.strip(), "paused")
+        self.assertEqual(qemu_pid(self.NAME), self.qemu)
+        self.assertIn(lease["device"], lab.vdpa_devices())
+        self.assertIn(lease["chardev"], fds_of(self.qemu))
         return lease
 
-    def test_4_a_proc_fd_scan_with_cap_sys_ptrace_sees_qemu(self):
+    def assert_lease_kept(self, lease):
+        (now,) = leases()
+        for k in ("uuid", "mac", "device", "chardev", "mgmtdev", "port", "vlan", "created"):
+            self.assertEqual(now[k], lease[k], k)
+        self.assertFalse(now["broken"], now["broken_reason"])
+
+    def test_04_a_proc_fd_scan_needs_cap_sys_ptrace(self):
         # va_chardev_held_open's scan, in a unit with the daemon's caps:
         # /proc/PID/fd of QEMU (libvirt-qemu) needs CAP_SYS_PTRACE
-        lease = self.lease_or_skip()
+        lease = self.guest()
         caps = cap_bounding_set()
         log("unit's CapabilityBoundingSet: %s", " ".join(caps))
-        pid = str(qemu_pid(self.NAME))
-        unit_set = held_open_probe(lease["chardev"], caps)
-        with_ptrace = held_open_probe(lease["chardev"], [c for c in caps if c != "CAP_SYS_PTRACE"] + ["CAP_SYS_PTRACE"])
-        log("/proc/*/fd scan for %s (QEMU %s): unit's set %s; plus CAP_SYS_PTRACE %s", lease["chardev"], pid, unit_set,
-            with_ptrace)
-        self.assertIn(pid, with_ptrace[0])
+        self.assertIn("CAP_SYS_PTRACE", caps)
+        self.assertIn(str(self.qemu), held_open_probe(lease["chardev"], caps)[0])
         without = held_open_probe(lease["chardev"], [c for c in caps if c != "CAP_SYS_PTRACE"])
-        self.assertNotIn(pid, without[0])
+        self.assertNotIn(str(self.qemu), without[0])
 
-    def release_under_the_guest(self, lease):
-        """vdpactl release while QEMU holds the device; (CompletedProcess,
-        vdpa devices right after). A daemon that misses QEMU's fd goes on to
-        DEV_DEL, which blocks until QEMU closes the node (and would block
-        the lab host's power-off): the domain is destroyed in any case."""
+    def test_05_release_and_reconcile_leave_the_guests_device(self):
+        lease = self.guest()
         try:
-            r = sh([lab.VDPACTL, "release", "--uuid", self.UUID, "--mac", self.MAC], check=False, timeout=90)
-            devices = lab.vdpa_devices()
-        finally:
+            r = sh([VDPACTL, "release", "--uuid", self.UUID, "--mac", self.MAC], check=False, timeout=90)
+            log("vdpactl release under the guest: rc %d %s", r.returncode, r.stderr.strip())
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("is open: a guest runs on it", r.stderr)
+            rc = sh([VDPACTL, "reconcile", "-j"], check=False, timeout=90)
+            log("vdpactl reconcile under the guest: rc %d %s%s", rc.returncode, rc.stdout.strip(), rc.stderr.strip())
+            self.assertEqual(rc.returncode, 0, rc.stdout + rc.stderr)
+            self.guest()
+            self.assert_lease_kept(lease)
+        except BaseException:
+            # a daemon that missed QEMU's fd is in DEV_DEL, which waits for
+            # QEMU to close the node (and would stall the power-off)
             virsh("destroy", self.NAME, check=False)
-        log("vdpactl release under the guest: rc %d %s; vdpa devices then %s", r.returncode, r.stderr.strip(), devices)
-        return r, devices
+            type(self).lease = None
+            raise
 
-    def test_5_the_unit_refuses_a_release_under_a_running_guest(self):
-        lease = self.lease_or_skip()
-        if self.explore:
-            dropin = "/run/systemd/system/%s.d/ptrace.conf" % UNIT
-            os.makedirs(os.path.dirname(dropin), exist_ok=True)
-            with open(dropin, "w") as f:
-                f.write("[Service]\nCapabilityBoundingSet=CAP_SYS_PTRACE\n")
-            systemctl("daemon-reload")
+    def test_06_restarting_the_daemon_keeps_the_lease(self):
+        lease = self.guest()
+        before = main_pid()
+        with Timer("systemctl restart " + UNIT):
             systemctl("restart", UNIT)
-            r = sh([lab.VDPACTL, "release", "--uuid", self.UUID, "--mac", self.MAC], check=False, timeout=60)
-            log("EXPLORE: release under the guest, unit plus CAP_SYS_PTRACE: rc %d %s", r.returncode, r.stderr.strip())
-            os.unlink(dropin)
-            systemctl("daemon-reload")
-            systemctl("restart", UNIT)
-            log("EXPLORE: leases after restart: %s", lab.leases())
-        r, devices = self.release_under_the_guest(lease)
-        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("is open: a guest runs on it", r.stderr)
-        self.assertIn(lease["device"], devices)
+        self.assertNotEqual(main_pid(), before)
+        self.guest()
+        self.assert_lease_kept(lease)
+        self.assertEqual(pool()["leased"], 1)
+
+    def test_07_restarting_libvirtd_reconnects_and_claims(self):
+        lease = self.guest()
+        claims = events(MSG_CLAIM, VA_DOMAIN_UUID=self.UUID)
+        with Timer("systemctl restart libvirtd"):
+            systemctl("restart", "libvirtd.service")
+        # libvirtd reconnects to QEMU and runs the hook's "reconnect"
+        now = wait_until(lambda: len(events(MSG_CLAIM, VA_DOMAIN_UUID=self.UUID)) > len(claims) and
+                         events(MSG_CLAIM, VA_DOMAIN_UUID=self.UUID), 60, "a claim by %s" % self.UUID, interval=1)
+        log("claims: %s", now[len(claims):])
+        self.guest()
+        self.assert_lease_kept(lease)
+
+    def test_08_an_upgrade_keeps_the_lease_and_the_guest(self):
+        lease = self.guest()
+        version = sh(["dpkg-query", "-W", "-f", "${Version}", "vdpa-allocator"]).stdout
+        bumped = version + "+lab1"
+        tree = os.path.join(lab.WORK, "upgrade")
+        with Timer("the package repacked as " + bumped):
+            sh(["dpkg-deb", "-R", DEB, tree])
+            control = os.path.join(tree, "DEBIAN", "control")
+            with open(control) as f:
+                text = f.read()
+            with open(control, "w") as f:
+                f.write(re.sub(r"^Version: .*$", "Version: " + bumped, text, flags=re.M))
+            up = os.path.join(lab.WORK, "vdpa-allocator_%s.deb" % bumped)
+            sh(["dpkg-deb", "-Zgzip", "-z1", "-b", tree, up], timeout=300)
+        before = main_pid()
+        with Timer("dpkg -i (upgrade)"):
+            r = sh(["dpkg", "-i", up], check=False, timeout=600)
+        log("dpkg -i %s: rc %d\n%s%s", up, r.returncode, quiet(r.stdout), r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(sh(["dpkg-query", "-W", "-f", "${Version}", "vdpa-allocator"]).stdout, bumped)
+        self.assertEqual(systemctl("is-active", UNIT, check=False).stdout.strip(), "active")
+        log("daemon pid %d before the upgrade, %d after", before, main_pid())
+        self.guest()
+        self.assert_lease_kept(lease)
+        # the include lines once, not once per configure
+        for path, line in AA_LOCAL.items():
+            with open(path) as f:
+                self.assertEqual(f.read().splitlines().count(line), 1, path)
+
+    def test_09_destroy_gives_the_device_back(self):
+        lease = self.guest()
+        type(self).lease = None
+        virsh("destroy", self.NAME)
+        wait_until(lambda: not leases(), 30, "the lease gone after virsh destroy", interval=0.5)
+        self.assertNotIn(lease["device"], lab.vdpa_devices())
+        self.assertEqual(pool()["free"], 2)
+
+    def op_allocate(self):
+        return sh(["runuser", "-u", self.OP_USER, "--", VDPACTL, "allocate", "--uuid", self.OP_UUID, "--mac",
+                   self.OP_MAC, "--network", lab.NETWORK], check=False, timeout=90)
+
+    def test_10_group_libvirt_needs_the_example_polkit_rule(self):
+        sh(["useradd", "--no-create-home", "--groups", "libvirt", self.OP_USER])
+        uid = sh(["id", "-u", self.OP_USER]).stdout.strip()
+        r = self.op_allocate()
+        log("allocate as %s (group libvirt) without the rule: rc %d %s", self.OP_USER, r.returncode, r.stderr.strip())
+        self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+        self.assertFalse([l for l in leases() if l["uuid"] == self.OP_UUID])
+        self.assertTrue(events(MSG_DENIED, VA_UID=uid), "no denial of uid %s in the journal" % uid)
+        shutil.copy(POLKIT_EXAMPLE, POLKIT_RULES_D)
+        t0 = time.monotonic()
+        # polkitd reads rules.d again when it changes (inotify)
+        r = wait_until(lambda: (lambda r: r if r.returncode != 4 else None)(self.op_allocate()), 60,
+                       "allocate allowed after the rule", interval=1)
+        log("allocate with the rule: rc %d after %.1f s %s", r.returncode, time.monotonic() - t0, r.stdout.strip())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual([l["mac"] for l in leases() if l["uuid"] == self.OP_UUID], [self.OP_MAC])
+
+    def test_11_remove_keeps_the_leases_purge_removes_them(self):
+        if not [l for l in leases() if l["uuid"] == self.OP_UUID]:
+            self.skipTest("no lease of the polkit case to keep")
+        # dpkg, as apt remove and purge run it: apt's own part (the package
+        # lists parsed again, PackageKit's hook) costs 30 to 50 s under TCG
+        with Timer("dpkg --remove"):
+            r = sh(["dpkg", "--remove", "vdpa-allocator"], check=False, timeout=600)
+        log("dpkg --remove: rc %d\n%s%s", r.returncode, quiet(r.stdout), r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(DAEMON))
+        self.assertNotEqual(systemctl("is-active", UNIT, check=False).stdout.strip(), "active")
+        self.assertTrue(os.path.isfile(os.path.join(CONFIG_DIR, "vdpa-allocator.conf")))
+        db = sqlite3.connect(LEASES_DB)
+        try:
+            rows = db.execute("SELECT uuid, mac FROM leases").fetchall()
+        finally:
+            db.close()
+        self.assertEqual(rows, [(self.OP_UUID, self.OP_MAC)])
+        with Timer("dpkg --purge"):
+            r = sh(["dpkg", "--purge", "vdpa-allocator"], check=False, timeout=600)
+        log("dpkg --purge: rc %d\n%s%s", r.returncode, quiet(r.stdout), r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(STATE_DIR))
+        self.assertFalse(os.path.exists(os.path.join(CONFIG_DIR, "vdpa-allocator.conf")))
+        self.assertNotEqual(sh(["dpkg", "-s", "vdpa-allocator"], check=False).returncode, 0)
+        for path, line in AA_LOCAL.items():
+            with open(path) as f:
+                self.assertNotIn(line, f.read(), path)
+        self.assertEqual(json.loads(sh(["aa-status", "--json"]).stdout)["profiles"].get("libvirtd"), "enforce")
+
+    def test_99_no_apparmor_denials(self):
+        for unit in (UNIT, "libvirtd.service", "packagekit.service", "polkit.service"):
+            log("%s: %s", unit, systemctl("show", "-p", "ActiveState", "-p", "CPUUsageNSec", unit, check=False).stdout
+                .replace("\n", " "))
+        seen = denials()
+        log("AppArmor denials: %d (%d at boot)\n%s", len(seen), len(self.denials_at_boot), "\n".join(seen))
+        self.assertEqual(seen, [])
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    t0 = time.monotonic()
+    prog = unittest.main(verbosity=2, exit=False)
+    log("lab-installed: the journey took %.1f s", time.monotonic() - t0)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
