@@ -293,14 +293,12 @@ first_child (const xmlNode *parent, const char *name)
 }
 
 static xmlNode *
-last_element_child (const xmlNode *parent)
+next_element (const xmlNode *node)
 {
-  xmlNode *last = NULL;
-
-  for (xmlNode *c = parent->children; c; c = c->next)
+  for (xmlNode *c = node->next; c; c = c->next)
     if (c->type == XML_ELEMENT_NODE)
-      last = c;
-  return last;
+      return c;
+  return NULL;
 }
 
 static xmlNode *
@@ -825,6 +823,16 @@ insert_child (xmlNode *parent, xmlNode *child)
   return child;
 }
 
+/* Like insert_child, right after @ref. */
+static xmlNode *
+insert_after (xmlNode *ref, xmlNode *child)
+{
+  xmlAddNextSibling (ref, child);
+  if (ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
+    xmlAddPrevSibling (child, xmlNewDocText (ref->doc, ref->prev->content));
+  return child;
+}
+
 static void
 remove_child (xmlNode *child)
 {
@@ -924,26 +932,73 @@ vlan_is_single_tag (xmlNode *vlan, guint16 id)
   return tags == 1 && match;
 }
 
-/* One <vlan><tag id/></vlan>, or none for 0; kept as it is when it says
- * so and, with @last, is the last child: a form that a portable form
- * without <vlan> must give back byte for byte puts it there. */
-static void
-set_vlan (xmlNode *iface, guint16 id, gboolean last)
+static char *node_to_string (xmlNode *node);
+
+/* <vlan><tag id/></vlan> as libvirt writes it, indented by @indent (the
+ * white space before its siblings; NULL: on one line). */
+static xmlNode *
+new_vlan (xmlDoc *doc, guint16 id, const xmlChar *indent)
 {
-  xmlNode *vlan = first_child (iface, "vlan");
+  xmlNode *vlan = xmlNewDocNode (doc, NULL, XSTR ("vlan"), NULL);
   xmlNode *tag;
   char text[8];
 
+  if (indent)
+    {
+      g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+      xmlAddChild (vlan, xmlNewDocText (doc, XSTR (inner)));
+    }
+  tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
+  g_snprintf (text, sizeof text, "%u", id);
+  xmlNewProp (tag, XSTR ("id"), XSTR (text));
+  if (indent)
+    xmlAddChild (vlan, xmlNewDocText (doc, indent));
+  return vlan;
+}
+
+/* One <vlan><tag id/></vlan>, or none for 0; kept as it is when it says
+ * so. With @after, it must also be the element right after @after and
+ * written as new_vlan() writes it: a form that a portable form without
+ * <vlan> must give back byte for byte has it in one place and one
+ * spelling, and right after <source>, as libvirt writes it, makes
+ * libvirt's own dumpxml that form already. */
+static void
+set_vlan (xmlNode *iface, guint16 id, xmlNode *after)
+{
+  xmlNode *vlan = first_child (iface, "vlan");
+  xmlNode *want;
+  const xmlChar *indent = NULL;
+
   if (id == 0)
-    remove_all (iface, "vlan");
-  else if (!vlan || !vlan_is_single_tag (vlan, id) || (last && last_element_child (iface) != vlan))
     {
       remove_all (iface, "vlan");
-      vlan = insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("vlan"), NULL));
-      tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
-      g_snprintf (text, sizeof text, "%u", id);
-      xmlNewProp (tag, XSTR ("id"), XSTR (text));
+      return;
     }
+  if (!after)
+    {
+      if (!vlan || !vlan_is_single_tag (vlan, id))
+        {
+          remove_all (iface, "vlan");
+          insert_child (iface, new_vlan (iface->doc, id, NULL));
+        }
+      return;
+    }
+  if (after->prev && after->prev->type == XML_TEXT_NODE && xmlIsBlankNode (after->prev))
+    indent = after->prev->content;
+  want = new_vlan (iface->doc, id, indent);
+  if (vlan && next_element (after) == vlan)
+    {
+      g_autofree char *have_text = node_to_string (vlan);
+      g_autofree char *want_text = node_to_string (want);
+
+      if (strcmp (have_text, want_text) == 0)
+        {
+          xmlFreeNode (want);
+          return;
+        }
+    }
+  remove_all (iface, "vlan");
+  insert_after (after, want);
 }
 
 /* A started domain's VF shows <driver name='vfio'/>, which a virtio NIC
@@ -979,7 +1034,7 @@ to_portable (xmlNode *iface, const VaNicPlan *plan)
       else
         xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("virtualport"), NULL)), XSTR ("type"),
                     XSTR ("openvswitch"));
-      set_vlan (iface, plan->vlan, FALSE);
+      set_vlan (iface, plan->vlan, NULL);
     }
   else
     {
@@ -1022,7 +1077,7 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
   remove_all (iface, "target");
   remove_all (iface, "virtualport");
   remove_all (iface, "driver");
-  set_vlan (iface, plan->vlan, TRUE);
+  set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
 /* @keep: a portable NIC stays portable whatever @form says. */
