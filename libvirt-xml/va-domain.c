@@ -292,6 +292,24 @@ first_child (const xmlNode *parent, const char *name)
   return NULL;
 }
 
+static xmlNode *
+next_element (const xmlNode *node)
+{
+  for (xmlNode *c = node->next; c; c = c->next)
+    if (c->type == XML_ELEMENT_NODE)
+      return c;
+  return NULL;
+}
+
+static xmlNode *
+first_element_child (const xmlNode *parent)
+{
+  for (xmlNode *c = parent->children; c; c = c->next)
+    if (c->type == XML_ELEMENT_NODE)
+      return c;
+  return NULL;
+}
+
 static char *
 get_prop (const xmlNode *node, const char *name)
 {
@@ -381,7 +399,7 @@ parse_nic (xmlNode *node, GError **error)
         {
           if (!va_mode_from_string (value, &nic->mode))
             {
-              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: mode='%.*s' is not vdpa, virtio or auto", mac,
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: mode='%.*s' is not vdpa, sriov, virtio or auto", mac,
                            VA_CUT (value, 64));
               break;
             }
@@ -500,11 +518,25 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
   return TRUE;
 }
 
+/* The sriov form is a NIC on one of our hostdev networks as defined, and
+ * the VF libvirt gave it (type='hostdev') in a started domain's XML. */
 static VaForm
-interface_form (const xmlNode *iface)
+interface_form (const xmlNode *iface, VaPoolKind *kind)
 {
   g_autofree char *type = get_prop (iface, "type");
-  return g_strcmp0 (type, "vdpa") == 0 ? VA_FORM_ACCELERATED : VA_FORM_PORTABLE;
+  xmlNode *source = first_child (iface, "source");
+  g_autofree char *network = source ? get_prop (source, "network") : NULL;
+
+  *kind = VA_POOL_KIND_VDPA;
+  if (g_strcmp0 (type, "vdpa") == 0)
+    return VA_FORM_ACCELERATED;
+  if (g_strcmp0 (type, "hostdev") == 0
+      || (g_strcmp0 (type, "network") == 0 && network && g_str_has_prefix (network, VA_SRIOV_NETWORK_PREFIX)))
+    {
+      *kind = VA_POOL_KIND_SRIOV;
+      return VA_FORM_ACCELERATED;
+    }
+  return VA_FORM_PORTABLE;
 }
 
 VaDomain *
@@ -616,7 +648,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac);
           return NULL;
         }
-      nic->form = interface_form (iface);
+      nic->form = interface_form (iface, &nic->accel_kind);
       {
         xmlNode *target = first_child (iface, "target");
         xmlNode *source = first_child (iface, "source");
@@ -684,7 +716,8 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
       if (nic->mode_set && nic->mode != net->mode)
         {
           /* A NIC may narrow its network's mode, never widen it. */
-          gboolean allowed = (net->mode == VA_MODE_AUTO) || (net->mode == VA_MODE_VDPA && nic->mode != VA_MODE_VIRTIO)
+          gboolean allowed = (net->mode == VA_MODE_AUTO)
+                             || ((net->mode == VA_MODE_VDPA || net->mode == VA_MODE_SRIOV) && nic->mode == VA_MODE_AUTO)
                              || (nic->mode == VA_MODE_VIRTIO && net->bridge);
           if (!allowed)
             {
@@ -701,7 +734,13 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
       plan->vlan = nic->vlan;
       plan->bridge = nic->bridge;
       plan->bridge_kind = nic->bridge_kind_set ? nic->bridge_kind : VA_BRIDGE_LINUX;
-      plan->mode = nic->mode_set ? nic->mode : (nic->pool ? VA_MODE_VDPA : VA_MODE_VIRTIO);
+      /* an inline pool's kind says what a NIC without a mode asks for */
+      if (nic->mode_set)
+        plan->mode = nic->mode;
+      else if (!nic->pool)
+        plan->mode = VA_MODE_VIRTIO;
+      else
+        plan->mode = va_host_view_get_pool_kind (view, nic->pool) == VA_POOL_KIND_SRIOV ? VA_MODE_SRIOV : VA_MODE_VDPA;
     }
 
   if (plan->mode == VA_MODE_VIRTIO)
@@ -711,7 +750,7 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool", nic->mac, va_mode_to_string (plan->mode));
       return FALSE;
     }
-  if (plan->mode != VA_MODE_VDPA && !plan->bridge)
+  if ((plan->mode == VA_MODE_AUTO || plan->mode == VA_MODE_VIRTIO) && !plan->bridge)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a bridge", nic->mac, va_mode_to_string (plan->mode));
       return FALSE;
@@ -725,6 +764,26 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
         {
           g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "NIC %s: no pool named '%s'", nic->mac, plan->pool);
           return FALSE;
+        }
+      plan->kind = va_host_view_get_pool_kind (view, plan->pool);
+      if ((plan->mode == VA_MODE_VDPA && plan->kind != VA_POOL_KIND_VDPA)
+          || (plan->mode == VA_MODE_SRIOV && plan->kind != VA_POOL_KIND_SRIOV))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool of kind %s, and pool '%s' is kind %s",
+                       nic->mac, va_mode_to_string (plan->mode), plan->mode == VA_MODE_SRIOV ? "sriov" : "vdpa", plan->pool,
+                       va_pool_kind_to_string (plan->kind));
+          return FALSE;
+        }
+      if (plan->kind == VA_POOL_KIND_SRIOV)
+        {
+          if (nic->queues)
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "NIC %s: queues=%u, but pool '%s' is kind sriov: the guest's own VF driver sets a VF's queues", nic->mac,
+                           nic->queues, plan->pool);
+              return FALSE;
+            }
+          return TRUE;
         }
       max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
       plan->queues = nic->queues ? nic->queues : MAX (max_vqp, 1);
@@ -761,6 +820,16 @@ insert_child (xmlNode *parent, xmlNode *child)
   xmlAddNextSibling (last, child);
   if (last->prev && last->prev->type == XML_TEXT_NODE && xmlIsBlankNode (last->prev))
     xmlAddPrevSibling (child, xmlNewDocText (parent->doc, last->prev->content));
+  return child;
+}
+
+/* Like insert_child, right after @ref. */
+static xmlNode *
+insert_after (xmlNode *ref, xmlNode *child)
+{
+  xmlAddNextSibling (ref, child);
+  if (ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
+    xmlAddPrevSibling (child, xmlNewDocText (ref->doc, ref->prev->content));
   return child;
 }
 
@@ -863,38 +932,109 @@ vlan_is_single_tag (xmlNode *vlan, guint16 id)
   return tags == 1 && match;
 }
 
+static char *node_to_string (xmlNode *node);
+
+/* <vlan><tag id/></vlan> as libvirt writes it, indented by @indent (the
+ * white space before its siblings; NULL: on one line). */
+static xmlNode *
+new_vlan (xmlDoc *doc, guint16 id, const xmlChar *indent)
+{
+  xmlNode *vlan = xmlNewDocNode (doc, NULL, XSTR ("vlan"), NULL);
+  xmlNode *tag;
+  char text[8];
+
+  if (indent)
+    {
+      g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+      xmlAddChild (vlan, xmlNewDocText (doc, XSTR (inner)));
+    }
+  tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
+  g_snprintf (text, sizeof text, "%u", id);
+  xmlNewProp (tag, XSTR ("id"), XSTR (text));
+  if (indent)
+    xmlAddChild (vlan, xmlNewDocText (doc, indent));
+  return vlan;
+}
+
+/* One <vlan><tag id/></vlan>, or none for 0; kept as it is when it says
+ * so. With @after, it must also be the element right after @after and
+ * written as new_vlan() writes it: a form that a portable form without
+ * <vlan> must give back byte for byte has it in one place and one
+ * spelling, and right after <source>, as libvirt writes it, makes
+ * libvirt's own dumpxml that form already. */
+static void
+set_vlan (xmlNode *iface, guint16 id, xmlNode *after)
+{
+  xmlNode *vlan = first_child (iface, "vlan");
+  xmlNode *want;
+  const xmlChar *indent = NULL;
+
+  if (id == 0)
+    {
+      remove_all (iface, "vlan");
+      return;
+    }
+  if (!after)
+    {
+      if (!vlan || !vlan_is_single_tag (vlan, id))
+        {
+          remove_all (iface, "vlan");
+          insert_child (iface, new_vlan (iface->doc, id, NULL));
+        }
+      return;
+    }
+  if (after->prev && after->prev->type == XML_TEXT_NODE && xmlIsBlankNode (after->prev))
+    indent = after->prev->content;
+  want = new_vlan (iface->doc, id, indent);
+  if (vlan && next_element (after) == vlan)
+    {
+      g_autofree char *have_text = node_to_string (vlan);
+      g_autofree char *want_text = node_to_string (want);
+
+      if (strcmp (have_text, want_text) == 0)
+        {
+          xmlFreeNode (want);
+          return;
+        }
+    }
+  remove_all (iface, "vlan");
+  insert_after (after, want);
+}
+
+/* A started domain's VF shows <driver name='vfio'/>, which a virtio NIC
+ * must not keep. */
+static void
+drop_vfio_driver (xmlNode *iface)
+{
+  xmlNode *driver = first_child (iface, "driver");
+  g_autofree char *name = driver ? get_prop (driver, "name") : NULL;
+
+  if (g_strcmp0 (name, "vfio") != 0)
+    return;
+  unset_prop (driver, "name");
+  if (!driver->properties && !first_element_child (driver))
+    remove_child (driver);
+}
+
 static void
 to_portable (xmlNode *iface, const VaNicPlan *plan)
 {
-  char id[8];
-
   set_prop_if_differs (iface, "type", "bridge");
   unset_prop (iface, "managed");
   set_source (iface, "bridge", plan->bridge);
   set_prop_if_differs (ensure_child (iface, "model"), "type", "virtio");
+  drop_vfio_driver (iface);
 
   if (plan->bridge_kind == VA_BRIDGE_OVS)
     {
       xmlNode *vp = first_child (iface, "virtualport");
-      xmlNode *vlan = first_child (iface, "vlan");
 
       if (vp)
         set_prop_if_differs (vp, "type", "openvswitch");
       else
         xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("virtualport"), NULL)), XSTR ("type"),
                     XSTR ("openvswitch"));
-
-      if (plan->vlan == 0)
-        remove_all (iface, "vlan");
-      else if (!vlan || !vlan_is_single_tag (vlan, plan->vlan))
-        {
-          xmlNode *tag;
-          remove_all (iface, "vlan");
-          vlan = insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("vlan"), NULL));
-          tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
-          g_snprintf (id, sizeof id, "%u", plan->vlan);
-          xmlNewProp (tag, XSTR ("id"), XSTR (id));
-        }
+      set_vlan (iface, plan->vlan, NULL);
     }
   else
     {
@@ -917,8 +1057,27 @@ to_accelerated (xmlNode *iface, const VaNicPlan *plan, const char *path)
   remove_all (iface, "vlan");
   remove_all (iface, "target");
   remove_all (iface, "virtualport");
+  drop_vfio_driver (iface);
   g_snprintf (queues, sizeof queues, "%u", plan->queues);
   set_prop_if_differs (ensure_child (iface, "driver"), "queues", queues);
+}
+
+/* A VF of the pool's hostdev network: libvirt picks it at start, and sets
+ * its MAC and (legacy eswitch) VLAN itself. A hostdev NIC has no model,
+ * tap, virtualport or virtio driver options; no port path either. */
+static void
+to_sriov (xmlNode *iface, const VaNicPlan *plan)
+{
+  g_autofree char *network = va_sriov_network_name (plan->pool);
+
+  set_prop_if_differs (iface, "type", "network");
+  unset_prop (iface, "managed");
+  set_source (iface, "network", network);
+  remove_all (iface, "model");
+  remove_all (iface, "target");
+  remove_all (iface, "virtualport");
+  remove_all (iface, "driver");
+  set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
 /* @keep: a portable NIC stays portable whatever @form says. */
@@ -966,7 +1125,7 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
           else
             g_hash_table_insert (used, (gpointer) plan->pool, GUINT_TO_POINTER (taken + 1));
         }
-      if (*want == VA_FORM_ACCELERATED && !self->uuid)
+      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && !self->uuid)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac);
           return FALSE;
@@ -990,7 +1149,10 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
 
       nic->form = g_array_index (forms, VaForm, i);
       nic->fallback = g_array_index (fallbacks, gboolean, i);
-      if (nic->form == VA_FORM_ACCELERATED)
+      nic->accel_kind = plan->kind;
+      if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
+        to_sriov (iface, plan);
+      else if (nic->form == VA_FORM_ACCELERATED)
         {
           g_autofree char *path = va_port_path (va_host_view_get_port_root (view), self->uuid, nic->mac);
           to_accelerated (iface, plan, path);

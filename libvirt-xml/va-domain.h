@@ -18,8 +18,11 @@ G_BEGIN_DECLS
 
 typedef enum
 {
-  VA_FORM_ACCELERATED, /* type='vdpa' on the NIC's port path */
-  VA_FORM_PORTABLE,    /* virtio on the network's bridge and VLAN */
+  /* type='vdpa' on the NIC's port path; on a pool of kind sriov, a VF of
+   * the pool's hostdev network (type='network', or type='hostdev' as
+   * libvirt shows a started domain) */
+  VA_FORM_ACCELERATED,
+  VA_FORM_PORTABLE, /* virtio on the network's bridge and VLAN */
 } VaForm;
 
 #define VA_FORM_LAST (VA_FORM_PORTABLE + 1)
@@ -38,10 +41,11 @@ typedef struct
   VaBridgeKind bridge_kind;
   guint16 queues; /* 0: the pool's max-vqp */
 
-  char *target_dev;  /* the tap libvirt named in <target dev>, or NULL */
-  char *source_dev;  /* an accelerated interface's <source dev>, or NULL */
-  VaForm form;       /* the form of its <interface> in the document now */
-  gboolean fallback; /* portable because the pool had no room */
+  char *target_dev;      /* the tap libvirt named in <target dev>, or NULL */
+  char *source_dev;      /* an accelerated interface's <source dev>, or NULL */
+  VaForm form;           /* the form of its <interface> in the document now */
+  VaPoolKind accel_kind; /* of an accelerated form: a vdpa device or an sriov VF */
+  gboolean fallback;     /* portable because the pool had no room */
 } VaNic;
 
 /* The resolved intent of one NIC against a host view. */
@@ -52,7 +56,8 @@ typedef struct
   guint16 vlan;
   const char *bridge; /* NULL: no portable form */
   VaBridgeKind bridge_kind;
-  guint16 queues;
+  guint16 queues;  /* 0 on an sriov pool: the VF's driver has its own */
+  VaPoolKind kind; /* the pool's; vdpa when there is none */
 } VaNicPlan;
 
 typedef struct _VaDomain VaDomain;

@@ -12,6 +12,7 @@ typedef struct
   char *name;
   guint max_vqp;
   gint64 free;
+  VaPoolKind kind;
 } Pool;
 
 struct _VaHostView
@@ -185,6 +186,40 @@ va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GEr
   return TRUE;
 }
 
-VA_ENUM_IMPL (va_mode, VaMode, VA_MODE_LAST, [VA_MODE_VDPA] = "vdpa", [VA_MODE_VIRTIO] = "virtio", [VA_MODE_AUTO] = "auto")
+gboolean
+va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind, GError **error)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+  g_return_val_if_fail ((guint) kind < VA_POOL_KIND_LAST, FALSE);
+
+  p = g_hash_table_lookup (self->pools, name);
+  if (!p)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
+      return FALSE;
+    }
+  p->kind = kind;
+  return TRUE;
+}
+
+VaPoolKind
+va_host_view_get_pool_kind (const VaHostView *self, const char *name)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, VA_POOL_KIND_VDPA);
+  g_return_val_if_fail (name != NULL, VA_POOL_KIND_VDPA);
+
+  p = g_hash_table_lookup (self->pools, name);
+  return p ? p->kind : VA_POOL_KIND_VDPA;
+}
+
+VA_ENUM_IMPL (va_mode, VaMode,
+              VA_MODE_LAST, [VA_MODE_VDPA] = "vdpa", [VA_MODE_VIRTIO] = "virtio", [VA_MODE_AUTO] = "auto", [VA_MODE_SRIOV] = "sriov")
+
+VA_ENUM_IMPL (va_pool_kind, VaPoolKind, VA_POOL_KIND_LAST, [VA_POOL_KIND_VDPA] = "vdpa", [VA_POOL_KIND_SRIOV] = "sriov")
 
 VA_ENUM_IMPL (va_bridge_kind, VaBridgeKind, VA_BRIDGE_LAST, [VA_BRIDGE_LINUX] = "linux", [VA_BRIDGE_OVS] = "ovs")

@@ -14,9 +14,20 @@ typedef enum
   VA_MODE_VDPA,   /* accelerated; portable only if the network has a fallback bridge */
   VA_MODE_VIRTIO, /* always portable */
   VA_MODE_AUTO,   /* accelerated while the pool has room, else portable */
+  VA_MODE_SRIOV,  /* a VF passed through; portable only if the network has a fallback bridge */
 } VaMode;
 
-#define VA_MODE_LAST (VA_MODE_AUTO + 1)
+#define VA_MODE_LAST (VA_MODE_SRIOV + 1)
+
+/* What a pool offers: vDPA devices on its VFs, or the VFs themselves (a
+ * VF is never offered both ways). */
+typedef enum
+{
+  VA_POOL_KIND_VDPA,
+  VA_POOL_KIND_SRIOV,
+} VaPoolKind;
+
+#define VA_POOL_KIND_LAST (VA_POOL_KIND_SRIOV + 1)
 
 typedef enum
 {
@@ -57,8 +68,12 @@ gboolean va_host_view_has_pool (const VaHostView *self, const char *name);
 guint va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name);
 gint64 va_host_view_get_pool_free (const VaHostView *self, const char *name);
 gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error);
+/* A pool is of kind vdpa until set otherwise. */
+gboolean va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind, GError **error);
+VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name);
 
 VA_ENUM_DECL (va_mode, VaMode)
+VA_ENUM_DECL (va_pool_kind, VaPoolKind)
 VA_ENUM_DECL (va_bridge_kind, VaBridgeKind)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaHostView, va_host_view_unref)

@@ -91,6 +91,14 @@ va_name_is_valid (const char *name)
   return TRUE;
 }
 
+char *
+va_sriov_network_name (const char *pool)
+{
+  g_return_val_if_fail (pool != NULL, NULL);
+
+  return g_strconcat (VA_SRIOV_NETWORK_PREFIX, pool, NULL);
+}
+
 gboolean
 va_ifname_is_valid (const char *name)
 {

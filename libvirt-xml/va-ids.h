@@ -35,6 +35,11 @@ gboolean va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN]);
 /* A pool or network name: 1 to VA_NAME_MAX letters, digits, '-', '_', '.'. */
 gboolean va_name_is_valid (const char *name);
 
+/* The libvirt network of <forward mode='hostdev'> that lists an sriov
+ * pool's VFs: VA_SRIOV_NETWORK_PREFIX and the pool's name. */
+#define VA_SRIOV_NETWORK_PREFIX "vdpa-allocator-"
+char *va_sriov_network_name (const char *pool);
+
 /* A network interface name as the kernel takes it. */
 gboolean va_ifname_is_valid (const char *name);
 

@@ -80,5 +80,12 @@ VDPA_ALLOCATOR_CONFIG_DIR="$cfg" vdpactl_run rewrite "$dom" | cmp -s - "$tmp/a.x
 VDPA_ALLOCATOR_RUN_DIR=/tmp/va-run vdpactl_run rewrite --config "$cfg" "$dom" | grep -q "source dev=\"/tmp/va-run/ports/" &&
     ok "port paths follow VDPA_ALLOCATOR_RUN_DIR" || not_ok "port paths follow VDPA_ALLOCATOR_RUN_DIR"
 
+# --verbose says which NIC got a vDPA device and which a VF passed through
+mixed="$src/tests/golden/cases/102-mixed-vdpa-and-sriov/input.xml"
+vdpactl_run rewrite --verbose --config "$src/tests/golden/config/sriov" "$mixed" >/dev/null 2>"$tmp/err"
+grep -qx '52:54:00:6b:3c:58: accelerated on pool cx6, VLAN 2334, 4 queue(s)' "$tmp/err" &&
+    grep -qx '52:54:00:6b:3c:59: accelerated on pool cx5, VLAN 2334, a VF passed through' "$tmp/err" &&
+    ok "--verbose tells a vDPA NIC from a VF" || not_ok "--verbose tells a vDPA NIC from a VF: $(cat "$tmp/err")"
+
 echo "1..$n"
 [ "$fails" -eq 0 ]

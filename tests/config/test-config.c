@@ -170,6 +170,46 @@ test_device_permissions (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pool->device_mode, ==, 0640);
 }
 
+/* kind= keeps a VF to one use; auto takes either kind, and sriov like vdpa
+ * may go without a fallback bridge. */
+static void
+test_pool_kinds (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  const VaNetwork *net;
+
+  g_free (write_file (f, "vdpa-allocator.conf",
+                      "[pool cx6]\nmax-vqp=4\n"
+                      "[pool cx5]\nkind=sriov   # VFs passed through\neswitch=legacy\nvlan-method=vst\n"
+                      "[pool cx7]\nkind=vdpa\n"
+                      "[network sr]\nmode=sriov\npool=cx5\nvlan=2334\n"
+                      "[network sr-auto]\nmode=auto\npool=cx5\nvlan=100\nfallback-bridge=br0\n"
+                      "[network vd-auto]\nmode=auto\npool=cx7\nfallback-bridge=br0\n"
+                      "[network vd]\nmode=vdpa\npool=cx6\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (va_config_lookup_pool (config, "cx6")->kind, ==, VA_POOL_KIND_VDPA); /* the default */
+  g_assert_cmpint (va_config_lookup_pool (config, "cx5")->kind, ==, VA_POOL_KIND_SRIOV);
+  g_assert_cmpint (va_config_lookup_pool (config, "cx7")->kind, ==, VA_POOL_KIND_VDPA);
+
+  view = va_config_to_host_view (config, "/ports");
+  g_assert_cmpint (va_host_view_get_pool_kind (view, "cx5"), ==, VA_POOL_KIND_SRIOV);
+  g_assert_cmpint (va_host_view_get_pool_kind (view, "cx6"), ==, VA_POOL_KIND_VDPA);
+  g_assert_cmpuint (va_host_view_get_pool_max_vqp (view, "cx6"), ==, 4);
+  g_assert_cmpuint (va_host_view_get_pool_max_vqp (view, "cx5"), ==, 0);
+  net = va_host_view_lookup_network (view, "sr");
+  g_assert_cmpint (net->mode, ==, VA_MODE_SRIOV);
+  g_assert_cmpuint (net->vlan, ==, 2334);
+  g_assert_null (net->bridge);
+  g_assert_cmpint (va_host_view_lookup_network (view, "sr-auto")->mode, ==, VA_MODE_AUTO);
+  g_assert_true (va_host_view_set_pool_kind (view, "cx6", VA_POOL_KIND_SRIOV, &error));
+  g_assert_cmpint (va_host_view_get_pool_kind (view, "cx6"), ==, VA_POOL_KIND_SRIOV);
+  g_assert_false (va_host_view_set_pool_kind (view, "ghost", VA_POOL_KIND_SRIOV, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL);
+}
+
 static void
 test_vduse_pool_type (Fixture *f, gconstpointer data)
 {
@@ -254,8 +294,22 @@ static const BadCase bad_cases[] = {
   { "[pool a]\ndevice-mode=0666\n",
     "[pool a] device-mode: '0666' gives other users access to the device; at most group access (like 0660)" },
   { "[pool a/b]\n", "[pool a/b]: 'a/b' is not a valid pool name" },
-  { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, virtio or auto)" },
-  { "[network n]\nmode=fast\n", "[network n] mode: 'fast' is not vdpa, virtio or auto" },
+  { "[pool a]\nkind=both\n", "[pool a] kind: 'both' is not vdpa or sriov" },
+  { "[pool a]\nkind=sriov\nmax-vqp=4\n", "[pool a] max-vqp: for vDPA devices only: a kind=sriov pool passes whole VFs through" },
+  { "[pool a]\ndevice-group=kvm\nkind=sriov\n",
+    "[pool a] device-group: for vDPA devices only: a kind=sriov pool passes whole VFs through" },
+  { "[pool a]\nkind=sriov\ndevice-mode=0600\n", "[pool a] device-mode: for vDPA devices only: a kind=sriov pool passes whole VFs through" },
+  { "[pool a]\ntype=vduse-test\nkind=sriov\n", "[pool a] kind: sriov passes PCI VFs through, and a vduse-test pool has none" },
+  { "[pool a]\nkind=sriov\ntype=netdevsim-test\n", "[pool a] kind: sriov passes PCI VFs through, and a netdevsim-test pool has none" },
+  { "[network n]\nmode=sriov\n", "[network n] pool: missing, and mode=sriov needs one" },
+  { "[network n]\nmode=sriov\npool=a\n[pool a]\n", "[network n] pool: mode=sriov needs a pool of kind sriov, and 'a' is kind vdpa" },
+  { "[network n]\nmode=vdpa\npool=a\n[pool a]\nkind=sriov\n",
+    "[network n] pool: mode=vdpa needs a pool of kind vdpa, and 'a' is kind sriov" },
+  { "[network n]\nmode=auto\npool=a\n[pool a]\nkind=sriov\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
+  /* igb takes VLAN 4095 for a VF: the range is ours to check */
+  { "[network n]\nmode=sriov\npool=a\nvlan=4095\n[pool a]\nkind=sriov\n", "[network n] vlan: '4095' is not a number from 1 to 4094" },
+  { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, sriov, virtio or auto)" },
+  { "[network n]\nmode=fast\n", "[network n] mode: 'fast' is not vdpa, sriov, virtio or auto" },
   { "[network n]\nmode=vdpa\n", "[network n] pool: missing, and mode=vdpa needs one" },
   { "[network n]\nmode=auto\npool=a\n[pool a]\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
   { "[network n]\nmode=virtio\n", "[network n] fallback-bridge: missing, and mode=virtio needs one" },
@@ -427,6 +481,7 @@ main (int argc, char **argv)
   ADD ("/config/design-example", test_design_example);
   ADD ("/config/dropins-override-in-name-order", test_dropins_override);
   ADD ("/config/device-group-and-mode", test_device_permissions);
+  ADD ("/config/pool-kinds", test_pool_kinds);
   ADD ("/config/vduse-pool-type", test_vduse_pool_type);
   ADD ("/config/hook-timeout", test_hook_timeout);
   ADD ("/config/missing-dir", test_missing_dir);

@@ -200,6 +200,63 @@ test_rewrite_saved (void)
   g_assert_true (a->fallback);
 }
 
+/* What the hook and vdpactl read off a document: an sriov NIC is
+ * accelerated as defined (on our hostdev network) and as libvirt shows it
+ * live (type='hostdev'), and its plan has the pool's kind and no queues. */
+static void
+test_sriov_forms (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaHostView) view = va_host_view_new ("/run/p");
+  VaNetwork net = { (char *) "sr", VA_MODE_SRIOV, (char *) "cx5", 2334, NULL, VA_BRIDGE_LINUX };
+  const char *xml = "<domain><name>d</name><metadata>"
+                    "<v:nics xmlns:v='" VA_XML_NS "'><v:nic mac='52:54:00:00:00:01' network='sr'/>"
+                    "<v:nic mac='52:54:00:00:00:02' network='sr'/><v:nic mac='52:54:00:00:00:03' network='sr'/>"
+                    "<v:nic mac='52:54:00:00:00:04' network='sr'/></v:nics></metadata><devices>"
+                    "<interface type='network'><mac address='52:54:00:00:00:01'/><source network='vdpa-allocator-cx5'/></interface>"
+                    "<interface type='hostdev' managed='yes'><mac address='52:54:00:00:00:02'/><driver name='vfio'/>"
+                    "<source><address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x1'/></source></interface>"
+                    "<interface type='network'><mac address='52:54:00:00:00:03'/><source network='default'/></interface>"
+                    "<interface type='vdpa'><mac address='52:54:00:00:00:04'/><source dev='/run/p/x'/></interface>"
+                    "</devices></domain>";
+  g_autoptr (VaDomain) d = NULL;
+  g_autofree char *name = va_sriov_network_name ("cx5");
+  g_autofree char *out = NULL;
+  GPtrArray *nics;
+  VaNicPlan plan;
+
+  g_assert_cmpstr (name, ==, "vdpa-allocator-cx5");
+  va_host_view_add_network (view, &net);
+  va_host_view_add_pool (view, "cx5", 0, -1);
+  g_assert_true (va_host_view_set_pool_kind (view, "cx5", VA_POOL_KIND_SRIOV, &error));
+  d = va_domain_parse (xml, -1, &error);
+  g_assert_no_error (error);
+  nics = va_domain_get_nics (d);
+  g_assert_cmpint (((VaNic *) nics->pdata[0])->form, ==, VA_FORM_ACCELERATED);
+  g_assert_cmpint (((VaNic *) nics->pdata[0])->accel_kind, ==, VA_POOL_KIND_SRIOV);
+  g_assert_null (((VaNic *) nics->pdata[0])->source_dev);
+  g_assert_cmpint (((VaNic *) nics->pdata[1])->form, ==, VA_FORM_ACCELERATED);
+  g_assert_cmpint (((VaNic *) nics->pdata[1])->accel_kind, ==, VA_POOL_KIND_SRIOV);
+  g_assert_cmpint (((VaNic *) nics->pdata[2])->form, ==, VA_FORM_PORTABLE);
+  g_assert_cmpint (((VaNic *) nics->pdata[3])->form, ==, VA_FORM_ACCELERATED);
+  g_assert_cmpint (((VaNic *) nics->pdata[3])->accel_kind, ==, VA_POOL_KIND_VDPA);
+  g_assert_true (va_nic_resolve (nics->pdata[0], view, &plan, &error));
+  g_assert_cmpint (plan.mode, ==, VA_MODE_SRIOV);
+  g_assert_cmpint (plan.kind, ==, VA_POOL_KIND_SRIOV);
+  g_assert_cmpuint (plan.queues, ==, 0);
+  g_assert_cmpuint (plan.vlan, ==, 2334);
+
+  /* no <uuid>: a VF needs no port path, so every NIC becomes one */
+  g_assert_true (va_domain_rewrite (d, view, VA_FORM_ACCELERATED, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < nics->len; i++)
+    g_assert_cmpint (((VaNic *) nics->pdata[i])->accel_kind, ==, VA_POOL_KIND_SRIOV);
+  out = va_domain_to_string (d, NULL);
+  g_assert_null (strstr (out, "hostdev"));
+  g_assert_null (strstr (out, "vfio"));
+  g_assert_null (strstr (out, "/run/p"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -214,5 +271,6 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
+  g_test_add_func ("/domain/sriov-forms", test_sriov_forms);
   return g_test_run ();
 }

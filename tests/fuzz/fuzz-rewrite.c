@@ -70,10 +70,16 @@ make_view (const gint64 free_slots[3])
   add_network (view, "auto-ovs", VA_MODE_AUTO, "pool-c", 0, "ovsbr2", VA_BRIDGE_OVS);
   /* a network whose pool the host does not have */
   add_network (view, "ghost", VA_MODE_VDPA, "pool-missing", 7, "br2", VA_BRIDGE_LINUX);
+  /* VFs passed through: with a Linux fallback, without one, and auto on OVS */
+  add_network (view, "sr", VA_MODE_SRIOV, "pool-d", 2334, "br3", VA_BRIDGE_LINUX);
+  add_network (view, "sr-only", VA_MODE_SRIOV, "pool-d", 3000, NULL, VA_BRIDGE_LINUX);
+  add_network (view, "sr-auto", VA_MODE_AUTO, "pool-d", 0, "ovsbr3", VA_BRIDGE_OVS);
 
   va_host_view_add_pool (view, "pool-a", 4, free_slots[0]);
   va_host_view_add_pool (view, "pool-b", 8, free_slots[1]);
   va_host_view_add_pool (view, "pool-c", 0, free_slots[2]);
+  va_host_view_add_pool (view, "pool-d", 0, free_slots[1]);
+  va_host_view_set_pool_kind (view, "pool-d", VA_POOL_KIND_SRIOV, NULL);
   return view;
 }
 

@@ -390,6 +390,28 @@ check_vduse_pool (const Group *g, const VaPoolConfig *p, GError **error)
   return TRUE;
 }
 
+/* A kind=sriov pool hands whole VFs to guests: the keys that shape
+ * vDPA devices and their /dev/vhost-vdpa nodes mean nothing there. */
+static gboolean
+check_sriov_pool (const Group *g, const VaPoolConfig *p, GError **error)
+{
+  static const char *const vdpa_only[] = { "max-vqp", "device-group", "device-mode" };
+
+  if (p->type != VA_POOL_TYPE_CONNECTX)
+    {
+      Item it = { g, "kind", g_hash_table_lookup (g->entries, "kind") };
+      return item_error (&it, error, "sriov passes PCI VFs through, and a %s pool has none", va_pool_type_to_string (p->type));
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (vdpa_only); i++)
+    {
+      Item it = { g, vdpa_only[i], g_hash_table_lookup (g->entries, vdpa_only[i]) };
+
+      if (it.entry)
+        return item_error (&it, error, "for vDPA devices only: a kind=sriov pool passes whole VFs through");
+    }
+  return TRUE;
+}
+
 static gboolean
 parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
 {
@@ -410,6 +432,11 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         {
           if (!va_pool_type_from_string (v, &p->type))
             return item_error (&it, error, "'%.*s' is not connectx, vduse-test or netdevsim-test", VA_CUT (v, 64));
+        }
+      else if (strcmp (key, "kind") == 0)
+        {
+          if (!va_pool_kind_from_string (v, &p->kind))
+            return item_error (&it, error, "'%.*s' is not vdpa or sriov", VA_CUT (v, 64));
         }
       else if (strcmp (key, "match-pf") == 0)
         {
@@ -487,6 +514,8 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
         return item_error (&it, error, "unknown key");
     }
 
+  if (p->kind == VA_POOL_KIND_SRIOV && !check_sriov_pool (g, p, error))
+    return FALSE;
   if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
     return FALSE;
   if (p->type == VA_POOL_TYPE_NETDEVSIM_TEST && (p->match_pci || p->match_vendor || p->match_device))
@@ -526,7 +555,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       if (strcmp (key, "mode") == 0)
         {
           if (!va_mode_from_string (v, &n->net.mode))
-            return item_error (&it, error, "'%.*s' is not vdpa, virtio or auto", VA_CUT (v, 64));
+            return item_error (&it, error, "'%.*s' is not vdpa, sriov, virtio or auto", VA_CUT (v, 64));
           mode_set = TRUE;
         }
       else if (strcmp (key, "pool") == 0)
@@ -561,7 +590,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
 
   if (!mode_set)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] mode: missing (vdpa, virtio or auto)", g->file, g->name);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] mode: missing (vdpa, sriov, virtio or auto)", g->file, g->name);
       return FALSE;
     }
   if (n->net.mode != VA_MODE_VIRTIO && !n->net.pool)
@@ -575,7 +604,8 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=virtio uses no pool", g->file, g->name);
       return FALSE;
     }
-  if (n->net.mode != VA_MODE_VDPA && !n->net.bridge)
+  /* vdpa and sriov may go without one: accelerated or nothing */
+  if ((n->net.mode == VA_MODE_VIRTIO || n->net.mode == VA_MODE_AUTO) && !n->net.bridge)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] fallback-bridge: missing, and mode=%s needs one", g->file, g->name,
                    va_mode_to_string (n->net.mode));
@@ -801,10 +831,21 @@ va_config_load (const char *dir, GError **error)
       g_autofree char *group_name = g_strdup_printf ("network %s", n->net.name);
       const Group *g = g_hash_table_lookup (groups, group_name);
       const Entry *e = g_hash_table_lookup (g->entries, "pool");
+      const VaPoolConfig *p = n->net.pool ? va_config_lookup_pool (self, n->net.pool) : NULL;
+      VaPoolKind want;
 
-      if (n->net.pool && !va_config_lookup_pool (self, n->net.pool))
+      if (n->net.pool && !p)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: no pool named '%s'", e->file, g->name, n->net.pool);
+          return NULL;
+        }
+      /* auto takes either kind; vdpa and sriov only their own */
+      want = n->net.mode == VA_MODE_SRIOV ? VA_POOL_KIND_SRIOV : VA_POOL_KIND_VDPA;
+      if (p && (n->net.mode == VA_MODE_VDPA || n->net.mode == VA_MODE_SRIOV) && p->kind != want)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=%s needs a pool of kind %s, and '%s' is kind %s",
+                       e->file, g->name, va_mode_to_string (n->net.mode), va_pool_kind_to_string (want), n->net.pool,
+                       va_pool_kind_to_string (p->kind));
           return NULL;
         }
     }
@@ -838,7 +879,8 @@ va_config_to_host_view (const VaConfig *self, const char *port_root)
   for (guint i = 0; i < self->pools->len; i++)
     {
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
-      va_host_view_add_pool (view, p->name, p->max_vqp, -1);
+      va_host_view_add_pool (view, p->name, p->kind == VA_POOL_KIND_SRIOV ? 0 : p->max_vqp, -1);
+      va_host_view_set_pool_kind (view, p->name, p->kind, NULL);
     }
   for (guint i = 0; i < self->networks->len; i++)
     {

@@ -41,6 +41,7 @@ typedef struct
 {
   char *name;
   VaPoolType type;
+  VaPoolKind kind;      /* vdpa devices on the VFs, or the VFs passed through */
   char **match_pf;      /* netdev names; NULL: any */
   char **match_pci;     /* PCI addresses; NULL: any */
   guint16 match_vendor; /* 0: any */

@@ -121,7 +121,9 @@ print_summary (const VaDomain *domain, const VaHostView *view)
 
       if (!va_nic_resolve (nic, view, &plan, NULL))
         continue;
-      if (nic->form == VA_FORM_ACCELERATED)
+      if (nic->form == VA_FORM_ACCELERATED && plan.kind == VA_POOL_KIND_SRIOV)
+        g_printerr ("%s: accelerated on pool %s, VLAN %u, a VF passed through\n", nic->mac, plan.pool, plan.vlan);
+      else if (nic->form == VA_FORM_ACCELERATED)
         g_printerr ("%s: accelerated on pool %s, VLAN %u, %u queue(s)\n", nic->mac, plan.pool, plan.vlan, plan.queues);
       else
         g_printerr ("%s: portable on %s bridge %s, VLAN %u%s\n", nic->mac, va_bridge_kind_to_string (plan.bridge_kind), plan.bridge,
