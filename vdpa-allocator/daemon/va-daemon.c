@@ -126,6 +126,26 @@ on_term (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* The engine knows kind=sriov (issue 15), but the allocator neither
+ * defines its hostdev networks nor tracks its leases yet: serving such a
+ * pool as a vdpa one would put vDPA devices on VFs meant for guests. */
+static gboolean
+config_served (const VaConfig *config, GError **error)
+{
+  for (guint i = 0; i < config->pools->len; i++)
+    {
+      const VaPoolConfig *p = g_ptr_array_index (config->pools, i);
+
+      if (p->kind == VA_POOL_KIND_SRIOV)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                       "[pool %s] kind=sriov: this version rewrites domains for it (vdpactl rewrite) but does not serve it yet", p->name);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static gboolean
 on_hup (gpointer user_data)
 {
@@ -133,9 +153,10 @@ on_hup (gpointer user_data)
   g_autoptr (GError) error = NULL;
   VaConfig *config = va_config_load (d->config_dir, &error);
 
-  if (!config)
+  if (!config || !config_served (config, &error))
     {
       g_warning ("reload refused, keeping the running configuration: %s", error->message);
+      g_clear_pointer (&config, va_config_free);
       return G_SOURCE_CONTINUE;
     }
   if (!va_allocator_reload (d->alloc, config, &error))
@@ -312,6 +333,8 @@ va_daemon_main (int argc, char **argv)
       g_clear_error (&error);
       d.config = va_config_new_empty ();
     }
+  if (d.config && !config_served (d.config, &error))
+    g_clear_pointer (&d.config, va_config_free);
   if (!d.config)
     {
       g_printerr ("vdpa-allocatord: %s\n", error->message);
