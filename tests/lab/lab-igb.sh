@@ -82,6 +82,9 @@ until_ok() {
     done
 }
 drv() { d=$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null) && basename "$d" || echo none; }
+# for until_ok, which must read the driver at every try
+drv_is() { [ "$(drv "$1")" = "$2" ]; }
+drv_is_not() { [ "$(drv "$1")" != "$2" ]; }
 netdev() { ls "/sys/bus/pci/devices/$1/net" 2>/dev/null | head -n1; }
 # vf_state N: "mac vlan qos spoofchk trust" of VF N from the PF's IFLA_VFINFO_LIST
 vf_state() {
@@ -328,7 +331,7 @@ if [ $started = yes ]; then
         esac
         fact "virsh start --paused guest-c with the pool empty: $r: $out"
         check "virsh destroy guest-b" v destroy guest-b
-        until_ok 60 test "$(drv "$(vfpci "$b")")" = igbvf
+        until_ok 60 drv_is "$(vfpci "$b")" igbvf
         # libvirt restores as the admin MAC the MAC the VF's netdev had
         # (its saved "mac"), not the saved "adminMac": igbvf comes back with it
         eq "after destroy VF $b is on igbvf, its admin MAC is its netdev's MAC from before the start, no VLAN" \
@@ -340,7 +343,7 @@ if [ $started = yes ]; then
         diag "$(cat "$work/b.out")"
     fi
     check "virsh destroy guest-a" v destroy guest-a
-    until_ok 60 test "$(drv "$(vfpci "$a")")" = igbvf
+    until_ok 60 drv_is "$(vfpci "$a")" igbvf
     eq "after destroy VF $a is on igbvf again" igbvf "$(drv "$(vfpci "$a")")"
     eq "after destroy VF $a's admin MAC is its netdev's MAC from before the start, no VLAN, spoofchk on, trust off" \
         "$(eval echo "\$netmac_$a") $(eval echo "\$vf_before_$a" | cut -d' ' -f2-)" "$(vf_state "$a")"
@@ -375,7 +378,7 @@ if [ $started = yes ]; then
             "$(drv "$(vfpci "$a")") $(vf_state "$a" | cut -d' ' -f1-2)"
         fact "libvirt's saved VF state: $(for f in /run/libvirt/hostdevmgr/*; do printf '%s: %s; ' "${f##*/}" "$(tr -s '\n ' '  ' <"$f")"; done 2>&1)"
         check "virsh destroy guest-a" v destroy guest-a
-        until_ok 60 test "$(drv "$(vfpci "$a")")" != vfio-pci
+        until_ok 60 drv_is_not "$(vfpci "$a")" vfio-pci
         fact "after destroy VF $a's driver: $(drv "$(vfpci "$a")")"
         eq "after destroy VF $a is off vfio-pci and, autoprobe off, on no driver" none "$(drv "$(vfpci "$a")")"
         eq "after destroy VF $a has exactly its admin MAC, VLAN, spoofchk and trust from before" \
@@ -397,7 +400,7 @@ EOF
             eq "a network of one <address> (VF 1): guest-d gets VF 1 on vfio-pci, its MAC and VLAN 2337" \
                 "1 vfio-pci 52:54:00:15:23:37 2337" "$(vf_of guest-d) $(drv "$vf1pci") $(vf_state 1 | cut -d' ' -f1-2)"
             v destroy guest-d >/dev/null 2>&1
-            until_ok 60 test "$(drv "$vf1pci")" != vfio-pci
+            until_ok 60 drv_is_not "$vf1pci" vfio-pci
             eq "after destroy VF 1 has no driver, its admin MAC and VLAN as before" "none $(echo "$u_before_1" | cut -d' ' -f1-2)" \
                 "$(drv "$vf1pci") $(vf_state 1 | cut -d' ' -f1-2)"
         else
