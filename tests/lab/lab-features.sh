@@ -22,23 +22,7 @@ set -u
 
 vduse_net=$1
 test_netlink=${2:-}
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-# check DESCRIPTION COMMAND...: one TAP line; the command's output as
-# diagnostics when it fails
-check() {
-    d=$1
-    shift
-    if out=$("$@" 2>&1); then
-        ok "$d"
-    else
-        not_ok "$d"
-        printf '%s\n' "$out" | sed 's/^/# /'
-    fi
-}
-diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
+. "$(dirname "$0")/tap.sh"
 
 echo "# kernel $(uname -r)"
 
