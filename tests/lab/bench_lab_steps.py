@@ -74,14 +74,7 @@ def make_pfs():
         sim.run("ip", "link", "set", os.listdir(net)[0], "name", "nsim%d" % n)
         sim.run("ip", "link", "set", "nsim%d" % n, "up")
         ifindex[n] = sim.link("nsim%d" % n)["ifindex"]
-    # carrier only with a peer (drivers/net/netdevsim/bus.c, link_device);
-    # without it a PF is down and unhealthy
-    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-    try:
-        for a, b in ((11, 12), (13, PEER)):
-            sim.write("/sys/bus/netdevsim/link_device", "%d:%d %d:%d" % (fd, ifindex[a], fd, ifindex[b]))
-    finally:
-        os.close(fd)
+    sim.link_peers([(ifindex[11], ifindex[12]), (ifindex[13], ifindex[PEER])])
     sim.run("ip", "link", "add", BRIDGES["bridge"], "type", "bridge", "vlan_filtering", "1")
     sim.run("ip", "link", "set", BRIDGES["bridge"], "up")
 

@@ -28,7 +28,6 @@ the TCG guest."""
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -94,6 +93,18 @@ def link(port):
     return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0]
 
 
+def link_peers(pairs):
+    """Links netdevsim ports by ifindex, (a, b) each: netdevsim has
+    carrier only when linked to a peer (drivers/net/netdevsim/bus.c,
+    link_device); without it a PF is down and unhealthy."""
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    try:
+        for a, b in pairs:
+            write("/sys/bus/netdevsim/link_device", "%d:%d %d:%d" % (fd, a, fd, b))
+    finally:
+        os.close(fd)
+
+
 def wait_for(path, seconds=10):
     deadline = time.monotonic() + seconds
     while not os.path.exists(path):
@@ -129,13 +140,7 @@ class SimulatedConnectX(unittest.TestCase):
             run("ip", "link", "set", "nsim%d" % n, "up")
             ifindex[n] = link("nsim%d" % n)["ifindex"]
         if read("/sys/class/net/nsim7/carrier") != "1":
-            # netdevsim has carrier only when linked to a peer
-            # (drivers/net/netdevsim/bus.c, link_device)
-            fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-            try:
-                write("/sys/bus/netdevsim/link_device", "%d:%d %d:%d" % (fd, ifindex[7], fd, ifindex[8]))
-            finally:
-                os.close(fd)
+            link_peers([(ifindex[7], ifindex[8])])
         print("# nsim7 operstate %s carrier %s, phys_switch_id %s (legacy)"
               % (read("/sys/class/net/nsim7/operstate"), read("/sys/class/net/nsim7/carrier"),
                  read("/sys/class/net/nsim7/phys_switch_id")), file=sys.stderr)
@@ -174,13 +179,8 @@ class SimulatedConnectX(unittest.TestCase):
         return {p["name"]: p for p in json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]}
 
     def reload(self, until):
-        # what systemctl reload does (the unit's ExecReload=)
-        self.daemon.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 30
-        while not until(self.pools()):
-            if time.monotonic() > deadline:
-                raise AssertionError("reload did not take: %s" % self.pools())
-            time.sleep(0.2)
+        if not self.daemon.reload(lambda: until(self.pools())):
+            raise AssertionError("reload did not take: %s" % self.pools())
 
     def step_counts(self, want):
         # the per-step histograms of the daemon's metrics file, written

@@ -176,6 +176,17 @@ class Daemon:
         self.proc = None
         return rc
 
+    def reload(self, until, timeout=30):
+        """SIGHUP, as systemctl reload sends (the unit's ExecReload=), then
+        polls until() until it is true; False if it never is."""
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
     def read_log(self):
         with open(self.log) as f:
             return f.read()
