@@ -321,6 +321,135 @@ test_prepare_mode_unknown (Fixture *f, gconstpointer data)
   g_assert_cmpstr (numvfs, ==, "8");
 }
 
+#define IGB_SYS "/sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0"
+
+/* Another vendor's SR-IOV PF: only a kind=sriov pool takes it, and its
+ * health for that pool is its link, not vDPA's reasons. */
+static void
+test_discover_igb (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf;
+
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpstr (pf->name, ==, "enp1s0");
+  g_assert_true (pf->sriov_only);
+  g_assert_false (pf->healthy);
+  g_assert_null (pf->sriov_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 2);
+  g_assert_null (pf->vf_reasons);
+
+  f->pool.match_vendor = 0x8086;
+  g_assert_false (va_pool_config_matches (&f->pool, pf));
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+}
+
+/* kind=sriov on igb: legacy is all it has, so eswitch=legacy is no error;
+ * VF driver autoprobe goes off (libvirt binds vfio-pci itself); the VFs
+ * are the slots, with no vdpa reasons. */
+static void
+test_prepare_sriov_igb (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autofree char *numvfs = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.match_vendor = 0x8086;
+  f->pool.vfs = 2;
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  autoprobe = bed_read (f, IGB_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+  numvfs = bed_read (f, IGB_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "2");
+  g_assert_cmpuint (pf->vfs->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 1), ==, "0000:01:10.2");
+  g_assert_null (pf->vf_reasons);
+  g_assert_null (pf->sriov_reason);
+
+  /* fewer VFs: through 0, as the kernel asks */
+  f->pool.vfs = 1;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_free (numvfs);
+  numvfs = bed_read (f, IGB_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "1");
+  g_assert_cmpuint (pf->vfs->len, ==, 1);
+}
+
+static void
+test_prepare_sriov_igb_switchdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vfs = 4;
+  f->pool.eswitch = VA_ESWITCH_SWITCHDEV;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:01:00.0: eswitch=switchdev, but devlink pci/0000:01:00.0: reading the eswitch mode: 0000:01:00.0 has no "
+                   "devlink instance (its driver offers legacy SR-IOV only)");
+  numvfs = bed_read (f, IGB_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "2");
+}
+
+static void
+test_prepare_sriov_refused_with_leases (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *numvfs = NULL;
+  g_autofree char *autoprobe = NULL;
+
+  pf->leases = 1;
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vfs = 7;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==, "PF 0000:01:00.0: refusing to change sriov_numvfs from 2 to 7: 1 lease(s) on its VFs");
+  numvfs = bed_read (f, IGB_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "2");
+  /* nothing touched */
+  autoprobe = bed_read (f, IGB_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "1");
+}
+
+/* A ConnectX in a kind=sriov pool: its VFs bind no mlx5_core (no vDPA
+ * wanted), unlike a vdpa pool's (test_prepare_makes_vfs). */
+static void
+test_prepare_sriov_connectx (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_numvfs", "0");
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vfs = 6;
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+  g_assert_cmpuint (pf->vfs->len, ==, 6);
+  g_assert_null (pf->vf_reasons);
+  g_assert_cmpuint (fake_devlink.sets, ==, 0);
+}
+
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
  * eswitch change, whatever the configuration asks. */
 static void
@@ -700,6 +829,11 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/prepare/mode-unknown-untouched", "cx6dx-legacy.umockdev", test_prepare_mode_unknown);
   ADD ("/backend-kernel/prepare/refused-with-leases", "cx6dx-legacy.umockdev", test_prepare_refused_with_leases);
   ADD ("/backend-kernel/prepare/refused-under-vdpa", "cx6dx-vdpa.umockdev", test_prepare_refused_under_vdpa);
+  ADD ("/backend-kernel/discover/igb-sriov-only", "igb-legacy.umockdev", test_discover_igb);
+  ADD ("/backend-kernel/prepare-sriov/igb", "igb-legacy.umockdev", test_prepare_sriov_igb);
+  ADD ("/backend-kernel/prepare-sriov/igb-no-switchdev", "igb-legacy.umockdev", test_prepare_sriov_igb_switchdev);
+  ADD ("/backend-kernel/prepare-sriov/refused-with-leases", "igb-legacy.umockdev", test_prepare_sriov_refused_with_leases);
+  ADD ("/backend-kernel/prepare-sriov/connectx-no-vf-driver", "cx6dx-legacy.umockdev", test_prepare_sriov_connectx);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

@@ -207,6 +207,56 @@ test_cx5_reason (Fixture *f, gconstpointer data)
                    "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
 }
 
+#define IGB_NET "/sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0/net/enp1s0"
+
+/* Another vendor's SR-IOV PF (igb): found by its sriov_totalvfs, no
+ * ConnectX, so no vDPA, but it serves passthrough; no devlink instance,
+ * so legacy only. */
+static void
+test_igb (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover_one ();
+  VaKernelPf *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GPtrArray) again = NULL;
+
+  g_assert_cmpstr (pf->pci, ==, "0000:01:00.0");
+  g_assert_cmphex (pf->vendor, ==, 0x8086);
+  g_assert_cmphex (pf->device, ==, 0x10c9);
+  g_assert_false (va_kernel_pf_is_connectx (pf));
+  g_assert_cmpstr (pf->netdev, ==, "enp1s0");
+  g_assert_true (pf->admin_up);
+  g_assert_cmpuint (pf->totalvfs, ==, 7);
+  g_assert_cmpuint (pf->vfs->len, ==, 2);
+  g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (pf->vfs, 0))->pci, ==, "0000:01:10.0");
+  g_assert_cmpstr (((VaKernelVf *) g_ptr_array_index (pf->vfs, 1))->pci, ==, "0000:01:10.2");
+  g_assert_null (((VaKernelVf *) g_ptr_array_index (pf->vfs, 0))->reason);
+  g_assert_cmpint (pf->eswitch, ==, VA_KERNEL_ESWITCH_UNKNOWN);
+  g_assert_true (pf->no_devlink);
+  g_assert_cmpstr (pf->reason, ==, "8086:10c9 is no ConnectX and cannot carry vDPA: only kind=sriov pools take it");
+  g_assert_null (pf->sriov_reason);
+
+  /* down: prepare_pf sets it up; until then discovery says so */
+  umockdev_testbed_set_attribute (f->bed, IGB_NET, "flags", "0x1002");
+  umockdev_testbed_set_attribute (f->bed, IGB_NET, "operstate", "down");
+  again = discover_one ();
+  pf = g_ptr_array_index (again, 0);
+  g_assert_false (pf->admin_up);
+  g_assert_cmpstr (pf->sriov_reason, ==, "link down on enp1s0 (administratively down)");
+}
+
+/* A VF shows no sriov_totalvfs, and a PF without SR-IOV is no PF here. */
+static void
+test_igb_no_sriov (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) pfs = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, "/sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0", "sriov_totalvfs", "0");
+  pfs = va_kernel_discover (&error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (pfs->len, ==, 0);
+}
+
 static void
 test_two_nics (Fixture *f, gconstpointer data)
 {
@@ -445,6 +495,8 @@ main (int argc, char **argv)
   ADD ("/kernel/discover/no-devlink-no-guess", "cx6dx-switchdev.umockdev", test_no_devlink);
   ADD ("/kernel/discover/cx5-cannot-carry-vdpa", "cx5.umockdev", test_cx5_reason);
   ADD ("/kernel/discover/two-nics-sorted", "cx6dx-switchdev.umockdev", test_two_nics);
+  ADD ("/kernel/discover/igb-sriov-only", "igb-legacy.umockdev", test_igb);
+  ADD ("/kernel/discover/igb-without-sriov", "igb-legacy.umockdev", test_igb_no_sriov);
   ADD ("/kernel/sriov/numvfs-through-zero", "cx6dx-switchdev.umockdev", test_numvfs_through_zero);
   ADD ("/kernel/sriov/numvfs-from-zero-and-limits", "cx6dx-switchdev.umockdev", test_numvfs_from_zero_and_limits);
   ADD ("/kernel/sriov/numvfs-refused-under-vdpa", "cx6dx-vdpa.umockdev", test_numvfs_refused_under_vdpa);

@@ -40,6 +40,14 @@ fake_no_family (GError **error)
 static gboolean
 fake_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError **error)
 {
+  /* igb registers no devlink instance: the kernel's ENODEV, as va_nl_eswitch_get words it */
+  if (g_str_has_prefix (dev, "0000:01:"))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND,
+                   "devlink %s/%s: reading the eswitch mode: %s has no devlink instance (its driver offers legacy SR-IOV only)", bus, dev,
+                   dev);
+      return FALSE;
+    }
   if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
     return fake_no_family (error);
   g_assert_cmpstr (bus, ==, "pci");

@@ -697,17 +697,28 @@ va_nl_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError
 {
   char buf[VA_NL_BUF_SIZE];
   g_autofree char *what = g_strdup_printf ("devlink %s/%s: reading the eswitch mode", bus, dev);
+  g_autoptr (GError) local = NULL;
   guint16 family;
   guint16 mode = G_MAXUINT16;
+  int kerr = 0;
 
   g_return_val_if_fail (bus != NULL && dev != NULL, FALSE);
   g_return_val_if_fail (switchdev != NULL, FALSE);
 
   if (!va_nl_genl_family (DEVLINK_GENL_NAME, "devlink", &family, error))
     return FALSE;
-  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_eswitch_get (buf, family, next_seq (), bus, dev), eswitch_reply, &mode, what, NULL,
-                       error))
-    return FALSE;
+  if (!va_nl_transact (NETLINK_GENERIC, va_nl_build_eswitch_get (buf, family, next_seq (), bus, dev), eswitch_reply, &mode, what, &kerr,
+                       &local))
+    {
+      /* igb and other legacy SR-IOV drivers register no devlink instance
+       * (net/devlink/netlink.c: devlink_get_from_attrs_lock) */
+      if (kerr == ENODEV)
+        g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: %s has no devlink instance (its driver offers legacy SR-IOV only)", what,
+                     dev);
+      else
+        g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
   if (mode != DEVLINK_ESWITCH_MODE_LEGACY && mode != DEVLINK_ESWITCH_MODE_SWITCHDEV)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the reply carried %s", what,

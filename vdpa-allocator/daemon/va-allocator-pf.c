@@ -341,6 +341,15 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           else
             st->prepare_error = g_strdup (prep->message);
         }
+      /* a kind=sriov pool passes VFs through: vDPA's reasons (the model,
+       * the VFs' management devices) are not its own */
+      if (pc && pc->kind == VA_POOL_KIND_SRIOV)
+        {
+          pf->healthy = pf->sriov_reason == NULL;
+          g_free (pf->health_reason);
+          pf->health_reason = g_strdup (pf->sriov_reason);
+          g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
+        }
       if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
         goto next;
       if (fresh)

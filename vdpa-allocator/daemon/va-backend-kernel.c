@@ -179,6 +179,8 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
+      pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
+      pf->sriov_reason = g_strdup (kpf->sriov_reason);
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -203,6 +205,9 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
   return NULL;
 }
 
+static gboolean prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+static gboolean refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error);
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
@@ -219,6 +224,8 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci);
       return FALSE;
     }
+  if (pool->kind == VA_POOL_KIND_SRIOV)
+    return prepare_sriov (self, kpf, pf, pool, error);
   if (!kpf->model->vdpa)
     return TRUE; /* discovery gave the reason; nothing to make on it */
   if (va_kernel_pf_is_vduse (kpf))
@@ -282,6 +289,17 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     }
 
   /* the VFs just made are the pool's slots */
+  return refresh_pf (self, pf, FALSE, error);
+}
+
+/* The PF's VFs after a change, as the pool's slots; for a kind=sriov
+ * pool, with its passthrough health. */
+static gboolean
+refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  VaKernelPf *kpf;
+
   if (!rediscover (self, &local))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: after setting it up: %s", pf->pci, local->message);
@@ -295,7 +313,109 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     }
   g_ptr_array_unref (pf->vfs);
   pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
+  if (sriov)
+    {
+      g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
+      g_free (pf->sriov_reason);
+      pf->sriov_reason = g_strdup (kpf->sriov_reason);
+    }
   return TRUE;
+}
+
+/* A kind=sriov pool's PF: its VFs are passed through whole, so none needs
+ * a driver on the host (sriov_drivers_autoprobe 0 before they are made:
+ * libvirt's managed hostdev binds vfio-pci itself and, with no host driver
+ * to give the VF back to, restores its admin MAC and VLAN exactly), and
+ * the PF's link must be up (libvirt refuses to set a VF of a PF that is
+ * not online). A PF without devlink (igb) is legacy SR-IOV only: no error
+ * unless the pool asks eswitch=switchdev. */
+static gboolean
+prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autofree char *busy = NULL;
+  g_autoptr (GString) change = g_string_new (NULL);
+  gboolean want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
+  gboolean change_mode = FALSE;
+  guint want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
+  guint have_vfs = kpf->numvfs;
+  g_autofree char *autoprobe_path = NULL;
+  g_autofree char *autoprobe = NULL;
+
+  if (va_kernel_pf_is_vduse (kpf) || va_kernel_pf_is_netdevsim (kpf))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: a test PF has no PCI VFs to pass through", kpf->pci);
+      return FALSE;
+    }
+  if (!kpf->totalvfs)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: no SR-IOV: sriov_totalvfs is 0", kpf->pci);
+      return FALSE;
+    }
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED && kpf->eswitch == VA_KERNEL_ESWITCH_UNKNOWN)
+    {
+      if (kpf->no_devlink && !want_switchdev)
+        ; /* legacy is all it has */
+      else if (kpf->no_devlink)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: eswitch=switchdev, but %s", kpf->pci, kpf->eswitch_error);
+          return FALSE;
+        }
+      else
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                       "PF %s: eswitch=%s, but its mode cannot be read, so its VFs and mode stay as they are: %s", kpf->pci,
+                       va_eswitch_mode_to_string (pool->eswitch), kpf->eswitch_error);
+          return FALSE;
+        }
+    }
+  else if (pool->eswitch != VA_ESWITCH_UNCHANGED)
+    change_mode = want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
+
+  if (change_mode || want_vfs != have_vfs)
+    {
+      if (change_mode)
+        g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
+      if (want_vfs != have_vfs)
+        g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", have_vfs, want_vfs);
+      if ((busy = change_refused (kpf, pf)))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
+          return FALSE;
+        }
+      if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
+        {
+          g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str,
+                       local->message);
+          return FALSE;
+        }
+      if (change_mode && !va_kernel_eswitch_set (kpf, want_switchdev, &local))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci,
+                       va_eswitch_mode_to_string (pool->eswitch), local->message);
+          return FALSE;
+        }
+      have_vfs = 0;
+    }
+  /* before the VFs exist: a host driver that probed one would hold it
+   * until libvirt unbinds it, and take it back after */
+  autoprobe_path = g_build_filename (kpf->syspath, "sriov_drivers_autoprobe", NULL);
+  autoprobe = va_sysfs_read (autoprobe_path, NULL);
+  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_set_vf_autoprobe (kpf, FALSE, error))
+    return FALSE;
+  if (want_vfs != have_vfs && !va_kernel_set_numvfs (kpf, want_vfs, error))
+    return FALSE;
+  if (!kpf->netdev)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: no netdev: no driver bound to the PF", kpf->pci);
+      return FALSE;
+    }
+  if (!kpf->admin_up && !va_nl_link_set_up (kpf->netdev, &local))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: %s", kpf->pci, local->message);
+      return FALSE;
+    }
+  return refresh_pf (self, pf, TRUE, error);
 }
 
 static gboolean
@@ -830,6 +950,12 @@ is_connectx (struct udev_device *d)
   /* in every pci uevent, a remove included, when no rule ran */
   v = udev_device_get_property_value (d, "PCI_ID");
   if (v && g_ascii_strncasecmp (v, "15b3:", 5) == 0)
+    return TRUE;
+  /* any network function, a remove included (PCI_CLASS is "%04X" of the
+   * class code, drivers/pci/pci-driver.c): another vendor's SR-IOV PF or
+   * VF, for kind=sriov pools */
+  v = udev_device_get_property_value (d, "PCI_CLASS");
+  if (v && strlen (v) == 5 && v[0] == '2')
     return TRUE;
   return g_strcmp0 (udev_device_get_sysattr_value (d, "vendor"), "0x15b3") == 0;
 }

@@ -31,6 +31,7 @@ va_pf_info_free (VaPfInfo *pf)
   g_free (pf->name);
   g_free (pf->pci);
   g_free (pf->health_reason);
+  g_free (pf->sriov_reason);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
   g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
   g_free (pf);
@@ -134,6 +135,9 @@ va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
   if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
     return FALSE;
   if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
+    return FALSE;
+  /* a PF that carries no vDPA is never offered to a vdpa pool */
+  if (pf->sriov_only && pool->kind != VA_POOL_KIND_SRIOV)
     return FALSE;
   if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
     return TRUE;

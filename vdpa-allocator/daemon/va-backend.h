@@ -25,6 +25,8 @@ typedef struct
   gboolean vduse_test;     /* the VDUSE test PF: only vduse-test pools take it */
   gboolean netdevsim_test; /* a netdevsim PF: only netdevsim-test pools take it */
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
+  gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
+  char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);

@@ -137,6 +137,7 @@ va_kernel_pf_free (VaKernelPf *pf)
   g_free (pf->eswitch_error);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
   g_free (pf->reason);
+  g_free (pf->sriov_reason);
   g_free (pf);
 }
 
@@ -275,6 +276,9 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
     {
       pf->eswitch = VA_KERNEL_ESWITCH_UNKNOWN;
       pf->eswitch_error = g_strdup (local->message);
+      /* no devlink family, or no instance for the PF (igb): no eswitch
+       * mode to set, the PF is legacy SR-IOV only */
+      pf->no_devlink = local->code == VA_ERROR_NOT_FOUND;
       return reps;
     }
   pf->eswitch = switchdev ? VA_KERNEL_ESWITCH_SWITCHDEV : VA_KERNEL_ESWITCH_LEGACY;
@@ -298,6 +302,8 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
 }
 
 static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
+/* another vendor's SR-IOV PF (igb, ixgbe, ice...): VF passthrough only */
+static const VaKernelModel sriov_model = { 0, "SR-IOV NIC", FALSE, FALSE };
 static const VaKernelModel netdevsim_model = { 0, "netdevsim (test)", FALSE, TRUE };
 
 static VaKernelPf *
@@ -315,6 +321,11 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
   pf->syspath = g_strdup (udev_device_get_syspath (d));
   pf->vendor = MLX_VENDOR;
   pf->device = model->device;
+  if (model == &sriov_model)
+    {
+      attr_hex16 (d, "vendor", &pf->vendor);
+      attr_hex16 (d, "device", &pf->device);
+    }
   pf->model = model;
   pf->numa_node = (int) attr_int (d, "numa_node", -1);
   pf->numvfs = (guint) MAX (attr_int (d, "sriov_numvfs", 0), 0);
@@ -322,10 +333,8 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
   pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) vf_free);
   pf->devlink_bus = g_strdup (sim ? "netdevsim" : "pci");
   pf->devlink_dev = g_strdup (pf->pci);
-  if (model->vdpa)
-    reps = read_eswitch (pf, dump);
-  else
-    reps = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  /* every PF's mode: a kind=sriov pool may ask one of a ConnectX-5 too */
+  reps = read_eswitch (pf, dump);
   g_hash_table_iter_init (&iter, reps);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     g_hash_table_add (rep_names, value);
@@ -342,6 +351,11 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
         continue;
       pf->netdev = g_strdup (udev_device_get_sysname (n));
       pf->ifindex = (int) attr_int (n, "ifindex", 0);
+      {
+        /* net/core/net-sysfs.c shows dev->flags as %#x: IFF_UP is 0x1 */
+        const char *flags = udev_device_get_sysattr_value (n, "flags");
+        pf->admin_up = flags && (g_ascii_strtoull (flags, NULL, 16) & 0x1);
+      }
       pf->operstate = attr_dup (n, "operstate");
       pf->carrier = attr_int (n, "carrier", 0) == 1;
       pf->switch_id = attr_dup (n, "phys_switch_id");
@@ -394,7 +408,22 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
       g_ptr_array_add (pf->vfs, vf);
     }
 
-  if (!model->vdpa)
+  /* passthrough needs SR-IOV and a PF netdev to set the VFs' MAC and
+   * VLAN on; its link is set up by prepare_pf (libvirt refuses a VF of a
+   * PF that is not up) */
+  if (!pf->totalvfs)
+    pf->sriov_reason = g_strdup ("no SR-IOV: sriov_totalvfs is 0");
+  else if (!pf->netdev)
+    pf->sriov_reason = g_strdup ("no netdev: no driver bound to the PF");
+  else if (pf->admin_up && (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier))
+    pf->sriov_reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
+                                        pf->carrier ? "on" : "off");
+  else if (!pf->admin_up)
+    pf->sriov_reason = g_strdup_printf ("link down on %s (administratively down)", pf->netdev);
+
+  if (model == &sriov_model)
+    pf->reason = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+  else if (!model->vdpa)
     pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks",
                                   model->name, model->device);
   else if (!pf->netdev)
@@ -412,6 +441,14 @@ va_kernel_pf_is_netdevsim (const VaKernelPf *pf)
   g_return_val_if_fail (pf != NULL, FALSE);
 
   return pf->model == &netdevsim_model;
+}
+
+gboolean
+va_kernel_pf_is_connectx (const VaKernelPf *pf)
+{
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  return pf->model != &sriov_model;
 }
 
 gboolean
@@ -518,6 +555,26 @@ va_kernel_discover (GError **error)
     if (!model || model->is_vf)
       continue;
     g_ptr_array_add (pfs, read_pf (udev, d, model, &dump));
+  }
+  /* other vendors' SR-IOV PFs (kind=sriov pools): a network function
+   * (class 0x02) that can make VFs; a VF itself shows no sriov_totalvfs */
+  g_clear_pointer (&e, udev_enumerate_unref);
+  e = udev_enumerate_new (udev);
+  udev_enumerate_add_match_subsystem (e, "pci");
+  udev_enumerate_add_match_sysattr (e, "sriov_totalvfs", NULL);
+  udev_enumerate_scan_devices (e);
+  udev_list_entry_foreach (entry, udev_enumerate_get_list_entry (e))
+  {
+    g_autoptr (UdevDevice) d = udev_device_new_from_syspath (udev, udev_list_entry_get_name (entry));
+    guint16 vendor;
+    const char *class;
+
+    if (!d || !attr_hex16 (d, "vendor", &vendor) || vendor == MLX_VENDOR)
+      continue;
+    class = udev_device_get_sysattr_value (d, "class");
+    if (!class || !g_str_has_prefix (class, "0x02") || attr_int (d, "sriov_totalvfs", 0) <= 0)
+      continue;
+    g_ptr_array_add (pfs, read_pf (udev, d, &sriov_model, &dump));
   }
   /* the kernel's netdevsim devices (netdevsim-test pools) */
   g_clear_pointer (&e, udev_enumerate_unref);

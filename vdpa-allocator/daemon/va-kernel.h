@@ -64,10 +64,13 @@ typedef struct
   char *devlink_dev;
   VaKernelEswitch eswitch; /* as devlink ESWITCH_GET says */
   char *eswitch_error;     /* why eswitch is UNKNOWN; NULL otherwise */
+  gboolean no_devlink;     /* UNKNOWN because there is no devlink (family or instance): legacy SR-IOV only */
+  gboolean admin_up;       /* the uplink's IFF_UP */
   guint numvfs;
   guint totalvfs;
-  GPtrArray *vfs; /* VaKernelVf*, by index */
-  char *reason;   /* why the PF cannot serve; NULL when it can */
+  GPtrArray *vfs;     /* VaKernelVf*, by index */
+  char *reason;       /* why the PF cannot serve a kind=vdpa pool; NULL when it can */
+  char *sriov_reason; /* why it cannot serve a kind=sriov pool (VFs passed through); NULL when it can */
 } VaKernelPf;
 
 void va_kernel_pf_free (VaKernelPf *pf);
@@ -77,9 +80,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaKernelPf, va_kernel_pf_free)
 const VaKernelModel *va_kernel_model_lookup (guint16 device);
 
 /* Every ConnectX PF present now (vendor 0x15b3, a PF id of the table),
- * sorted by PCI address, with its VFs and their representors; then, while
- * the vduse module is loaded, the VDUSE test PF. */
+ * and every other PCI network function with sriov_totalvfs > 0 (an SR-IOV
+ * PF of any vendor, e.g. Intel igb: only kind=sriov pools take those, see
+ * va_kernel_pf_is_connectx), sorted by PCI address, with its VFs and their
+ * representors; then, while the vduse module is loaded, the VDUSE test PF. */
 GPtrArray *va_kernel_discover (GError **error);
+
+/* A ConnectX PF of the model table (or a test PF); FALSE for another
+ * vendor's SR-IOV PF, which carries no vDPA. */
+gboolean va_kernel_pf_is_connectx (const VaKernelPf *pf);
 
 /* The VDUSE test PF (pool type vduse-test, for hosts without ConnectX such
  * as the lab host of tests/lab): its "VFs" are the VDUSE devices named

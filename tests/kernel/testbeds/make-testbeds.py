@@ -42,6 +42,7 @@ def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up", mlx=True)
                ("sriov_numvfs", str(numvfs)), ("sriov_totalvfs", str(total)),
                ("sriov_drivers_autoprobe", "1")], links)
     attrs = [("ifindex", "4"), ("address", "b8:ce:f6:00:3b:00"),
+             ("flags", "0x1003" if operstate == "up" else "0x1002"),
              ("operstate", operstate), ("carrier", "1" if operstate == "up" else "0")]
     # mlx5 registers the uplink's devlink port with the eswitch's switch id
     # in legacy mode too (drivers/net/ethernet/mellanox/mlx5/core/en_rep.c,
@@ -108,6 +109,41 @@ def vdpa(bus, vf, name, index, bound):
     return out
 
 
+def igb(numvfs, up=True):
+    """Intel 82576 PF 8086:10c9 as the igb driver shows it (drivers/net/
+    ethernet/intel/igb/igb_main.c: at most 7 VFs, igb_sriov_reinit; no
+    devlink instance) behind QEMU's emulation (hw/net/igb.c: VF offset
+    0x80, stride 2, so VF N is at device 0x10, function 2N). Its VFs
+    8086:10ca were made with sriov_drivers_autoprobe 0: no driver bound.
+    The uplink's flags are dev->flags as net/core/net-sysfs.c shows them:
+    0x1003 up, 0x1002 down."""
+    root = "/devices/pci0000:00/0000:00:02.0"
+    addr = "0000:01:00.0"
+    path = root + "/" + addr
+    vfaddr = ["0000:01:10.%d" % (2 * i) for i in range(numvfs)]
+    out = dev(root, [("SUBSYSTEM", "pci"), ("DRIVER", "pcieport")],
+              [("vendor", "0x1b36"), ("device", "0x000c"), ("class", "0x060400")])
+    out += dev(path, [("SUBSYSTEM", "pci"), ("DRIVER", "igb"), ("PCI_ID", "8086:10C9"),
+                      ("PCI_CLASS", "20000"), ("PCI_SLOT_NAME", addr)],
+               [("vendor", "0x8086"), ("device", "0x10c9"), ("class", "0x020000"),
+                ("numa_node", "-1"), ("sriov_numvfs", str(numvfs)), ("sriov_totalvfs", "7"),
+                ("sriov_drivers_autoprobe", "1")],
+               [("driver", "../../../../bus/pci/drivers/igb")]
+               + [("virtfn%d" % i, "../" + a) for i, a in enumerate(vfaddr)])
+    out += dev(path + "/net/enp1s0", [("SUBSYSTEM", "net"), ("INTERFACE", "enp1s0"),
+                                      ("IFINDEX", "3")],
+               [("ifindex", "3"), ("address", "52:54:00:12:34:56"),
+                ("flags", "0x1003" if up else "0x1002"),
+                ("operstate", "up" if up else "down"), ("carrier", "1" if up else "0")])
+    for a in vfaddr:
+        out += dev(root + "/" + a, [("SUBSYSTEM", "pci"), ("PCI_ID", "8086:10CA"),
+                                    ("PCI_CLASS", "20000"), ("PCI_SLOT_NAME", a)],
+                   [("vendor", "0x8086"), ("device", "0x10ca"), ("class", "0x020000"),
+                    ("driver_override", "(null)")],
+                   [("physfn", "../" + addr)])
+    return out
+
+
 def write(name, text, what):
     with open(name, "w") as f:
         f.write(text)
@@ -140,12 +176,17 @@ write("cx6dx-hotplug.umockdev",
       "the PF and VFs of `cx6dx-switchdev.umockdev` without the PCI bridge: "
       "the same PF coming back after it left the host")
 
+write("igb-legacy.umockdev", igb(2),
+      "Intel 82576 PF 8086:10c9 (drivers/net/ethernet/intel/igb/igb_main.c, as QEMU's "
+      "hw/net/igb.c emulates it), link up, 2 VFs 8086:10ca made with sriov_drivers_autoprobe 0 "
+      "(no driver): another vendor's legacy-only SR-IOV PF, with no devlink instance, for kind=sriov pools")
+
 with open("README.md", "w") as f:
-    f.write("""# umockdev testbeds of ConnectX NICs
+    f.write("""# umockdev testbeds of SR-IOV NICs
 
 umockdev-record's text format, written by `make-testbeds.py` (run it in this
 folder after a deliberate change, review the diff). They model the sysfs that
-mlx5_core, mlx5_vdpa and vhost_vdpa show, each after the kernel source file
+mlx5_core, mlx5_vdpa, vhost_vdpa and igb show, each after the kernel source file
 named below (Linux 6.12); umockdev takes no comments in the files, so they
 are described here. The eswitch mode and the representors are no sysfs
 fact: the kernel backend asks devlink, which the tests answer with
