@@ -20,6 +20,8 @@ SYSCONFDIR = _env("VA_SYSCONFDIR", "/usr/local/etc")
 DAEMON = _env("VA_DAEMON", os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocatord"))
 DOMAINS_HELPER = _env("VA_DOMAINS_HELPER",
                       os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocator-libvirt-domains"))
+NETWORK_HELPER = _env("VA_NETWORK_HELPER",
+                      os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocator-libvirt-network"))
 VDPACTL = _env("VDPACTL", os.path.join(BUILDDIR, "vdpa-allocator", "ctl", "vdpactl"))
 HOOK = _env("VA_HOOK", os.path.join(BUILDDIR, "hooks", "vdpa-allocator-hook"))
 # the hook runs the helper it finds beside its own binary
