@@ -648,11 +648,91 @@ test_held_open_unknown_is_held (void)
   g_assert_cmpint (held, ==, 'y');
 }
 
+typedef struct
+{
+  guint calls;
+  char *pool;
+  char *vfs;          /* the last call's, " "-joined */
+  const char *answer; /* what the syncer returns */
+} Syncer;
+
+static char *
+record_sync (const char *pool, const char *const *vfs, gpointer user_data)
+{
+  Syncer *s = user_data;
+
+  s->calls++;
+  g_free (s->pool);
+  s->pool = g_strdup (pool);
+  g_free (s->vfs);
+  s->vfs = g_strjoinv (" ", (char **) vfs);
+  return g_strdup (s->answer);
+}
+
+static char *
+pool_warning (Fixture *f, const char *pool)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaPoolStatus) st = va_allocator_get_pool (f->alloc, pool, &error);
+
+  g_assert_no_error (error);
+  return g_strdup (st->warning);
+}
+
+/* A kind=sriov pool's libvirt network is synced to exactly its VFs at
+ * once, not again while they stay the same, and again after a failure,
+ * whose line is the pool's warning until a sync succeeds. */
+static void
+test_sriov_network_sync (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=2\nvfs=2\n"
+                                   "[pool accel]\nmatch-pci=0000:3b:00.0\n"
+                                   "[pool pt]\nkind=sriov\nmatch-pci=0001:3b:00.0\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  Syncer s = { 0 };
+  g_autofree char *w1 = NULL, *w2 = NULL, *w3 = NULL, *w4 = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  va_allocator_set_network_syncer (f->alloc, record_sync, &s);
+  /* the vdpa pool has no network */
+  g_assert_cmpuint (s.calls, ==, 1);
+  g_assert_cmpstr (s.pool, ==, "pt");
+  g_assert_cmpstr (s.vfs, ==, "0001:3c:00.0 0001:3c:00.1");
+  w1 = pool_warning (f, "pt");
+  g_assert_cmpstr (w1, ==, "");
+
+  /* a device change that changes nothing: no call */
+  g_signal_emit_by_name (f->backend, "pfs-changed");
+  g_assert_cmpuint (s.calls, ==, 1);
+
+  /* a failure is the pool's warning, and retried at the next change */
+  s.answer = "network vdpa-allocator-pt: libvirt did not answer within 30 s";
+  va_allocator_set_network_syncer (f->alloc, record_sync, &s);
+  g_assert_cmpuint (s.calls, ==, 2);
+  w2 = pool_warning (f, "pt");
+  g_assert_cmpstr (w2, ==, "network vdpa-allocator-pt: libvirt did not answer within 30 s");
+  w3 = pool_warning (f, "accel");
+  g_assert_cmpstr (w3, ==, "");
+  s.answer = NULL;
+  g_signal_emit_by_name (f->backend, "pfs-changed");
+  g_assert_cmpuint (s.calls, ==, 3);
+  w4 = pool_warning (f, "pt");
+  g_assert_cmpstr (w4, ==, "");
+  g_free (s.pool);
+  g_free (s.vfs);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, setup, fn, teardown)
+  ADD ("/allocator/sriov-network-sync", test_sriov_network_sync);
   ADD ("/allocator/allocate-until-exhausted", test_allocate_until_exhausted);
   ADD ("/allocator/idempotent-and-release", test_idempotent_and_release);
   ADD ("/allocator/bad-requests", test_bad_requests);

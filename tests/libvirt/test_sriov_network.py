@@ -12,12 +12,15 @@ taking a real VF from the network runs in the lab tier
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 from vatest.libvirt import Libvirt, SkipTier, enter_namespaces, run, skip_reason
-from vatest.paths import NETWORK_HELPER
+from vatest.paths import DAEMON, NETWORK_HELPER
 
 enter_namespaces()
 
@@ -25,14 +28,27 @@ NET = "vdpa-allocator-igb"
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
+# the simulated backend's PF 0000:3b:00.0 has its VFs at 0000:3c:00.N
+# (vdpa-allocator/daemon/va-backend-sim.c)
+SIM_CONFIG = """[simulate]
+pfs=1
+vfs=2
+[pool pt]
+kind=sriov
+match-pci=0000:3b:00.0
+"""
+
+
 def fake_vfs():
-    """VFs 0000:01:10.{0,2,4} of PF 0000:01:00.0, as far as libvirt looks."""
+    """VFs 0000:01:10.{0,2,4} of PF 0000:01:00.0 and the simulated PF's
+    0000:3c:00.{0,1}, as far as libvirt looks."""
     run(["mount", "-t", "tmpfs", "-o", "mode=0755", "va-fake-pci", PCI_DEVICES])
-    os.makedirs(os.path.join(PCI_DEVICES, "0000:01:00.0"))
-    for fn in (0, 2, 4):
-        vf = os.path.join(PCI_DEVICES, "0000:01:10.%d" % fn)
-        os.makedirs(vf)
-        os.symlink("../0000:01:00.0", os.path.join(vf, "physfn"))
+    for pf, vfs in (("0000:01:00.0", ["0000:01:10.%d" % fn for fn in (0, 2, 4)]),
+                    ("0000:3b:00.0", ["0000:3c:00.0", "0000:3c:00.1"])):
+        os.makedirs(os.path.join(PCI_DEVICES, pf))
+        for addr in vfs:
+            os.makedirs(os.path.join(PCI_DEVICES, addr))
+            os.symlink("../" + pf, os.path.join(PCI_DEVICES, addr, "physfn"))
 
 
 def addresses(xml):
@@ -118,6 +134,46 @@ class SriovNetwork(unittest.TestCase):
         self.assertEqual(r.stdout, "")
         self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
         self.assertTrue(r.stderr.startswith("network vdpa-allocator-igb: "), r.stderr)
+
+
+    def daemon(self, tmp, env):
+        conf = os.path.join(tmp, "etc")
+        os.makedirs(conf, exist_ok=True)
+        with open(os.path.join(conf, "vdpa-allocator.conf"), "w") as f:
+            f.write(SIM_CONFIG)
+        env = dict({k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}, **env)
+        return subprocess.Popen([DAEMON, "--config", conf, "--state-dir", os.path.join(tmp, "state"), "--run-dir",
+                                 os.path.join(tmp, "run")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    def test_daemon_defines_the_pools_network(self):
+        """vdpa-allocatord on a kind=sriov pool (behind VA_TEST_SERVE_SRIOV=1,
+        since it does not track such leases yet) defines the network with
+        the pool's VFs as soon as it has them."""
+        tmp = tempfile.mkdtemp(prefix="va-sriovnet-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        # without the switch: refused, nothing defined
+        proc = self.daemon(tmp, {})
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 1, out)
+        self.assertIn("[pool pt] kind=sriov", out)
+        self.assertNotIn("vdpa-allocator-pt", self.lv.virsh("net-list", "--all", "--name").stdout.split())
+
+        proc = self.daemon(tmp, {"VA_TEST_SERVE_SRIOV": "1"})
+        try:
+            deadline = time.monotonic() + 30
+            while self.lv.virsh("net-info", "vdpa-allocator-pt", check=False).returncode != 0:
+                self.assertIsNone(proc.poll(), "the daemon exited")
+                self.assertLess(time.monotonic(), deadline, "no network vdpa-allocator-pt after 30 s")
+                time.sleep(0.1)
+            xml = self.lv.virsh("net-dumpxml", "vdpa-allocator-pt").stdout
+            self.assertEqual(addresses(xml), [("0x0000", "0x3c", "0x00", "0x0"), ("0x0000", "0x3c", "0x00", "0x1")])
+            self.assertRegex(self.lv.virsh("net-info", "vdpa-allocator-pt").stdout, r"Active:\s+yes")
+        finally:
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+            self.lv.virsh("net-destroy", "vdpa-allocator-pt", check=False)
+            self.lv.virsh("net-undefine", "vdpa-allocator-pt", check=False)
+        self.assertNotIn("network vdpa-allocator-pt:", out)
 
 
 if __name__ == "__main__":

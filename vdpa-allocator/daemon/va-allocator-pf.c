@@ -386,10 +386,62 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
   return TRUE;
 }
 
-/* Asks the backend again what each pool lacks to be accelerated; a change
- * is a PF event, so that it reaches the journal. */
-static void
-update_pool_warnings (VaAllocator *self)
+static gint
+cmp_str (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* A kind=sriov pool's network brought to its VFs (those of its PFs that
+ * are present, lost slots left out) when they changed since the last
+ * sync or that sync failed; the failure's line, or NULL. */
+static const char *
+sync_network (VaAllocator *self, const VaPoolConfig *pc, GPtrArray *pcis)
+{
+  g_autoptr (GPtrArray) vfs = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *joined = NULL;
+  char *failed;
+
+  if (!self->syncer || pc->kind != VA_POOL_KIND_SRIOV)
+    return NULL;
+  for (guint i = 0; i + 1 < pcis->len; i++)
+    {
+      const char *pool = NULL, *pf = NULL;
+      g_auto (GStrv) slots = NULL;
+
+      if (!va_pools_find_pf (self->pools, g_ptr_array_index (pcis, i), &pool, &pf))
+        continue;
+      slots = va_pools_list_slots (self->pools, pool, pf, NULL);
+      for (guint k = 0; slots && slots[k]; k++)
+        {
+          const VaSlot *slot = va_pools_lookup_slot (self->pools, slots[k]);
+
+          if (slot && va_slot_get_state (slot) != VA_SLOT_LOST)
+            g_ptr_array_add (vfs, g_strdup (slots[k]));
+        }
+    }
+  g_ptr_array_sort (vfs, cmp_str);
+  g_ptr_array_add (vfs, NULL);
+  joined = g_strjoinv ("\n", (char **) vfs->pdata);
+  if (!g_hash_table_contains (self->network_errors, pc->name)
+      && g_strcmp0 (g_hash_table_lookup (self->synced_networks, pc->name), joined) == 0)
+    return NULL;
+  failed = self->syncer (pc->name, (const char *const *) vfs->pdata, self->syncer_data);
+  g_hash_table_insert (self->synced_networks, g_strdup (pc->name), g_steal_pointer (&joined));
+  if (failed)
+    {
+      g_hash_table_insert (self->network_errors, g_strdup (pc->name), failed);
+      return failed;
+    }
+  g_hash_table_remove (self->network_errors, pc->name);
+  return NULL;
+}
+
+/* Asks the backend again what each pool lacks to be accelerated, and
+ * brings the kind=sriov pools' libvirt networks to their VFs; a change is
+ * a PF event, so that it reaches the journal. */
+void
+va_allocator_update_pool_warnings (VaAllocator *self)
 {
   for (guint k = 0; k < self->config->pools->len; k++)
     {
@@ -409,7 +461,10 @@ update_pool_warnings (VaAllocator *self)
             g_ptr_array_add (pcis, key);
         }
       g_ptr_array_add (pcis, NULL);
-      if (pcis->len > 1)
+      /* a network that libvirt would not take leaves the pool serving
+       * nothing: that first */
+      warning = g_strdup (sync_network (self, pc, pcis));
+      if (!warning && pcis->len > 1)
         warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
       for (guint i = 0; !warning && i + 1 < pcis->len; i++)
         {
@@ -443,7 +498,7 @@ va_allocator_add_pools (VaAllocator *self, GError **error)
   if (!pfs)
     return FALSE;
   ok = sync_pfs (self, pfs, error);
-  update_pool_warnings (self);
+  va_allocator_update_pool_warnings (self);
   return ok;
 }
 
@@ -458,7 +513,7 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
   else if (!sync_pfs (self, pfs, &error))
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
-  update_pool_warnings (self);
+  va_allocator_update_pool_warnings (self);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
 }

@@ -90,6 +90,10 @@ struct _VaAllocator
   GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
   GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */
+  VaNetworkSyncer syncer;
+  gpointer syncer_data;
+  GHashTable *synced_networks; /* kind=sriov pool name → char*: the VF list its network was last synced to, "\n"-joined */
+  GHashTable *network_errors;  /* kind=sriov pool name → char*: why that sync failed */
 };
 
 enum
@@ -105,6 +109,11 @@ enum
   SIGNAL_POOL_WARNING,
   N_SIGNALS
 };
+
+/* ---- va-allocator-pf.c --------------------------------------------------- */
+
+/* Asks the backend (and the network syncer) again what each pool lacks. */
+void va_allocator_update_pool_warnings (VaAllocator *self);
 
 /* ---- va-allocator-entry.c ------------------------------------------------ */
 

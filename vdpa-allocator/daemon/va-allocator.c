@@ -194,6 +194,18 @@ va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpoint
   self->lister_data = user_data;
 }
 
+void
+va_allocator_set_network_syncer (VaAllocator *self, VaNetworkSyncer syncer, gpointer user_data)
+{
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+
+  self->syncer = syncer;
+  self->syncer_data = user_data;
+  g_hash_table_remove_all (self->synced_networks);
+  g_hash_table_remove_all (self->network_errors);
+  va_allocator_update_pool_warnings (self);
+}
+
 gboolean
 va_allocator_flush (VaAllocator *self, GError **error)
 {
@@ -395,6 +407,8 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
   g_clear_pointer (&self->pool_warnings, g_hash_table_unref);
+  g_clear_pointer (&self->synced_networks, g_hash_table_unref);
+  g_clear_pointer (&self->network_errors, g_hash_table_unref);
   g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
@@ -454,6 +468,8 @@ va_allocator_init (VaAllocator *self)
   self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_pf_state_free);
   self->held_slots = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_warnings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->synced_networks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->network_errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }

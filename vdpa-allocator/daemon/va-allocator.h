@@ -90,6 +90,16 @@ VaAllocator *va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *st
 
 void va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, gpointer user_data);
 
+/* Defines, updates and starts the libvirt network of the kind=sriov pool
+ * @pool so that it lists exactly @vfs (sorted; none: removes it). NULL
+ * when done; else the one line that becomes the pool's warning. Called
+ * from the main thread, so it must be bounded in time. */
+typedef char *(*VaNetworkSyncer) (const char *pool, const char *const *vfs, gpointer user_data);
+
+/* Syncs every kind=sriov pool's network now, and again whenever the
+ * pool's VFs change (discovery, reload) or until a sync succeeds. */
+void va_allocator_set_network_syncer (VaAllocator *self, VaNetworkSyncer syncer, gpointer user_data);
+
 /* The allocator follows the backend's "pfs-changed" signal: a PF that
  * appears joins the first pool that selects it; one that leaves the host
  * has its slots marked lost, its health set, and its leases broken
