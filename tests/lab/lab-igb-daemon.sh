@@ -12,7 +12,8 @@
 #   2 slots free (vdpactl pool show -j); the libvirt network
 #   vdpa-allocator-igb defined, running, autostarted, listing exactly the
 #   VFs' PCI addresses (virsh net-dumpxml); a daemon restart with the same
-#   VFs changes nothing.
+#   VFs changes nothing; a reload asking 3 VFs brings the network to them;
+#   with libvirt out of reach the pool's warning says so in one line.
 set -u
 
 n=0
@@ -119,8 +120,9 @@ match-device=10c9
 vfs=2
 eswitch=legacy
 EOF
+# start_daemon [LIBVIRT_URI]
 start_daemon() {
-    VA_TEST_SERVE_SRIOV=1 "$daemon" --config "$work/etc" --state-dir "$work/state" --run-dir "$work/run" >>"$work/daemon.log" 2>&1 &
+    env VA_TEST_SERVE_SRIOV=1 VDPA_ALLOCATOR_LIBVIRT_URI="${1:-qemu:///system}" "$daemon" --config "$work/etc" --state-dir "$work/state" --run-dir "$work/run" >>"$work/daemon.log" 2>&1 &
     dpid=$!
     until_ok 120 "$vdpactl" status
 }
@@ -142,7 +144,9 @@ eq "the daemon made 2 VFs with sriov_drivers_autoprobe 0: no driver on either" "
 fact "VFs $vf0 $vf1"
 flags=$(cat /sys/class/net/$pf/flags)
 eq "the daemon set $pf up (IFF_UP in flags $flags)" up "$([ $((flags & 1)) -eq 1 ] && echo up)"
-until_ok 60 test "$(cat /sys/class/net/$pf/operstate)" = up
+# until_ok takes a command: a $(...) in its arguments would be read once
+pfup() { test "$(cat /sys/class/net/$pf/operstate)" = up; }
+until_ok 60 pfup
 fact "$pf operstate $(cat /sys/class/net/$pf/operstate), carrier $(cat /sys/class/net/$pf/carrier 2>&1)"
 
 # the pool's status: both slots, the PF healthy once its link is up
@@ -177,6 +181,38 @@ if grep -q "network vdpa-allocator-igb:" "$work/daemon.log"; then
 else
     ok "no network warning in the daemon's log"
 fi
+
+# the pool's VFs change: a reload asking 3 brings the network to them
+section reload
+sed -i 's/^vfs=2$/vfs=3/' "$work/etc/vdpa-allocator.conf"
+kill -HUP "$dpid"
+naddr() { v net-dumpxml vdpa-allocator-igb 2>/dev/null | grep -c "<address type='pci'"; }
+three() { test "$(naddr)" = 3; }
+until_ok 120 three
+vf2=$(basename "$(readlink "$sys/virtfn2")")
+netxml=$(v net-dumpxml vdpa-allocator-igb 2>&1)
+eq "after a reload with vfs=3: 3 VFs on no driver, autoprobe 0, the network listing exactly them" "3 0 none none none 3 yes yes yes" \
+    "$(cat "$sys/sriov_numvfs") $(cat "$sys/sriov_drivers_autoprobe") $(drv "$vf0") $(drv "$vf1") $(drv "$vf2") $(naddr) $(for a in "$vf0" "$vf1" "$vf2"; do printf '%s' "$netxml" | grep -qF "$(addr "$a")" && printf 'yes '; done | sed 's/ $//')"
+poolt() { "$vdpactl" pool show igb -j | json '"%s %s" % (d["total"], d["free"])'; }
+pool3() { test "$(poolt)" = "3 3"; }
+until_ok 60 pool3
+eq "vdpactl pool show igb: 3 slots, 3 free" "3 3" "$(poolt)"
+kill "$dpid"
+wait "$dpid"
+
+# libvirt out of reach: the pool says why its network is not there
+section unreachable
+start_daemon 'qemu:///system?socket=/nonexistent/libvirt-sock' ||
+    bail "vdpa-allocatord answers with libvirt out of reach" "$(cat "$work/daemon.log")"
+warn() { "$vdpactl" pool show igb -j | json 'd["warning"]'; }
+warned() { test -n "$(warn)"; }
+until_ok 60 warned
+w=$(warn)
+case "$w" in
+"network vdpa-allocator-igb: "*) ok "with libvirt out of reach the pool's warning is the network's one line" ;;
+*) not_ok "with libvirt out of reach the pool's warning is the network's one line" ;;
+esac
+fact "pool warning: $w"
 kill "$dpid"
 wait "$dpid"
 diag "$(tail -n 20 "$work/daemon.log")"
