@@ -723,6 +723,28 @@ test_sriov_network_sync (Fixture *f, gconstpointer data)
   g_assert_cmpuint (s.calls, ==, 3);
   w4 = pool_warning (f, "pt");
   g_assert_cmpstr (w4, ==, "");
+
+  /* a reload without the pool removes its network: a sync to no VF */
+  {
+    static const char vdpa_only[] = "[simulate]\npfs=2\nvfs=2\n[pool accel]\nmatch-pci=0000:3b:00.0\n";
+    VaConfig *old = f->config;
+
+    g_file_set_contents (conf_file, vdpa_only, -1, &error);
+    g_assert_no_error (error);
+    f->config = va_config_load (f->conf_dir, &error);
+    g_assert_no_error (error);
+    g_assert_true (va_allocator_reload (f->alloc, f->config, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (s.calls, ==, 4);
+    g_assert_cmpstr (s.pool, ==, "pt");
+    g_assert_cmpstr (s.vfs, ==, "");
+    /* and only once */
+    g_signal_emit_by_name (f->backend, "pfs-changed");
+    g_assert_cmpuint (s.calls, ==, 4);
+    /* the allocator holds pointers into the configuration it started with */
+    stop (f);
+    va_config_free (old);
+  }
   g_free (s.pool);
   g_free (s.vfs);
 }

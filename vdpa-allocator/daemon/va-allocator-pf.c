@@ -437,6 +437,41 @@ sync_network (VaAllocator *self, const VaPoolConfig *pc, GPtrArray *pcis)
   return NULL;
 }
 
+/* The networks of kind=sriov pools a reload removed (or made kind=vdpa):
+ * removed too, retried at the next pass while libvirt refuses. */
+static void
+drop_networks (VaAllocator *self)
+{
+  g_autoptr (GPtrArray) gone = g_ptr_array_new_with_free_func (g_free);
+  const char *const none[] = { NULL };
+  GHashTableIter iter;
+  gpointer key;
+
+  if (!self->syncer)
+    return;
+  g_hash_table_iter_init (&iter, self->synced_networks);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    {
+      const VaPoolConfig *pc = va_config_lookup_pool (self->config, key);
+
+      if (!pc || pc->kind != VA_POOL_KIND_SRIOV)
+        g_ptr_array_add (gone, g_strdup (key));
+    }
+  for (guint i = 0; i < gone->len; i++)
+    {
+      const char *pool = g_ptr_array_index (gone, i);
+      g_autofree char *failed = self->syncer (pool, none, self->syncer_data);
+
+      if (failed)
+        {
+          pf_event (self, pool, "", "removing the network of pool %s, which the configuration no longer has: %s", pool, failed);
+          continue;
+        }
+      g_hash_table_remove (self->synced_networks, pool);
+      g_hash_table_remove (self->network_errors, pool);
+    }
+}
+
 /* Asks the backend again what each pool lacks to be accelerated, and
  * brings the kind=sriov pools' libvirt networks to their VFs; a change is
  * a PF event, so that it reaches the journal. */
@@ -479,6 +514,7 @@ va_allocator_update_pool_warnings (VaAllocator *self)
       else
         g_hash_table_remove (self->pool_warnings, pc->name);
     }
+  drop_networks (self);
 }
 
 gboolean
