@@ -654,19 +654,30 @@ typedef struct
   char *pool;
   char *vfs;          /* the last call's, " "-joined */
   const char *answer; /* what the syncer returns */
+  GThread *thread;    /* the last call's */
 } Syncer;
 
+/* A VaNetworkSyncer; the allocator runs it in a worker thread. */
 static char *
 record_sync (const char *pool, const char *const *vfs, gpointer user_data)
 {
   Syncer *s = user_data;
 
   s->calls++;
+  s->thread = g_thread_self ();
   g_free (s->pool);
   s->pool = g_strdup (pool);
   g_free (s->vfs);
   s->vfs = g_strjoinv (" ", (char **) vfs);
   return g_strdup (s->answer);
+}
+
+/* Until no sync is in flight: their answers are handled in this thread. */
+static void
+settle_syncs (Fixture *f)
+{
+  while (va_allocator_is_syncing_networks (f->alloc))
+    g_main_context_iteration (NULL, TRUE);
 }
 
 static char *
@@ -679,9 +690,28 @@ pool_warning (Fixture *f, const char *pool)
   return g_strdup (st->warning);
 }
 
+static gboolean
+flag_up (gpointer data)
+{
+  *(gboolean *) data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* Runs the main loop for @ms. */
+static void
+spin (guint ms)
+{
+  gboolean done = FALSE;
+
+  g_timeout_add (ms, flag_up, &done);
+  while (!done)
+    g_main_context_iteration (NULL, TRUE);
+}
+
 /* A kind=sriov pool's libvirt network is synced to exactly its VFs at
- * once, not again while they stay the same, and again after a failure,
- * whose line is the pool's warning until a sync succeeds. */
+ * once, off the main thread, not again while they stay the same; a
+ * failure is the pool's warning and is retried on a timer, with no event,
+ * until a sync succeeds. */
 static void
 test_sriov_network_sync (Fixture *f, gconstpointer data)
 {
@@ -692,37 +722,49 @@ test_sriov_network_sync (Fixture *f, gconstpointer data)
   g_autoptr (GError) error = NULL;
   Syncer s = { 0 };
   g_autofree char *w1 = NULL, *w2 = NULL, *w3 = NULL, *w4 = NULL;
+  guint failed_calls;
 
   stop (f);
   g_file_set_contents (conf_file, sriov_conf, -1, &error);
   g_assert_no_error (error);
   start (f);
 
+  /* a failure is the pool's warning, and retried without an event */
+  s.answer = "network vdpa-allocator-pt: libvirt did not answer within 30 s";
+  va_allocator_set_network_retry (f->alloc, 20, 40);
   va_allocator_set_network_syncer (f->alloc, record_sync, &s);
+  settle_syncs (f);
   /* the vdpa pool has no network */
   g_assert_cmpuint (s.calls, ==, 1);
+  g_assert_true (s.thread != g_thread_self ());
   g_assert_cmpstr (s.pool, ==, "pt");
   g_assert_cmpstr (s.vfs, ==, "0001:3c:00.0 0001:3c:00.1");
   w1 = pool_warning (f, "pt");
-  g_assert_cmpstr (w1, ==, "");
-
-  /* a device change that changes nothing: no call */
+  g_assert_cmpstr (w1, ==, "network vdpa-allocator-pt: libvirt did not answer within 30 s");
+  w2 = pool_warning (f, "accel");
+  g_assert_cmpstr (w2, ==, "");
+  /* an event with the same VFs waits for the retry */
   g_signal_emit_by_name (f->backend, "pfs-changed");
-  g_assert_cmpuint (s.calls, ==, 1);
-
-  /* a failure is the pool's warning, and retried at the next change */
-  s.answer = "network vdpa-allocator-pt: libvirt did not answer within 30 s";
-  va_allocator_set_network_syncer (f->alloc, record_sync, &s);
-  g_assert_cmpuint (s.calls, ==, 2);
-  w2 = pool_warning (f, "pt");
-  g_assert_cmpstr (w2, ==, "network vdpa-allocator-pt: libvirt did not answer within 30 s");
-  w3 = pool_warning (f, "accel");
-  g_assert_cmpstr (w3, ==, "");
+  g_assert_false (va_allocator_is_syncing_networks (f->alloc));
+  while (s.calls < 3)
+    {
+      spin (10);
+      settle_syncs (f);
+    }
+  failed_calls = s.calls;
   s.answer = NULL;
+  while (s.calls == failed_calls)
+    {
+      spin (10);
+      settle_syncs (f);
+    }
+  w3 = pool_warning (f, "pt");
+  g_assert_cmpstr (w3, ==, "");
+  /* synced: no retry, and a device change that changes nothing: no call */
+  spin (100);
   g_signal_emit_by_name (f->backend, "pfs-changed");
-  g_assert_cmpuint (s.calls, ==, 3);
-  w4 = pool_warning (f, "pt");
-  g_assert_cmpstr (w4, ==, "");
+  settle_syncs (f);
+  g_assert_cmpuint (s.calls, ==, failed_calls + 1);
 
   /* a reload without the pool removes its network: a sync to no VF */
   {
@@ -735,12 +777,17 @@ test_sriov_network_sync (Fixture *f, gconstpointer data)
     g_assert_no_error (error);
     g_assert_true (va_allocator_reload (f->alloc, f->config, &error));
     g_assert_no_error (error);
-    g_assert_cmpuint (s.calls, ==, 4);
+    settle_syncs (f);
+    g_assert_cmpuint (s.calls, ==, failed_calls + 2);
     g_assert_cmpstr (s.pool, ==, "pt");
     g_assert_cmpstr (s.vfs, ==, "");
+    w4 = pool_warning (f, "accel");
+    g_assert_cmpstr (w4, ==, "");
     /* and only once */
     g_signal_emit_by_name (f->backend, "pfs-changed");
-    g_assert_cmpuint (s.calls, ==, 4);
+    spin (100);
+    settle_syncs (f);
+    g_assert_cmpuint (s.calls, ==, failed_calls + 2);
     /* the allocator holds pointers into the configuration it started with */
     stop (f);
     va_config_free (old);

@@ -392,18 +392,165 @@ cmp_str (gconstpointer a, gconstpointer b)
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-/* A kind=sriov pool's network brought to its VFs (those of its PFs that
- * are present, lost slots left out) when they changed since the last
- * sync or that sync failed; the failure's line, or NULL. */
+/* ---- the libvirt networks of kind=sriov pools ---------------------------- */
+
+/* A sync runs the syncer (a libvirt client helper, bounded in time) in a
+ * worker thread: a libvirtd that hangs must not stall the bus. One sync
+ * per pool at a time; a failure is retried on a timer, backing off. */
+
+struct _NetworkState
+{
+  char *tried;    /* the VF list ("\n"-joined) of the last finished sync */
+  char *error;    /* why that sync failed, or NULL */
+  char *sending;  /* the list of the sync in flight, or NULL */
+  guint retry_id; /* retries a failure */
+  guint retry_ms; /* the delay of the next retry */
+};
+
+void
+va_allocator_network_state_free (NetworkState *st)
+{
+  g_clear_handle_id (&st->retry_id, g_source_remove);
+  g_free (st->tried);
+  g_free (st->error);
+  g_free (st->sending);
+  g_free (st);
+}
+
+typedef struct
+{
+  VaNetworkSyncer syncer;
+  gpointer syncer_data;
+  char *pool;
+  GStrv vfs;
+} SyncJob;
+
+static void
+sync_job_free (SyncJob *job)
+{
+  g_free (job->pool);
+  g_strfreev (job->vfs);
+  g_free (job);
+}
+
+static void
+run_sync (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  SyncJob *job = data;
+
+  g_task_return_pointer (task, job->syncer (job->pool, (const char *const *) job->vfs, job->syncer_data), g_free);
+}
+
+typedef struct
+{
+  VaAllocator *self; /* not a reference: the timer dies with the state */
+  char *pool;
+} Retry;
+
+static void
+retry_free (gpointer data)
+{
+  Retry *r = data;
+
+  g_free (r->pool);
+  g_free (r);
+}
+
+static gboolean
+retry_due (gpointer data)
+{
+  Retry *r = data;
+  NetworkState *st = g_hash_table_lookup (r->self->networks, r->pool);
+
+  if (st)
+    st->retry_id = 0;
+  va_allocator_update_pool_warnings (r->self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+synced (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  VaAllocator *self = VA_ALLOCATOR (source);
+  g_autofree char *pool = user_data;
+  g_autofree char *failed = g_task_propagate_pointer (G_TASK (res), NULL);
+  NetworkState *st = g_hash_table_lookup (self->networks, pool);
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, pool);
+  Retry *r;
+
+  if (!st)
+    return;
+  g_free (st->tried);
+  st->tried = g_steal_pointer (&st->sending);
+  g_free (st->error);
+  st->error = g_steal_pointer (&failed);
+  if (!st->error)
+    {
+      st->retry_ms = 0;
+      /* a removed network leaves nothing to remember */
+      if ((!pc || pc->kind != VA_POOL_KIND_SRIOV) && !*st->tried)
+        g_hash_table_remove (self->networks, pool);
+    }
+  else
+    {
+      if (!pc || pc->kind != VA_POOL_KIND_SRIOV)
+        pf_event (self, pool, "", "removing the network of pool %s, which the configuration no longer has: %s", pool, st->error);
+      st->retry_ms = st->retry_ms ? MIN (st->retry_ms * 2, self->network_retry_max_ms) : self->network_retry_first_ms;
+      r = g_new0 (Retry, 1);
+      r->self = self;
+      r->pool = g_strdup (pool);
+      g_clear_handle_id (&st->retry_id, g_source_remove);
+      st->retry_id = g_timeout_add_full (G_PRIORITY_DEFAULT, st->retry_ms, retry_due, r, retry_free);
+    }
+  va_allocator_update_pool_warnings (self);
+}
+
+static void
+start_sync (VaAllocator *self, const char *pool, NetworkState *st, const char *joined)
+{
+  g_autoptr (GTask) task = g_task_new (self, NULL, synced, g_strdup (pool));
+  SyncJob *job = g_new0 (SyncJob, 1);
+
+  job->syncer = self->syncer;
+  job->syncer_data = self->syncer_data;
+  job->pool = g_strdup (pool);
+  job->vfs = *joined ? g_strsplit (joined, "\n", -1) : g_new0 (char *, 1);
+  g_clear_handle_id (&st->retry_id, g_source_remove);
+  st->sending = g_strdup (joined);
+  g_task_set_task_data (task, job, (GDestroyNotify) sync_job_free);
+  g_task_run_in_thread (task, run_sync);
+}
+
+/* Brings @pool's network to @joined (its VFs, "\n"-joined, sorted) unless
+ * it is there, or a sync is in flight, or a failure of the same list
+ * waits for its retry; the line of the last failure, or NULL. */
 static const char *
-sync_network (VaAllocator *self, const VaPoolConfig *pc, GPtrArray *pcis)
+sync_network (VaAllocator *self, const char *pool, const char *joined)
+{
+  NetworkState *st = g_hash_table_lookup (self->networks, pool);
+  gboolean same;
+
+  if (!self->syncer)
+    return NULL;
+  if (!st)
+    {
+      st = g_new0 (NetworkState, 1);
+      g_hash_table_insert (self->networks, g_strdup (pool), st);
+    }
+  same = g_strcmp0 (st->tried, joined) == 0;
+  if (st->sending || (same && (!st->error || st->retry_id)))
+    return st->error;
+  start_sync (self, pool, st, joined);
+  return st->error;
+}
+
+/* A kind=sriov pool's VFs: those of its PFs that are present, lost slots
+ * left out; sorted, "\n"-joined. */
+static char *
+pool_vfs (VaAllocator *self, GPtrArray *pcis)
 {
   g_autoptr (GPtrArray) vfs = g_ptr_array_new_with_free_func (g_free);
-  g_autofree char *joined = NULL;
-  char *failed;
 
-  if (!self->syncer || pc->kind != VA_POOL_KIND_SRIOV)
-    return NULL;
   for (guint i = 0; i + 1 < pcis->len; i++)
     {
       const char *pool = NULL, *pf = NULL;
@@ -422,34 +569,19 @@ sync_network (VaAllocator *self, const VaPoolConfig *pc, GPtrArray *pcis)
     }
   g_ptr_array_sort (vfs, cmp_str);
   g_ptr_array_add (vfs, NULL);
-  joined = g_strjoinv ("\n", (char **) vfs->pdata);
-  if (!g_hash_table_contains (self->network_errors, pc->name)
-      && g_strcmp0 (g_hash_table_lookup (self->synced_networks, pc->name), joined) == 0)
-    return NULL;
-  failed = self->syncer (pc->name, (const char *const *) vfs->pdata, self->syncer_data);
-  g_hash_table_insert (self->synced_networks, g_strdup (pc->name), g_steal_pointer (&joined));
-  if (failed)
-    {
-      g_hash_table_insert (self->network_errors, g_strdup (pc->name), failed);
-      return failed;
-    }
-  g_hash_table_remove (self->network_errors, pc->name);
-  return NULL;
+  return g_strjoinv ("\n", (char **) vfs->pdata);
 }
 
 /* The networks of kind=sriov pools a reload removed (or made kind=vdpa):
- * removed too, retried at the next pass while libvirt refuses. */
+ * synced to no VF, which removes them; retried while libvirt refuses. */
 static void
 drop_networks (VaAllocator *self)
 {
   g_autoptr (GPtrArray) gone = g_ptr_array_new_with_free_func (g_free);
-  const char *const none[] = { NULL };
   GHashTableIter iter;
   gpointer key;
 
-  if (!self->syncer)
-    return;
-  g_hash_table_iter_init (&iter, self->synced_networks);
+  g_hash_table_iter_init (&iter, self->networks);
   while (g_hash_table_iter_next (&iter, &key, NULL))
     {
       const VaPoolConfig *pc = va_config_lookup_pool (self->config, key);
@@ -458,18 +590,22 @@ drop_networks (VaAllocator *self)
         g_ptr_array_add (gone, g_strdup (key));
     }
   for (guint i = 0; i < gone->len; i++)
-    {
-      const char *pool = g_ptr_array_index (gone, i);
-      g_autofree char *failed = self->syncer (pool, none, self->syncer_data);
+    sync_network (self, g_ptr_array_index (gone, i), "");
+}
 
-      if (failed)
-        {
-          pf_event (self, pool, "", "removing the network of pool %s, which the configuration no longer has: %s", pool, failed);
-          continue;
-        }
-      g_hash_table_remove (self->synced_networks, pool);
-      g_hash_table_remove (self->network_errors, pool);
-    }
+gboolean
+va_allocator_is_syncing_networks (VaAllocator *self)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), FALSE);
+
+  g_hash_table_iter_init (&iter, self->networks);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    if (((NetworkState *) value)->sending)
+      return TRUE;
+  return FALSE;
 }
 
 /* Asks the backend again what each pool lacks to be accelerated, and
@@ -498,7 +634,11 @@ va_allocator_update_pool_warnings (VaAllocator *self)
       g_ptr_array_add (pcis, NULL);
       /* a network that libvirt would not take leaves the pool serving
        * nothing: that first */
-      warning = g_strdup (sync_network (self, pc, pcis));
+      if (pc->kind == VA_POOL_KIND_SRIOV)
+        {
+          g_autofree char *vfs = pool_vfs (self, pcis);
+          warning = g_strdup (sync_network (self, pc->name, vfs));
+        }
       if (!warning && pcis->len > 1)
         warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
       for (guint i = 0; !warning && i + 1 < pcis->len; i++)

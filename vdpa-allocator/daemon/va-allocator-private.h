@@ -63,7 +63,12 @@ typedef enum
 
 typedef struct _Pending Pending; /* va-allocator-commit.c */
 typedef struct _Job Job;         /* va-allocator-commit.c */
-typedef struct _PfState PfState; /* va-allocator-pf.c */
+/* the retries of a failed network sync: first, then doubling to max */
+#define NETWORK_RETRY_FIRST_MS 5000
+#define NETWORK_RETRY_MAX_MS 300000
+
+typedef struct _PfState PfState;           /* va-allocator-pf.c */
+typedef struct _NetworkState NetworkState; /* va-allocator-pf.c */
 
 struct _VaAllocator
 {
@@ -92,8 +97,9 @@ struct _VaAllocator
   GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */
   VaNetworkSyncer syncer;
   gpointer syncer_data;
-  GHashTable *synced_networks; /* kind=sriov pool name → char*: the VF list its network was last synced to, "\n"-joined */
-  GHashTable *network_errors;  /* kind=sriov pool name → char*: why that sync failed */
+  GHashTable *networks; /* pool name → NetworkState*: the libvirt networks of kind=sriov pools */
+  guint network_retry_first_ms;
+  guint network_retry_max_ms;
 };
 
 enum
@@ -152,6 +158,7 @@ gboolean va_allocator_queue_release_domain (VaAllocator *self, const char *uuid,
 /* ---- va-allocator-pf.c --------------------------------------------------- */
 
 void va_allocator_pf_state_free (PfState *st);
+void va_allocator_network_state_free (NetworkState *st);
 gboolean va_allocator_add_pools (VaAllocator *self, GError **error);
 void va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self);
 

@@ -201,9 +201,18 @@ va_allocator_set_network_syncer (VaAllocator *self, VaNetworkSyncer syncer, gpoi
 
   self->syncer = syncer;
   self->syncer_data = user_data;
-  g_hash_table_remove_all (self->synced_networks);
-  g_hash_table_remove_all (self->network_errors);
+  g_hash_table_remove_all (self->networks);
   va_allocator_update_pool_warnings (self);
+}
+
+void
+va_allocator_set_network_retry (VaAllocator *self, guint first_ms, guint max_ms)
+{
+  g_return_if_fail (VA_IS_ALLOCATOR (self));
+  g_return_if_fail (first_ms > 0 && max_ms >= first_ms);
+
+  self->network_retry_first_ms = first_ms;
+  self->network_retry_max_ms = max_ms;
 }
 
 gboolean
@@ -407,8 +416,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
   g_clear_pointer (&self->pool_warnings, g_hash_table_unref);
-  g_clear_pointer (&self->synced_networks, g_hash_table_unref);
-  g_clear_pointer (&self->network_errors, g_hash_table_unref);
+  g_clear_pointer (&self->networks, g_hash_table_unref);
   g_clear_pointer (&self->stored_slots, g_hash_table_unref);
   g_clear_object (&self->backend);
   g_free (self->run_dir);
@@ -468,8 +476,9 @@ va_allocator_init (VaAllocator *self)
   self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_pf_state_free);
   self->held_slots = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_warnings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  self->synced_networks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  self->network_errors = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->networks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_network_state_free);
+  self->network_retry_first_ms = NETWORK_RETRY_FIRST_MS;
+  self->network_retry_max_ms = NETWORK_RETRY_MAX_MS;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }

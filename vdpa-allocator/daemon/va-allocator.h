@@ -97,8 +97,15 @@ void va_allocator_set_domain_lister (VaAllocator *self, VaDomainLister lister, g
 typedef char *(*VaNetworkSyncer) (const char *pool, const char *const *vfs, gpointer user_data);
 
 /* Syncs every kind=sriov pool's network now, and again whenever the
- * pool's VFs change (discovery, reload) or until a sync succeeds. */
+ * pool's VFs change (discovery, reload). @syncer runs in a worker thread,
+ * one call per pool at a time; a failure is the pool's warning and is
+ * retried after 5 s, doubling up to 5 min, until a sync succeeds. Set it
+ * once, before any sync. */
 void va_allocator_set_network_syncer (VaAllocator *self, VaNetworkSyncer syncer, gpointer user_data);
+/* For tests: the retry delays, in ms. */
+void va_allocator_set_network_retry (VaAllocator *self, guint first_ms, guint max_ms);
+/* Whether a network sync is in flight (tests wait for it to finish). */
+gboolean va_allocator_is_syncing_networks (VaAllocator *self);
 
 /* The allocator follows the backend's "pfs-changed" signal: a PF that
  * appears joins the first pool that selects it; one that leaves the host

@@ -134,7 +134,7 @@ list_domains (GHashTable **domains, gpointer user_data, GError **error)
 
 /* A VaNetworkSyncer: the hostdev network of a kind=sriov pool, through
  * vdpa-allocator-libvirt-network (exit 0: done; 3: done with a warning;
- * else an error), in the main thread but bounded as run_helper is. */
+ * else an error), in the allocator's sync thread, bounded as run_helper is. */
 static char *
 sync_network (const char *pool, const char *const *vfs, gpointer user_data)
 {
