@@ -19,6 +19,8 @@
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
 #
 # Serial console (ttyS0) protocol, one marker per line:
+#   VA-GUEST-MODULE name=... module=M   an optional driver (a VF's) loaded
+#       because a PCI device it serves is present
 #   VA-GUEST-READY name=... ips=...
 #   VA-GUEST-NETDEV action=add|remove iface=ethN ...   a NIC hot-plugged
 #       (it gets the N-th va.ip address) or unplugged after READY
@@ -90,6 +92,30 @@ hold() {
 while read -r m; do
     insmod "/lib/modules/$m.ko" || say "VA-GUEST-WARN insmod $m failed"
 done </lib/modules/load-order
+
+# optional drivers (build-guest.sh): "M1,M2,... ALIAS..." per line, loaded
+# in that order when a PCI device's modalias matches one of the aliases
+# (globs, as the kernel's module aliases are); no globbing of file names
+devs=$(cat /sys/bus/pci/devices/*/modalias 2>/dev/null || true)
+set -f
+while read -r chain aliases; do
+    hit=
+    for d in $devs; do
+        for a in $aliases; do
+            case "$d" in $a) hit=1 && break 2 ;; esac
+        done
+    done
+    [ -n "$hit" ] || continue
+    for m in $(echo "$chain" | tr ',' ' '); do
+        [ -d "/sys/module/$(echo "$m" | tr - _)" ] && continue
+        if insmod "/lib/modules/$m.ko"; then
+            say "VA-GUEST-MODULE module=$m"
+        else
+            say "VA-GUEST-WARN insmod $m failed"
+        fi
+    done
+done </lib/modules/optional
+set +f
 
 ip link set lo up
 # NICs appear as the modules probe; wait for as many as addresses given

@@ -86,6 +86,38 @@ class Guest(unittest.TestCase):
         sys.stderr.write("\nguest: QEMU start to VA-GUEST-READY in %.2f s (budget %.0f s)\n" % (took, READY_BUDGET))
         self.assertIn("ips=10.88.0.1/24", text)
         self.assertLess(took, READY_BUDGET)
+        # a virtio-only guest loads none of the optional VF drivers
+        self.assertNotIn("VA-GUEST-MODULE", text)
+        self.assertNotIn("VA-GUEST-WARN", text)
+
+    def test_initrd_carries_the_vf_drivers_with_their_dependencies(self):
+        """The SR-IOV path's VF drivers (docs/pairbench.md) are in the
+        initrd where the kernel builds them as modules, each line of
+        lib/modules/optional its load order (dependencies first, every one
+        in the initrd) and the PCI aliases it serves, e.g. igbvf the 82576
+        VF (8086:10ca) that QEMU's igb and the lab's PF make."""
+        d = tempfile.mkdtemp(prefix="va-initrd-")
+        try:
+            subprocess.run("gzip -dc '%s' | cpio -id --quiet" % self.initrd, shell=True, cwd=d, check=True, timeout=60)
+            with open(os.path.join(d, "lib", "modules", "optional")) as f:
+                lines = [ln.split() for ln in f.read().splitlines() if ln.strip()]
+            with open(os.path.join(d, "lib", "modules", "load-order")) as f:
+                base = f.read().split()
+            mods = os.listdir(os.path.join(d, "lib", "modules"))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        chains = {ln[0].split(",")[-1]: (ln[0].split(","), ln[1:]) for ln in lines}
+        sys.stderr.write("\nguest: optional drivers %s\n" % " ".join(ln[0] for ln in lines))
+        self.assertIn("igbvf", chains, "Debian's kernel builds CONFIG_IGBVF=m")
+        self.assertIn("pci:v00008086d000010CAsv*sd*bc*sc*i*", chains["igbvf"][1])
+        for mod, (chain, aliases) in chains.items():
+            self.assertTrue(aliases and all(a.startswith("pci:v") for a in aliases), (mod, aliases))
+            for m in chain:
+                self.assertIn(m + ".ko", mods, "%s needs %s" % (mod, m))
+                self.assertNotIn(m, base, "%s is loaded only for its devices" % m)
+        if "mlx5_core" in chains:
+            chain = chains["mlx5_core"][0]
+            self.assertLess(chain.index("mlxfw"), chain.index("mlx5_core"), "dependencies first")
 
     def test_client_runs_iperf3_against_server_and_powers_off(self):
         sock = os.path.join(self.dir, "link.sock")
