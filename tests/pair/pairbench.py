@@ -260,6 +260,8 @@ class Bench:
                 if (vfs and len(vfs) >= sriov.NEEDED) or time.monotonic() > deadline:
                     break
                 time.sleep(0.5)
+            # the pool's warning says why a network is missing
+            status = json.loads(vdpactl("status", "-j").stdout)
         ok, why, check = sriov.decide(self.config_text, status, vfs, daemon_error=self.daemon_error)
         self.meta["sriov_available"] = ok
         self.meta["sriov_reason"] = why

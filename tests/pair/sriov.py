@@ -111,7 +111,9 @@ def decide(config_text, status, vfs, sysfs="/sys", daemon_error=None, network=NE
     if free < NEEDED:
         return False, "unavailable: pool %s has %d free slot(s); the two guests need %d" % (pool, free, NEEDED), check
     if vfs is None:
-        return False, "unavailable: no libvirt network vdpa-allocator-%s lists the pool's VFs" % pool, check
+        warning = pools[pool].get("warning")
+        return False, "unavailable: no libvirt network vdpa-allocator-%s lists the pool's VFs%s" % (
+            pool, " (the pool's warning: %s)" % warning if warning else ""), check
     if len(vfs) < NEEDED:
         return False, "unavailable: libvirt network vdpa-allocator-%s lists %d VF(s); the two guests need %d" % (
             pool, len(vfs), NEEDED), check

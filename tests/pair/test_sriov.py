@@ -117,6 +117,11 @@ class Decide(unittest.TestCase):
     def test_no_hostdev_network(self):
         ok, why, _ = self.decide(vfs=None)
         self.assertEqual((ok, why), (False, "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs"))
+        st = status()
+        st["pools"][1]["warning"] = "network vdpa-allocator-vfs: libvirt is out of reach"
+        ok, why, _ = self.decide(st=st, vfs=None)
+        self.assertEqual((ok, why), (False, "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs "
+                                            "(the pool's warning: network vdpa-allocator-vfs: libvirt is out of reach)"))
 
     def test_network_lists_one_vf(self):
         ok, why, _ = self.decide(vfs=[VF0])
