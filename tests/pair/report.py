@@ -220,10 +220,13 @@ def figure(report, title="vdpa-allocator paired-guest benchmark"):
     handles = [matplotlib.patches.Patch(facecolor=COLOURS[k], hatch=HATCH[k], edgecolor="white", label=KIND_LABEL[k])
                for k in kinds]
     axes[0].legend(handles=handles, loc="upper left", ncol=len(kinds), frameon=False, fontsize=8)
-    foot = "%s s per test; host backend %s; vDPA available: %s; SR-IOV available: %s" % (
+    def why(reason):
+        # the whole reason is in the JSON and the table: keep to the width
+        return reason if len(reason) <= 150 else reason[:147] + "..."
+    foot = "%s s per test; host backend %s; vDPA available: %s\nSR-IOV available: %s" % (
         report.get("params", {}).get("time_s", "?"), report.get("host", {}).get("backend", "?"),
-        "yes" if report.get("vdpa_available") else "no (%s)" % (report.get("vdpa_reason") or UNAVAILABLE),
-        "yes" if report.get("sriov_available") else "no (%s)" % (report.get("sriov_reason") or SRIOV_UNAVAILABLE))
+        "yes" if report.get("vdpa_available") else "no (%s)" % why(report.get("vdpa_reason") or UNAVAILABLE),
+        "yes" if report.get("sriov_available") else "no (%s)" % why(report.get("sriov_reason") or SRIOV_UNAVAILABLE))
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     fig.supxlabel(foot, fontsize=8, color="#555555", x=0.01, ha="left")
     return fig

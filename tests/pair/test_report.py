@@ -158,6 +158,18 @@ class Report(unittest.TestCase):
         svg, _ = self.plot(report)
         self.assertIn("SR-IOV VF", svg, "the legend names the kind")
         self.assertIn("SR-IOV available: no (%s)" % reason, svg)
+        # a long reason (libvirt's words) is cut in the footer, whole in the table
+        long = "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs (the pool's warning: " + "x" * 200 + ")"
+        report = rep.build_report(results, dict(META, vdpa_available=True, sriov_available=False, sriov_reason=long))
+        self.assertIn(long, rep.table(report))
+        fig = rep.figure(report)
+        try:
+            foot = fig._supxlabel.get_text()
+        finally:
+            import matplotlib.pyplot as plt
+            plt.close(fig)
+        self.assertIn("SR-IOV available: no (%s..." % long[:147], foot)
+        self.assertNotIn(long, foot)
 
     def test_sriov_measured_with_ratio_and_failed(self):
         """An SR-IOV host: measured sriov rows get ratio_sriov_vnic (and no
