@@ -65,7 +65,7 @@ pkgver() {
     dpkg-query -W -f='${Version}' "$1"
 }
 
-key="script=$(cat "$0" "$here/guest-init.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
+key="script=$(cat "$0" "$here/guest-init.sh" "$here/load-optional.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
 kernel=$kpkg=$kver
 busybox=$(pkgver busybox-static)
 iperf3=$(pkgver iperf3)
@@ -96,6 +96,7 @@ for applet in $("$root/bin/busybox" --list); do
     [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 install -m 0755 "$here/guest-init.sh" "$root/init"
+install -m 0755 "$here/load-optional.sh" "$root/sbin/va-load-optional"
 echo "root:x:0:0:root:/:/bin/sh" >"$root/etc/passwd"
 echo "root:x:0:" >"$root/etc/group"
 
@@ -133,8 +134,9 @@ done
 # to it (Intel 82576/igb, 82599/X540, X710/E810 through iavf, ConnectX-4 and
 # later), where the kernel builds them as modules. One line each in
 # lib/modules/optional: its load order (dependencies first, commas), then
-# the PCI aliases it serves; guest-init.sh loads a line only when a PCI
-# device's modalias matches, so a virtio-only guest pays only their bytes.
+# the PCI aliases it serves; load-optional.sh (at boot) loads a line only
+# when a PCI device's modalias matches, so a virtio-only guest pays only
+# their bytes.
 mod_aliases() {
     _f=$(kdeb_find_mod "$1" "$2")
     case "$_f" in

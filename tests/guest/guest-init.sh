@@ -93,29 +93,13 @@ while read -r m; do
     insmod "/lib/modules/$m.ko" || say "VA-GUEST-WARN insmod $m failed"
 done </lib/modules/load-order
 
-# optional drivers (build-guest.sh): "M1,M2,... ALIAS..." per line, loaded
-# in that order when a PCI device's modalias matches one of the aliases
-# (globs, as the kernel's module aliases are); no globbing of file names
-devs=$(cat /sys/bus/pci/devices/*/modalias 2>/dev/null || true)
-set -f
-while read -r chain aliases; do
-    hit=
-    for d in $devs; do
-        for a in $aliases; do
-            case "$d" in $a) hit=1 && break 2 ;; esac
-        done
-    done
-    [ -n "$hit" ] || continue
-    for m in $(echo "$chain" | tr ',' ' '); do
-        [ -d "/sys/module/$(echo "$m" | tr - _)" ] && continue
-        if insmod "/lib/modules/$m.ko"; then
-            say "VA-GUEST-MODULE module=$m"
-        else
-            say "VA-GUEST-WARN insmod $m failed"
-        fi
-    done
-done </lib/modules/optional
-set +f
+# optional drivers (build-guest.sh): a VF's, for a PCI device they serve
+/sbin/va-load-optional | while read -r r; do
+    case "$r" in
+    loaded=*) say "VA-GUEST-MODULE module=${r#loaded=}" ;;
+    *) say "VA-GUEST-WARN insmod ${r#failed=} failed" ;;
+    esac
+done
 
 ip link set lo up
 # NICs appear as the modules probe; wait for as many as addresses given
