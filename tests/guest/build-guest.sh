@@ -13,8 +13,10 @@
 #               the ~5 s the xz decompressor costs under TCG
 #   initrd.gz   a gzip'd newc cpio: busybox-static, iperf3 with the shared
 #               libraries ldd names, the virtio modules the kernel builds as
-#               modules (with their dependencies, in load order) and
-#               guest-init.sh as /init
+#               modules (with their dependencies, in load order), the SR-IOV
+#               VF drivers of docs/pairbench.md's third path (igbvf,
+#               ixgbevf, iavf, mlx5_core, where built as modules; loaded only
+#               for a device they match) and guest-init.sh as /init
 #   stamp       what the two files were built from; a rebuild with the same
 #               inputs does nothing
 #
@@ -63,7 +65,7 @@ pkgver() {
     dpkg-query -W -f='${Version}' "$1"
 }
 
-key="script=$(cat "$0" "$here/guest-init.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
+key="script=$(cat "$0" "$here/guest-init.sh" "$here/load-optional.sh" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
 kernel=$kpkg=$kver
 busybox=$(pkgver busybox-static)
 iperf3=$(pkgver iperf3)
@@ -94,6 +96,7 @@ for applet in $("$root/bin/busybox" --list); do
     [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 install -m 0755 "$here/guest-init.sh" "$root/init"
+install -m 0755 "$here/load-optional.sh" "$root/sbin/va-load-optional"
 echo "root:x:0:0:root:/:/bin/sh" >"$root/etc/passwd"
 echo "root:x:0:" >"$root/etc/group"
 
@@ -127,6 +130,36 @@ for m in $order; do
     echo "$m" >>"$root/lib/modules/load-order"
 done
 
+# optional modules: the VF drivers a guest needs when a VF is passed through
+# to it (Intel 82576/igb, 82599/X540, X710/E810 through iavf, ConnectX-4 and
+# later), where the kernel builds them as modules. One line each in
+# lib/modules/optional: its load order (dependencies first, commas), then
+# the PCI aliases it serves; load-optional.sh (at boot) loads a line only
+# when a PCI device's modalias matches, so a virtio-only guest pays only
+# their bytes.
+mod_aliases() {
+    _f=$(kdeb_find_mod "$1" "$2")
+    case "$_f" in
+    *.xz) xz -dc "$_f" ;;
+    *) cat "$_f" ;;
+    esac | tr '\0' '\n' | grep -a '^alias=pci:' | cut -d= -f2 | tr '\n' ' '
+}
+: >"$root/lib/modules/optional"
+optional=""
+for pair in IGBVF:igbvf IXGBEVF:ixgbevf IAVF:iavf MLX5_CORE:mlx5_core; do
+    opt=${pair%%:*}
+    mod=${pair#*:}
+    grep -qx "CONFIG_$opt=m" "$config" || continue
+    chain=$(kdeb_mod_order "$moddir" "$mod")
+    for m in $chain; do
+        [ -e "$root/lib/modules/$m.ko" ] || kdeb_copy_mod "$moddir" "$m" "$root/lib/modules/$m.ko"
+    done
+    aliases=$(mod_aliases "$moddir" "$mod")
+    [ -n "$aliases" ] || die "module $mod serves no PCI alias"
+    echo "$(echo $chain | tr ' ' ',') $aliases" >>"$root/lib/modules/optional"
+    optional="$optional $(echo $chain | tr ' ' ',')"
+done
+
 # --- pack -----------------------------------------------------------------
 (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -6 >"$work/initrd.gz"
 cp "$kvmlinuz" "$work/vmlinuz"
@@ -142,6 +175,6 @@ mv "$work/vmlinuz" "$out/vmlinuz"
 mv "$work/initrd.gz" "$out/initrd.gz"
 echo "$kname" >"$out/kernel-name"
 printf '%s\n' "$key" >"$out/stamp"
-echo "build-guest: kernel $krel ($kname), modules:$order; initrd $(du -k "$out/initrd.gz" | cut -f1) KiB" >&2
+echo "build-guest: kernel $krel ($kname), modules:$order; optional:${optional:- none}; initrd $(du -k "$out/initrd.gz" | cut -f1) KiB" >&2
 echo "KERNEL=$out/$kname"
 echo "INITRD=$out/initrd.gz"

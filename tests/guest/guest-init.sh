@@ -19,6 +19,8 @@
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
 #
 # Serial console (ttyS0) protocol, one marker per line:
+#   VA-GUEST-MODULE name=... module=M   an optional driver (a VF's) loaded
+#       because a PCI device it serves is present
 #   VA-GUEST-READY name=... ips=...
 #   VA-GUEST-NETDEV action=add|remove iface=ethN ...   a NIC hot-plugged
 #       (it gets the N-th va.ip address) or unplugged after READY
@@ -90,6 +92,14 @@ hold() {
 while read -r m; do
     insmod "/lib/modules/$m.ko" || say "VA-GUEST-WARN insmod $m failed"
 done </lib/modules/load-order
+
+# optional drivers (build-guest.sh): a VF's, for a PCI device they serve
+/sbin/va-load-optional | while read -r r; do
+    case "$r" in
+    loaded=*) say "VA-GUEST-MODULE module=${r#loaded=}" ;;
+    *) say "VA-GUEST-WARN insmod ${r#failed=} failed" ;;
+    esac
+done
 
 ip link set lo up
 # NICs appear as the modules probe; wait for as many as addresses given

@@ -93,6 +93,9 @@ class Guest(unittest.TestCase):
             p.kill()
             p.wait()
             self.assertIn("ips=10.88.0.1/24", text)
+            # a virtio-only guest loads none of the optional VF drivers
+            self.assertNotIn("VA-GUEST-MODULE", text)
+            self.assertNotIn("VA-GUEST-WARN", text)
         sys.stderr.write("\nguest: QEMU start to VA-GUEST-READY in %s s%s\n" % (
             ", ".join("%.2f" % t for t in took), " (budget for the fastest: %.0f s)" % READY_BUDGET if READY_BUDGET else ""))
         if READY_BUDGET:
@@ -119,6 +122,74 @@ class Guest(unittest.TestCase):
         self.assertGreater(bps, 0)
         self.assertIn("VA-GUEST-DONE failed=0", text)
 
+    def test_initrd_carries_the_vf_drivers_with_their_dependencies(self):
+        """The SR-IOV path's VF drivers (docs/pairbench.md) are in the
+        initrd where the kernel builds them as modules, each line of
+        lib/modules/optional its load order (dependencies first, every one
+        in the initrd) and the PCI aliases it serves; the initrd's own
+        /sbin/va-load-optional, run by busybox sh on a fake sysfs with a
+        recording insmod, loads the driver of a VF present and no other:
+        the 82576 VF (8086:10ca) that QEMU's igb makes, a ConnectX-5 VF
+        (15b3:1018) with mlx5_core's chain in order, skipping a module
+        already loaded; nothing for virtio alone."""
+        d = tempfile.mkdtemp(prefix="va-initrd-")
+        self.addCleanup(shutil.rmtree, d, True)
+        root = os.path.join(d, "root")
+        os.makedirs(root)
+        subprocess.run("gzip -dc '%s' | cpio -id --quiet" % self.initrd, shell=True, cwd=root, check=True, timeout=60)
+        moddir = os.path.join(root, "lib", "modules")
+        with open(os.path.join(moddir, "optional")) as f:
+            lines = [ln.split() for ln in f.read().splitlines() if ln.strip()]
+        with open(os.path.join(moddir, "load-order")) as f:
+            base = f.read().split()
+        mods = os.listdir(moddir)
+        chains = {ln[0].split(",")[-1]: (ln[0].split(","), ln[1:]) for ln in lines}
+        sys.stderr.write("\nguest: optional drivers %s\n" % " ".join(ln[0] for ln in lines))
+        self.assertIn("igbvf", chains, "Debian's kernel builds CONFIG_IGBVF=m")
+        self.assertIn("pci:v00008086d000010CAsv*sd*bc*sc*i*", chains["igbvf"][1])
+        for mod, (chain, aliases) in chains.items():
+            self.assertTrue(aliases and all(a.startswith("pci:v") for a in aliases), (mod, aliases))
+            for m in chain:
+                self.assertIn(m + ".ko", mods, "%s needs %s" % (mod, m))
+                self.assertNotIn(m, base, "%s is loaded only for its devices" % m)
+
+        insmod = os.path.join(d, "insmod")
+        record = os.path.join(d, "insmod.log")
+        with open(insmod, "w") as f:
+            f.write("#!/bin/sh\necho \"$1\" >>'%s'\ncase \"$1\" in */ixgbevf.ko) exit 1 ;; esac\n" % record)
+        os.chmod(insmod, 0o755)
+
+        def load(*modaliases, loaded=()):
+            sysfs = tempfile.mkdtemp(dir=d)
+            for i, alias in enumerate(modaliases):
+                dev = os.path.join(sysfs, "bus", "pci", "devices", "0000:00:%02x.0" % (i + 3))
+                os.makedirs(dev)
+                with open(os.path.join(dev, "modalias"), "w") as f:
+                    f.write(alias + "\n")
+            for m in loaded:
+                os.makedirs(os.path.join(sysfs, "module", m))
+            if os.path.exists(record):
+                os.unlink(record)
+            r = subprocess.run(["/bin/busybox", "sh", os.path.join(root, "sbin", "va-load-optional"), sysfs, moddir],
+                               capture_output=True, text=True, env=dict(os.environ, INSMOD=insmod), timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tried = open(record).read().split() if os.path.exists(record) else []
+            return r.stdout.split(), [os.path.relpath(t, moddir) for t in tried]
+
+        virtio = "pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"
+        self.assertEqual(load(virtio), ([], []))
+        self.assertEqual(load(virtio, "pci:v00008086d000010CAsv00008086sd0000A03Cbc02sc00i00"),
+                         (["loaded=igbvf"], ["igbvf.ko"]))
+        if "ixgbevf" in chains:
+            self.assertEqual(load("pci:v00008086d000010EDsv00008086sd00000000bc02sc00i00"),
+                             (["failed=ixgbevf"], ["ixgbevf.ko"]), "a failed insmod is said")
+        if "mlx5_core" in chains:
+            chain = chains["mlx5_core"][0]
+            self.assertLess(chain.index("mlxfw"), chain.index("mlx5_core"), "dependencies first")
+            out, tried = load("pci:v000015B3d00001018sv000015B3sd00000080bc02sc00i00", loaded=["psample"])
+            want = [m for m in chain if m != "psample"]
+            self.assertEqual(out, ["loaded=" + m for m in want])
+            self.assertEqual(tried, [m + ".ko" for m in want])
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -13,6 +13,12 @@ libvirtd, virtlogd, a private system bus, vdpa-allocatord, and Open vSwitch
 (ovsdb-server + ovs-vswitchd with the userspace datapath, which needs no
 kernel module) all start here and end with the run; no traffic leaves.
 
+A third network, vpc3 (mode=sriov, a VF of a kind=sriov pool passed
+through, the guest running the VF's own driver), joins only where the
+configuration has it and the host can run it (sriov.py decides and says
+why not); the default simulated configuration has none, so its rows read
+"unavailable: no kind=sriov pool on this host".
+
 network2 gets its accelerated (vDPA) form only when the host has a
 vhost-vdpa device and the daemon a real backend; otherwise (this machine:
 the simulated NIC would hand out a lease, but QEMU could not run it) the
@@ -40,6 +46,7 @@ from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_rea
 enter_namespaces()
 
 import report as rep  # noqa: E402
+import sriov  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 
@@ -50,11 +57,15 @@ OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 # the reference's networks and addresses (REFERENCE.md)
 NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/24"}
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
+# the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)
+NET3 = {"name": sriov.NETWORK, "mode": "sriov", "subnet": "192.171.0.0/24"}
 GUESTS = {
     "vm1": {"domain": "va-pair-vm1", "uuid": "77770000-0000-4000-8000-000000000001", "role": "server",
-            "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214")},
+            "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214"),
+            "sriov": ("52:54:00:70:01:03", "192.171.0.166")},
     "vm2": {"domain": "va-pair-vm2", "uuid": "77770000-0000-4000-8000-000000000002", "role": "client",
-            "vnic": ("52:54:00:70:02:01", "192.167.0.193"), "vdpa": ("52:54:00:70:02:02", "192.169.0.253")},
+            "vnic": ("52:54:00:70:02:01", "192.167.0.193"), "vdpa": ("52:54:00:70:02:02", "192.169.0.253"),
+            "sriov": ("52:54:00:70:02:03", "192.171.0.193")},
 }
 
 SIM_CONFIG = """# written by tests/pair/pairbench.py: the reference's two networks on the
@@ -194,8 +205,10 @@ class Bench:
                 # a Linux bridge here could not carry the tags: no VLANs then
                 "vlan1": "vlan=%d" % NET1["vlan"] if self.ovs else "# untagged: this host carries no VLANs",
                 "vlan2": "vlan=%d" % NET2["vlan"] if self.ovs else "# untagged: this host carries no VLANs"}
+        self.config_text = text
         with open(path, "w") as f:
             f.write(text)
+        self.config_path = path
         # the hook reads the compiled-in configuration directory
         run(["mount", "--bind", conf, SYSCONFDIR])
         self.lv.mounts.append(SYSCONFDIR)
@@ -203,10 +216,60 @@ class Bench:
         self.run_dir = os.path.join(self.lv.root, "va-run")
 
     def start_daemon(self):
+        """The daemon on the configuration. This version refuses a
+        configuration with a kind=sriov pool: then the benchmark runs
+        without those pools and their networks, and the SR-IOV rows say
+        why."""
+        self.daemon_error = None
+        try:
+            self._start_daemon()
+        except RuntimeError:
+            if not sriov.sriov_pools(self.config_text) or self.lv.procs["vdpa-allocatord"].poll() is None:
+                raise
+            lines = [ln for ln in self.lv.read_log("vdpa-allocatord").splitlines() if "sriov" in ln]
+            self.daemon_error = (lines[-1].strip() if lines else "it exited %d" % self.lv.procs["vdpa-allocatord"].returncode)[-300:]
+            log("vdpa-allocatord refused the kind=sriov pools (%s); again without them" % self.daemon_error)
+            self.lv.logs.pop("vdpa-allocatord").close()
+            with open(self.config_path, "w") as f:
+                f.write(sriov.without_sriov(self.config_text))
+            self._start_daemon()
+
+    def _start_daemon(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
         self.lv._spawn("vdpa-allocatord", [DAEMON, "--config", self.confdir, "--state-dir",
                                            os.path.join(self.lv.root, "va-state"), "--run-dir", self.run_dir], env)
         self.lv._wait(lambda: vdpactl("status", check=False).returncode == 0, 30, "vdpa-allocatord", "vdpactl status")
+
+    def sriov_facts(self, status):
+        """sriov.decide on this host: the configuration as written, the
+        daemon's status, the VFs of the pool's libvirt hostdev network (the
+        daemon defines it from a worker thread: wait for it a little), and
+        the real sysfs."""
+        conf = sriov.parse_config(self.config_text)
+        net = conf["network"].get(sriov.NETWORK) or {}
+        pool = net.get("pool")
+        vfs = None
+        ok, why, _ = sriov.decide(self.config_text, status, [], daemon_error=self.daemon_error)
+        if ok or why.startswith("unavailable: libvirt network"):
+            # the checks before the VFs passed: read the network
+            name = "vdpa-allocator-%s" % pool
+            deadline = time.monotonic() + 30
+            while True:
+                r = self.lv.virsh("net-dumpxml", name, check=False, timeout=30)
+                vfs = sriov.hostdev_vfs(r.stdout) if r.returncode == 0 else None
+                if (vfs and len(vfs) >= sriov.NEEDED) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            # the pool's warning says why a network is missing
+            status = json.loads(vdpactl("status", "-j").stdout)
+        ok, why, check = sriov.decide(self.config_text, status, vfs, daemon_error=self.daemon_error)
+        self.meta["sriov_available"] = ok
+        self.meta["sriov_reason"] = why
+        self.meta["sriov_check"] = check
+        self.sriov_pool = pool
+        self.sriov_vlan = int(net["vlan"]) if net.get("vlan") else None
+        # network2's own pool: forced to fall back when vDPA cannot run here
+        self.vdpa_pool = (conf["network"].get(NET2["name"]) or {}).get("pool")
 
     def host_facts(self):
         status = json.loads(vdpactl("status", "-j").stdout)
@@ -223,21 +286,41 @@ class Bench:
                              "qemu_accel": "tcg" if not os.path.exists("/dev/kvm") else "kvm-capable host, guests use TCG"}
         self.meta["vdpa_available"] = avail
         self.meta["vdpa_reason"] = why
+        self.sriov_facts(status)
 
     # --- the run -------------------------------------------------------------
 
-    def domain(self, g, kernel, initrd, form, tests=None):
-        vnic, vdpa = g["vnic"], g["vdpa"]
-        va = {"role": g["role"], "ip": "%s/24,%s/24" % (vnic[1], vdpa[1])}
+    def rewrite_args(self):
+        """vdpactl rewrite's arguments for this host: network2 keeps its own
+        decision (accelerated only with vDPA), network3 is accelerated
+        whenever it is in the guests. With SR-IOV but no vDPA, network2's
+        pool is taken to be full, so that it falls back as it would alone."""
+        if self.meta.get("sriov_available"):
+            if self.meta["vdpa_available"] or not self.vdpa_pool:
+                return ["--to", "accelerated"]
+            return ["--to", "accelerated", "--capacity", "%s=0" % self.vdpa_pool]
+        return ["--to", "accelerated" if self.meta["vdpa_available"] else "portable"]
+
+    def nics(self, g):
+        """(mac, ip, network) of a guest's NICs, in PCI order: network3's
+        only where the SR-IOV path runs."""
+        out = [(g["vnic"][0], g["vnic"][1], NET1["name"]), (g["vdpa"][0], g["vdpa"][1], NET2["name"])]
+        if self.meta.get("sriov_available"):
+            out.append((g["sriov"][0], g["sriov"][1], NET3["name"]))
+        return out
+
+    def domain(self, g, kernel, initrd, tests=None):
+        nics = self.nics(g)
+        va = {"role": g["role"], "ip": ",".join("%s/24" % n[1] for n in nics)}
         if tests:
             va.update(peer=GUESTS["vm1"]["vnic"][1], tests=",".join(tests), time=self.args.time)
-        xml = domain_xml(g["domain"], kernel, initrd, guest_cmdline(g["domain"], **va), [vnic[0], vdpa[0]], bridge=BRIDGE)
-        xml = with_intent(xml, g["uuid"], [(vnic[0], NET1["name"]), (vdpa[0], NET2["name"])])
+        xml = domain_xml(g["domain"], kernel, initrd, guest_cmdline(g["domain"], **va), [n[0] for n in nics], bridge=BRIDGE)
+        xml = with_intent(xml, g["uuid"], [(n[0], n[2]) for n in nics])
         env = dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.run_dir)
-        r = subprocess.run([VDPACTL, "rewrite", "--to", form, "--config", self.confdir, "-"], input=xml,
-                           capture_output=True, text=True, env=env, timeout=30)
+        argv = [VDPACTL, "rewrite"] + self.rewrite_args() + ["--config", self.confdir, "-"]
+        r = subprocess.run(argv, input=xml, capture_output=True, text=True, env=env, timeout=30)
         if r.returncode != 0:
-            raise RuntimeError("vdpactl rewrite --to %s: %s" % (form, r.stderr))
+            raise RuntimeError("%s: %s" % (" ".join(argv[1:]), r.stderr))
         return r.stdout
 
     def start_domain(self, name, xml):
@@ -266,14 +349,19 @@ class Bench:
 
     def run_matrix(self, kernel, initrd, form):
         t = self.args.time
-        tests = ["ping@%s" % GUESTS["vm1"]["vnic"][1], "ping@%s" % GUESTS["vm1"]["vdpa"][1]]
-        for name in rep.TEST_NAMES:
-            tests += ["%s@%s" % (name, GUESTS["vm1"]["vnic"][1]), "%s@%s" % (name, GUESTS["vm1"]["vdpa"][1])]
         vm1, vm2 = GUESTS["vm1"], GUESTS["vm2"]
+        # (kind, vm1's address) per path
+        n2kind = "vdpa" if form == "accelerated" else "vdpa-fallback"
+        paths = [("vnic", vm1["vnic"][1]), (n2kind, vm1["vdpa"][1])]
+        if self.meta.get("sriov_available"):
+            paths.append(("sriov", vm1["sriov"][1]))
+        tests = ["ping@%s" % a for _, a in paths]
+        for name in rep.TEST_NAMES:
+            tests += ["%s@%s" % (name, a) for _, a in paths]
         t0 = time.monotonic()
-        self.start_domain(vm1["domain"], self.domain(vm1, kernel, initrd, form))
+        self.start_domain(vm1["domain"], self.domain(vm1, kernel, initrd))
         self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120)
-        self.start_domain(vm2["domain"], self.domain(vm2, kernel, initrd, form, tests))
+        self.start_domain(vm2["domain"], self.domain(vm2, kernel, initrd, tests))
         self.wait_marker(vm2["domain"], "VA-GUEST-READY", 120)
         self.meta["boot_seconds"] = round(time.monotonic() - t0, 1)
         self.meta["ovs_ports"] = self.ovs_ports()
@@ -315,9 +403,8 @@ class Bench:
             f.write(text)
         docs = parse_iperf3(text)
         results = {}
-        n2kind = "vdpa" if form == "accelerated" else "vdpa-fallback"
         for name in rep.TEST_NAMES:
-            for kind, addr in (("vnic", vm1["vnic"][1]), (n2kind, vm1["vdpa"][1])):
+            for kind, addr in paths:
                 key = "%s@%s" % (name, addr)
                 if key in docs:
                     rc, doc = docs[key]
@@ -405,14 +492,24 @@ class Bench:
             if not self.ovs:
                 for n in ("network1", "network2"):
                     self.meta["networks"][n]["vlan"] = None
+            if self.meta["sriov_available"]:
+                # the VF's VLAN is set on the PF (VST), whatever the bridge
+                self.meta["networks"]["network3"] = dict(NET3, vlan=self.sriov_vlan, bridge="vdpa-allocator-%s" % self.sriov_pool,
+                                                         bridge_type="hostdev", tagged=self.sriov_vlan is not None,
+                                                         form="accelerated")
             self.meta["guests"] = {k: {"domain": g["domain"], "role": g["role"], "vnic": {"mac": g["vnic"][0], "ip": g["vnic"][1]},
                                        "network2_nic": {"mac": g["vdpa"][0], "ip": g["vdpa"][1]}} for k, g in GUESTS.items()}
+            if self.meta["sriov_available"]:
+                for k, g in GUESTS.items():
+                    self.meta["guests"][k]["network3_nic"] = {"mac": g["sriov"][0], "ip": g["sriov"][1]}
             self.meta["params"] = {"time_s": args.time, "direction": "vm2 (client) -> vm1 (server); tcp5r: vm1 -> vm2",
                                    "tests": rep.TEST_NAMES}
             self.meta["leases"] = {"before": leases()}
             log("backend %s; network2 in its %s form%s; bridge: %s" % (
                 self.meta["host"]["backend"], form, "" if form == "accelerated" else " (" + self.meta["vdpa_reason"] + ")",
                 bridge_note))
+            log("network3 (SR-IOV VF): %s" % ("on pool %s, VFs %s" % (self.sriov_pool, " ".join(self.meta["sriov_check"]["vfs"]))
+                                             if self.meta["sriov_available"] else self.meta["sriov_reason"]))
             results = self.run_matrix(kernel, initrd, form)
             self.meta["isolation"] = self.isolation() if self.ovs else {"probes": [], "ok": None,
                                                                         "note": "untagged: this host carries no VLANs"}
@@ -440,6 +537,9 @@ class Bench:
             print("\nPaired-guest benchmark (%s s per test, guests under TCG; host backend %s)" % (args.time, self.meta["host"]["backend"]))
             print("network1 %s VLAN %s, network2 %s VLAN %s: %s" % (
                 NET1["name"], self.meta["networks"]["network1"]["vlan"], NET2["name"], self.meta["networks"]["network2"]["vlan"], bridge_note))
+            n3 = self.meta["networks"].get("network3")
+            print("network3 %s: %s" % (NET3["name"], "VLAN %s, VFs of pool %s passed through" % (n3["vlan"], self.sriov_pool)
+                                       if n3 else self.meta["sriov_reason"]))
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
@@ -460,7 +560,8 @@ def main():
                    help="seconds per iperf3 test (the reference: 30; CI: 2)")
     p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
-    p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2 (default: the simulated NIC)")
+    p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2, and vpc3 (mode=sriov) for the "
+                                    "SR-IOV path (default: the simulated NIC, without vpc3)")
     args = p.parse_args()
     args.out = os.path.abspath(args.out)
     sys.exit(Bench(args).main())

@@ -12,13 +12,18 @@ NIC kinds:
   vdpa           network2's NIC in its accelerated (vDPA) form
   vdpa-fallback  network2's NIC in the virtio fallback the network allows,
                  when the host cannot run the vDPA form; never counted as vDPA
-A vDPA row whose path did not run carries status "unavailable" and a reason,
-and no numbers at all."""
+  sriov          network3's NIC (mode=sriov): a VF of a kind=sriov pool
+                 passed through, the guest running the VF's own driver; only
+                 where the host has such a pool (no fallback row: network3
+                 is not in the guests at all otherwise)
+A vDPA or SR-IOV row whose path did not run carries status "unavailable" and
+a reason, and no numbers at all."""
 
 import json
 
 SCHEMA_ID = "https://vdpa-allocator.org/schema/pairbench-report-1.json"
 UNAVAILABLE = "unavailable: no vhost-vdpa device on this host"
+SRIOV_UNAVAILABLE = "unavailable: no kind=sriov pool on this host"
 
 # name in guest-init.sh, label as in the reference's table, protocol
 TESTS = [
@@ -28,10 +33,15 @@ TESTS = [
     ("tcp5r", "TCP reverse, 5 streams", "tcp"),
 ]
 TEST_NAMES = [t[0] for t in TESTS]
-KINDS = ["vnic", "vdpa", "vdpa-fallback"]
-KIND_LABEL = {"vnic": "vNIC", "vdpa": "vDPA", "vdpa-fallback": "vDPA NIC, fallback"}
-PATHS = {"vnic": "vNIC -> vNIC", "vdpa": "vDPA -> vDPA", "vdpa-fallback": "network2 (fallback: virtio) -> same"}
-NUMBERS = ["bandwidth_mbps", "loss_percent", "pps", "retransmits", "cpu_s_per_gbit", "ratio_vdpa_vnic"]
+KINDS = ["vnic", "vdpa", "vdpa-fallback", "sriov"]
+KIND_LABEL = {"vnic": "vNIC", "vdpa": "vDPA", "vdpa-fallback": "vDPA NIC, fallback", "sriov": "SR-IOV VF"}
+PATHS = {"vnic": "vNIC -> vNIC", "vdpa": "vDPA -> vDPA", "vdpa-fallback": "network2 (fallback: virtio) -> same",
+         "sriov": "SR-IOV VF -> SR-IOV VF"}
+# the accelerated kinds, their availability keys and their ratio column
+ACCEL = {"vdpa": ("vdpa_available", "vdpa_reason", UNAVAILABLE, "ratio_vdpa_vnic"),
+         "sriov": ("sriov_available", "sriov_reason", SRIOV_UNAVAILABLE, "ratio_sriov_vnic")}
+NUMBERS = ["bandwidth_mbps", "loss_percent", "pps", "retransmits", "cpu_s_per_gbit", "ratio_vdpa_vnic",
+           "ratio_sriov_vnic"]
 
 
 def measure(doc, proto, cpu_seconds=None):
@@ -76,16 +86,18 @@ def build_report(results, meta):
     """results: {test: {kind: {"doc": iperf3 doc, "rc": int, "cpu_seconds":
     float|None}}}; a kind missing from a test did not run. meta: the run's
     description (host, networks, params, leases, isolation, ...), copied in.
-    meta["vdpa_available"] False makes every vdpa row unavailable."""
+    meta["vdpa_available"] False makes every vdpa row unavailable, and
+    meta["sriov_available"] False (or missing) every sriov row."""
     proto = dict((t[0], t[2]) for t in TESTS)
     rows = []
-    vdpa_ok = bool(meta.get("vdpa_available"))
+    avail = {k: bool(meta.get(a[0])) for k, a in ACCEL.items()}
+    vdpa_ok = avail["vdpa"]
     for test in TEST_NAMES:
         per = results.get(test, {})
         made = {}
         for kind in KINDS:
-            if kind == "vdpa" and not vdpa_ok:
-                row = empty_row(test, kind, "unavailable", meta.get("vdpa_reason") or UNAVAILABLE)
+            if kind in ACCEL and not avail[kind]:
+                row = empty_row(test, kind, "unavailable", meta.get(ACCEL[kind][1]) or ACCEL[kind][2])
             elif kind not in per:
                 if kind == "vdpa-fallback" and vdpa_ok:
                     continue  # the accelerated form ran: no fallback
@@ -100,13 +112,20 @@ def build_report(results, meta):
                                     "virtio fallback of the vDPA network" if kind == "vdpa-fallback" else "")
                     row.update(measure(doc, proto[test], r.get("cpu_seconds")))
             made[kind] = row
-        vn, vd = made.get("vnic"), made.get("vdpa")
-        if vd and vd["status"] == "measured" and vn and vn["status"] == "measured" and vn["bandwidth_mbps"]:
-            vd["ratio_vdpa_vnic"] = vd["bandwidth_mbps"] / vn["bandwidth_mbps"]
+        vn = made.get("vnic")
+        for kind, a in ACCEL.items():
+            r = made.get(kind)
+            if r and r["status"] == "measured" and vn and vn["status"] == "measured" and vn["bandwidth_mbps"]:
+                r[a[3]] = r["bandwidth_mbps"] / vn["bandwidth_mbps"]
         rows.extend(made[k] for k in KINDS if k in made)
     report = {"$schema": SCHEMA_ID, "schema_version": 1}
     report.update(meta)
-    report["vdpa_available"] = vdpa_ok
+    for kind, a in ACCEL.items():
+        report[a[0]] = avail[kind]
+        if not avail[kind]:
+            report[a[1]] = meta.get(a[1]) or a[2]
+        else:
+            report.setdefault(a[1], None)
     report["rows"] = rows
     return report
 
@@ -119,23 +138,23 @@ def table(report):
     """The rows as a Markdown table in the reference's shape, with the
     columns the reference lacks appended."""
     head = ["test", "path", "bandwidth (Mbit/s)", "loss (%)", "throughput (pps)", "TCP retransmits",
-            "host CPU (s/Gbit)", "vDPA/vNIC"]
+            "host CPU (s/Gbit)", "ratio to vNIC"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report["rows"]:
         path = r["path"]
         if r["status"] != "measured":
             cells = [r["label"], path, r["note"] if r["status"] != "not-run" else "not run"] + [""] * 5
         else:
-            ratio = "%.2fx" % r["ratio_vdpa_vnic"] if r["ratio_vdpa_vnic"] is not None else (
-                "n/a (fallback)" if r["kind"] == "vdpa-fallback" else "")
+            rv = r["ratio_sriov_vnic"] if r["kind"] == "sriov" else r["ratio_vdpa_vnic"]
+            ratio = "%.2fx" % rv if rv is not None else ("n/a (fallback)" if r["kind"] == "vdpa-fallback" else "")
             cells = [r["label"], path, _fmt(r["bandwidth_mbps"], ",.1f"), _fmt(r["loss_percent"], ".2f"),
                      _fmt(r["pps"], ",.1f"), _fmt(r["retransmits"], "d"), _fmt(r["cpu_s_per_gbit"], ".2f"), ratio]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {"vnic": "#4878a8", "vdpa": "#d07030", "vdpa-fallback": "#90a8c0"}
-HATCH = {"vnic": "", "vdpa": "", "vdpa-fallback": "//"}
+COLOURS = {"vnic": "#4878a8", "vdpa": "#d07030", "vdpa-fallback": "#90a8c0", "sriov": "#4a9a58"}
+HATCH = {"vnic": "", "vdpa": "", "vdpa-fallback": "//", "sriov": ""}
 
 # (key, axis label, scale, tests with a number there)
 PANELS = [
@@ -147,7 +166,8 @@ PANELS = [
 
 def figure(report, title="vdpa-allocator paired-guest benchmark"):
     """A matplotlib figure: three panels (bandwidth, UDP loss, UDP pps),
-    each with one group of bars per test and the NIC kinds side by side.
+    each with one group of bars per test and the NIC kinds side by side
+    (vNIC, vDPA, its fallback, SR-IOV VF: those the report has rows of).
     A path that did not run gets no bar but its status ("unavailable",
     "failed", "not run") written where the bar would stand; iperf3 counts
     no TCP packets, so the loss and pps panels show the UDP tests only."""
@@ -200,9 +220,13 @@ def figure(report, title="vdpa-allocator paired-guest benchmark"):
     handles = [matplotlib.patches.Patch(facecolor=COLOURS[k], hatch=HATCH[k], edgecolor="white", label=KIND_LABEL[k])
                for k in kinds]
     axes[0].legend(handles=handles, loc="upper left", ncol=len(kinds), frameon=False, fontsize=8)
-    foot = "%s s per test; host backend %s; vDPA available: %s" % (
+    def why(reason):
+        # the whole reason is in the JSON and the table: keep to the width
+        return reason if len(reason) <= 150 else reason[:147] + "..."
+    foot = "%s s per test; host backend %s; vDPA available: %s\nSR-IOV available: %s" % (
         report.get("params", {}).get("time_s", "?"), report.get("host", {}).get("backend", "?"),
-        "yes" if report.get("vdpa_available") else "no (%s)" % (report.get("vdpa_reason") or UNAVAILABLE))
+        "yes" if report.get("vdpa_available") else "no (%s)" % why(report.get("vdpa_reason") or UNAVAILABLE),
+        "yes" if report.get("sriov_available") else "no (%s)" % why(report.get("sriov_reason") or SRIOV_UNAVAILABLE))
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     fig.supxlabel(foot, fontsize=8, color="#555555", x=0.01, ha="left")
     return fig

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The paired-guest benchmark end to end with short durations
 (pairbench.py --time VA_PAIR_TIME, default 2): the report's schema, packets on
-every vNIC row, no domains left, every lease back, the VLANs kept apart.
+every vNIC row, no domains left, every lease back, the VLANs kept apart, and
+the SR-IOV rows unavailable (this machine has no SR-IOV PF).
 Needs root, libvirtd, QEMU and Open vSwitch (contrib/install-deps.sh); the
 benchmark enters its own namespaces."""
 
@@ -66,6 +67,24 @@ class PairBench(unittest.TestCase):
                 self.assertEqual(r["status"], "unavailable")
                 self.assertTrue(r["note"].startswith(rep.UNAVAILABLE), r)
                 self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+
+    def test_sriov_rows_unavailable_here(self):
+        """This machine has no SR-IOV PF and the default configuration no
+        network vpc3: every test has an sriov row, unavailable with the
+        reason, no numbers, and network3 was in no guest."""
+        self.assertIs(self.report["sriov_available"], False)
+        self.assertEqual(self.report["sriov_reason"],
+                         "unavailable: no kind=sriov pool on this host (the configuration has no network vpc3)")
+        s = [r for r in self.report["rows"] if r["kind"] == "sriov"]
+        self.assertEqual(sorted(r["test"] for r in s), sorted(rep.TEST_NAMES))
+        for r in s:
+            self.assertEqual((r["status"], r["note"]), ("unavailable", self.report["sriov_reason"]), r)
+            self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS), r)
+            self.assertIsNone(r["bytes"], r)
+        self.assertNotIn("network3", self.report["networks"])
+        self.assertFalse(any("network3_nic" in g for g in self.report["guests"].values()))
+        with open(os.path.join(self.out, "vm2-console.log")) as f:
+            self.assertNotIn("192.171.0.", f.read(), "no test ran against a third address")
 
     def test_cleanup_and_leases(self):
         self.assertEqual(self.report["domains_left"], [])

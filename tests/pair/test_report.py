@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """report.py on committed iperf3 -J fixtures: the numbers, the ratio
-column, unavailable and fallback rows, the table, the schema and the plot
-(SVG and PNG, matplotlib).
+column, unavailable and fallback rows, the SR-IOV rows, the table, the
+schema and the plot (SVG and PNG, matplotlib).
 No root, no guests."""
 
 import json
@@ -135,6 +135,84 @@ class Report(unittest.TestCase):
         svg, png = self.plot(report)
         self.assertIn("unavailable", svg, "the vDPA bars that did not run say why")
         self.assertIn("vDPA NIC, fallback", svg)
+
+    def test_sriov_rows_unavailable_by_default(self):
+        """A host without the path (no sriov keys in meta: this machine):
+        every test has its sriov row, unavailable with the reason, no
+        numbers; the table, the footer and the plot say so."""
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa": ok("udp16-vdpa.json")}}
+        report = rep.build_report(results, dict(META, vdpa_available=True))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        self.assertEqual((report["sriov_available"], report["sriov_reason"]), (False, rep.SRIOV_UNAVAILABLE))
+        s = [r for r in report["rows"] if r["kind"] == "sriov"]
+        self.assertEqual(sorted(r["test"] for r in s), sorted(rep.TEST_NAMES))
+        for r in s:
+            self.assertEqual((r["status"], r["note"], r["path"]), ("unavailable", rep.SRIOV_UNAVAILABLE, "SR-IOV VF -> SR-IOV VF"))
+            self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS), r)
+        self.assertIsNone(rows(report, "udp16")["vdpa"]["ratio_sriov_vnic"])
+        reason = "unavailable: pool vfs has 1 free slot(s); the two guests need 2"
+        report = rep.build_report(results, dict(META, vdpa_available=True, sriov_available=False, sriov_reason=reason))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        self.assertEqual(rows(report, "udp16")["sriov"]["note"], reason)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | SR-IOV VF -> SR-IOV VF | %s |" % reason, rep.table(report))
+        svg, _ = self.plot(report)
+        self.assertIn("SR-IOV VF", svg, "the legend names the kind")
+        self.assertIn("SR-IOV available: no (%s)" % reason, svg)
+        # a long reason (libvirt's words) is cut in the footer, whole in the table
+        long = "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs (the pool's warning: " + "x" * 200 + ")"
+        report = rep.build_report(results, dict(META, vdpa_available=True, sriov_available=False, sriov_reason=long))
+        self.assertIn(long, rep.table(report))
+        fig = rep.figure(report)
+        try:
+            foot = fig._supxlabel.get_text()
+        finally:
+            import matplotlib.pyplot as plt
+            plt.close(fig)
+        self.assertIn("SR-IOV available: no (%s..." % long[:147], foot)
+        self.assertNotIn(long, foot)
+
+    def test_sriov_measured_with_ratio_and_failed(self):
+        """An SR-IOV host: measured sriov rows get ratio_sriov_vnic (and no
+        vDPA ratio), a failed one its error and no numbers, one that did
+        not run not-run; the colour is the sriov one."""
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa-fallback": ok("udp16-vnic.json"),
+                             "sriov": ok("udp16-vdpa.json", cpu=0.25)},
+                   "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa-fallback": ok("tcp4-vnic.json"), "sriov": ok("tcp4-vdpa.json")},
+                   "udp1460": {"vnic": ok("udp16-vnic.json"), "sriov": {"rc": 1, "doc": fixture("udp1460-failed.json")}}}
+        meta = dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE, sriov_available=True, sriov_reason=None,
+                    sriov_check={"network": "vpc3", "pool": "vfs", "free": 2, "vfs": ["0000:01:10.0", "0000:01:10.2"]})
+        meta["networks"] = dict(META["networks"], network3={
+            "name": "vpc3", "mode": "sriov", "vlan": 2400, "subnet": "192.171.0.0/24", "bridge": "vdpa-allocator-vfs",
+            "bridge_type": "hostdev", "tagged": True, "form": "accelerated"})
+        report = rep.build_report(results, meta)
+        self.assertEqual(rep.validate(report, self.schema), [])
+        self.assertEqual((report["sriov_available"], report["sriov_reason"]), (True, None))
+        u = rows(report, "udp16")
+        self.assertEqual(u["sriov"]["status"], "measured")
+        self.assertAlmostEqual(u["sriov"]["bandwidth_mbps"], 19.2)
+        self.assertAlmostEqual(u["sriov"]["pps"], 151418.0, places=1)
+        self.assertAlmostEqual(u["sriov"]["ratio_sriov_vnic"], 19.2 / 12.1)
+        self.assertIsNone(u["sriov"]["ratio_vdpa_vnic"], "an SR-IOV VF is no vDPA")
+        self.assertIsNone(u["vdpa-fallback"]["ratio_sriov_vnic"])
+        self.assertEqual(u["vdpa"]["status"], "unavailable")
+        t = rows(report, "tcp4")
+        self.assertAlmostEqual(t["sriov"]["ratio_sriov_vnic"], 8680 / 9390)
+        self.assertEqual(t["sriov"]["retransmits"], 12)
+        f = rows(report, "udp1460")["sriov"]
+        self.assertEqual(f["status"], "failed")
+        self.assertIn("Connection refused", f["note"])
+        self.assertEqual([f[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+        self.assertEqual(rows(report, "tcp5r")["sriov"]["status"], "not-run")
+        table = rep.table(report)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | SR-IOV VF -> SR-IOV VF | 19.2 | 0.74 | 151,418.0 | - | 1.30 | 1.59x |", table)
+        self.assertIn("| TCP, 4 streams | SR-IOV VF -> SR-IOV VF | 8,680.0 | - | - | 12 | - | 0.92x |", table)
+        self.assertIn("| UDP 1460 B, 1 Gbit/s | SR-IOV VF -> SR-IOV VF | iperf3: ", table)
+        svg, _ = self.plot(report)
+        self.assertIn(rep.COLOURS["sriov"], svg, "the sriov bars in their own colour")
+        self.assertIn("SR-IOV available: yes", svg)
+        # the schema knows the kind: a wrong one is caught
+        report["rows"][0]["kind"] = "sr-iov"
+        self.assertTrue(any("kind" in e for e in rep.validate(report, self.schema)))
 
     def test_validator_catches_a_number_in_a_bad_place(self):
         report = rep.build_report({}, dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE))
