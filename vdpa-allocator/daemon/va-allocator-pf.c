@@ -201,6 +201,14 @@ repair_leases (VaAllocator *self)
         if (st && st->gone)
           continue;
       }
+      if (e->lease->sriov)
+        {
+          /* libvirt's VF is back: nothing of ours was on it */
+          e->broken = FALSE;
+          g_clear_pointer (&e->broken_reason, g_free);
+          g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
+          continue;
+        }
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (slot);
       dreq.mac = e->lease->mac;

@@ -135,7 +135,8 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       VaDeviceRequest dreq = { 0 };
       g_autoptr (VaDeviceInfo) dev = NULL;
 
-      if (e->broken || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+      /* an sriov lease's VF is libvirt's: nothing of ours to re-make */
+      if (e->broken || e->lease->sriov || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
         continue;
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));

@@ -35,6 +35,13 @@ typedef struct
   guint16 mtu;      /* 0: the pool's */
   int numa_node;    /* < 0: no preference */
   const char *port; /* NULL: unchecked; else the path the caller's QEMU opens, refused unless it is the port path */
+  /* Required on a kind=sriov pool, refused on a kind=vdpa one: the VF
+   * libvirt passed through from the pool's hostdev network (its PCI
+   * address), and the VLAN libvirt applied to it (vf_vlan, 0: none),
+   * which must be the NIC's. The lease is then only a record: nothing is
+   * made on the VF. */
+  const char *vf;
+  guint16 vf_vlan;
 } VaAllocRequest;
 
 typedef struct
