@@ -173,17 +173,8 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" },
-  { "mac", "MAC" },
-  { "network", "NETWORK" },
-  { "pool", "POOL" },
-  { "vlan", "VLAN" },
-  { "queues", "QUEUES" },
-  { "slot", "SLOT" },
-  { "device", "DEVICE" },
-  { "broken", "BROKEN" },
-  { "port", "PORT" },
-  { NULL },
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "kind", "KIND" },     { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
+  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" }, { "broken", "BROKEN" },   { "port", "PORT" }, { NULL },
 };
 
 /* aa{sv} of every pool's properties. */
