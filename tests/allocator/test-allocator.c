@@ -949,6 +949,69 @@ test_sriov_release_domain (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->removed, ==, 2);
 }
 
+static void
+sim_vf_state (Fixture *f, const char *slot, const char *suffix, const char *contents)
+{
+  g_autofree char *dir = g_build_filename (f->run_dir, "sim", "vf", NULL);
+  g_autofree char *name = g_strconcat (slot, suffix, NULL);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_autoptr (GError) error = NULL;
+
+  g_mkdir_with_parents (dir, 0755);
+  g_file_set_contents (path, contents, -1, &error);
+  g_assert_no_error (error);
+}
+
+static gboolean
+sim_vf_dirty (Fixture *f, const char *slot)
+{
+  g_autofree char *path = g_build_filename (f->run_dir, "sim", "vf", slot, NULL);
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* After a crash a kind=sriov VF may keep a passthrough's VLAN and MAC with
+ * no lease (the classic sriov-cni complaint): reconciliation resets it,
+ * but never a VF that a lease holds, that libvirt holds, of a vdpa pool,
+ * or that is right. */
+static void
+test_sriov_repair (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=2\nvfs=3\n"
+                                   "[pool accel]\nmatch-pci=0000:3b:00.0\n"
+                                   "[pool pt]\nkind=sriov\nmatch-pci=0001:3b:00.0\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (VaReconcileReport) r1 = NULL;
+  g_autoptr (VaReconcileReport) r2 = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334, &error);
+  g_assert_no_error (error);
+  sim_vf_state (f, "0001:3c:00.0", "", "2334 52:54:00:00:00:01\n"); /* leased: libvirt's */
+  sim_vf_state (f, "0001:3c:00.1", "", "2335 52:54:00:00:00:02\n"); /* no lease: left by a crash */
+  sim_vf_state (f, "0001:3c:00.2", "", "2336 52:54:00:00:00:03\n"); /* libvirt holds it */
+  sim_vf_state (f, "0001:3c:00.2", ".held", "");
+  sim_vf_state (f, "0000:3c:00.1", "", "10 52:54:00:00:00:04\n"); /* a vdpa pool's */
+
+  r1 = reconcile (f, list_uuid1);
+  g_assert_cmpuint (r1->repaired->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (r1->repaired, 0), ==,
+                   "VF 0001:3c:00.1 (sim1): no lease, left with VLAN and MAC 2335 52:54:00:00:00:02: reset");
+  g_assert_false (sim_vf_dirty (f, "0001:3c:00.1"));
+  g_assert_true (sim_vf_dirty (f, "0001:3c:00.0"));
+  g_assert_true (sim_vf_dirty (f, "0001:3c:00.2"));
+  g_assert_true (sim_vf_dirty (f, "0000:3c:00.1"));
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  /* nothing right is repaired */
+  r2 = reconcile (f, list_uuid1);
+  g_assert_cmpuint (r2->repaired->len, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -957,6 +1020,7 @@ main (int argc, char **argv)
   ADD ("/allocator/sriov-network-sync", test_sriov_network_sync);
   ADD ("/allocator/sriov-leases", test_sriov_leases);
   ADD ("/allocator/sriov-release-domain", test_sriov_release_domain);
+  ADD ("/allocator/sriov-repair", test_sriov_repair);
   ADD ("/allocator/allocate-until-exhausted", test_allocate_until_exhausted);
   ADD ("/allocator/idempotent-and-release", test_idempotent_and_release);
   ADD ("/allocator/bad-requests", test_bad_requests);

@@ -402,6 +402,22 @@ class SriovHookTest(unittest.TestCase):
         self.assertIn("pool pt is kind sriov", r.stderr)
         self.assertEqual(len(self.leases()), 1)
 
+    def test_reconcile_resets_a_vf_left_with_a_vlan_and_no_lease(self):
+        # the simulated NIC keeps a VF's VLAN and MAC in RUN/sim/vf/SLOT;
+        # SLOT.held stands for libvirt's saved state of a passthrough
+        vfdir = os.path.join(self.daemon.run_dir, "sim", "vf")
+        os.makedirs(vfdir, exist_ok=True)
+        for slot, state in (("0001:3c:00.0", "2334 52:54:00:00:00:09"), ("0001:3c:00.1", "2335 52:54:00:00:00:0a"),
+                            ("0001:3c:00.1.held", "")):
+            with open(os.path.join(vfdir, slot), "w") as f:
+                f.write(state)
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual(doc["repaired"], ["VF 0001:3c:00.0 (sim1): no lease, left with VLAN and MAC 2334 52:54:00:00:00:09: reset"])
+        self.assertFalse(os.path.exists(os.path.join(vfdir, "0001:3c:00.0")))
+        self.assertTrue(os.path.exists(os.path.join(vfdir, "0001:3c:00.1")))
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual(doc["repaired"], [])
+
     def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):
         self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)
         self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334)], "vm2", UUID2),

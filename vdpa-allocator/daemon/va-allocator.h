@@ -80,6 +80,7 @@ typedef struct
   GPtrArray *busy;        /* char*, devices left alone because a process holds them: orphans, and those of leases of gone domains */
   GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
   GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
+  GPtrArray *repaired;    /* char*, a line for each kind=sriov VF no lease holds that was left with a VLAN or MAC, reset */
   gboolean libvirt_reachable;
   char *libvirt_error; /* why not, or NULL */
 } VaReconcileReport;
@@ -161,7 +162,9 @@ VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device
  * is gone get it back; leases of domains libvirt no longer runs are
- * released, but only when libvirt answered. Runs to completion. */
+ * released, but only when libvirt answered; kind=sriov VFs no lease holds
+ * and no one passes through get a VLAN or MAC left on them reset. Runs to
+ * completion. */
 void va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data);
 VaReconcileReport *va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error);
 

@@ -232,6 +232,29 @@ sim_device_busy (VaBackend *backend, const char *chardev)
   return va_chardev_held_open (chardev); /* no leases on this file system */
 }
 
+/* A simulated VF's MAC and VLAN: RUN/sim/vf/SLOT holds "VLAN MAC" when
+ * they are set (absent: none); RUN/sim/vf/SLOT.held stands for libvirt
+ * holding it. Tests write both. */
+static gboolean
+sim_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *state = g_build_filename (self->root, "vf", slot, NULL);
+  g_autofree char *held = g_strconcat (state, ".held", NULL);
+  g_autofree char *was = NULL;
+
+  if (g_file_test (held, G_FILE_TEST_EXISTS) || !g_file_get_contents (state, &was, NULL, NULL))
+    return TRUE;
+  if (g_unlink (state) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: resetting: %s", slot, g_strerror (errno));
+      return FALSE;
+    }
+  g_strchomp (was);
+  *repaired = g_strdup_printf ("VF %s (%s): no lease, left with VLAN and MAC %s: reset", slot, pf, was);
+  return TRUE;
+}
+
 static void
 va_backend_sim_finalize (GObject *object)
 {
@@ -258,6 +281,7 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->destroy_device = sim_destroy_device;
   backend_class->list_devices = sim_list_devices;
   backend_class->device_busy = sim_device_busy;
+  backend_class->repair_vf = sim_repair_vf;
 }
 
 static void

@@ -120,6 +120,19 @@ va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *
   return klass->pool_warning ? klass->pool_warning (self, pool, pcis) : NULL;
 }
 
+gboolean
+va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pf != NULL && repaired != NULL, FALSE);
+
+  *repaired = NULL;
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->repair_vf ? klass->repair_vf (self, slot, pf, repaired, error) : TRUE;
+}
+
 static gboolean
 strv_has (char **v, const char *s)
 {

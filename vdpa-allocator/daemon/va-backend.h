@@ -94,6 +94,12 @@ struct _VaBackendClass
    * NIC carrying its traffic (OVS hw-offload off), or NULL. May run a
    * program: called at start, reload and device changes, never per call. */
   char *(*pool_warning) (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
+  /* A VF @slot of PF @pf in a kind=sriov pool that no lease holds. Left
+   * with a VLAN or an administrative MAC (a passthrough whose restore
+   * never ran: a crash), and held by no one, it gets both reset, and
+   * *@repaired says what it had; a VF that is right, or held (by libvirt,
+   * or bound to vfio-pci), is left alone and *@repaired stays NULL. */
+  gboolean (*repair_vf) (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -110,6 +116,7 @@ gboolean va_backend_destroy_device (VaBackend *self, const char *slot, const cha
 GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
 char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
+gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
 
 /* The kernel backend: ConnectX PFs, VFs and vDPA devices through libudev,
  * sysfs and netlink, following the udev monitor. */
