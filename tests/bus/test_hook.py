@@ -407,6 +407,12 @@ class SriovHookTest(unittest.TestCase):
         # SLOT.held stands for libvirt's saved state of a passthrough
         vfdir = os.path.join(self.daemon.run_dir, "sim", "vf")
         os.makedirs(vfdir, exist_ok=True)
+        # after the daemon's own start-up reconciliation, which would
+        # otherwise be the one that resets the VF
+        deadline = time.monotonic() + 60
+        while "reconciled:" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
         for slot, state in (("0001:3c:00.0", "2334 52:54:00:00:00:09"), ("0001:3c:00.1", "2335 52:54:00:00:00:0a"),
                             ("0001:3c:00.1.held", "")):
             with open(os.path.join(vfdir, slot), "w") as f:
