@@ -828,6 +828,7 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
                            nic->queues, plan->pool);
               return FALSE;
             }
+          plan->representor_vlan = va_host_view_get_pool_representor_vlan (view, plan->pool);
           return TRUE;
         }
       max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
@@ -1122,7 +1123,10 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
   remove_all (iface, "target");
   remove_all (iface, "virtualport");
   remove_all (iface, "driver");
-  set_vlan (iface, plan->vlan, first_child (iface, "source"));
+  if (plan->representor_vlan)
+    remove_all (iface, "vlan"); /* ours, on the representor */
+  else
+    set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
 /* @keep: a portable NIC stays portable whatever @form says. */

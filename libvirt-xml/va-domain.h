@@ -64,6 +64,9 @@ typedef struct
   VaBridgeKind bridge_kind;
   guint16 queues;  /* 0 on an sriov pool: the VF's driver has its own */
   VaPoolKind kind; /* the pool's; vdpa when there is none */
+  /* sriov on a switchdev eswitch: the daemon sets the VLAN on the VF's
+   * representor, and the form carries no <vlan> for libvirt */
+  gboolean representor_vlan;
 } VaNicPlan;
 
 typedef struct _VaDomain VaDomain;
