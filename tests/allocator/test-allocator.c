@@ -1012,6 +1012,64 @@ test_sriov_repair (Fixture *f, gconstpointer data)
   g_assert_cmpuint (r2->repaired->len, ==, 0);
 }
 
+/* A kind=sriov pool on a switchdev eswitch: mlx5 refuses VF VLANs, so
+ * libvirt applies none and the daemon puts the NIC's VLAN on the chosen
+ * VF's representor (the simulated NIC records it in RUN/sim/rep/SLOT),
+ * fail-closed, and takes it off at release. Only the simulated NIC tests
+ * this: this machine has no switchdev SR-IOV hardware, and igb no
+ * eswitch. */
+static void
+test_sriov_switchdev_vlan (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=1\nvfs=2\n"
+                                   "[pool pt]\nkind=sriov\nmatch-vendor=15b3\neswitch=switchdev\nvlan-method=ovs\nuplink-bridge=br-sw\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *rep0 = NULL;
+  g_autofree char *rep1_fail = NULL;
+  g_autofree char *text = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+  rep0 = g_build_filename (f->run_dir, "sim", "rep", "0000:3c:00.0", NULL);
+
+  /* a VLAN libvirt set on the VF: not how this pool works */
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "tags its representor"));
+  g_clear_error (&error);
+  g_assert_false (g_file_test (rep0, G_FILE_TEST_EXISTS));
+
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 0, &error);
+  g_assert_no_error (error);
+  g_assert_true (a->sriov);
+  g_assert_cmpuint (a->vlan, ==, 2334);
+  g_assert_true (g_file_get_contents (rep0, &text, NULL, NULL));
+  g_assert_cmpstr (text, ==, "2334 52:54:00:00:00:01\n");
+
+  /* fail closed: the representor refused, no lease, the VF free */
+  rep1_fail = g_build_filename (f->run_dir, "sim", "rep", "0000:3c:00.1.fail", NULL);
+  g_file_set_contents (rep1_fail, "", -1, &error);
+  g_assert_no_error (error);
+  g_assert_null (allocate_vf (f, UUID2, "52:54:00:00:00:02", "pt2334", "0000:3c:00.1", 0, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_nonnull (strstr (error->message, "pool 'pt': VF 0000:3c:00.1"));
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  g_assert_cmpuint (n_leased (f, "pt"), ==, 1);
+
+  /* release takes the representor off the bridge */
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &res);
+  g_assert_cmpint (va_allocator_release_domain_finish (f->alloc, wait_for (&res), &error), ==, 1);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (rep0, G_FILE_TEST_EXISTS));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1021,6 +1079,7 @@ main (int argc, char **argv)
   ADD ("/allocator/sriov-leases", test_sriov_leases);
   ADD ("/allocator/sriov-release-domain", test_sriov_release_domain);
   ADD ("/allocator/sriov-repair", test_sriov_repair);
+  ADD ("/allocator/sriov-switchdev-vlan", test_sriov_switchdev_vlan);
   ADD ("/allocator/allocate-until-exhausted", test_allocate_until_exhausted);
   ADD ("/allocator/idempotent-and-release", test_idempotent_and_release);
   ADD ("/allocator/bad-requests", test_bad_requests);

@@ -121,6 +121,16 @@ check_kind (const VaAllocRequest *req, const char *mac, const VaNicPlan *plan, G
                    plan->pool);
       return FALSE;
     }
+  if (plan->representor_vlan)
+    {
+      /* switchdev: mlx5 refuses VF VLANs, the VLAN is ours to apply */
+      if (req->vf_vlan == 0)
+        return TRUE;
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "NIC %s: libvirt put VF %s on VLAN %u, but pool %s tags its representor (switchdev): the VF must carry none", mac,
+                   req->vf, req->vf_vlan, plan->pool);
+      return FALSE;
+    }
   if (req->vf_vlan != plan->vlan)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: libvirt put VF %s on VLAN %u, but the NIC's intent is VLAN %u", mac,
@@ -199,6 +209,13 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
       lease->device = g_strdup ("");
       lease->chardev = g_strdup ("");
       lease->port = g_strdup ("");
+      /* fail closed: the guest must not reach the bridge off its VLAN */
+      if (va_pool_config_representor_vlan (pc) && !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error))
+        {
+          va_pools_release (self->pools, uuid, mac, NULL);
+          g_prefix_error (error, "pool '%s': ", plan.pool);
+          return NULL;
+        }
       return g_steal_pointer (&lease);
     }
 

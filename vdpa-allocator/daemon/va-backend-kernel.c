@@ -958,6 +958,41 @@ kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **r
   return TRUE;
 }
 
+/* A passed-through VF of a switchdev kind=sriov pool: its representor on
+ * the pool's bridge with the NIC's VLAN, by the code a vDPA device's VF
+ * uses (apply_vlan, reset_vlan). */
+static gboolean
+kernel_attach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("VF %s (passed through)", slot);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+  guint8 m[6];
+
+  if (!lookup_vf (self, slot, &pf, &vf, error))
+    return FALSE;
+  if (!parse_mac (mac, m))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, mac);
+      return FALSE;
+    }
+  return apply_vlan (pf, vf, pool, m, vlan, who, error);
+}
+
+static gboolean
+kernel_detach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("VF %s (passed through)", slot);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+
+  if (!lookup_vf (self, slot, &pf, &vf, NULL))
+    return TRUE; /* gone with its PF: nothing to take out */
+  return reset_vlan (pf, vf, pool, who, error);
+}
+
 static char *
 kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *const *pcis)
 {
@@ -1201,6 +1236,8 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->device_busy = kernel_device_busy;
   backend_class->pool_warning = kernel_pool_warning;
   backend_class->repair_vf = kernel_repair_vf;
+  backend_class->attach_vf = kernel_attach_vf;
+  backend_class->detach_vf = kernel_detach_vf;
 }
 
 static void
