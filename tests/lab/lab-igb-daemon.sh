@@ -284,6 +284,10 @@ if [ $started = yes ]; then
     eq "guest-a's VF $a (vf $ai) on vfio-pci, guest-a's MAC and VLAN 2334 on $pf, spoofchk on" \
         "vfio-pci 52:54:00:15:23:34 2334 0 True False" "$(drv "$a") $(vf_state "$ai")"
     diag "$(ip -d link show "$pf" | grep "vf $ai ")"
+    # what the daemon's VF repair takes for "libvirt holds it"
+    fact "libvirt's saved VF state while guest-a runs: $(ls /run/libvirt/hostdevmgr/ 2>&1 | tr '\n' ' ')"
+    eq "libvirt saved the VF's state as /run/libvirt/hostdevmgr/${pf}_vf$ai" yes \
+        "$(test -e "/run/libvirt/hostdevmgr/${pf}_vf$ai" && echo yes)"
     eq "vdpactl lease list -j: guest-a's lease, kind sriov, on the VF libvirt chose, VLAN 2334, no device" \
         "guest-a/sriov/pci/$a/2334/None" "$(leases)"
     diag "$("$vdpactl" lease list 2>&1)"

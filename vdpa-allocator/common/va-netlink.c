@@ -218,7 +218,8 @@ va_nl_build_link_get_vfs (void *buf, guint32 seq, int ifindex)
   g_return_val_if_fail (buf != NULL, NULL);
 
   nlh = link_header (buf, RTM_GETLINK, seq, AF_UNSPEC, ifindex);
-  mnl_attr_put_u32 (nlh, IFLA_EXT_MASK, RTEXT_FILTER_VF);
+  /* without the VFs' counters, so that more VFs fit in one reply */
+  mnl_attr_put_u32 (nlh, IFLA_EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS);
   return nlh;
 }
 
