@@ -120,8 +120,14 @@ allocated (GObject *source, GAsyncResult *res, gpointer user_data)
   p->done = TRUE;
 }
 
+/* Allocate for every accelerated NIC of one kind at once: the daemon
+ * commits one main-loop turn's requests in one transaction, so a
+ * domain's NICs cost one disk flush. kind=vdpa NICs at prepare, before
+ * QEMU opens their port; kind=sriov NICs at start, the first call whose
+ * XML shows the VF libvirt chose from the hostdev network (at prepare,
+ * libvirt 9.0 still shows <interface type='network'>). */
 static int
-on_prepare (Hook *h)
+allocate_nics (Hook *h, VaPoolKind kind)
 {
   GPtrArray *nics = va_domain_get_nics (h->domain);
   g_autofree Pending *pending = g_new0 (Pending, nics->len);
@@ -129,19 +135,34 @@ on_prepare (Hook *h)
   guint sent = 0, done = 0;
   int rc = 0;
 
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      pending[i].nic = nic;
+      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
+        continue;
+      /* fail closed: a VF we do not know of would run unrecorded */
+      if (kind == VA_POOL_KIND_SRIOV && !nic->vf)
+        return fail (h, "NIC %s: libvirt shows no VF for it (no <interface type='hostdev'> with a PCI <source> <address>)", nic->mac);
+      sent++;
+    }
+  /* at prepare the daemon is asked even with nothing to lease, as before */
+  if (sent == 0 && kind == VA_POOL_KIND_SRIOV)
+    return 0;
   if (!connect_bus (h, &error))
     return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
 
-  /* All NICs at once: the daemon commits one main-loop turn's requests in
-   * one transaction, so a domain's NICs cost one disk flush. */
   for (guint i = 0; i < nics->len; i++)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       GVariantBuilder opts;
 
-      pending[i].nic = nic;
-      if (nic->form != VA_FORM_ACCELERATED)
-        continue;
+      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
+        {
+          pending[i].done = TRUE;
+          continue;
+        }
       g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
       if (nic->pool)
         g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (nic->pool));
@@ -149,21 +170,27 @@ on_prepare (Hook *h)
         g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (nic->vlan));
       if (nic->queues)
         g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (nic->queues));
-      /* QEMU opens what <source dev> names: the daemon refuses a lease
-       * whose port path is not that file */
-      g_variant_builder_add (&opts, "{sv}", "port", g_variant_new_string (nic->source_dev ? nic->source_dev : ""));
+      if (kind == VA_POOL_KIND_SRIOV)
+        {
+          g_variant_builder_add (&opts, "{sv}", "vf", g_variant_new_string (nic->vf));
+          g_variant_builder_add (&opts, "{sv}", "vf_vlan", g_variant_new_uint16 (nic->vf_vlan));
+        }
+      else
+        /* QEMU opens what <source dev> names: the daemon refuses a lease
+         * whose port path is not that file */
+        g_variant_builder_add (&opts, "{sv}", "port", g_variant_new_string (nic->source_dev ? nic->source_dev : ""));
       g_dbus_connection_call (h->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate",
                               g_variant_new ("(ssss@a{sv})", va_domain_get_uuid (h->domain), h->name, nic->mac,
                                              nic->network ? nic->network : "", g_variant_builder_end (&opts)),
                               G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, allocated, &pending[i]);
-      sent++;
     }
-  while (done < sent)
+  while (done < nics->len)
     {
-      g_main_context_iteration (NULL, TRUE);
       done = 0;
       for (guint i = 0; i < nics->len; i++)
         done += pending[i].done;
+      if (done < nics->len)
+        g_main_context_iteration (NULL, TRUE);
     }
   for (guint i = 0; i < nics->len; i++)
     {
@@ -176,6 +203,12 @@ on_prepare (Hook *h)
       g_clear_pointer (&pending[i].reply, g_variant_unref);
     }
   return rc;
+}
+
+static int
+on_prepare (Hook *h)
+{
+  return allocate_nics (h, VA_POOL_KIND_VDPA);
 }
 
 static int
@@ -211,6 +244,10 @@ on_start (Hook *h)
   g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
   g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
   GPtrArray *nics = va_domain_get_nics (h->domain);
+
+  /* the VFs libvirt chose, before QEMU gets them */
+  if (allocate_nics (h, VA_POOL_KIND_SRIOV) != 0)
+    return 1;
 
   for (guint i = 0; i < nics->len; i++)
     {

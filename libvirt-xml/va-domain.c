@@ -33,6 +33,7 @@ nic_free (VaNic *nic)
   g_free (nic->bridge);
   g_free (nic->target_dev);
   g_free (nic->source_dev);
+  g_free (nic->vf);
   g_free (nic);
 }
 
@@ -539,6 +540,48 @@ interface_form (const xmlNode *iface, VaPoolKind *kind)
   return VA_FORM_PORTABLE;
 }
 
+static gboolean
+parse_hex (const char *s, guint64 max, guint64 *out)
+{
+  return s && g_str_has_prefix (s, "0x") && g_ascii_string_to_unsigned (s + 2, 16, 0, max, out, NULL);
+}
+
+/* The VF and VLAN of a started domain's type='hostdev' NIC; nothing when
+ * the address is not a whole PCI one. */
+static void
+live_vf (const xmlNode *iface, const xmlNode *source, VaNic *nic)
+{
+  g_autofree char *type = get_prop (iface, "type");
+  xmlNode *addr = first_child (source, "address");
+  xmlNode *vlan = first_child (iface, "vlan");
+  g_autofree char *atype = addr ? get_prop (addr, "type") : NULL;
+  g_autofree char *dom = addr ? get_prop (addr, "domain") : NULL;
+  g_autofree char *bus = addr ? get_prop (addr, "bus") : NULL;
+  g_autofree char *slot = addr ? get_prop (addr, "slot") : NULL;
+  g_autofree char *fn = addr ? get_prop (addr, "function") : NULL;
+  guint64 d, b, s, f;
+
+  if (g_strcmp0 (type, "hostdev") != 0 || g_strcmp0 (atype, "pci") != 0 || !parse_hex (dom, 0xffff, &d) || !parse_hex (bus, 0xff, &b)
+      || !parse_hex (slot, 0x1f, &s) || !parse_hex (fn, 7, &f))
+    return;
+  nic->vf = g_strdup_printf ("%04x:%02x:%02x.%x", (guint) d, (guint) b, (guint) s, (guint) f);
+  for (xmlNode *t = vlan ? vlan->children : NULL; t; t = t->next)
+    {
+      g_autofree char *id = NULL;
+      guint64 n;
+
+      if (t->type != XML_ELEMENT_NODE || strcmp ((const char *) t->name, "tag") != 0)
+        continue;
+      id = get_prop (t, "id");
+      if (nic->vf_vlan || !id || !g_ascii_string_to_unsigned (id, 10, 1, 4094, &n, NULL))
+        {
+          nic->vf_vlan = G_MAXUINT16;
+          return;
+        }
+      nic->vf_vlan = (guint16) n;
+    }
+}
+
 VaDomain *
 va_domain_parse (const char *xml, gssize len, GError **error)
 {
@@ -656,6 +699,8 @@ va_domain_parse (const char *xml, gssize len, GError **error)
         nic->target_dev = target ? get_prop (target, "dev") : NULL;
         if (nic->form == VA_FORM_ACCELERATED && source)
           nic->source_dev = get_prop (source, "dev");
+        if (nic->form == VA_FORM_ACCELERATED && nic->accel_kind == VA_POOL_KIND_SRIOV && source)
+          live_vf (iface, source, nic);
       }
       g_ptr_array_add (self->nic_ifaces, iface);
     }
@@ -783,6 +828,7 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
                            nic->queues, plan->pool);
               return FALSE;
             }
+          plan->representor_vlan = va_host_view_get_pool_representor_vlan (view, plan->pool);
           return TRUE;
         }
       max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
@@ -1077,7 +1123,10 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
   remove_all (iface, "target");
   remove_all (iface, "virtualport");
   remove_all (iface, "driver");
-  set_vlan (iface, plan->vlan, first_child (iface, "source"));
+  if (plan->representor_vlan)
+    remove_all (iface, "vlan"); /* ours, on the representor */
+  else
+    set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
 /* @keep: a portable NIC stays portable whatever @form says. */

@@ -46,6 +46,12 @@ typedef struct
   VaForm form;           /* the form of its <interface> in the document now */
   VaPoolKind accel_kind; /* of an accelerated form: a vdpa device or an sriov VF */
   gboolean fallback;     /* portable because the pool had no room */
+  /* <interface type='hostdev'>, as libvirt shows a started domain's NIC of
+   * a hostdev network: the VF it chose ("0000:01:10.0", from <source>'s
+   * PCI <address>), or NULL; and the VLAN it applied (<vlan><tag>, 0:
+   * none; G_MAXUINT16 for more than one tag, which no VF carries). */
+  char *vf;
+  guint16 vf_vlan;
 } VaNic;
 
 /* The resolved intent of one NIC against a host view. */
@@ -58,6 +64,9 @@ typedef struct
   VaBridgeKind bridge_kind;
   guint16 queues;  /* 0 on an sriov pool: the VF's driver has its own */
   VaPoolKind kind; /* the pool's; vdpa when there is none */
+  /* sriov on a switchdev eswitch: the daemon sets the VLAN on the VF's
+   * representor, and the form carries no <vlan> for libvirt */
+  gboolean representor_vlan;
 } VaNicPlan;
 
 typedef struct _VaDomain VaDomain;

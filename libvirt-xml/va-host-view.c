@@ -13,6 +13,7 @@ typedef struct
   guint max_vqp;
   gint64 free;
   VaPoolKind kind;
+  gboolean representor_vlan;
 } Pool;
 
 struct _VaHostView
@@ -215,6 +216,36 @@ va_host_view_get_pool_kind (const VaHostView *self, const char *name)
 
   p = g_hash_table_lookup (self->pools, name);
   return p ? p->kind : VA_POOL_KIND_VDPA;
+}
+
+gboolean
+va_host_view_set_pool_representor_vlan (VaHostView *self, const char *name, gboolean representor_vlan, GError **error)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = g_hash_table_lookup (self->pools, name);
+  if (!p)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
+      return FALSE;
+    }
+  p->representor_vlan = representor_vlan;
+  return TRUE;
+}
+
+gboolean
+va_host_view_get_pool_representor_vlan (const VaHostView *self, const char *name)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = g_hash_table_lookup (self->pools, name);
+  return p && p->representor_vlan;
 }
 
 VA_ENUM_IMPL (va_mode, VaMode,

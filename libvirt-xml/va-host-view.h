@@ -71,6 +71,11 @@ gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 
 /* A pool is of kind vdpa until set otherwise. */
 gboolean va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind, GError **error);
 VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name);
+/* A kind=sriov pool on a switchdev eswitch (vlan-method=bridge or ovs):
+ * the VF's VLAN goes on its representor, since mlx5 refuses VF VLANs
+ * there, so the form gives libvirt no <vlan>. FALSE until set. */
+gboolean va_host_view_set_pool_representor_vlan (VaHostView *self, const char *name, gboolean representor_vlan, GError **error);
+gboolean va_host_view_get_pool_representor_vlan (const VaHostView *self, const char *name);
 
 VA_ENUM_DECL (va_mode, VaMode)
 VA_ENUM_DECL (va_pool_kind, VaPoolKind)

@@ -796,12 +796,337 @@ test_sriov_network_sync (Fixture *f, gconstpointer data)
   g_free (s.vfs);
 }
 
+static VaLease *
+allocate_vf (Fixture *f, const char *uuid, const char *mac, const char *network, const char *vf, guint16 vf_vlan, GError **error)
+{
+  VaAllocRequest req = { .uuid = uuid, .domain_name = "vm", .mac = mac, .network = network, .numa_node = -1, .vf = vf, .vf_vlan = vf_vlan };
+  g_autoptr (GAsyncResult) res = NULL;
+
+  va_allocator_allocate_async (f->alloc, &req, done_cb, &res);
+  return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
+}
+
+static guint
+n_devices (Fixture *f)
+{
+  g_autoptr (GPtrArray) devs = va_backend_list_devices (f->backend, NULL);
+  return devs->len;
+}
+
+static gboolean
+list_uuid1 (GHashTable **domains, gpointer user_data, GError **error)
+{
+  *domains = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_hash_table_insert (*domains, g_strdup (UUID1), GINT_TO_POINTER (TRUE));
+  return TRUE;
+}
+
+static gboolean list_none (GHashTable **domains, gpointer user_data, GError **error);
+
+static VaReconcileReport *
+reconcile (Fixture *f, VaDomainLister lister)
+{
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (GError) error = NULL;
+  VaReconcileReport *report;
+
+  va_allocator_set_domain_lister (f->alloc, lister, NULL);
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+  return report;
+}
+
+/* A kind=sriov pool's lease records the VF libvirt chose: nothing is made
+ * on it (no vDPA device, no port), the refusals are one line each, and
+ * the pool's counts, quota, drain, watermark, restart, reconciliation and
+ * release treat it as any lease. */
+static void
+test_sriov_leases (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=2\nvfs=2\n"
+                                   "[pool accel]\nmatch-pci=0000:3b:00.0\n"
+                                   "[pool pt]\nkind=sriov\nmatch-pci=0001:3b:00.0\nlow-watermark=2\n"
+                                   "[network vpc2]\nmode=vdpa\npool=accel\nvlan=2334\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\nquota=1\n"
+                                   "[network pt10]\nmode=sriov\npool=pt\nvlan=10\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *port_dir = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (VaLease) again = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (VaPoolStatus) st = NULL;
+  g_autoptr (VaReconcileReport) r1 = NULL;
+  g_autoptr (VaReconcileReport) r2 = NULL;
+  VaLease *l;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  /* never a vDPA device on a VF meant for passthrough */
+  g_assert_null (allocate (f, UUID1, "52:54:00:00:00:01", "pt2334", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "pool pt is kind sriov"));
+  g_clear_error (&error);
+  g_assert_cmpuint (n_devices (f), ==, 0);
+  /* a VF from outside on a kind=vdpa pool */
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "vpc2", "0000:3c:00.0", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "pool accel is kind vdpa"));
+  g_clear_error (&error);
+  /* a VF of another pool */
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpstr (error->message, ==, "VF 0000:3c:00.0 is not in pool pt");
+  g_clear_error (&error);
+  /* a VLAN libvirt applied that is not the NIC's */
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 10, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpstr (error->message, ==, "NIC 52:54:00:00:00:01: libvirt put VF 0001:3c:00.0 on VLAN 10, but the NIC's intent is VLAN 2334");
+  g_clear_error (&error);
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 0, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 0);
+
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334, &error);
+  g_assert_no_error (error);
+  g_assert_true (a->sriov);
+  g_assert_cmpstr (a->slot, ==, "0001:3c:00.0");
+  g_assert_cmpstr (a->pool, ==, "pt");
+  g_assert_cmpstr (a->device, ==, "");
+  g_assert_cmpstr (a->chardev, ==, "");
+  g_assert_cmpstr (a->port, ==, "");
+  g_assert_cmpuint (a->queues, ==, 0);
+  g_assert_cmpuint (a->vlan, ==, 2334);
+  g_assert_cmpuint (n_devices (f), ==, 0);
+  port_dir = g_build_filename (f->run_dir, "ports", UUID1, NULL);
+  g_assert_false (g_file_test (port_dir, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (f->added, ==, 1);
+  g_assert_cmpuint (f->low, ==, 1); /* 1 free, below 2 */
+  st = va_allocator_get_pool (f->alloc, "pt", NULL);
+  g_assert_cmpuint (st->total, ==, 2);
+  g_assert_cmpuint (st->leased, ==, 1);
+  g_assert_cmpuint (st->free, ==, 1);
+  g_clear_pointer (&st, va_pool_status_free);
+
+  /* idempotent; the same NIC naming another VF is refused */
+  again = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_lease_equal (a, again));
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.1", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  /* a VF leased to another NIC */
+  g_assert_null (allocate_vf (f, UUID2, "52:54:00:00:00:02", "pt10", "0001:3c:00.0", 10, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==, "VF 0001:3c:00.0 of pool pt is leased to NIC 52:54:00:00:00:01 of domain " UUID1);
+  g_clear_error (&error);
+  /* the network's quota counts it */
+  g_assert_null (allocate_vf (f, UUID2, "52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_clear_error (&error);
+  /* drain refuses new ones */
+  g_assert_true (va_allocator_drain (f->alloc, "pt", TRUE, &error));
+  g_assert_null (allocate_vf (f, UUID2, "52:54:00:00:00:02", "pt10", "0001:3c:00.1", 10, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_true (va_allocator_drain (f->alloc, "pt", FALSE, &error));
+
+  /* a restart keeps it, as kind sriov on its VF */
+  stop (f);
+  start (f);
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 1);
+  l = g_ptr_array_index (leases, 0);
+  g_assert_true (l->sriov);
+  g_assert_true (va_lease_equal (l, a));
+  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID1, "52:54:00:00:00:01"));
+  st = va_allocator_get_pool (f->alloc, "pt", NULL);
+  g_assert_cmpuint (st->leased, ==, 1);
+  g_clear_pointer (&st, va_pool_status_free);
+
+  /* reconciliation re-makes nothing for it while its domain runs ... */
+  r1 = reconcile (f, list_uuid1);
+  g_assert_cmpuint (r1->missing->len, ==, 0);
+  g_assert_cmpuint (r1->orphans->len, ==, 0);
+  g_assert_cmpuint (r1->released, ==, 0);
+  g_assert_cmpuint (n_devices (f), ==, 0);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  /* ... and releases it once libvirt no longer knows the domain */
+  r2 = reconcile (f, list_none);
+  g_assert_cmpuint (r2->released, ==, 1);
+  g_assert_cmpuint (n_leases (f), ==, 0);
+  st = va_allocator_get_pool (f->alloc, "pt", NULL);
+  g_assert_cmpuint (st->leased, ==, 0);
+  g_assert_cmpuint (st->free, ==, 2);
+  g_clear_pointer (&st, va_pool_status_free);
+}
+
+/* ReleaseDomain (the hook at stopped end) gives an sriov lease back. */
+static void
+test_sriov_release_domain (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=1\nvfs=2\n"
+                                   "[pool pt]\nkind=sriov\nmatch-vendor=15b3\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (VaLease) b = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 2334, &error);
+  g_assert_no_error (error);
+  b = allocate_vf (f, UUID1, "52:54:00:00:00:02", "pt2334", "0000:3c:00.1", 2334, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_leased (f, "pt"), ==, 2);
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &res);
+  g_assert_cmpint (va_allocator_release_domain_finish (f->alloc, wait_for (&res), &error), ==, 2);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_leases (f), ==, 0);
+  g_assert_cmpuint (n_leased (f, "pt"), ==, 0);
+  g_assert_cmpuint (f->removed, ==, 2);
+}
+
+static void
+sim_vf_state (Fixture *f, const char *slot, const char *suffix, const char *contents)
+{
+  g_autofree char *dir = g_build_filename (f->run_dir, "sim", "vf", NULL);
+  g_autofree char *name = g_strconcat (slot, suffix, NULL);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_autoptr (GError) error = NULL;
+
+  g_mkdir_with_parents (dir, 0755);
+  g_file_set_contents (path, contents, -1, &error);
+  g_assert_no_error (error);
+}
+
+static gboolean
+sim_vf_dirty (Fixture *f, const char *slot)
+{
+  g_autofree char *path = g_build_filename (f->run_dir, "sim", "vf", slot, NULL);
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* After a crash a kind=sriov VF may keep a passthrough's VLAN and MAC with
+ * no lease (the classic sriov-cni complaint): reconciliation resets it,
+ * but never a VF that a lease holds, that libvirt holds, of a vdpa pool,
+ * or that is right. */
+static void
+test_sriov_repair (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=2\nvfs=3\n"
+                                   "[pool accel]\nmatch-pci=0000:3b:00.0\n"
+                                   "[pool pt]\nkind=sriov\nmatch-pci=0001:3b:00.0\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (VaReconcileReport) r1 = NULL;
+  g_autoptr (VaReconcileReport) r2 = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334, &error);
+  g_assert_no_error (error);
+  sim_vf_state (f, "0001:3c:00.0", "", "2334 52:54:00:00:00:01\n"); /* leased: libvirt's */
+  sim_vf_state (f, "0001:3c:00.1", "", "2335 52:54:00:00:00:02\n"); /* no lease: left by a crash */
+  sim_vf_state (f, "0001:3c:00.2", "", "2336 52:54:00:00:00:03\n"); /* libvirt holds it */
+  sim_vf_state (f, "0001:3c:00.2", ".held", "");
+  sim_vf_state (f, "0000:3c:00.1", "", "10 52:54:00:00:00:04\n"); /* a vdpa pool's */
+
+  r1 = reconcile (f, list_uuid1);
+  g_assert_cmpuint (r1->repaired->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (r1->repaired, 0), ==,
+                   "VF 0001:3c:00.1 (sim1): no lease, left with VLAN and MAC 2335 52:54:00:00:00:02: reset");
+  g_assert_false (sim_vf_dirty (f, "0001:3c:00.1"));
+  g_assert_true (sim_vf_dirty (f, "0001:3c:00.0"));
+  g_assert_true (sim_vf_dirty (f, "0001:3c:00.2"));
+  g_assert_true (sim_vf_dirty (f, "0000:3c:00.1"));
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  /* nothing right is repaired */
+  r2 = reconcile (f, list_uuid1);
+  g_assert_cmpuint (r2->repaired->len, ==, 0);
+}
+
+/* A kind=sriov pool on a switchdev eswitch: mlx5 refuses VF VLANs, so
+ * libvirt applies none and the daemon puts the NIC's VLAN on the chosen
+ * VF's representor (the simulated NIC records it in RUN/sim/rep/SLOT),
+ * fail-closed, and takes it off at release. Only the simulated NIC tests
+ * this: this machine has no switchdev SR-IOV hardware, and igb no
+ * eswitch. */
+static void
+test_sriov_switchdev_vlan (Fixture *f, gconstpointer data)
+{
+  static const char sriov_conf[] = "[simulate]\npfs=1\nvfs=2\n"
+                                   "[pool pt]\nkind=sriov\nmatch-vendor=15b3\neswitch=switchdev\nvlan-method=ovs\nuplink-bridge=br-sw\n"
+                                   "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *rep0 = NULL;
+  g_autofree char *rep1_fail = NULL;
+  g_autofree char *text = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) a = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, sriov_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+  rep0 = g_build_filename (f->run_dir, "sim", "rep", "0000:3c:00.0", NULL);
+
+  /* a VLAN libvirt set on the VF: not how this pool works */
+  g_assert_null (allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 2334, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "tags its representor"));
+  g_clear_error (&error);
+  g_assert_false (g_file_test (rep0, G_FILE_TEST_EXISTS));
+
+  a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 0, &error);
+  g_assert_no_error (error);
+  g_assert_true (a->sriov);
+  g_assert_cmpuint (a->vlan, ==, 2334);
+  g_assert_true (g_file_get_contents (rep0, &text, NULL, NULL));
+  g_assert_cmpstr (text, ==, "2334 52:54:00:00:00:01\n");
+
+  /* fail closed: the representor refused, no lease, the VF free */
+  rep1_fail = g_build_filename (f->run_dir, "sim", "rep", "0000:3c:00.1.fail", NULL);
+  g_file_set_contents (rep1_fail, "", -1, &error);
+  g_assert_no_error (error);
+  g_assert_null (allocate_vf (f, UUID2, "52:54:00:00:00:02", "pt2334", "0000:3c:00.1", 0, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_nonnull (strstr (error->message, "pool 'pt': VF 0000:3c:00.1"));
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+  g_assert_cmpuint (n_leased (f, "pt"), ==, 1);
+
+  /* release takes the representor off the bridge */
+  va_allocator_release_domain_async (f->alloc, UUID1, done_cb, &res);
+  g_assert_cmpint (va_allocator_release_domain_finish (f->alloc, wait_for (&res), &error), ==, 1);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (rep0, G_FILE_TEST_EXISTS));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, setup, fn, teardown)
   ADD ("/allocator/sriov-network-sync", test_sriov_network_sync);
+  ADD ("/allocator/sriov-leases", test_sriov_leases);
+  ADD ("/allocator/sriov-release-domain", test_sriov_release_domain);
+  ADD ("/allocator/sriov-repair", test_sriov_repair);
+  ADD ("/allocator/sriov-switchdev-vlan", test_sriov_switchdev_vlan);
   ADD ("/allocator/allocate-until-exhausted", test_allocate_until_exhausted);
   ADD ("/allocator/idempotent-and-release", test_idempotent_and_release);
   ADD ("/allocator/bad-requests", test_bad_requests);

@@ -261,5 +261,190 @@ class HookTest(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["leases"], [])
 
 
+SRIOV_CONFIG = """[simulate]
+pfs=2
+vfs=2
+
+[pool accel]
+match-pci=0000:3b:00.0
+
+[pool pt]
+kind=sriov
+match-pci=0001:3b:00.0
+
+[network pt2334]
+mode=sriov
+pool=pt
+vlan=2334
+
+[network ptauto]
+mode=auto
+pool=pt
+vlan=2334
+fallback-bridge=br-ovs
+fallback-bridge-type=ovs
+"""
+UUID2 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+
+
+def sriov_domain(nics, name="vm1", uuid=UUID):
+    """nics: (mac, network, vf, vlan): vf None is the defined form (libvirt
+    at prepare begin), else the live one libvirt shows from start begin:
+    type='hostdev' with the VF it chose ("0001:3c:00.0") and its <vlan>."""
+    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % (m, n) for m, n, _, _ in nics)
+    ifaces = ""
+    for m, _, vf, vlan in nics:
+        tag = "<vlan><tag id='%d'/></vlan>" % vlan if vlan else ""
+        if vf is None:
+            ifaces += "<interface type='network'><mac address='%s'/><source network='vdpa-allocator-pt'/>%s</interface>" % (m, tag)
+        else:
+            dom, bus, rest = vf.split(":")
+            slot, fn = rest.split(".")
+            ifaces += ("<interface type='hostdev' managed='yes'><mac address='%s'/><driver name='vfio'/><source>"
+                       "<address type='pci' domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source>%s"
+                       "<alias name='hostdev0'/></interface>" % (m, dom, bus, slot, fn, tag))
+    return ("<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory>65536</memory>"
+            "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>%s</vdpa:nics></metadata>"
+            "<os><type>hvm</type></os><devices>%s</devices></domain>" % (name, uuid, meta, ifaces))
+
+
+class SriovHookTest(unittest.TestCase):
+    """kind=sriov: libvirt picks the VF from the pool's hostdev network
+    after prepare begin (libvirt 9.0's prepare XML still shows
+    type='network', tests/lab/lab-igb-daemon.sh); the hook records it at
+    start begin."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.daemon = Daemon(self.bus, config=SRIOV_CONFIG)
+        self.daemon.start()
+        self.env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.remove()
+
+    def leases(self):
+        return call(self.bus, "ListLeases")[0]
+
+    def pool(self):
+        return json.loads(vdpactl("pool", "show", "pt", "-j", check=True).stdout)
+
+    def start(self, xml, name="vm1"):
+        return hook(xml, "start", "begin", name=name, env=self.env)
+
+    def assertOneLine(self, r, *parts):
+        self.assertEqual(r.returncode, 1, r)
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for p in parts:
+            self.assertIn(p, lines[0])
+
+    def test_start_records_libvirts_vf_and_stop_gives_it_back(self):
+        mac = "52:54:00:15:23:34"
+        r = hook(sriov_domain([(mac, "pt2334", None, 2334)]), "prepare", "begin", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.leases(), [])
+        live = sriov_domain([(mac, "pt2334", "0001:3c:00.1", 2334)])
+        r = self.start(live)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        (lease,) = self.leases()
+        self.assertEqual((lease["kind"], lease["slot"], lease["pool"], lease["vlan"], lease["queues"]),
+                         ("sriov", "0001:3c:00.1", "pt", 2334, 0))
+        self.assertEqual((lease["device"], lease["chardev"], lease["port"]), ("", "", ""))
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.run_dir, "ports", UUID)))
+        doc = json.loads(vdpactl("lease", "list", "-j", check=True).stdout)
+        (j,) = doc["leases"]
+        self.assertEqual((j["kind"], j["mgmtdev"], j["device"], j["port"]), ("sriov", "pci/0001:3c:00.1", None, None))
+        table = vdpactl("lease", "list", check=True).stdout
+        self.assertIn("KIND", table.splitlines()[0])
+        self.assertIn("sriov", table)
+        p = self.pool()
+        self.assertEqual((p["total"], p["leased"], p["free"]), (2, 1, 1))
+        # a second start begin of the same start is idempotent
+        self.assertEqual(self.start(live).returncode, 0)
+        self.assertEqual(len(self.leases()), 1)
+        r = hook(live, "stopped", "end", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.leases(), [])
+        self.assertEqual(self.pool()["free"], 2)
+
+    def test_refusals_are_one_line_and_fail_the_start(self):
+        a = "52:54:00:00:00:01"
+        self.assertEqual(self.start(sriov_domain([(a, "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)
+        # a VF leased to another NIC
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.0", 2334)], "vm2", UUID2), "vm2")
+        self.assertOneLine(r, "domain vm2", "NIC 52:54:00:00:00:02", "VF 0001:3c:00.0 of pool pt is leased to NIC %s" % a)
+        # a VF not in the NIC's pool (one of the vdpa pool's)
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0000:3c:00.0", 2334)], "vm2", UUID2), "vm2")
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "VF 0000:3c:00.0 is not in pool pt")
+        # a VLAN libvirt applied that is not the NIC's
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2335)], "vm2", UUID2), "vm2")
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "on VLAN 2335, but the NIC's intent is VLAN 2334")
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 0)], "vm2", UUID2), "vm2")
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "on VLAN 0, but the NIC's intent is VLAN 2334")
+        # no VF in the live XML: fail closed
+        xml = sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334)], "vm2", UUID2).replace(
+            "<address type='pci' domain='0x0001' bus='0x3c' slot='0x00' function='0x1'/>", "")
+        r = self.start(xml, "vm2")
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "libvirt shows no VF for it")
+        self.assertEqual([x["mac"] for x in self.leases()], [a])
+        # Allocate on a kind=sriov pool without the VF: never a vDPA device
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:02", "--network", "pt2334")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("pool pt is kind sriov", r.stderr)
+        self.assertEqual(len(self.leases()), 1)
+
+    def test_reconcile_resets_a_vf_left_with_a_vlan_and_no_lease(self):
+        # the simulated NIC keeps a VF's VLAN and MAC in RUN/sim/vf/SLOT;
+        # SLOT.held stands for libvirt's saved state of a passthrough
+        vfdir = os.path.join(self.daemon.run_dir, "sim", "vf")
+        os.makedirs(vfdir, exist_ok=True)
+        # after the daemon's own start-up reconciliation, which would
+        # otherwise be the one that resets the VF
+        deadline = time.monotonic() + 60
+        while "reconciled:" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        for slot, state in (("0001:3c:00.0", "2334 52:54:00:00:00:09"), ("0001:3c:00.1", "2335 52:54:00:00:00:0a"),
+                            ("0001:3c:00.1.held", "")):
+            with open(os.path.join(vfdir, slot), "w") as f:
+                f.write(state)
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual(doc["repaired"], ["VF 0001:3c:00.0 (sim1): no lease, left with VLAN and MAC 2334 52:54:00:00:00:09: reset"])
+        self.assertFalse(os.path.exists(os.path.join(vfdir, "0001:3c:00.0")))
+        self.assertTrue(os.path.exists(os.path.join(vfdir, "0001:3c:00.1")))
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual(doc["repaired"], [])
+
+    def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):
+        self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)
+        self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334)], "vm2", UUID2),
+                                    "vm2").returncode, 0)
+        p = self.pool()
+        self.assertEqual((p["leased"], p["free"]), (2, 0))
+        xml = ("<domain type='qemu'><name>vm3</name><uuid>11111111-2222-3333-4444-555555555555</uuid><memory>65536</memory>"
+               "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+               "<vdpa:nic mac='52:54:00:00:00:03' network='ptauto'/></vdpa:nics></metadata><os><type>hvm</type></os>"
+               "<devices><interface type='network'><mac address='52:54:00:00:00:03'/><source network='default'/>"
+               "</interface></devices></domain>")
+        out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
+        self.assertIn('<source bridge="br-ovs"/>', out)
+        self.assertIn('<tag id="2334"/>', out)
+        self.assertNotIn("vdpa-allocator-pt", out)
+        # with a VF free again, auto takes the pool's hostdev network
+        self.assertEqual(hook(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334)], "vm2", UUID2),
+                              "stopped", "end", name="vm2", env=self.env).returncode, 0)
+        out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
+        self.assertIn('<source network="vdpa-allocator-pt"/>', out)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -257,6 +257,55 @@ test_sriov_forms (void)
   g_assert_null (strstr (out, "/run/p"));
 }
 
+/* A started domain's NIC of a hostdev network: the VF libvirt chose and
+ * the VLAN it applied, as the hook reports them at start begin. */
+static const VaNic *
+live_nic (const char *iface, VaDomain **out)
+{
+  g_autofree char *xml = g_strdup_printf ("<domain><name>d</name><uuid>6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b</uuid><metadata>"
+                                          "<vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+                                          "<vdpa:nic mac='52:54:00:00:00:01' network='n'/></vdpa:nics></metadata>"
+                                          "<devices>%s</devices></domain>",
+                                          iface);
+  g_autoptr (GError) error = NULL;
+
+  *out = va_domain_parse (xml, -1, &error);
+  g_assert_no_error (error);
+  return g_ptr_array_index (va_domain_get_nics (*out), 0);
+}
+
+static void
+test_live_vf (void)
+{
+  g_autoptr (VaDomain) a = NULL, b = NULL, c = NULL, d = NULL, e = NULL;
+  const VaNic *nic;
+
+  nic = live_nic ("<interface type='hostdev' managed='yes'><mac address='52:54:00:00:00:01'/><source><address type='pci' "
+                  "domain='0x0000' bus='0x01' slot='0x10' function='0x2'/></source><vlan><tag id='2334'/></vlan></interface>",
+                  &a);
+  g_assert_cmpstr (nic->vf, ==, "0000:01:10.2");
+  g_assert_cmpuint (nic->vf_vlan, ==, 2334);
+  g_assert_cmpint (nic->accel_kind, ==, VA_POOL_KIND_SRIOV);
+  /* no <vlan>: none applied */
+  nic = live_nic ("<interface type='hostdev'><mac address='52:54:00:00:00:01'/><source><address type='pci' domain='0x0001' "
+                  "bus='0x3c' slot='0x00' function='0x1'/></source></interface>",
+                  &b);
+  g_assert_cmpstr (nic->vf, ==, "0001:3c:00.1");
+  g_assert_cmpuint (nic->vf_vlan, ==, 0);
+  /* two tags (a trunk) are no VF VLAN */
+  nic = live_nic ("<interface type='hostdev'><mac address='52:54:00:00:00:01'/><source><address type='pci' domain='0x0000' "
+                  "bus='0x01' slot='0x10' function='0x0'/></source><vlan trunk='yes'><tag id='10'/><tag id='20'/></vlan></interface>",
+                  &c);
+  g_assert_cmpuint (nic->vf_vlan, ==, G_MAXUINT16);
+  /* the defined form (prepare begin) and a USB or partial address name no VF */
+  nic = live_nic ("<interface type='network'><mac address='52:54:00:00:00:01'/><source network='vdpa-allocator-p'/></interface>", &d);
+  g_assert_null (nic->vf);
+  nic = live_nic ("<interface type='hostdev'><mac address='52:54:00:00:00:01'/><source><address type='pci' bus='0x01' slot='0x10' "
+                  "function='0x0'/></source></interface>",
+                  &e);
+  g_assert_null (nic->vf);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -272,5 +321,6 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);
+  g_test_add_func ("/domain/live-vf", test_live_vf);
   return g_test_run ();
 }

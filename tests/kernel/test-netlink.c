@@ -86,6 +86,25 @@ test_vf_set (void)
   assert_same (va_nl_build_vf_set (buf, fixture_u32 (reset, 8), (int) fixture_u32 (reset, 20), 3, zero_mac, 0, FALSE, FALSE), reset);
 }
 
+/* The kernel reports VF settings in the layout a set request uses
+ * (IFLA_VFINFO_LIST, IFLA_VF_INFO, IFLA_VF_MAC, IFLA_VF_VLAN): the parser
+ * finds VF 3's and no other VF's. */
+static void
+test_vf_state_parsed (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  struct nlmsghdr *nlh = va_nl_build_vf_set (buf, 1, 5, 3, mac, 2334, TRUE, FALSE);
+  guint8 got[6] = { 0 };
+  guint16 vlan = 0;
+
+  g_assert_true (va_nl_parse_vf_state (nlh, 3, got, &vlan));
+  g_assert_cmpmem (got, 6, mac, 6);
+  g_assert_cmpuint (vlan, ==, 2334);
+  g_assert_false (va_nl_parse_vf_state (nlh, 2, got, &vlan));
+  nlh = va_nl_build_link_get_vfs (buf, 1, 5);
+  g_assert_false (va_nl_parse_vf_state (nlh, 3, got, &vlan)); /* a request, not a reply */
+}
+
 /* A generic netlink request captured from iproute2 in the lab host
  * (capture-genl.sh): iproute2 6.1 links libmnl 1.0.4, whose mnl_attr_put
  * leaves an attribute's alignment padding as its buffer had it (there, the
@@ -462,6 +481,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/netlink/built/bridge-vlan-as-iproute2", test_bridge_vlan);
   g_test_add_func ("/netlink/built/vf-set-as-iproute2", test_vf_set);
+  g_test_add_func ("/netlink/parsed/vf-state", test_vf_state_parsed);
   g_test_add_func ("/netlink/built/vdpa-as-iproute2", test_vdpa);
   g_test_add_func ("/netlink/built/link-master-as-iproute2", test_link_master);
   g_test_add_func ("/netlink/parsed/vdpa-mgmtdev-reply", test_vdpa_mgmtdev_reply);

@@ -5,14 +5,23 @@
 # (one Intel 82576 PF with SR-IOV, see lab-igb.sh) and prints TAP: the
 # daemon's side of issue 15 on a real SR-IOV PF. vdpa-allocatord on the
 # kernel backend with a kind=sriov pool selecting the PF by vendor and
-# device (VA_TEST_SERVE_SRIOV=1: the daemon does not track sriov leases
-# yet and otherwise refuses such a pool):
+# device, libvirtd with our hook (and a recording one):
 #   the PF, down at first, is set up; sriov_drivers_autoprobe 0 before its
 #   2 VFs are made, so they have no driver; the PF in the pool, healthy,
 #   2 slots free (vdpactl pool show -j); the libvirt network
 #   vdpa-allocator-igb defined, running, autostarted, listing exactly the
 #   VFs' PCI addresses (virsh net-dumpxml); a daemon restart with the same
-#   VFs changes nothing; a reload asking 3 VFs brings the network to them;
+#   VFs changes nothing;
+#   domains: vdpactl domain accelerate puts a mode=sriov NIC on that
+#   network; virsh start --paused: the VF libvirt chose on vfio-pci with
+#   the NIC's MAC and VLAN 2334 read back from the PF, and a lease of kind
+#   sriov on it (the hook at start begin: its XML at prepare begin shows no
+#   VF yet); a second domain on the other VF; an auto NIC falls back to
+#   virtio on VLAN 2334 with the pool full; a daemon SIGKILL and restart
+#   keeps both leases and resets nothing; virsh destroy puts back each
+#   VF's MAC and VLAN and the lease goes; a VF left with a VLAN and MAC and
+#   no lease is reset by vdpactl reconcile, one libvirt holds is not;
+#   a reload asking 3 VFs brings the network to them;
 #   with libvirt out of reach the pool's warning says so in one line.
 set -u
 
@@ -60,6 +69,7 @@ until_ok() {
     done
 }
 drv() { d=$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null) && basename "$d" || echo none; }
+drv_is_not() { [ "$(drv "$1")" != "$2" ]; }
 bail() {
     not_ok "$1"
     [ -n "${2:-}" ] && diag "$2"
@@ -91,8 +101,9 @@ lvready=/run/lab-igb-daemon-libvirt.ready
 # system bus the daemon owns its name on; until SIGTERM
 VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 - "$lvready" >/run/lab-igb-daemon-libvirt.log 2>&1 <<'EOF' &
 import sys, time
-from vatest.libvirt import Libvirt
-lv = Libvirt()
+from vatest.libvirt import Libvirt, RECORD_HOOK
+from vatest.paths import HOOK
+lv = Libvirt(hooks={"40-record": RECORD_HOOK, "50-vdpa-allocator": HOOK})
 lv.start(timeout=180)
 open(sys.argv[1], "w").write(lv.root + "\n")
 try:
@@ -111,29 +122,40 @@ v() { virsh -q -c qemu:///system "$@"; }
 section daemon
 work=$(mktemp -d)
 # the run directory systemd would make (RuntimeDirectory=)
-mkdir -p "$work/etc" "$work/run"
-cat >"$work/etc/vdpa-allocator.conf" <<EOF
+mkdir -p "$work/run"
+# the hook reads the compiled-in configuration directory (libvirt gives
+# hooks no environment): the daemon is given the same one, in the overlay
+etc=${VA_SYSCONFDIR:-/usr/local/etc}/vdpa-allocator
+mkdir -p "$etc"
+cat >"$etc/vdpa-allocator.conf" <<EOF
 [pool igb]
 kind=sriov
 match-vendor=8086
 match-device=10c9
 vfs=2
 eswitch=legacy
+
+[network igb2334]
+mode=sriov
+pool=igb
+vlan=2334
+
+[network igbauto]
+mode=auto
+pool=igb
+vlan=2334
+fallback-bridge=br-igb
+fallback-bridge-type=ovs
 EOF
 # start_daemon [LIBVIRT_URI]
 start_daemon() {
-    env VA_TEST_SERVE_SRIOV=1 VDPA_ALLOCATOR_LIBVIRT_URI="${1:-qemu:///system}" "$daemon" --config "$work/etc" --state-dir "$work/state" --run-dir "$work/run" >>"$work/daemon.log" 2>&1 &
+    env VDPA_ALLOCATOR_LIBVIRT_URI="${1:-qemu:///system}" "$daemon" --config "$etc" --state-dir "$work/state" --run-dir "$work/run" >>"$work/daemon.log" 2>&1 &
     dpid=$!
     until_ok 120 "$vdpactl" status
 }
-out=$("$daemon" --config "$work/etc" --state-dir "$work/state" --run-dir "$work/run" 2>&1) && r=0 || r=$?
-case "$r $out" in
-"1 "*"kind=sriov"*) ok "without VA_TEST_SERVE_SRIOV the daemon refuses the kind=sriov pool" ;;
-*) not_ok "without VA_TEST_SERVE_SRIOV the daemon refuses the kind=sriov pool"; diag "rc $r: $out" ;;
-esac
 t0=$(cut -d' ' -f1 /proc/uptime)
 start_daemon || bail "vdpa-allocatord answers on the bus" "$(cat "$work/daemon.log")"
-ok "vdpa-allocatord (kernel backend, VA_TEST_SERVE_SRIOV=1) answers on the bus"
+ok "vdpa-allocatord (kernel backend, a kind=sriov pool) answers on the bus"
 until_ok 120 v net-info vdpa-allocator-igb
 fact "network vdpa-allocator-igb there $(echo "$(cut -d' ' -f1 /proc/uptime) $t0" | awk '{ print $1 - $2 }') s after the daemon's start"
 
@@ -182,9 +204,169 @@ else
     ok "no network warning in the daemon's log"
 fi
 
+# --- domains on the pool's network (the hook records libvirt's VF) ----------
+section domains
+rec=/var/lib/libvirt/va-hook-calls
+# vf_state N: "mac vlan qos spoofchk trust" of VF N, read through the PF
+vf_state() {
+    ip -d -j link show "$pf" | json "(lambda v: ' '.join(str(x) for x in (v['address'], v['vlan_list'][0].get('vlan', 0), v['vlan_list'][0].get('qos', 0), v['spoofchk'], v['trust'])))(d[0]['vfinfo_list'][$1])"
+}
+# vf_idx PCI: the VF's index on the PF
+vf_idx() {
+    for i in 0 1 2 3; do
+        [ "$(basename "$(readlink "$sys/virtfn$i")")" = "$1" ] && echo "$i" && return
+    done
+    echo "?"
+}
+# vf_of NAME: the PCI address of the VF in the domain's live <interface>
+vf_of() {
+    v dumpxml "$1" | sed -n '/<source>/,/<\/source>/p' |
+        sed -n "s/.*domain='0x\([0-9a-f]*\)' bus='0x\([0-9a-f]*\)' slot='0x\([0-9a-f]*\)' function='0x\([0-9a-f]*\)'.*/\1:\2:\3.\4/p" | head -n1
+}
+leases() { "$vdpactl" lease list -j | json '" ".join("%s/%s/%s/%s/%s" % (l["domain_name"], l["kind"], l["mgmtdev"], l["vlan"], l["device"]) for l in d["leases"])'; }
+nleases() { "$vdpactl" lease list -j | json 'len(d["leases"])'; }
+# hook_iface OP: the <interface> element the recording hook got at OP begin for guest-a, on one line
+hook_iface() {
+    f=$(grep -l "	guest-a	$1	begin" "$rec"/*.call 2>/dev/null | tail -n1)
+    [ -n "$f" ] && sed -n '/<interface/,/<\/interface>/p' "$f" | tr -s '\n ' '  '
+}
+# domxml NAME MAC NETWORK: a TCG domain whose one NIC has our metadata
+domxml() {
+    cat >"$work/$1.xml" <<EOF
+<domain type='qemu'>
+  <name>$1</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <metadata>
+    <vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'><vdpa:nic mac='$2' network='$3'/></vdpa:nics>
+  </metadata>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <interface type='network'>
+      <source network='default'/>
+      <mac address='$2'/>
+    </interface>
+  </devices>
+</domain>
+EOF
+    v define "$work/$1.xml"
+}
+vf0=$(basename "$(readlink "$sys/virtfn0")")
+vf1=$(basename "$(readlink "$sys/virtfn1")")
+before_0=$(vf_state 0)
+before_1=$(vf_state 1)
+fact "before the domains (mac vlan qos spoofchk trust): VF 0 $before_0, VF 1 $before_1"
+if domxml guest-a 52:54:00:15:23:34 igb2334 >"$work/def.out" 2>&1 && domxml guest-b 52:54:00:15:23:35 igb2334 >>"$work/def.out" 2>&1 &&
+    domxml guest-c 52:54:00:15:23:36 igbauto >>"$work/def.out" 2>&1 &&
+    "$vdpactl" domain accelerate guest-a >>"$work/def.out" 2>&1 && "$vdpactl" domain accelerate guest-b >>"$work/def.out" 2>&1; then
+    ok "guest-a, guest-b defined and accelerated with vdpactl domain accelerate"
+else
+    not_ok "guest-a, guest-b defined and accelerated with vdpactl domain accelerate"
+    diag "$(cat "$work/def.out")"
+fi
+defxml=$(v dumpxml --inactive guest-a 2>&1)
+eq "guest-a's NIC is on network vdpa-allocator-igb with VLAN 2334" "yes yes" \
+    "$(printf '%s' "$defxml" | grep -q "<source network='vdpa-allocator-igb'/>" && echo yes) $(printf '%s' "$defxml" | grep -q "<tag id='2334'/>" && echo yes)"
+t0=$(cut -d' ' -f1 /proc/uptime)
+start_out=$(v start --paused guest-a 2>&1) && started=yes || started=no
+fact "virsh start --paused guest-a: $started in $(echo "$(cut -d' ' -f1 /proc/uptime) $t0" | awk '{ print $1 - $2 }') s: $start_out"
+fact "the hook's XML at prepare begin: $(hook_iface prepare)"
+fact "the hook's XML at start begin: $(hook_iface start)"
+eq "at prepare begin the hook sees no VF yet: type='network' on vdpa-allocator-igb" yes \
+    "$(hook_iface prepare | grep -q "<interface type='network'>.*<source network='vdpa-allocator-igb'/>" && echo yes)"
+eq "at start begin it sees type='hostdev' with the VF's PCI address" yes \
+    "$(hook_iface start | grep -q "<interface type='hostdev' managed='yes'>.*<source> *<address type='pci'" && echo yes)"
+if [ $started = yes ]; then
+    ok "virsh start --paused guest-a on the pool's network"
+    a=$(vf_of guest-a)
+    ai=$(vf_idx "$a")
+    eq "guest-a's VF $a (vf $ai) on vfio-pci, guest-a's MAC and VLAN 2334 on $pf, spoofchk on" \
+        "vfio-pci 52:54:00:15:23:34 2334 0 True False" "$(drv "$a") $(vf_state "$ai")"
+    diag "$(ip -d link show "$pf" | grep "vf $ai ")"
+    # what the daemon's VF repair takes for "libvirt holds it"
+    fact "libvirt's saved VF state while guest-a runs: $(ls /run/libvirt/hostdevmgr/ 2>&1 | tr '\n' ' ')"
+    eq "libvirt saved the VF's state as /run/libvirt/hostdevmgr/${pf}_vf$ai" yes \
+        "$(test -e "/run/libvirt/hostdevmgr/${pf}_vf$ai" && echo yes)"
+    eq "vdpactl lease list -j: guest-a's lease, kind sriov, on the VF libvirt chose, VLAN 2334, no device" \
+        "guest-a/sriov/pci/$a/2334/None" "$(leases)"
+    diag "$("$vdpactl" lease list 2>&1)"
+    if v start --paused guest-b >"$work/b.out" 2>&1; then
+        b=$(vf_of guest-b)
+        bi=$(vf_idx "$b")
+        eq "guest-b gets the other VF, on vfio-pci with its MAC and VLAN 2334" "$((1 - ai)) vfio-pci 52:54:00:15:23:35 2334" \
+            "$bi $(drv "$b") $(vf_state "$bi" | cut -d' ' -f1-2)"
+        eq "2 leases, both kind sriov; the pool has 0 free, 2 leased" "2 sriov sriov 0 2" \
+            "$(nleases) $("$vdpactl" lease list -j | json '" ".join(l["kind"] for l in d["leases"])') $("$vdpactl" pool show igb -j | json '"%s %s" % (d["free"], d["leased"])')"
+    else
+        not_ok "guest-b starts on the other VF"
+        diag "$(cat "$work/b.out")"
+        b=
+    fi
+    # the pool full: an auto NIC goes virtio on its VLAN, on the fallback bridge
+    out=$("$vdpactl" domain accelerate guest-c 2>&1) || diag "$out"
+    cxml=$(v dumpxml --inactive guest-c 2>&1)
+    eq "with the pool full, guest-c's auto NIC: virtio on Open vSwitch bridge br-igb, VLAN 2334, not the pool's network" \
+        "yes yes no" "$(printf '%s' "$cxml" | grep -q "<source bridge='br-igb'/>" && echo yes) $(printf '%s' "$cxml" | grep -q "<tag id='2334'/>" && echo yes) $(printf '%s' "$cxml" | grep -q 'vdpa-allocator-igb' && echo yes || echo no)"
+
+    # SIGKILL and restart: the leases stay, nothing right is reset
+    section sigkill
+    st_a=$(vf_state "$ai")
+    l_before=$(leases)
+    kill -KILL "$dpid"
+    wait "$dpid" 2>/dev/null
+    start_daemon || bail "vdpa-allocatord answers after a SIGKILL" "$(tail -n 20 "$work/daemon.log")"
+    eq "after a SIGKILL and restart: the same leases" "$l_before" "$(leases)"
+    rj=$("$vdpactl" reconcile -j 2>&1)
+    eq "vdpactl reconcile: nothing released, nothing reset" "0 []" "$(printf '%s' "$rj" | json '"%s %s" % (d["released"], json.dumps(d["repaired"]))')"
+    eq "guest-a's VF keeps its MAC and VLAN 2334" "$st_a" "$(vf_state "$ai")"
+    if grep -q "no lease, left with" "$work/daemon.log"; then
+        not_ok "the start-up reconciliation reset no VF"
+        diag "$(grep 'VF' "$work/daemon.log" | tail -n 5)"
+    else
+        ok "the start-up reconciliation reset no VF"
+    fi
+
+    section destroy
+    if [ -n "$b" ]; then
+        check "virsh destroy guest-b" v destroy guest-b
+        until_ok 60 drv_is_not "$b" vfio-pci
+        eq "after destroy VF $bi: off vfio-pci, its MAC and VLAN as before the start; guest-b's lease gone" \
+            "none $(eval echo "\$before_$bi") guest-a/sriov/pci/$a/2334/None" "$(drv "$b") $(vf_state "$bi") $(leases)"
+    fi
+    check "virsh destroy guest-a" v destroy guest-a
+    until_ok 60 drv_is_not "$a" vfio-pci
+    eq "after destroy VF $ai: its MAC and VLAN as before; no lease; the pool 2 free" \
+        "$(eval echo "\$before_$ai") 0 2" "$(vf_state "$ai") $(nleases) $("$vdpactl" pool show igb -j | json 'd["free"]')"
+else
+    not_ok "virsh start --paused guest-a on the pool's network"
+    diag "$(tail -n 30 /var/log/libvirt/qemu/guest-a.log 2>/dev/null)" "$(tail -n 20 "$work/daemon.log")"
+fi
+for d in guest-a guest-b guest-c; do
+    v destroy $d >/dev/null 2>&1
+    v undefine $d >/dev/null 2>&1
+done
+
+# a crash left a VF with a VLAN and MAC and no lease: reconciliation resets
+# it; one libvirt holds (its saved state file) it leaves alone
+section repair
+check "ip link set $pf vf 0 vlan 2399 mac 52:54:00:15:99:99 (no lease)" ip link set "$pf" vf 0 vlan 2399 mac 52:54:00:15:99:99
+mkdir -p /run/libvirt/hostdevmgr
+held=/run/libvirt/hostdevmgr/${pf}_vf1
+: >"$held"
+check "ip link set $pf vf 1 vlan 2398 (libvirt's saved state $held there)" ip link set "$pf" vf 1 vlan 2398
+rj=$("$vdpactl" reconcile -j 2>&1)
+fact "vdpactl reconcile -j: $(printf '%s' "$rj" | tr -s '\n ' '  ')"
+eq "vdpactl reconcile resets VF 0 only" "1 $vf0" "$(printf '%s' "$rj" | json '"%s %s" % (len(d["repaired"]), d["repaired"][0].split()[1] if d["repaired"] else "")')"
+eq "VF 0: no VLAN, no MAC; VF 1 keeps VLAN 2398" "00:00:00:00:00:00 0 0 True False 2398" "$(vf_state 0) $(vf_state 1 | cut -d' ' -f2)"
+rm -f "$held"
+ip link set "$pf" vf 1 vlan 0
+rj=$("$vdpactl" reconcile -j 2>&1)
+eq "a second vdpactl reconcile resets nothing" "[]" "$(printf '%s' "$rj" | json 'json.dumps(d["repaired"])')"
+
 # the pool's VFs change: a reload asking 3 brings the network to them
 section reload
-sed -i 's/^vfs=2$/vfs=3/' "$work/etc/vdpa-allocator.conf"
+sed -i 's/^vfs=2$/vfs=3/' "$etc/vdpa-allocator.conf"
 kill -HUP "$dpid"
 naddr() { v net-dumpxml vdpa-allocator-igb 2>/dev/null | grep -c "<address type='pci'"; }
 three() { test "$(naddr)" = 3; }

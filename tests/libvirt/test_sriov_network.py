@@ -146,19 +146,11 @@ class SriovNetwork(unittest.TestCase):
                                  os.path.join(tmp, "run")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
     def test_daemon_defines_the_pools_network(self):
-        """vdpa-allocatord on a kind=sriov pool (behind VA_TEST_SERVE_SRIOV=1,
-        since it does not track such leases yet) defines the network with
-        the pool's VFs as soon as it has them."""
+        """vdpa-allocatord on a kind=sriov pool defines the network with the
+        pool's VFs as soon as it has them."""
         tmp = tempfile.mkdtemp(prefix="va-sriovnet-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        # without the switch: refused, nothing defined
         proc = self.daemon(tmp, {})
-        out, _ = proc.communicate(timeout=30)
-        self.assertEqual(proc.returncode, 1, out)
-        self.assertIn("[pool pt] kind=sriov", out)
-        self.assertNotIn("vdpa-allocator-pt", self.lv.virsh("net-list", "--all", "--name").stdout.split())
-
-        proc = self.daemon(tmp, {"VA_TEST_SERVE_SRIOV": "1"})
         try:
             deadline = time.monotonic() + 30
             while self.lv.virsh("net-info", "vdpa-allocator-pt", check=False).returncode != 0:

@@ -523,12 +523,65 @@ test_scale (void)
                   g_get_monotonic_time () - t1);
 }
 
+/* A slot the caller names (the VF libvirt chose): taken exactly, or one
+ * error; never another slot. */
+static void
+test_named_slot (void)
+{
+  g_autoptr (VaPools) pools = make_pools (2, NULL, 2);
+  g_autoptr (GError) error = NULL;
+  VaPoolRequest req = { .uuid = UUID_A, .mac = "52:54:00:00:00:01", .pool = "p", .numa_node = -1, .slot = "0000:01:00.2" };
+  const VaSlot *slot;
+  VaPoolCounts c;
+
+  g_assert_true (va_pools_add_pool (pools, "q", &error));
+  g_assert_true (va_pools_add_pf (pools, "q", "qf", "0000:09:00.0", -1, &error));
+  g_assert_true (va_pools_add_slot (pools, "q", "qf", "0000:09:00.1", &error));
+  g_assert_no_error (error);
+
+  /* not the least-loaded PF's first slot: the one named */
+  slot = va_pools_allocate (pools, &req, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (va_slot_get_address (slot), ==, "0000:01:00.2");
+  g_assert_true (va_pools_get_counts (pools, "p", &c, NULL));
+  g_assert_cmpuint (c.leased, ==, 1);
+
+  req.uuid = UUID_B;
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  req.slot = "0000:09:00.1"; /* pool q's */
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  req.slot = "0000:77:00.1"; /* nobody's */
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  req.slot = "0000:00:00.1";
+  g_assert_true (va_pools_set_pf_health (pools, "p", "pf0", FALSE, "link down", &error));
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_true (va_pools_set_slot_lost (pools, "0000:01:00.1", TRUE, &error));
+  req.slot = "0000:01:00.1";
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_true (va_pools_set_draining (pools, "p", TRUE, &error));
+  req.slot = "0000:01:00.2";
+  g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpuint (va_pools_get_n_leases (pools), ==, 1);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
   g_test_add_func ("/pool/policy/numa-node-first", test_numa_first);
+  g_test_add_func ("/pool/policy/named-slot", test_named_slot);
   g_test_add_func ("/pool/policy/slot-reports-its-place", test_numa_slot_reports_node);
   g_test_add_func ("/pool/policy/least-loaded-pf", test_least_loaded);
   g_test_add_func ("/pool/policy/unhealthy-pf-skipped", test_unhealthy_skipped);

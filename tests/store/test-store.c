@@ -130,6 +130,22 @@ raw_exec (const char *path, const char *sql)
   sqlite3_close (db);
 }
 
+/* The error message of @sql, which must fail. */
+static char *
+raw_exec_error (const char *path, const char *sql)
+{
+  sqlite3 *db = NULL;
+  char *msg = NULL;
+  char *copy;
+
+  g_assert_cmpint (sqlite3_open (path, &db), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (db, sql, NULL, NULL, &msg), !=, SQLITE_OK);
+  copy = g_strdup (msg);
+  sqlite3_free (msg);
+  sqlite3_close (db);
+  return copy;
+}
+
 static char *
 raw_query (const char *path, const char *sql)
 {
@@ -158,7 +174,7 @@ test_open_creates_wal_db (Fixture *f, gconstpointer data)
   g_assert_cmpuint (va_store_get_schema_version (f->store), ==, VA_STORE_SCHEMA_VERSION);
   g_assert_cmpuint (leases->len, ==, 0);
   g_assert_cmpstr (mode, ==, "wal");
-  g_assert_cmpstr (version, ==, "1");
+  g_assert_cmpstr (version, ==, "2");
 }
 
 static void
@@ -678,7 +694,7 @@ test_upgrade_from_zero (Fixture *f, gconstpointer data)
   leases = load (f->store);
   g_assert_cmpuint (leases->len, ==, 0);
   version = raw_query (f->path, "SELECT value FROM meta WHERE key = 'schema_version'");
-  g_assert_cmpstr (version, ==, "1");
+  g_assert_cmpstr (version, ==, "2");
 }
 
 static void
@@ -695,14 +711,103 @@ test_upgrade_step_fails (Fixture *f, gconstpointer data)
   g_assert_null (newer);
   g_assert_error (error, VA_ERROR, VA_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, f->path));
-  g_assert_nonnull (strstr (error->message, "from version 1 to 2"));
+  g_assert_nonnull (strstr (error->message, "from version 2 to 3"));
   g_assert_nonnull (strstr (error->message, "no such table"));
 
   /* Nothing changed: this build still opens it, lease and all. */
   reopen (f);
-  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, 1);
+  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, VA_STORE_SCHEMA_VERSION);
   leases = load (f->store);
   g_assert_cmpuint (leases->len, ==, 1);
+}
+
+static VaLease *
+make_sriov_lease (const char *uuid, const char *mac, const char *slot)
+{
+  VaLease *l = make_lease (uuid, mac, slot);
+
+  l->sriov = TRUE;
+  g_free (l->device);
+  l->device = g_strdup ("");
+  g_free (l->chardev);
+  l->chardev = g_strdup ("");
+  g_free (l->port);
+  l->port = g_strdup ("");
+  l->queues = 0;
+  return l;
+}
+
+/* A version 1 database (before kind sriov) keeps its leases, as kind vdpa,
+ * and the new table takes an sriov lease. */
+static void
+test_upgrade_from_v1 (Fixture *f, gconstpointer data)
+{
+  g_autoptr (VaLease) a = make_lease (UUID_A, "52:54:00:00:00:01", "0000:b3:00.2");
+  g_autoptr (VaLease) b = make_sriov_lease (UUID_B, "52:54:00:00:00:02", "0000:01:10.0");
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaStoreOp) op = NULL;
+  g_autofree char *kind = NULL;
+  g_autofree char *sql = NULL;
+  guint n = 0;
+  const VaStoreMigration *steps = va_store_get_migrations (&n);
+
+  g_assert_cmpuint (n, ==, 2);
+  raw_exec (f->path, "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;"
+                     "INSERT INTO meta VALUES ('schema_version', '1')");
+  raw_exec (f->path, steps[0].sql);
+  sql = g_strdup_printf ("INSERT INTO leases (uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created) "
+                         "VALUES ('%s', '%s', '%s', '%s', '%s', '%s', '%s', '%s', '%s', %u, %u, %" G_GINT64_FORMAT ")",
+                         a->uuid, a->domain_name, a->mac, a->network, a->pool, a->slot, a->device, a->chardev, a->port, a->vlan, a->queues,
+                         a->created);
+  raw_exec (f->path, sql);
+
+  f->store = va_store_open (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, 2);
+  leases = load (f->store);
+  g_assert_cmpuint (leases->len, ==, 1);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), a));
+  g_assert_false (((VaLease *) g_ptr_array_index (leases, 0))->sriov);
+  kind = raw_query (f->path, "SELECT kind FROM leases");
+  g_assert_cmpstr (kind, ==, "vdpa");
+
+  op = insert_one (f->store, b);
+  g_clear_pointer (&leases, g_ptr_array_unref);
+  reopen (f);
+  leases = load (f->store);
+  g_assert_cmpuint (leases->len, ==, 2);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 1), b));
+  g_assert_true (((VaLease *) g_ptr_array_index (leases, 1))->sriov);
+}
+
+/* A lease of kind sriov carries nothing of ours; the schema says so too. */
+static void
+test_sriov_lease_validated (Fixture *f, gconstpointer data)
+{
+  g_autoptr (VaLease) b = make_sriov_lease (UUID_B, "52:54:00:00:00:02", "0000:01:10.0");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *err = NULL;
+
+  g_assert_true (va_lease_validate (b, &error));
+  g_assert_no_error (error);
+  g_free (b->device);
+  b->device = g_strdup ("vdpa-0");
+  g_assert_false (va_lease_validate (b, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "kind sriov"));
+  g_clear_error (&error);
+  g_free (b->device);
+  b->device = g_strdup ("");
+  b->queues = 4;
+  g_assert_false (va_lease_validate (b, &error));
+  g_clear_error (&error);
+
+  /* past the validation, SQLite's CHECK refuses such a row */
+  err = raw_exec_error (f->path, "INSERT INTO leases (uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, "
+                                 "created, kind) VALUES ('" UUID_B "', '', '52:54:00:00:00:02', '', 'p', '0000:01:10.0', 'vdpa-0', '', "
+                                 "'', 0, 0, 1, 'sriov')");
+  g_assert_nonnull (strstr (err, "CHECK constraint failed"));
 }
 
 static void
@@ -721,7 +826,7 @@ test_newer_refused (Fixture *f, gconstpointer data)
   g_assert_null (store);
   g_assert_error (error, VA_ERROR, VA_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, f->path));
-  g_assert_nonnull (strstr (error->message, "schema version 99 is newer than the 1"));
+  g_assert_nonnull (strstr (error->message, "schema version 99 is newer than the 2"));
 
   /* Refusing leaves the file alone. */
   version = raw_query (f->path, "SELECT value FROM meta WHERE key = 'schema_version'");
@@ -801,6 +906,8 @@ main (int argc, char **argv)
   ADD ("/store/upgrade/from-version-zero", test_upgrade_from_zero, "no-open");
   ADD ("/store/upgrade/failing-step-changes-nothing", test_upgrade_step_fails, NULL);
   ADD ("/store/upgrade/newer-version-refused", test_newer_refused, NULL);
+  ADD ("/store/upgrade/from-version-1-kinds", test_upgrade_from_v1, "no-open");
+  ADD ("/store/insert/sriov-lease-validated", test_sriov_lease_validated, NULL);
   ADD ("/store/load/hand-edited-row-is-an-error", test_load_hand_edited, NULL);
 #undef ADD
 

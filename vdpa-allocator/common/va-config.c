@@ -881,6 +881,9 @@ va_config_to_host_view (const VaConfig *self, const char *port_root)
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
       va_host_view_add_pool (view, p->name, p->kind == VA_POOL_KIND_SRIOV ? 0 : p->max_vqp, -1);
       va_host_view_set_pool_kind (view, p->name, p->kind, NULL);
+      va_host_view_set_pool_representor_vlan (
+        view, p->name, p->kind == VA_POOL_KIND_SRIOV && (p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS),
+        NULL);
     }
   for (guint i = 0; i < self->networks->len; i++)
     {

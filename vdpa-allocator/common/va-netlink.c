@@ -211,6 +211,70 @@ va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const gu
 }
 
 struct nlmsghdr *
+va_nl_build_link_get_vfs (void *buf, guint32 seq, int ifindex)
+{
+  struct nlmsghdr *nlh;
+
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  nlh = link_header (buf, RTM_GETLINK, seq, AF_UNSPEC, ifindex);
+  /* without the VFs' counters, so that more VFs fit in one reply */
+  mnl_attr_put_u32 (nlh, IFLA_EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS);
+  return nlh;
+}
+
+gboolean
+va_nl_parse_vf_state (const struct nlmsghdr *nlh, guint32 vf, guint8 mac[6], guint16 *vlan)
+{
+  const struct nlattr *attr, *info, *a;
+
+  g_return_val_if_fail (nlh != NULL, FALSE);
+
+  if (nlh->nlmsg_type != RTM_NEWLINK || nlh->nlmsg_len < mnl_nlmsg_size (sizeof (struct ifinfomsg)))
+    return FALSE;
+  mnl_attr_for_each (attr, nlh, sizeof (struct ifinfomsg))
+  {
+    if (mnl_attr_get_type (attr) != IFLA_VFINFO_LIST)
+      continue;
+    mnl_attr_for_each_nested (info, attr)
+    {
+      gboolean have_mac = FALSE, have_vlan = FALSE;
+      guint8 m[6] = { 0 };
+      guint16 v = 0;
+
+      if (mnl_attr_get_type (info) != IFLA_VF_INFO)
+        continue;
+      mnl_attr_for_each_nested (a, info)
+      {
+        if (mnl_attr_get_type (a) == IFLA_VF_MAC && mnl_attr_get_payload_len (a) >= sizeof (struct ifla_vf_mac))
+          {
+            const struct ifla_vf_mac *ivm = mnl_attr_get_payload (a);
+            if (ivm->vf != vf)
+              break;
+            memcpy (m, ivm->mac, 6);
+            have_mac = TRUE;
+          }
+        else if (mnl_attr_get_type (a) == IFLA_VF_VLAN && mnl_attr_get_payload_len (a) >= sizeof (struct ifla_vf_vlan))
+          {
+            const struct ifla_vf_vlan *ivv = mnl_attr_get_payload (a);
+            if (ivv->vf != vf)
+              break;
+            v = (guint16) MIN (ivv->vlan, G_MAXUINT16);
+            have_vlan = TRUE;
+          }
+      }
+      if (have_mac && have_vlan)
+        {
+          memcpy (mac, m, 6);
+          *vlan = v;
+          return TRUE;
+        }
+    }
+  }
+  return FALSE;
+}
+
+struct nlmsghdr *
 va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags)
 {
   struct nlmsghdr *nlh;
@@ -821,6 +885,44 @@ va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gbo
     return FALSE;
   return va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_set (buf, next_seq (), ifindex, vf, mac, vlan, spoofchk, trust), NULL, NULL, what,
                          NULL, error);
+}
+
+typedef struct
+{
+  guint32 vf;
+  guint8 *mac;
+  guint16 *vlan;
+  gboolean found;
+} VfGet;
+
+static void
+vf_get_cb (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  VfGet *g = user_data;
+
+  if (!g->found)
+    g->found = va_nl_parse_vf_state (nlh, g->vf, g->mac, g->vlan);
+}
+
+gboolean
+va_nl_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("PF %s VF %u: reading its MAC and VLAN", pf, vf);
+  VfGet g = { .vf = vf, .mac = mac, .vlan = vlan };
+  int ifindex;
+
+  g_return_val_if_fail (pf != NULL && mac != NULL && vlan != NULL, FALSE);
+
+  if (!ifindex_of (pf, what, &ifindex, error)
+      || !va_nl_transact (NETLINK_ROUTE, va_nl_build_link_get_vfs (buf, next_seq (), ifindex), vf_get_cb, &g, what, NULL, error))
+    return FALSE;
+  if (!g.found)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the kernel's answer has no entry for it", what);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean

@@ -29,6 +29,12 @@ struct nlmsghdr *va_nl_build_vdpa_dev_dump (void *buf, guint16 family, guint32 s
 struct nlmsghdr *va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan,
                                      gboolean spoofchk, gboolean trust);
 /* bridge vlan add|del dev PORT vid V [pvid untagged] */
+/* RTM_GETLINK of one link with its VFs' settings (IFLA_EXT_MASK
+ * RTEXT_FILTER_VF), as "ip -d link show PF" asks. */
+struct nlmsghdr *va_nl_build_link_get_vfs (void *buf, guint32 seq, int ifindex);
+/* From such a reply: VF @vf's administrative MAC and VLAN; FALSE when the
+ * message has no entry for @vf. */
+gboolean va_nl_parse_vf_state (const struct nlmsghdr *nlh, guint32 vf, guint8 mac[6], guint16 *vlan);
 struct nlmsghdr *va_nl_build_bridge_vlan (void *buf, guint32 seq, int port_ifindex, gboolean add, guint16 vid, guint16 flags);
 
 /* ip link set dev PORT master BR up; master 0: ip link set dev PORT nomaster */
@@ -131,6 +137,9 @@ GPtrArray *va_nl_devlink_ports (GError **error);
 /* Every vdpa device (VaVdpaDev*). */
 GPtrArray *va_nl_vdpa_devs (GError **error);
 gboolean va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error);
+/* VF @vf's administrative MAC and VLAN, read through PF @pf. A PF whose
+ * reply exceeds VA_NL_BUF_SIZE (some dozens of VFs) is an error. */
+gboolean va_nl_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
 gboolean va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_untagged, GError **error);
 /* bridge vlan del; a VLAN the port does not have (a bridge of default_pvid
  * 0 adds no VLAN 1) is no error. */

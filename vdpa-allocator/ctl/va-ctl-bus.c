@@ -173,17 +173,8 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" },
-  { "mac", "MAC" },
-  { "network", "NETWORK" },
-  { "pool", "POOL" },
-  { "vlan", "VLAN" },
-  { "queues", "QUEUES" },
-  { "slot", "SLOT" },
-  { "device", "DEVICE" },
-  { "broken", "BROKEN" },
-  { "port", "PORT" },
-  { NULL },
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "kind", "KIND" },     { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
+  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" }, { "broken", "BROKEN" },   { "port", "PORT" }, { NULL },
 };
 
 /* aa{sv} of every pool's properties. */
@@ -448,7 +439,8 @@ va_ctl_cmd_reconcile (int argc, char **argv)
 
   if ((rc = va_ctl_parse (&argc, &argv, "- compare leases, devices and libvirt's domains",
                           "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
-                          "and releases leases of domains libvirt no longer has (only when libvirt answers).",
+                          "releases leases of domains libvirt no longer has (only when libvirt answers), and resets\n"
+                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC.",
                           NULL, &json, 0, 0)))
     return rc;
   ret = va_ctl_call ("Reconcile", NULL, "(a{sv})", &error);

@@ -59,6 +59,10 @@ tear_down (VaAllocator *self, Entry *e, gboolean domain_gone)
    * is gone from the store either way. */
   if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
     g_debug ("%s: %s", e->key, error->message);
+  /* a switchdev sriov VF's representor leaves the bridge with its lease */
+  g_clear_error (&error);
+  if (e->lease->sriov && va_pool_config_representor_vlan (pc) && !va_backend_detach_vf (self->backend, e->lease->slot, pc, &error))
+    g_warning ("%s: %s", e->key, error->message);
   /* a lease broken since start-up holds no slot: NOT_FOUND, ignored */
   va_pools_release (self->pools, e->lease->uuid, e->lease->mac, NULL);
 }

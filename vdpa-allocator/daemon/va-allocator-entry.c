@@ -57,8 +57,11 @@ va_allocator_make_port_link (VaAllocator *self, const VaLease *lease, GError **e
 {
   g_autofree char *dir = va_port_dir (self->ports_dir, lease->uuid);
   g_autofree char *tmp = g_strdup_printf ("%s.tmp", lease->port);
-  g_autofree char *cur = g_file_read_link (lease->port, NULL);
+  g_autofree char *cur = NULL;
 
+  if (lease->sriov)
+    return TRUE; /* QEMU opens the VF through vfio: no port */
+  cur = g_file_read_link (lease->port, NULL);
   if (g_strcmp0 (cur, lease->chardev) == 0)
     return TRUE;
   if (g_mkdir_with_parents (dir, 0755) < 0)

@@ -59,6 +59,16 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside %d..%d", req->queues, VA_QUEUES_MIN, VA_QUEUES_MAX);
       return FALSE;
     }
+  if (req->vf && (!*req->vf || strlen (req->vf) > VA_STORE_MAX_SLOT))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a VF's PCI address", VA_CUT (req->vf, 64));
+      return FALSE;
+    }
+  if (req->vf_vlan > VA_VLAN_MAX)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside %d..%d", req->vf_vlan, VA_VLAN_MIN, VA_VLAN_MAX);
+      return FALSE;
+    }
   if (req->mtu && (req->mtu < VA_MTU_MIN || req->mtu > VA_MTU_MAX))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside %d..%d", req->mtu, VA_MTU_MIN, VA_MTU_MAX);
@@ -90,6 +100,46 @@ resolve (VaAllocator *self, const VaAllocRequest *req, const char *mac, const ch
   return TRUE;
 }
 
+/* A kind=sriov pool's VF is libvirt's pick, reported by the hook at
+ * start: never a vDPA device on it, and the VLAN libvirt applied must be
+ * the NIC's. A kind=vdpa pool takes no VF from outside. */
+static gboolean
+check_kind (const VaAllocRequest *req, const char *mac, const VaNicPlan *plan, GError **error)
+{
+  if (plan->kind != VA_POOL_KIND_SRIOV)
+    {
+      if (!req->vf)
+        return TRUE;
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: pool %s is kind vdpa: it takes no VF passed through (%.*s)", mac,
+                   plan->pool, VA_CUT (req->vf, 64));
+      return FALSE;
+    }
+  if (!req->vf)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "NIC %s: pool %s is kind sriov: libvirt passes its VFs through, and the lease names the VF it chose (option vf)", mac,
+                   plan->pool);
+      return FALSE;
+    }
+  if (plan->representor_vlan)
+    {
+      /* switchdev: mlx5 refuses VF VLANs, the VLAN is ours to apply */
+      if (req->vf_vlan == 0)
+        return TRUE;
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "NIC %s: libvirt put VF %s on VLAN %u, but pool %s tags its representor (switchdev): the VF must carry none", mac,
+                   req->vf, req->vf_vlan, plan->pool);
+      return FALSE;
+    }
+  if (req->vf_vlan != plan->vlan)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: libvirt put VF %s on VLAN %u, but the NIC's intent is VLAN %u", mac,
+                   req->vf, req->vf_vlan, plan->vlan);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* A NIC that holds a lease gets it back only for the same intent: a NIC
  * whose metadata moved to another VLAN must never start on the old one. */
 static gboolean
@@ -98,8 +148,14 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
   const char *network = NULL;
   VaNicPlan plan;
 
-  if (!resolve (self, req, mac, &network, &plan, error))
+  if (!resolve (self, req, mac, &network, &plan, error) || !check_kind (req, mac, &plan, error))
     return FALSE;
+  if (lease->sriov && g_strcmp0 (req->vf, lease->slot) != 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a lease on VF %s; this names VF %s: release it first", mac,
+                   lease->uuid, lease->slot, req->vf);
+      return FALSE;
+    }
   if (g_strcmp0 (network ? network : "", lease->network) == 0 && g_strcmp0 (plan.pool, lease->pool) == 0 && plan.vlan == lease->vlan
       && plan.queues == lease->queues)
     return TRUE;
@@ -124,7 +180,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (VaLease) lease = NULL;
 
-  if (!resolve (self, req, mac, &network, &plan, error))
+  if (!resolve (self, req, mac, &network, &plan, error) || !check_kind (req, mac, &plan, error))
     return NULL;
   pc = va_config_lookup_pool (self->config, plan.pool);
 
@@ -133,9 +189,35 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.pool = plan.pool;
   preq.network = network;
   preq.numa_node = req->numa_node;
+  preq.slot = req->vf;
   slot = va_pools_allocate (self->pools, &preq, &existed, error);
   if (!slot)
     return NULL;
+
+  lease = va_lease_new ();
+  lease->uuid = g_strdup (uuid);
+  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  lease->mac = g_strdup (mac);
+  lease->network = g_strdup (network ? network : "");
+  lease->pool = g_strdup (plan.pool);
+  lease->vlan = plan.vlan;
+  if (req->vf)
+    {
+      /* libvirt bound the VF and set its MAC and VLAN: a record only */
+      lease->sriov = TRUE;
+      lease->slot = g_strdup (va_slot_get_address (slot));
+      lease->device = g_strdup ("");
+      lease->chardev = g_strdup ("");
+      lease->port = g_strdup ("");
+      /* fail closed: the guest must not reach the bridge off its VLAN */
+      if (va_pool_config_representor_vlan (pc) && !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error))
+        {
+          va_pools_release (self->pools, uuid, mac, NULL);
+          g_prefix_error (error, "pool '%s': ", plan.pool);
+          return NULL;
+        }
+      return g_steal_pointer (&lease);
+    }
 
   dreq.slot = va_slot_get_address (slot);
   dreq.pf = va_slot_get_pf (slot);
@@ -156,17 +238,10 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
            dev->step_us[VA_DEVICE_STEP_VLAN] / 1e3);
   g_signal_emit (self, va_allocator_signals[SIGNAL_DEVICE_MADE], 0, plan.pool, dev);
 
-  lease = va_lease_new ();
-  lease->uuid = g_strdup (uuid);
-  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
-  lease->mac = g_strdup (mac);
-  lease->network = g_strdup (network ? network : "");
-  lease->pool = g_strdup (plan.pool);
   lease->slot = g_strdup (dev->slot);
   lease->device = g_strdup (dev->name);
   lease->chardev = g_strdup (dev->chardev);
   lease->port = va_port_path (self->ports_dir, uuid, mac);
-  lease->vlan = plan.vlan;
   lease->queues = plan.queues;
 
   if (!va_allocator_make_port_link (self, lease, error))

@@ -201,6 +201,23 @@ repair_leases (VaAllocator *self)
         if (st && st->gone)
           continue;
       }
+      if (e->lease->sriov)
+        {
+          const VaPoolConfig *pc = va_config_lookup_pool (self->config, e->lease->pool);
+
+          /* libvirt's VF is back; a switchdev pool's representor came back
+           * new, without its VLAN */
+          if (va_pool_config_representor_vlan (pc)
+              && !va_backend_attach_vf (self->backend, e->lease->slot, pc, e->lease->mac, e->lease->vlan, &error))
+            {
+              break_lease (self, e, error->message);
+              continue;
+            }
+          e->broken = FALSE;
+          g_clear_pointer (&e->broken_reason, g_free);
+          g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
+          continue;
+        }
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (slot);
       dreq.mac = e->lease->mac;

@@ -24,6 +24,7 @@ va_reconcile_report_free (VaReconcileReport *report)
   g_ptr_array_unref (report->busy);
   g_ptr_array_unref (report->missing);
   g_ptr_array_unref (report->stale_links);
+  g_ptr_array_unref (report->repaired);
   g_free (report->libvirt_error);
   g_free (report);
 }
@@ -135,7 +136,8 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       VaDeviceRequest dreq = { 0 };
       g_autoptr (VaDeviceInfo) dev = NULL;
 
-      if (e->broken || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+      /* an sriov lease's VF is libvirt's: nothing of ours to re-make */
+      if (e->broken || e->lease->sriov || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
         continue;
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));
@@ -195,6 +197,49 @@ reconcile_links (VaAllocator *self, VaReconcileReport *report)
     }
 }
 
+/* kind=sriov VFs that no lease holds (free: not leased, not lost) but
+ * that a crash left with the VLAN or MAC of a passthrough; the backend
+ * leaves alone any VF that is right or that libvirt holds. Runs after
+ * the release of gone domains' leases, so that their VFs are seen. */
+static void
+reconcile_vfs (VaAllocator *self, VaReconcileReport *report)
+{
+  g_auto (GStrv) pcis = va_pools_list_pf_addresses (self->pools);
+
+  for (guint i = 0; pcis && pcis[i]; i++)
+    {
+      const char *pool = NULL, *pf = NULL;
+      const VaPoolConfig *pc;
+      g_auto (GStrv) slots = NULL;
+
+      if (!va_pools_find_pf (self->pools, pcis[i], &pool, &pf))
+        continue;
+      pc = va_config_lookup_pool (self->config, pool);
+      if (!pc || pc->kind != VA_POOL_KIND_SRIOV)
+        continue;
+      slots = va_pools_list_slots (self->pools, pool, pf, NULL);
+      for (guint k = 0; slots && slots[k]; k++)
+        {
+          const VaSlot *slot = va_pools_lookup_slot (self->pools, slots[k]);
+          g_autoptr (GError) error = NULL;
+          char *line = NULL;
+
+          if (!slot || va_slot_get_state (slot) != VA_SLOT_FREE)
+            continue;
+          if (!va_backend_repair_vf (self->backend, slots[k], pf, &line, &error))
+            {
+              g_warning ("pool %s: checking VF %s: %s", pool, slots[k], error->message);
+              continue;
+            }
+          if (line)
+            {
+              g_message ("pool %s: %s", pool, line);
+              g_ptr_array_add (report->repaired, line);
+            }
+        }
+    }
+}
+
 static void
 reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -208,6 +253,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   report->busy = g_ptr_array_new_with_free_func (g_free);
   report->missing = g_ptr_array_new_with_free_func (g_free);
   report->stale_links = g_ptr_array_new_with_free_func (g_free);
+  report->repaired = g_ptr_array_new_with_free_func (g_free);
 
   if (!va_allocator_commit_now (self, &error))
     {
@@ -271,6 +317,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
         }
     }
   lister_result_free (r);
+  reconcile_vfs (self, report);
   g_task_return_pointer (task, g_steal_pointer (&report), (GDestroyNotify) va_reconcile_report_free);
 }
 

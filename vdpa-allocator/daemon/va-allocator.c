@@ -268,7 +268,9 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
   g_autoptr (GError) local = NULL;
   const VaDeviceInfo *dev;
 
-  if (strcmp (lease->port, port) != 0)
+  if (lease->sriov)
+    va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
+  else if (strcmp (lease->port, port) != 0)
     g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.*s is not %s: left alone", VA_CUT (lease->port, 200), port);
   else
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
@@ -280,6 +282,8 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
       e->broken_reason = g_strdup (local->message);
       return;
     }
+  if (lease->sriov)
+    return;
   dev = devices ? g_hash_table_lookup (devices, lease->slot) : NULL;
   if (dev && g_strcmp0 (dev->name, lease->device) == 0 && g_strcmp0 (dev->chardev, lease->chardev) != 0)
     {

@@ -35,6 +35,13 @@ typedef struct
   guint16 mtu;      /* 0: the pool's */
   int numa_node;    /* < 0: no preference */
   const char *port; /* NULL: unchecked; else the path the caller's QEMU opens, refused unless it is the port path */
+  /* Required on a kind=sriov pool, refused on a kind=vdpa one: the VF
+   * libvirt passed through from the pool's hostdev network (its PCI
+   * address), and the VLAN libvirt applied to it (vf_vlan, 0: none),
+   * which must be the NIC's. The lease is then only a record: nothing is
+   * made on the VF. */
+  const char *vf;
+  guint16 vf_vlan;
 } VaAllocRequest;
 
 typedef struct
@@ -73,6 +80,7 @@ typedef struct
   GPtrArray *busy;        /* char*, devices left alone because a process holds them: orphans, and those of leases of gone domains */
   GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
   GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
+  GPtrArray *repaired;    /* char*, a line for each kind=sriov VF no lease holds that was left with a VLAN or MAC, reset */
   gboolean libvirt_reachable;
   char *libvirt_error; /* why not, or NULL */
 } VaReconcileReport;
@@ -161,7 +169,9 @@ VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device
  * is gone get it back; leases of domains libvirt no longer runs are
- * released, but only when libvirt answered. Runs to completion. */
+ * released, but only when libvirt answered; kind=sriov VFs no lease holds
+ * and no one passes through get a VLAN or MAC left on them reset. Runs to
+ * completion. */
 void va_allocator_reconcile_async (VaAllocator *self, GAsyncReadyCallback callback, gpointer user_data);
 VaReconcileReport *va_allocator_reconcile_finish (VaAllocator *self, GAsyncResult *result, GError **error);
 

@@ -886,6 +886,113 @@ bridge_of (const char *netdev)
   return target ? g_path_get_basename (target) : NULL;
 }
 
+/* Where libvirt saves a VF's MAC and VLAN while it passes the VF through
+ * (virHostdevSaveNetConfig: PF_vfN), before it changes them, and removes
+ * the file once it has put them back. */
+#define LIBVIRT_HOSTDEVMGR_DIR "/run/libvirt/hostdevmgr"
+
+/* The index of VF @slot on its PF, or -1. */
+static int
+vf_index (const char *slot)
+{
+  g_autofree char *pfdir = va_sysfs_path ("/sys/bus/pci/devices");
+  g_autofree char *physfn = g_strdup_printf ("%s/%s/physfn", pfdir, slot);
+  g_autoptr (GDir) d = g_dir_open (physfn, 0, NULL);
+  const char *name;
+
+  while (d && (name = g_dir_read_name (d)))
+    {
+      g_autofree char *link = NULL;
+      g_autofree char *target = NULL;
+      g_autofree char *base = NULL;
+      guint64 n;
+
+      if (!g_str_has_prefix (name, "virtfn") || !g_ascii_string_to_unsigned (name + 6, 10, 0, G_MAXINT, &n, NULL))
+        continue;
+      link = g_build_filename (physfn, name, NULL);
+      target = g_file_read_link (link, NULL);
+      base = target ? g_path_get_basename (target) : NULL;
+      if (g_strcmp0 (base, slot) == 0)
+        return (int) n;
+    }
+  return -1;
+}
+
+static gboolean
+kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
+{
+  static const guint8 zero[6] = { 0 };
+  g_autofree char *drvlink = NULL;
+  g_autofree char *drv = NULL;
+  g_autofree char *saved = NULL;
+  guint8 mac[6];
+  guint16 vlan = 0;
+  int vf = vf_index (slot);
+
+  if (vf < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: no virtfn link of its PF %s names it", slot, pf);
+      return FALSE;
+    }
+  /* held: libvirt passes it through now (its saved state is there from
+   * before it changes the VF until after it restores it), or something
+   * else does (vfio-pci); either restores or owns the VF's settings */
+  saved = g_strdup_printf ("%s/%s_vf%d", LIBVIRT_HOSTDEVMGR_DIR, pf, vf);
+  if (g_file_test (saved, G_FILE_TEST_EXISTS))
+    return TRUE;
+  {
+    g_autofree char *devs = va_sysfs_path ("/sys/bus/pci/devices");
+    drvlink = g_strdup_printf ("%s/%s/driver", devs, slot);
+  }
+  drv = g_file_read_link (drvlink, NULL);
+  if (drv && g_str_has_suffix (drv, "/vfio-pci"))
+    return TRUE;
+  if (!va_nl_vf_get (pf, (guint32) vf, mac, &vlan, error))
+    return FALSE;
+  if (vlan == 0 && memcmp (mac, zero, 6) == 0)
+    return TRUE;
+  if (!va_nl_vf_set (pf, (guint32) vf, zero, 0, TRUE, FALSE, error))
+    return FALSE;
+  *repaired = g_strdup_printf ("VF %s (%s vf %d): no lease, left with VLAN %u and MAC %02x:%02x:%02x:%02x:%02x:%02x: reset", slot, pf, vf,
+                               vlan, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+  return TRUE;
+}
+
+/* A passed-through VF of a switchdev kind=sriov pool: its representor on
+ * the pool's bridge with the NIC's VLAN, by the code a vDPA device's VF
+ * uses (apply_vlan, reset_vlan). */
+static gboolean
+kernel_attach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("VF %s (passed through)", slot);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+  guint8 m[6];
+
+  if (!lookup_vf (self, slot, &pf, &vf, error))
+    return FALSE;
+  if (!parse_mac (mac, m))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%s: '%s' is no MAC address", who, mac);
+      return FALSE;
+    }
+  return apply_vlan (pf, vf, pool, m, vlan, who, error);
+}
+
+static gboolean
+kernel_detach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("VF %s (passed through)", slot);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+
+  if (!lookup_vf (self, slot, &pf, &vf, NULL))
+    return TRUE; /* gone with its PF: nothing to take out */
+  return reset_vlan (pf, vf, pool, who, error);
+}
+
 static char *
 kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *const *pcis)
 {
@@ -1128,6 +1235,9 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->list_devices = kernel_list_devices;
   backend_class->device_busy = kernel_device_busy;
   backend_class->pool_warning = kernel_pool_warning;
+  backend_class->repair_vf = kernel_repair_vf;
+  backend_class->attach_vf = kernel_attach_vf;
+  backend_class->detach_vf = kernel_detach_vf;
 }
 
 static void

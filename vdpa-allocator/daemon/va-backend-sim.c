@@ -232,6 +232,62 @@ sim_device_busy (VaBackend *backend, const char *chardev)
   return va_chardev_held_open (chardev); /* no leases on this file system */
 }
 
+/* A simulated VF's MAC and VLAN: RUN/sim/vf/SLOT holds "VLAN MAC" when
+ * they are set (absent: none); RUN/sim/vf/SLOT.held stands for libvirt
+ * holding it. Tests write both. */
+static gboolean
+sim_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *state = g_build_filename (self->root, "vf", slot, NULL);
+  g_autofree char *held = g_strconcat (state, ".held", NULL);
+  g_autofree char *was = NULL;
+
+  if (g_file_test (held, G_FILE_TEST_EXISTS) || !g_file_get_contents (state, &was, NULL, NULL))
+    return TRUE;
+  if (g_unlink (state) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: resetting: %s", slot, g_strerror (errno));
+      return FALSE;
+    }
+  g_strchomp (was);
+  *repaired = g_strdup_printf ("VF %s (%s): no lease, left with VLAN and MAC %s: reset", slot, pf, was);
+  return TRUE;
+}
+
+/* A representor's VLAN: RUN/sim/rep/SLOT holds "VLAN MAC" while it is on
+ * the pool's bridge; RUN/sim/rep/SLOT.fail makes the next attach fail, as
+ * a bridge or OVS that refuses would. */
+static gboolean
+sim_attach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *dir = g_build_filename (self->root, "rep", NULL);
+  g_autofree char *path = g_build_filename (dir, slot, NULL);
+  g_autofree char *fail = g_strconcat (path, ".fail", NULL);
+  g_autofree char *text = g_strdup_printf ("%u %s\n", vlan, mac);
+
+  if (g_file_test (fail, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "VF %s: adding its representor to bridge %s with VLAN %u: refused (simulated)", slot,
+                   pool->uplink_bridge ? pool->uplink_bridge : "", vlan);
+      return FALSE;
+    }
+  g_mkdir_with_parents (dir, 0755);
+  return g_file_set_contents (path, text, -1, error);
+}
+
+static gboolean
+sim_detach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *path = g_build_filename (self->root, "rep", slot, NULL);
+
+  g_unlink (path);
+  return TRUE;
+}
+
 static void
 va_backend_sim_finalize (GObject *object)
 {
@@ -258,6 +314,9 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->destroy_device = sim_destroy_device;
   backend_class->list_devices = sim_list_devices;
   backend_class->device_busy = sim_device_busy;
+  backend_class->repair_vf = sim_repair_vf;
+  backend_class->attach_vf = sim_attach_vf;
+  backend_class->detach_vf = sim_detach_vf;
 }
 
 static void

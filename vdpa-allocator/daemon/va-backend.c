@@ -120,6 +120,57 @@ va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *
   return klass->pool_warning ? klass->pool_warning (self, pool, pcis) : NULL;
 }
 
+gboolean
+va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pf != NULL && repaired != NULL, FALSE);
+
+  *repaired = NULL;
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->repair_vf ? klass->repair_vf (self, slot, pf, repaired, error) : TRUE;
+}
+
+gboolean
+va_pool_config_representor_vlan (const VaPoolConfig *pool)
+{
+  return pool && pool->kind == VA_POOL_KIND_SRIOV
+         && (pool->vlan_method == VA_VLAN_METHOD_BRIDGE || pool->vlan_method == VA_VLAN_METHOD_OVS);
+}
+
+gboolean
+va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pool != NULL && mac != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->attach_vf)
+    {
+      /* fail closed: a VF on no VLAN would reach the bridge untagged */
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: the %s backend cannot put its VLAN on a representor", slot,
+                   klass->name);
+      return FALSE;
+    }
+  return klass->attach_vf (self, slot, pool, mac, vlan, error);
+}
+
+gboolean
+va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pool != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return !klass->detach_vf || klass->detach_vf (self, slot, pool, error);
+}
+
 static gboolean
 strv_has (char **v, const char *s)
 {

@@ -94,6 +94,18 @@ struct _VaBackendClass
    * NIC carrying its traffic (OVS hw-offload off), or NULL. May run a
    * program: called at start, reload and device changes, never per call. */
   char *(*pool_warning) (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
+  /* A VF @slot of PF @pf in a kind=sriov pool that no lease holds. Left
+   * with a VLAN or an administrative MAC (a passthrough whose restore
+   * never ran: a crash), and held by no one, it gets both reset, and
+   * *@repaired says what it had; a VF that is right, or held (by libvirt,
+   * or bound to vfio-pci), is left alone and *@repaired stays NULL. */
+  gboolean (*repair_vf) (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+  /* A kind=sriov pool on a switchdev eswitch (vlan-method bridge or ovs):
+   * VF @slot, which libvirt passes through, gets the NIC's VLAN (0:
+   * untagged) on its representor with the pool's method, as a vDPA
+   * device's VF does; detach_vf takes the representor out again. */
+  gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
+  gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -110,6 +122,11 @@ gboolean va_backend_destroy_device (VaBackend *self, const char *slot, const cha
 GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
 char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
+gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
+gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+/* Whether @pool is kind=sriov with its VLAN on the representors. */
+gboolean va_pool_config_representor_vlan (const VaPoolConfig *pool);
 
 /* The kernel backend: ConnectX PFs, VFs and vDPA devices through libudev,
  * sysfs and netlink, following the udev monitor. */

@@ -182,31 +182,6 @@ on_term (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-/* The engine knows kind=sriov (issue 15), and the kernel backend
- * prepares such pools and the daemon defines their hostdev networks, but
- * the allocator does not track their leases yet: serving such a pool as a
- * vdpa one would put vDPA devices on VFs meant for guests.
- * $VA_TEST_SERVE_SRIOV=1 lifts the refusal for the tests of what is
- * there (tests/lab); nothing else may set it. */
-static gboolean
-config_served (const VaConfig *config, GError **error)
-{
-  if (g_strcmp0 (g_getenv ("VA_TEST_SERVE_SRIOV"), "1") == 0)
-    return TRUE;
-  for (guint i = 0; i < config->pools->len; i++)
-    {
-      const VaPoolConfig *p = g_ptr_array_index (config->pools, i);
-
-      if (p->kind == VA_POOL_KIND_SRIOV)
-        {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
-                       "[pool %s] kind=sriov: this version rewrites domains for it (vdpactl rewrite) but does not serve it yet", p->name);
-          return FALSE;
-        }
-    }
-  return TRUE;
-}
-
 static gboolean
 on_hup (gpointer user_data)
 {
@@ -214,7 +189,7 @@ on_hup (gpointer user_data)
   g_autoptr (GError) error = NULL;
   VaConfig *config = va_config_load (d->config_dir, &error);
 
-  if (!config || !config_served (config, &error))
+  if (!config)
     {
       g_warning ("reload refused, keeping the running configuration: %s", error->message);
       g_clear_pointer (&config, va_config_free);
@@ -270,8 +245,8 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!r->libvirt_reachable)
     g_warning ("libvirt unreachable, so no lease was released: %s", r->libvirt_error);
   g_message ("reconciled: %u lease(s) of gone domains released, %u orphan device(s) removed, %u busy, %u device(s) re-made, "
-             "%u stale port link(s) removed",
-             r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len);
+             "%u stale port link(s) removed, %u VF(s) reset",
+             r->released, r->orphans->len, r->busy->len, r->missing->len, r->stale_links->len, r->repaired->len);
 }
 
 /* One daemon per state directory: a second one, on another bus, would
@@ -394,8 +369,6 @@ va_daemon_main (int argc, char **argv)
       g_clear_error (&error);
       d.config = va_config_new_empty ();
     }
-  if (d.config && !config_served (d.config, &error))
-    g_clear_pointer (&d.config, va_config_free);
   if (!d.config)
     {
       g_printerr ("vdpa-allocatord: %s\n", error->message);

@@ -55,6 +55,7 @@ va_dbus_lease_to_variant (const VaLease *lease)
   g_variant_builder_add (&b, "{sv}", "vlan", g_variant_new_uint16 (lease->vlan));
   g_variant_builder_add (&b, "{sv}", "queues", g_variant_new_uint16 (lease->queues));
   g_variant_builder_add (&b, "{sv}", "created", g_variant_new_uint64 ((guint64) lease->created));
+  g_variant_builder_add (&b, "{sv}", "kind", g_variant_new_string (VA_LEASE_KIND (lease)));
   return g_variant_builder_end (&b);
 }
 
@@ -227,6 +228,19 @@ parse_options (GVariant *options, VaAllocRequest *req, GError **error)
           want = "s";
           if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
             req->port = g_variant_get_string (v, NULL);
+        }
+      else if (strcmp (key, "vf") == 0)
+        {
+          want = "s";
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
+            req->vf = g_variant_get_string (v, NULL);
+        }
+      else if (strcmp (key, "vf_vlan") == 0)
+        {
+          want = "q";
+          /* 0: libvirt applied none; range-checked by the allocator */
+          if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT16))
+            req->vf_vlan = g_variant_get_uint16 (v);
         }
       else if (strcmp (key, "vlan") == 0 || strcmp (key, "queues") == 0 || strcmp (key, "mtu") == 0)
         {
@@ -412,6 +426,7 @@ va_dbus_report_to_variant (const VaReconcileReport *r)
   g_variant_builder_add (&b, "{sv}", "busy", strv_variant (r->busy));
   g_variant_builder_add (&b, "{sv}", "missing", strv_variant (r->missing));
   g_variant_builder_add (&b, "{sv}", "stale_links", strv_variant (r->stale_links));
+  g_variant_builder_add (&b, "{sv}", "repaired", strv_variant (r->repaired));
   g_variant_builder_add (&b, "{sv}", "libvirt", g_variant_new_boolean (r->libvirt_reachable));
   if (r->libvirt_error)
     g_variant_builder_add (&b, "{sv}", "libvirt_error", g_variant_new_string (r->libvirt_error));

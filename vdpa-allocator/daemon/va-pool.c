@@ -612,6 +612,39 @@ pick_pf (const Pool *pool, int numa_node)
   return best;
 }
 
+/* The slot a caller names (libvirt's pick), under the pool's rules. */
+static const VaSlot *
+take_slot (VaPools *self, Pool *pool, const VaPoolRequest *request, const char *network, GError **error)
+{
+  VaSlot *slot = g_hash_table_lookup (self->slots, request->slot);
+
+  if (!slot || slot->pf->pool != pool)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VF %.*s is not in pool %s", VA_CUT (request->slot, 64), pool->name);
+      return NULL;
+    }
+  if (slot->state == VA_SLOT_LEASED)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "VF %s of pool %s is leased to NIC %s of domain %s", slot->address, pool->name,
+                   slot->mac, slot->uuid);
+      return NULL;
+    }
+  if (slot->state != VA_SLOT_FREE)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "VF %s of pool %s is %s", slot->address, pool->name,
+                   va_slot_state_to_string (slot->state));
+      return NULL;
+    }
+  if (!slot->pf->healthy)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "VF %s of pool %s is on PF %s, which is unhealthy: %s", slot->address, pool->name,
+                   slot->pf->name, slot->pf->reason ? slot->pf->reason : "");
+      return NULL;
+    }
+  lease_slot (self, slot, request->uuid, request->mac, network);
+  return slot;
+}
+
 const VaSlot *
 va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existed, GError **error)
 {
@@ -654,6 +687,8 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
       return NULL;
     }
 
+  if (request->slot)
+    return take_slot (self, pool, request, network, error);
   pf = pick_pf (pool, request->numa_node);
   if (!pf)
     {

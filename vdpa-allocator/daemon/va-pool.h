@@ -56,6 +56,12 @@ typedef struct
   const char *pool;
   const char *network; /* NULL or "": inline intent, no quota applies */
   int numa_node;       /* < 0: no preference */
+  /* NULL: the policy picks. Else exactly this slot, or an error: one that
+   * libvirt chose already (a VF of a kind=sriov pool's hostdev network).
+   * It must be in @pool (VA_ERROR_INVALID_ARGUMENT), free
+   * (VA_ERROR_BUSY naming its holder), and on a healthy PF; drain and
+   * quota apply as above. */
+  const char *slot;
 } VaPoolRequest;
 
 VaPools *va_pools_new (void);

@@ -41,9 +41,35 @@ static const VaStoreMigration migrations[] = {
        "  UNIQUE (uuid, mac),"
        "  UNIQUE (slot)"
        ") STRICT;" },
+  /* kind sriov (issue 15): a VF libvirt passed through, with nothing of
+   * ours on it. SQLite changes no CHECK in place: a new table, copied. */
+  { 2, "CREATE TABLE leases_v2 ("
+       "  id INTEGER PRIMARY KEY,"
+       "  uuid TEXT NOT NULL CHECK (length (uuid) = 36),"
+       "  domain_name TEXT NOT NULL CHECK (length (domain_name) <= 256),"
+       "  mac TEXT NOT NULL CHECK (length (mac) = 17),"
+       "  network TEXT NOT NULL CHECK (length (network) <= 64),"
+       "  pool TEXT NOT NULL CHECK (length (pool) BETWEEN 1 AND 64),"
+       "  slot TEXT NOT NULL CHECK (length (slot) BETWEEN 1 AND 32),"
+       "  device TEXT NOT NULL CHECK (length (device) <= 64),"
+       "  chardev TEXT NOT NULL CHECK (length (chardev) <= 512),"
+       "  port TEXT NOT NULL CHECK (length (port) <= 512),"
+       "  vlan INTEGER NOT NULL CHECK (vlan BETWEEN 0 AND 4094),"
+       "  queues INTEGER NOT NULL CHECK (queues BETWEEN 0 AND 256),"
+       "  created INTEGER NOT NULL CHECK (created >= 0),"
+       "  kind TEXT NOT NULL DEFAULT 'vdpa' CHECK (kind IN ('vdpa', 'sriov')),"
+       "  CHECK ((kind = 'vdpa' AND queues >= 1)"
+       "         OR (kind = 'sriov' AND queues = 0 AND device = '' AND chardev = '' AND port = '')),"
+       "  UNIQUE (uuid, mac),"
+       "  UNIQUE (slot)"
+       ") STRICT;"
+       "INSERT INTO leases_v2 (id, uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, kind)"
+       "  SELECT id, uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, 'vdpa' FROM leases;"
+       "DROP TABLE leases;"
+       "ALTER TABLE leases_v2 RENAME TO leases;" },
 };
 
-#define LEASE_COLUMNS "uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created"
+#define LEASE_COLUMNS "uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, kind"
 
 typedef enum
 {
@@ -106,6 +132,7 @@ va_lease_copy (const VaLease *lease)
   copy->vlan = lease->vlan;
   copy->queues = lease->queues;
   copy->created = lease->created;
+  copy->sriov = lease->sriov;
   return copy;
 }
 
@@ -134,7 +161,7 @@ va_lease_equal (const VaLease *a, const VaLease *b)
   return g_strcmp0 (a->uuid, b->uuid) == 0 && g_strcmp0 (a->domain_name, b->domain_name) == 0 && g_strcmp0 (a->mac, b->mac) == 0
          && g_strcmp0 (a->network, b->network) == 0 && g_strcmp0 (a->pool, b->pool) == 0 && g_strcmp0 (a->slot, b->slot) == 0
          && g_strcmp0 (a->device, b->device) == 0 && g_strcmp0 (a->chardev, b->chardev) == 0 && g_strcmp0 (a->port, b->port) == 0
-         && a->vlan == b->vlan && a->queues == b->queues && a->created == b->created;
+         && a->vlan == b->vlan && a->queues == b->queues && a->created == b->created && !a->sriov == !b->sriov;
 }
 
 static gboolean
@@ -260,7 +287,13 @@ va_lease_validate (const VaLease *lease, GError **error)
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field vlan is %u, more than %u", lease->vlan, VA_VLAN_MAX);
       return FALSE;
     }
-  if (lease->queues < 1 || lease->queues > VA_QUEUES_MAX)
+  if (lease->sriov && (*lease->device || *lease->chardev || *lease->port || lease->queues))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "a lease of kind sriov has no device, chardev, port or queues of ours: libvirt passes its VF through");
+      return FALSE;
+    }
+  if (!lease->sriov && (lease->queues < 1 || lease->queues > VA_QUEUES_MAX))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field queues is %u, not within 1..%u", lease->queues, VA_QUEUES_MAX);
       return FALSE;
@@ -362,6 +395,11 @@ lease_from_row (sqlite3_stmt *stmt, int col)
   lease->queues = (guint16) CLAMP (sqlite3_column_int64 (stmt, col), 0, G_MAXUINT16);
   col++;
   lease->created = sqlite3_column_int64 (stmt, col);
+  col++;
+  {
+    const unsigned char *kind = sqlite3_column_text (stmt, col);
+    lease->sriov = kind && strcmp ((const char *) kind, "sriov") == 0;
+  }
   return lease;
 }
 
@@ -619,7 +657,7 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
   if (self->schema_version >= 1)
     {
       self->insert = prepare (self,
-                              "INSERT INTO leases (" LEASE_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                              "INSERT INTO leases (" LEASE_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
                               "ON CONFLICT (uuid, mac) DO NOTHING",
                               error);
       if (!self->insert)
@@ -830,6 +868,7 @@ bind_lease (sqlite3_stmt *stmt, const VaLease *l)
   sqlite3_bind_int (stmt, i++, l->vlan);
   sqlite3_bind_int (stmt, i++, l->queues);
   sqlite3_bind_int64 (stmt, i++, l->created);
+  sqlite3_bind_text (stmt, i++, VA_LEASE_KIND (l), -1, SQLITE_STATIC);
 }
 
 /* Steps a prepared write statement once; resets it either way. */

@@ -22,7 +22,7 @@ G_BEGIN_DECLS
 #define VA_STORE_FILE_NAME "leases.db"
 /* The schema this build writes. A database at a lower version is upgraded
  * on open; one at a higher version is refused. */
-#define VA_STORE_SCHEMA_VERSION 1
+#define VA_STORE_SCHEMA_VERSION 2
 
 /* Bounds, enforced before a lease reaches SQLite and again by CHECK
  * constraints in the schema. */
@@ -41,13 +41,20 @@ typedef struct
   char *network;     /* "" for inline intent */
   char *pool;
   char *slot;     /* VF PCI address */
-  char *device;   /* vdpa device name; "" until provisioned */
-  char *chardev;  /* /dev/vhost-vdpa-N; "" until provisioned */
-  char *port;     /* port path; "" until provisioned */
+  char *device;   /* vdpa device name; "" until provisioned, and for sriov */
+  char *chardev;  /* /dev/vhost-vdpa-N; "" until provisioned, and for sriov */
+  char *port;     /* port path; "" until provisioned, and for sriov */
   guint16 vlan;   /* 0: untagged, else 1..4094 */
-  guint16 queues; /* queue pairs, 1..256 */
+  guint16 queues; /* queue pairs, 1..256; 0 for sriov (the VF's own driver) */
   gint64 created; /* seconds since the epoch; 0 when queued: now */
+  /* kind sriov: the VF libvirt passed through from the pool's hostdev
+   * network (slot); we made nothing on it, so device, chardev and port
+   * are "" and queues 0. Else kind vdpa. */
+  gboolean sriov;
 } VaLease;
+
+/* "sriov" or "vdpa", as the store, ListLeases and vdpactl spell it. */
+#define VA_LEASE_KIND(lease) ((lease)->sriov ? "sriov" : "vdpa")
 
 VaLease *va_lease_new (void);
 VaLease *va_lease_copy (const VaLease *lease);
