@@ -216,10 +216,10 @@ class Bench:
         self.run_dir = os.path.join(self.lv.root, "va-run")
 
     def start_daemon(self):
-        """The daemon on the configuration. This version refuses a
-        configuration with a kind=sriov pool: then the benchmark runs
-        without those pools and their networks, and the SR-IOV rows say
-        why."""
+        """The daemon on the configuration. Where it refuses the
+        configuration's kind=sriov pools (a daemon older than they are, or
+        a pool it finds wrong), the benchmark runs without those pools and
+        their networks, and the SR-IOV rows quote the refusal."""
         self.daemon_error = None
         try:
             self._start_daemon()
