@@ -46,6 +46,10 @@ typedef struct
   VaForm form;           /* the form of its <interface> in the document now */
   VaPoolKind accel_kind; /* of an accelerated form: a vdpa device or an sriov VF */
   gboolean fallback;     /* portable because the pool had no room */
+  /* swap-back="accelerated": made portable for a move (migrate, save) and
+   * wants its accelerated form back on the host it lands on. Kept by every
+   * rewrite that leaves it portable, dropped by one that accelerates it. */
+  gboolean swap_back;
 } VaNic;
 
 /* The resolved intent of one NIC against a host view. */
@@ -123,6 +127,11 @@ char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **e
  * (@network non-NULL) or removed (@network NULL), every other NIC kept, in
  * the form virDomainSetMetadata takes (libvirt adds the namespace). */
 char *va_metadata_update (const char *current, const char *mac, const char *network, GError **error);
+
+/* The same metadata with the swap-back="accelerated" marker of the NIC
+ * @mac set (@on) or dropped, everything else kept; VA_ERROR_NOT_FOUND when
+ * no NIC has @mac. */
+char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 
