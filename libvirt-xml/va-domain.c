@@ -34,6 +34,7 @@ nic_free (VaNic *nic)
   g_free (nic->bridge);
   g_free (nic->target_dev);
   g_free (nic->source_dev);
+  g_free (nic->swap_back_outcome);
   g_free (nic);
 }
 
@@ -447,6 +448,16 @@ parse_nic (xmlNode *node, GError **error)
             }
           nic->swap_back = TRUE;
         }
+      else if (strcmp (name, "swap-back-outcome") == 0)
+        {
+          if (strcmp (value, "no-room") != 0 && strcmp (value, "refused") != 0)
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room or refused",
+                           mac, VA_CUT (value, 64));
+              break;
+            }
+          nic->swap_back_outcome = g_steal_pointer (&value);
+        }
       else
         {
           g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.*s'", mac, VA_CUT (name, 64));
@@ -459,6 +470,8 @@ parse_nic (xmlNode *node, GError **error)
                  "vdpa:nic %s: network='%s' cannot be combined with pool, vlan, bridge or bridge-type", mac, nic->network);
   if (!local && !nic->network && !nic->pool && !nic->bridge)
     g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: names no network, and no pool or bridge inline", mac);
+  if (!local && nic->swap_back_outcome && !nic->swap_back)
+    g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back-outcome without swap-back", mac);
   if (!local && nic->bridge_kind_set && !nic->bridge)
     g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type without bridge", mac);
 
@@ -1168,7 +1181,9 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       if (nic->form == VA_FORM_ACCELERATED && nic->swap_back)
         {
           unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back");
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
           nic->swap_back = FALSE;
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
         }
       if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
         to_sriov (iface, plan);
@@ -1303,8 +1318,10 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
   return NULL;
 }
 
+/* A vdpa:nic as text, without its swap-back attributes when @skip_swap_back,
+ * then @extra. */
 static void
-append_nic_except (GString *out, xmlNode *nic, const char *skip, const char *extra)
+append_nic_except (GString *out, xmlNode *nic, gboolean skip_swap_back, const char *extra)
 {
   g_string_append (out, "<nic");
   for (xmlAttr *a = nic->properties; a; a = a->next)
@@ -1312,7 +1329,7 @@ append_nic_except (GString *out, xmlNode *nic, const char *skip, const char *ext
       g_autofree char *value = get_prop (nic, (const char *) a->name);
       g_autofree char *escaped = value ? g_markup_escape_text (value, -1) : NULL;
 
-      if (!a->ns && escaped && g_strcmp0 ((const char *) a->name, skip) != 0)
+      if (!a->ns && escaped && !(skip_swap_back && g_str_has_prefix ((const char *) a->name, "swap-back")))
         g_string_append_printf (out, " %s=\"%s\"", (const char *) a->name, escaped);
     }
   if (extra)
@@ -1323,7 +1340,7 @@ append_nic_except (GString *out, xmlNode *nic, const char *skip, const char *ext
 static void
 append_nic (GString *out, xmlNode *nic)
 {
-  append_nic_except (out, nic, NULL, NULL);
+  append_nic_except (out, nic, FALSE, NULL);
 }
 
 /* The root <nics> of metadata as libvirt's virDomainGetMetadata returns
@@ -1342,8 +1359,9 @@ metadata_root (xmlDoc *doc, GError **error)
 }
 
 char *
-va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, GError **error)
+va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error)
 {
+  g_autofree char *extra = NULL;
   g_autoptr (GString) out = g_string_new ("<nics>");
   xmlDoc *doc;
   xmlNode *root;
@@ -1358,6 +1376,14 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, GE
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
       return NULL;
     }
+  if (outcome && strcmp (outcome, "no-room") != 0 && strcmp (outcome, "refused") != 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a swap-back outcome", VA_CUT (outcome, 64));
+      return NULL;
+    }
+  if (on)
+    extra = outcome ? g_strdup_printf (" swap-back=\"accelerated\" swap-back-outcome=\"%s\"", outcome)
+                    : g_strdup (" swap-back=\"accelerated\"");
   if (!(doc = parse_xml (current, strlen (current), error)))
     return NULL;
   if (!(root = metadata_root (doc, error)))
@@ -1376,7 +1402,7 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, GE
       if (m && va_mac_normalize (m, have) && strcmp (have, want) == 0)
         {
           found = TRUE;
-          append_nic_except (out, c, "swap-back", on ? " swap-back=\"accelerated\"" : NULL);
+          append_nic_except (out, c, TRUE, extra);
         }
       else
         append_nic (out, c);

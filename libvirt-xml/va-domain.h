@@ -50,6 +50,10 @@ typedef struct
    * wants its accelerated form back on the host it lands on. Kept by every
    * rewrite that leaves it portable, dropped by one that accelerates it. */
   gboolean swap_back;
+  /* swap-back-outcome: why the host it landed on left it portable
+   * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
+   * NULL while it has not tried. Dropped with swap-back. */
+  char *swap_back_outcome;
 } VaNic;
 
 /* The resolved intent of one NIC against a host view. */
@@ -129,9 +133,10 @@ char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **e
 char *va_metadata_update (const char *current, const char *mac, const char *network, GError **error);
 
 /* The same metadata with the swap-back="accelerated" marker of the NIC
- * @mac set (@on) or dropped, everything else kept; VA_ERROR_NOT_FOUND when
- * no NIC has @mac. */
-char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, GError **error);
+ * @mac set (@on, with swap-back-outcome=@outcome unless NULL) or dropped
+ * with its outcome, everything else kept; VA_ERROR_NOT_FOUND when no NIC
+ * has @mac. */
+char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 
