@@ -2,10 +2,11 @@
 /* vdpactl domain migrate|save|managedsave|restore and accelerate|portable
  * --live: a running domain's accelerated NICs swapped for their portable
  * form (virtio, same MAC, VLAN and PCI slot) while QEMU cannot move or save
- * a vhost-vdpa netdev, and back. libvirt through its client API only; the
- * daemon of this host through its bus (a destination's daemon is out of
- * reach: the swap back there is 'vdpactl domain accelerate --live' run on
- * that host). */
+ * a vhost-vdpa netdev, and back (the swap itself: libvirt-client/va-swap.c).
+ * libvirt through its client API only; the daemon of this host through its
+ * bus. A destination's daemon is out of reach: it swaps the NICs marked
+ * swap-back="accelerated" back itself (vdpa-allocator-libvirt-swap), and
+ * migrate watches the result through the destination's libvirt. */
 #define G_LOG_DOMAIN "va-ctl-migrate"
 
 #include "config.h"
@@ -153,6 +154,10 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
           g_variant_builder_add (&j, "{sv}", "plug_ms", maybe_ms (n->plug_s));
           g_variant_builder_add (&j, "{sv}", "offline_ms", maybe_ms (n->offline_s));
           g_variant_builder_add (&j, "{sv}", "note", g_variant_new_string (n->note ? n->note : ""));
+          g_variant_builder_add (&j, "{sv}", "destination_form",
+                                 g_variant_new_string (n->dest_known ? va_form_to_string (n->dest_form) : ""));
+          g_variant_builder_add (&j, "{sv}", "unaccelerated_ms", maybe_ms (n->dest_known ? n->unaccelerated_s : -1));
+          g_variant_builder_add (&j, "{sv}", "destination_note", g_variant_new_string (n->dest_note ? n->dest_note : ""));
           g_variant_builder_add_value (&nb, g_variant_builder_end (&j));
         }
       nics = g_variant_ref_sink (g_variant_builder_end (&nb));
@@ -182,6 +187,8 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
             g_print ("; unplug %.2f s, plug refused, %.2f s without the NIC", n->unplug_s, n->offline_s);
           if (n->note)
             g_print ("; %s", n->note);
+          if (n->dest_note)
+            g_print ("; %s", n->dest_note);
           g_print ("\n");
         }
       if (r->done)
@@ -284,6 +291,68 @@ migrate_with_timeout (VaLibvirt *lv, const char *uri, unsigned int flags, int ti
   return TRUE;
 }
 
+/* After the migration: B's own daemon swaps each marked NIC back (the
+ * hook's started begin asks it). Polls B's live XML until no NIC waits for
+ * that any more (accelerated, or swap-back-outcome written) or @timeout_s
+ * passed, and notes for each such NIC its form there and how long it was
+ * without acceleration: from its unplug here, or for a NIC portable
+ * already, from @since (the migration's end). */
+static void
+watch_swap_back (VaLibvirt *dest, Report *r, int timeout_s, gint64 since)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_s * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (VaDomain) d = va_swap_live_domain (dest, &error);
+      gint64 now = g_get_monotonic_time ();
+      gboolean last = now >= deadline;
+      guint pending = 0;
+      GPtrArray *nics;
+
+      if (!d)
+        {
+          for (guint i = 0; i < r->nics->len; i++)
+            {
+              VaSwapNic *n = g_ptr_array_index (r->nics, i);
+              if (n->path == VA_SWAP_PATH_SWAP && !n->dest_note)
+                n->dest_note = g_strdup_printf ("its form on the destination is not known: %s", error->message);
+            }
+          return;
+        }
+      nics = va_domain_get_nics (d);
+      for (guint i = 0; i < nics->len; i++)
+        {
+          const VaNic *nic = g_ptr_array_index (nics, i);
+          VaSwapNic *n = va_swap_nic (r->nics, nic);
+          gint64 start = n->unplug_at ? n->unplug_at : since;
+
+          if (n->dest_note || !(nic->swap_back || (n->path == VA_SWAP_PATH_SWAP && n->after == VA_FORM_PORTABLE)))
+            continue;
+          n->dest_known = TRUE;
+          n->dest_form = nic->form;
+          n->unaccelerated_s = (now - start) / (double) G_USEC_PER_SEC;
+          if (nic->form == VA_FORM_ACCELERATED)
+            n->dest_note = g_strdup_printf ("accelerated again on the destination, %.2f s without acceleration", n->unaccelerated_s);
+          else if (g_strcmp0 (nic->swap_back_outcome, "no-room") == 0)
+            n->dest_note = g_strdup ("stays portable on its VLAN on the destination: no room in its pool there");
+          else if (nic->swap_back_outcome)
+            n->dest_note = g_strdup ("stays portable on its VLAN on the destination: the swap back there failed (its daemon's journal "
+                                     "says why)");
+          else if (last)
+            n->dest_note = g_strdup_printf ("still portable on its VLAN on the destination after %d s (its daemon may still swap it "
+                                            "back; 'vdpactl domain accelerate --live' there does it by hand)",
+                                            timeout_s);
+          else
+            pending++;
+        }
+      if (pending == 0)
+        return;
+      g_usleep (200 * 1000);
+    }
+}
+
 static gint64
 completed_downtime (virDomainPtr dom)
 {
@@ -307,13 +376,15 @@ domain_migrate (int argc, char **argv, const char *uri)
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLibvirt) lv = NULL;
   gboolean json = FALSE, live = FALSE, persistent = FALSE, undefine = FALSE, swap_always = FALSE;
-  int timeout = 0;
+  int timeout = 0, swap_back_timeout = 30;
   const GOptionEntry entries[] = {
     { "live", 'l', 0, G_OPTION_ARG_NONE, &live, "Migrate while the guest runs (else it is paused meanwhile)", NULL },
     { "persistent", 'p', 0, G_OPTION_ARG_NONE, &persistent, "Define the domain on the destination", NULL },
     { "undefine-source", 'u', 0, G_OPTION_ARG_NONE, &undefine, "Undefine it on this host afterwards", NULL },
     { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout, "Abort the migration if it has not completed after S seconds", "S" },
     { "swap", 's', 0, G_OPTION_ARG_NONE, &swap_always, "Swap accelerated NICs to portable even if QEMU reports no blocker", NULL },
+    { "swap-back-timeout", 'b', 0, G_OPTION_ARG_INT, &swap_back_timeout,
+      "Wait at most S seconds (default 30) for the destination to swap the NICs back", "S" },
     { NULL },
   };
   Report r = { .operation = "migrate", .downtime_ms = -1 };
@@ -325,13 +396,16 @@ domain_migrate (int argc, char **argv, const char *uri)
                           "Reads QEMU's migration blockers; with none, libvirt migrates every NIC as it is. Else each\n"
                           "accelerated NIC is swapped to its portable form (same MAC, VLAN and PCI slot) and its lease\n"
                           "released before libvirt migrates the domain peer to peer to DEST-URI (a libvirt URI as the\n"
-                          "source's libvirtd reaches it). On the destination the NICs are portable: run\n"
-                          "'vdpactl domain accelerate --live DOMAIN' there for the accelerated form where its pools\n"
-                          "have room. A failure leaves the domain here, its NICs accelerated again where they can be.",
+                          "source's libvirtd reaches it). Each swapped NIC is marked swap-back=\"accelerated\": the\n"
+                          "destination's daemon swaps it back where its pool has room (its hook asks it), and this\n"
+                          "command watches that through DEST-URI for --swap-back-timeout seconds. A failure leaves\n"
+                          "the domain here, its NICs accelerated again where they can be.",
                           entries, &json, 2, 2)))
     return rc;
   if (timeout < 0)
     return va_ctl_usage ("--timeout must be 0 or more seconds");
+  if (swap_back_timeout < 0 || swap_back_timeout > 3600)
+    return va_ctl_usage ("--swap-back-timeout must be 0 to 3600 seconds");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
     return va_ctl_fail (error);
   if (virDomainIsActive (lv->dom) != 1)
@@ -388,22 +462,27 @@ domain_migrate (int argc, char **argv, const char *uri)
     }
   r.done = TRUE;
   {
-    /* the destination's view: its completed job has the downtime */
+    /* the destination's view: its completed job has the downtime, its
+     * live XML the form each NIC ended in */
     g_autoptr (GError) dest_error = NULL;
     g_autoptr (VaLibvirt) dest = va_libvirt_open (argv[2], TRUE, &dest_error);
     char uuid[VIR_UUID_STRING_BUFLEN];
+    gint64 since = g_get_monotonic_time ();
 
     virDomainGetUUIDString (lv->dom, uuid);
     if (dest && va_libvirt_lookup (dest, uuid, &dest_error))
-      r.downtime_ms = completed_downtime (dest->dom);
+      {
+        r.downtime_ms = completed_downtime (dest->dom);
+        watch_swap_back (dest, &r, swap_back_timeout, since);
+      }
+    else
+      for (guint i = 0; i < r.nics->len; i++)
+        {
+          VaSwapNic *n = g_ptr_array_index (r.nics, i);
+          if (n->path == VA_SWAP_PATH_SWAP && n->after == VA_FORM_PORTABLE)
+            n->dest_note = g_strdup_printf ("its form on the destination is not known: %s", dest_error->message);
+        }
   }
-  for (guint i = 0; i < r.nics->len; i++)
-    {
-      VaSwapNic *n = g_ptr_array_index (r.nics, i);
-      if (n->path == VA_SWAP_PATH_SWAP && n->after == VA_FORM_PORTABLE)
-        va_swap_note (n, "portable on the destination: 'vdpactl domain accelerate --live %s' there swaps it back",
-                      virDomainGetName (lv->dom));
-    }
 out:
   rc = report_print (lv, &r, json);
   report_clear (&r);
@@ -463,18 +542,26 @@ domain_restore (int argc, char **argv, const char *uri)
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLibvirt) lv = NULL;
   gboolean json = FALSE, managed = FALSE;
+  int swap_back_timeout = 30;
   const GOptionEntry entries[] = {
     { "managed", 'm', 0, G_OPTION_ARG_NONE, &managed, "The argument is a domain with a managed save image", NULL },
+    { "swap-back-timeout", 'b', 0, G_OPTION_ARG_INT, &swap_back_timeout,
+      "Wait at most S seconds (default 30) for the daemon's own swap back of NICs saved portable", "S" },
     { NULL },
   };
   Report r = { .operation = "restore", .downtime_ms = -1 };
+  g_autoptr (GHashTable) only = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "FILE|--managed DOMAIN - restore a saved domain, then swap its NICs back",
                           "Restores the domain from FILE (or starts DOMAIN from its managed save image), then swaps each\n"
-                          "portable NIC whose pool has room on this host to the accelerated form, with a fresh lease.",
+                          "portable NIC whose pool has room on this host to the accelerated form, with a fresh lease.\n"
+                          "NICs 'vdpactl domain save' marked swap-back=\"accelerated\" the daemon swaps back itself (the\n"
+                          "hook asks it): this waits for that, at most --swap-back-timeout seconds, then swaps the rest.",
                           entries, &json, 1, 1)))
     return rc;
+  if (swap_back_timeout < 0 || swap_back_timeout > 3600)
+    return va_ctl_usage ("--swap-back-timeout must be 0 to 3600 seconds");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)))
     return va_ctl_fail (error);
   if (managed)
@@ -512,7 +599,22 @@ domain_restore (int argc, char **argv, const char *uri)
         return error ? va_ctl_fail (error) : va_ctl_fail_msg ("the save image names no domain");
     }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
-  if (!va_swap_to_accelerated (lv, r.nics, NULL, &error))
+  watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
+  {
+    /* what the daemon did not settle: a NIC it swapped or gave up on
+     * (swap-back-outcome) is left as it is */
+    g_autoptr (VaDomain) d = va_swap_live_domain (lv, NULL);
+    GPtrArray *nics = d ? va_domain_get_nics (d) : NULL;
+
+    only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; nics && i < nics->len; i++)
+      {
+        const VaNic *nic = g_ptr_array_index (nics, i);
+        if (nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+          g_hash_table_add (only, g_strdup (nic->mac));
+      }
+  }
+  if (!va_swap_to_accelerated (lv, r.nics, only, &error))
     r.error = g_strdup_printf ("restored, but %s", error->message);
   else
     r.done = TRUE;
