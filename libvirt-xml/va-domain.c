@@ -1177,6 +1177,13 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       nic->form = g_array_index (forms, VaForm, i);
       nic->fallback = g_array_index (fallbacks, gboolean, i);
       nic->accel_kind = plan->kind;
+      /* a restore or an incoming migration: a new host, a new try (the
+       * outcome was another host's, or an earlier start's) */
+      if (keep && nic->swap_back_outcome)
+        {
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
+        }
       /* the wish is granted: the next move marks it again if need be */
       if (nic->form == VA_FORM_ACCELERATED && nic->swap_back)
         {

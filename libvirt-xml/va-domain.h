@@ -52,7 +52,8 @@ typedef struct
   gboolean swap_back;
   /* swap-back-outcome: why the host it landed on left it portable
    * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
-   * NULL while it has not tried. Dropped with swap-back. */
+   * NULL while it has not tried. Dropped with swap-back, and by the
+   * rewrite for a restore or an incoming migration (a new try). */
   char *swap_back_outcome;
 } VaNic;
 
@@ -104,7 +105,8 @@ gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form,
  * only into a backend that offers what the saved one did, and vhost-vdpa
  * offers less than a tap ("saved image requires TUN_F_UFO support"). So a
  * portable NIC stays portable; an accelerated one stays accelerated where
- * its pool has room, else goes portable where it may. */
+ * its pool has room, else goes portable where it may. A swap-back-outcome
+ * goes: the host it lands on tries again. */
 gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error);
 
 /* The text of @xml rewritten for @view @to "accelerated", "portable",

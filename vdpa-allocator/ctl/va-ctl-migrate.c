@@ -333,6 +333,7 @@ watch_swap_back (VaLibvirt *dest, Report *r, int timeout_s, gint64 since)
           n->dest_known = TRUE;
           n->dest_form = nic->form;
           n->unaccelerated_s = (now - start) / (double) G_USEC_PER_SEC;
+          n->settled = nic->form == VA_FORM_ACCELERATED || nic->swap_back_outcome;
           if (nic->form == VA_FORM_ACCELERATED)
             n->dest_note = g_strdup_printf ("accelerated again on the destination, %.2f s without acceleration", n->unaccelerated_s);
           else if (g_strcmp0 (nic->swap_back_outcome, "no-room") == 0)
@@ -602,7 +603,7 @@ domain_restore (int argc, char **argv, const char *uri)
   watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
   {
     /* what the daemon did not settle: a NIC it swapped or gave up on
-     * (swap-back-outcome) is left as it is */
+     * meanwhile (swap-back-outcome) is left as it is */
     g_autoptr (VaDomain) d = va_swap_live_domain (lv, NULL);
     GPtrArray *nics = d ? va_domain_get_nics (d) : NULL;
 
@@ -610,7 +611,7 @@ domain_restore (int argc, char **argv, const char *uri)
     for (guint i = 0; nics && i < nics->len; i++)
       {
         const VaNic *nic = g_ptr_array_index (nics, i);
-        if (nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+        if (nic->form == VA_FORM_PORTABLE && !va_swap_nic (r.nics, nic)->settled)
           g_hash_table_add (only, g_strdup (nic->mac));
       }
   }

@@ -37,6 +37,7 @@ typedef struct
   /* vdpactl migrate: the NIC on the destination, as its live XML shows it
    * after the migration */
   gboolean dest_known;
+  gboolean settled; /* accelerated there, or given up on (an outcome) */
   VaForm dest_form;
   double unaccelerated_s; /* < 0: never without acceleration */
   char *dest_note;
