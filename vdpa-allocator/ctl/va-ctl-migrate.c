@@ -311,6 +311,13 @@ watch_swap_back (VaLibvirt *dest, Report *r, int timeout_s, gint64 since)
       guint pending = 0;
       GPtrArray *nics;
 
+      /* a NIC between its unplug and its plug there is in the metadata
+       * only: the swap back is under way */
+      if (!d && !last && g_error_matches (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT))
+        {
+          g_usleep (200 * 1000);
+          continue;
+        }
       if (!d)
         {
           for (guint i = 0; i < r->nics->len; i++)
