@@ -813,6 +813,13 @@ class DaemonInLab(unittest.TestCase):
         doc = json.loads(r.stdout)
         self.assertEqual([(n["path"], n["form_after"]) for n in doc["nics"]], [("swap", "accelerated")])
         self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
+        # the save marked the NIC swap-back="accelerated"; the hook's
+        # started begin asked the daemon, whose helper swapped it back on
+        # the VDUSE device, and vdpactl restore only waited for that
+        self.assertEqual(doc["nics"][0]["destination_form"], "accelerated")
+        self.assertIn("accelerated again", doc["nics"][0]["destination_note"])
+        self.assertIn("swap back after its move: %s accelerated" % self.MAC, LAB.read_daemon_log())
+        self.assertNotIn("swap-back", virsh("dumpxml", name).stdout)
         virsh("destroy", name)
 
 

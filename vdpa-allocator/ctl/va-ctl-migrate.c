@@ -608,6 +608,18 @@ domain_restore (int argc, char **argv, const char *uri)
     }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
+  for (guint i = 0; i < r.nics->len; i++)
+    {
+      /* here the destination is this host: what the daemon swapped back
+       * is this restore's swap */
+      VaSwapNic *n = g_ptr_array_index (r.nics, i);
+
+      if (n->dest_known && n->dest_form == VA_FORM_ACCELERATED)
+        {
+          n->path = VA_SWAP_PATH_SWAP;
+          n->after = VA_FORM_ACCELERATED;
+        }
+    }
   {
     /* what the daemon did not settle: a NIC it swapped or gave up on
      * meanwhile (swap-back-outcome) is left as it is */
