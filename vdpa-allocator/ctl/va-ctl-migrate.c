@@ -565,7 +565,7 @@ domain_restore (int argc, char **argv, const char *uri)
                           "Restores the domain from FILE (or starts DOMAIN from its managed save image), then swaps each\n"
                           "portable NIC whose pool has room on this host to the accelerated form, with a fresh lease.\n"
                           "NICs 'vdpactl domain save' marked swap-back=\"accelerated\" the daemon swaps back itself (the\n"
-                          "hook asks it): this waits for that, at most --swap-back-timeout seconds, then swaps the rest.",
+                          "hook asks it): this waits for that, at most --swap-back-timeout seconds, and swaps the others.",
                           entries, &json, 1, 1)))
     return rc;
   if (swap_back_timeout < 0 || swap_back_timeout > 3600)
@@ -621,8 +621,8 @@ domain_restore (int argc, char **argv, const char *uri)
         }
     }
   {
-    /* what the daemon did not settle: a NIC it swapped or gave up on
-     * meanwhile (swap-back-outcome) is left as it is */
+    /* the portable NICs without a swap-back marker: the daemon's helper
+     * swaps the marked ones */
     g_autoptr (VaDomain) d = va_swap_live_domain (lv, NULL);
     GPtrArray *nics = d ? va_domain_get_nics (d) : NULL;
 
@@ -630,8 +630,14 @@ domain_restore (int argc, char **argv, const char *uri)
     for (guint i = 0; nics && i < nics->len; i++)
       {
         const VaNic *nic = g_ptr_array_index (nics, i);
-        if (nic->form == VA_FORM_PORTABLE && !va_swap_nic (r.nics, nic)->settled)
+        VaSwapNic *n = va_swap_nic (r.nics, nic);
+
+        /* a marked NIC is the daemon's, settled or not: two swaps of one
+         * NIC at once would share its lease (the lab tier saw that) */
+        if (nic->form == VA_FORM_PORTABLE && !nic->swap_back)
           g_hash_table_add (only, g_strdup (nic->mac));
+        else if (nic->form == VA_FORM_PORTABLE && !n->settled)
+          va_swap_note (n, "left to the daemon's swap back, unfinished after --swap-back-timeout %d s", swap_back_timeout);
       }
   }
   if (!va_swap_to_accelerated (lv, r.nics, only, &error))

@@ -11,6 +11,7 @@
 
 #include "va-swapback.h"
 
+#include <signal.h>
 #include <string.h>
 
 #include "va-error.h"
@@ -19,8 +20,10 @@
 #include "va-paths.h"
 
 #define SWAP_BACK_MAX_RUNNING 8
-/* past the helper's own --wait: its swaps after the wait */
+/* past the helper's own --wait: its swaps after the wait; then SIGTERM,
+ * and SIGKILL after SWAP_BACK_KILL_S more (a swap's unplug may take 30 s) */
 #define SWAP_BACK_GRACE_S 60
+#define SWAP_BACK_KILL_S 120
 
 struct _VaSwapBack
 {
@@ -55,8 +58,16 @@ timed_out (gpointer user_data)
 {
   Run *r = user_data;
 
+  if (!r->timed_out)
+    {
+      /* the helper stops between two NICs, never within a swap */
+      r->timed_out = TRUE;
+      g_subprocess_send_signal (r->proc, SIGTERM);
+      r->timer = g_timeout_add_seconds (SWAP_BACK_KILL_S, timed_out, r);
+      return G_SOURCE_REMOVE;
+    }
+  /* a libvirtd that does not answer at all */
   r->timer = 0;
-  r->timed_out = TRUE;
   g_subprocess_force_exit (r->proc);
   return G_SOURCE_REMOVE;
 }
@@ -83,7 +94,11 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
   if (g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), res, &out, &err, &error))
     status = g_subprocess_get_if_exited (r->proc) ? g_subprocess_get_exit_status (r->proc) : -1;
   if (r->timed_out)
-    result = g_strdup_printf ("killed after %u s; the NICs not swapped yet stay portable", r->owner ? r->owner->timeout_s : 0);
+    {
+      g_autofree char *lines = one_line (out);
+      result = g_strdup_printf ("stopped at its bound (%u s and %d s); the NICs not swapped yet stay portable%s%s",
+                                r->owner ? r->owner->timeout_s : 0, SWAP_BACK_GRACE_S, *lines ? ": " : "", lines);
+    }
   else if (error)
     result = g_strdup (error->message);
   else if (status == 0 || status == 3)

@@ -20,12 +20,23 @@
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "va-error.h"
 #include "va-libvirt.h"
 #include "va-swap.h"
+
+/* SIGTERM (the daemon's bound) stops the helper between two NICs, never
+ * between a NIC's unplug and its plug: a NIC is never left without a form */
+static volatile sig_atomic_t stopping;
+
+static void
+on_term (int sig)
+{
+  stopping = 1;
+}
 
 /* Until the domain runs with no job: on the destination of a migration it
  * is paused (PAUSED_MIGRATION) under libvirt's incoming job until Finish
@@ -52,7 +63,7 @@ wait_ready (VaLibvirt *lv, double wait_s, GError **error)
         }
       if (state == VIR_DOMAIN_RUNNING && virDomainGetJobInfo (lv->dom, &job) == 0 && job.type == VIR_DOMAIN_JOB_NONE)
         return TRUE;
-      if (g_get_monotonic_time () > deadline)
+      if (stopping || g_get_monotonic_time () > deadline)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the domain did not run without a job within %.0f s (state %d, reason %d)", wait_s,
                        state, reason);
@@ -81,6 +92,12 @@ main (int argc, char **argv)
   GPtrArray *nics;
   int rc = 0;
 
+  {
+    struct sigaction sa = { .sa_handler = on_term };
+
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGTERM, &sa, NULL);
+  }
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 2 || wait_s <= 0)
     {
@@ -104,11 +121,35 @@ main (int argc, char **argv)
     }
   if (g_hash_table_size (only) == 0)
     return 0;
-  if (!va_swap_to_accelerated (lv, report, only, &error))
-    {
-      fprintf (stderr, "%s\n", error->message);
-      return 1;
-    }
+  {
+    /* one NIC at a time, so that a SIGTERM takes effect between two */
+    GHashTableIter iter;
+    gpointer mac;
+
+    g_hash_table_iter_init (&iter, only);
+    while (g_hash_table_iter_next (&iter, &mac, NULL))
+      {
+        g_autoptr (GHashTable) one = g_hash_table_new (g_str_hash, g_str_equal);
+
+        if (stopping)
+          {
+            VaSwapNic *n = NULL;
+
+            for (guint i = 0; i < report->len && !n; i++)
+              if (strcmp (((VaSwapNic *) g_ptr_array_index (report, i))->mac, mac) == 0)
+                n = g_ptr_array_index (report, i);
+            if (n)
+              va_swap_note (n, "not tried: the daemon's bound was reached");
+            continue;
+          }
+        g_hash_table_add (one, mac);
+        if (!va_swap_to_accelerated (lv, report, one, &error))
+          {
+            fprintf (stderr, "%s\n", error->message);
+            return 1;
+          }
+      }
+  }
   for (guint i = 0; i < report->len; i++)
     {
       VaSwapNic *n = g_ptr_array_index (report, i);
