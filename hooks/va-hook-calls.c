@@ -12,7 +12,7 @@ static const struct
   { "prepare", "begin", VA_HOOK_CALL_PREPARE },     { "start", "begin", VA_HOOK_CALL_START },
   { "stopped", "end", VA_HOOK_CALL_STOPPED },       { "release", "end", VA_HOOK_CALL_STOPPED },
   { "reconnect", "begin", VA_HOOK_CALL_RECONNECT }, { "migrate", "begin", VA_HOOK_CALL_REWRITE },
-  { "restore", "begin", VA_HOOK_CALL_REWRITE },
+  { "restore", "begin", VA_HOOK_CALL_REWRITE },     { "started", "begin", VA_HOOK_CALL_STARTED },
 };
 
 VaHookCall

@@ -12,6 +12,7 @@ typedef enum
   VA_HOOK_CALL_STOPPED,   /* stopped end, release end: give leases back */
   VA_HOOK_CALL_RECONNECT, /* reconnect begin: claim leases again */
   VA_HOOK_CALL_REWRITE,   /* migrate begin, restore begin: rewrite for this host */
+  VA_HOOK_CALL_STARTED,   /* started begin: ask for the swap back of NICs portable for a move */
 } VaHookCall;
 
 VaHookCall va_hook_call_lookup (const char *op, const char *sub);

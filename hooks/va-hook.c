@@ -300,6 +300,36 @@ on_rewrite (Hook *h)
   return fflush (stdout) == 0 ? 0 : fail (h, "writing the domain XML: %s", g_strerror (errno));
 }
 
+/* QEMU runs (libvirt's qemuProcessFinishStartup): on the destination of a
+ * migration in its Prepare phase, before the state arrives; after a
+ * restore, paused until libvirt resumes it. A NIC vdpactl made portable
+ * for the move (swap-back="accelerated") gets its accelerated form back
+ * from the daemon, which runs the swap once the domain runs with no job:
+ * libvirtd holds the domain's job while this hook runs, so nothing here
+ * may wait for it. Never fails: a failure here would stop the guest. */
+static int
+on_started (Hook *h)
+{
+  GPtrArray *nics = va_domain_get_nics (h->domain);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  gboolean any = FALSE;
+
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+        any = TRUE;
+    }
+  if (!any)
+    return 0;
+  ret = call (h, "SwapBack", g_variant_new ("(ss)", va_domain_get_uuid (h->domain), h->name), "()", &error);
+  if (!ret)
+    fail (h, "no swap back of its portable NICs (they stay portable on their VLANs): %s", error->message);
+  return 0;
+}
+
 int
 va_hook_main (int argc, char **argv)
 {
@@ -360,6 +390,9 @@ va_hook_main (int argc, char **argv)
         break;
       case VA_HOOK_CALL_REWRITE:
         rc = on_rewrite (&h);
+        break;
+      case VA_HOOK_CALL_STARTED:
+        rc = on_started (&h);
         break;
       case VA_HOOK_CALL_NONE:
       default:

@@ -20,6 +20,7 @@ struct _VaDomain
   char *uuid;
   GPtrArray *nics;       /* VaNic* */
   GPtrArray *nic_ifaces; /* xmlNode* of each NIC's <interface>, same index */
+  GPtrArray *nic_nodes;  /* xmlNode* of each vdpa:nic, same index */
 };
 
 #define XSTR(s) ((const xmlChar *) (s))
@@ -34,6 +35,7 @@ nic_free (VaNic *nic)
   g_free (nic->target_dev);
   g_free (nic->source_dev);
   g_free (nic->vf);
+  g_free (nic->swap_back_outcome);
   g_free (nic);
 }
 
@@ -48,6 +50,7 @@ va_domain_free (VaDomain *self)
   g_free (self->uuid);
   g_clear_pointer (&self->nics, g_ptr_array_unref);
   g_clear_pointer (&self->nic_ifaces, g_ptr_array_unref);
+  g_clear_pointer (&self->nic_nodes, g_ptr_array_unref);
   g_free (self);
 }
 
@@ -436,6 +439,26 @@ parse_nic (xmlNode *node, GError **error)
             }
           nic->bridge_kind_set = TRUE;
         }
+      else if (strcmp (name, "swap-back") == 0)
+        {
+          if (strcmp (value, "accelerated") != 0)
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back='%.*s' is not accelerated", mac,
+                           VA_CUT (value, 64));
+              break;
+            }
+          nic->swap_back = TRUE;
+        }
+      else if (strcmp (name, "swap-back-outcome") == 0)
+        {
+          if (strcmp (value, "no-room") != 0 && strcmp (value, "refused") != 0)
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room or refused",
+                           mac, VA_CUT (value, 64));
+              break;
+            }
+          nic->swap_back_outcome = g_steal_pointer (&value);
+        }
       else
         {
           g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.*s'", mac, VA_CUT (name, 64));
@@ -448,6 +471,8 @@ parse_nic (xmlNode *node, GError **error)
                  "vdpa:nic %s: network='%s' cannot be combined with pool, vlan, bridge or bridge-type", mac, nic->network);
   if (!local && !nic->network && !nic->pool && !nic->bridge)
     g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: names no network, and no pool or bridge inline", mac);
+  if (!local && nic->swap_back_outcome && !nic->swap_back)
+    g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back-outcome without swap-back", mac);
   if (!local && nic->bridge_kind_set && !nic->bridge)
     g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: bridge-type without bridge", mac);
 
@@ -599,6 +624,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
     len = strlen (xml);
   self->nics = g_ptr_array_new_with_free_func ((GDestroyNotify) nic_free);
   self->nic_ifaces = g_ptr_array_new ();
+  self->nic_nodes = g_ptr_array_new ();
   self->has_decl = input_has_decl (xml, len);
   self->doc = parse_xml (xml, len, error);
   if (!self->doc)
@@ -703,6 +729,7 @@ va_domain_parse (const char *xml, gssize len, GError **error)
           live_vf (iface, source, nic);
       }
       g_ptr_array_add (self->nic_ifaces, iface);
+      g_ptr_array_add (self->nic_nodes, c);
     }
 
   return g_steal_pointer (&self);
@@ -1199,6 +1226,21 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       nic->form = g_array_index (forms, VaForm, i);
       nic->fallback = g_array_index (fallbacks, gboolean, i);
       nic->accel_kind = plan->kind;
+      /* a restore or an incoming migration: a new host, a new try (the
+       * outcome was another host's, or an earlier start's) */
+      if (keep && nic->swap_back_outcome)
+        {
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
+        }
+      /* the wish is granted: the next move marks it again if need be */
+      if (nic->form == VA_FORM_ACCELERATED && nic->swap_back)
+        {
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back");
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
+          nic->swap_back = FALSE;
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
+        }
       if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
         to_sriov (iface, plan);
       else if (nic->form == VA_FORM_ACCELERATED)
@@ -1332,8 +1374,10 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
   return NULL;
 }
 
+/* A vdpa:nic as text, without its swap-back attributes when @skip_swap_back,
+ * then @extra. */
 static void
-append_nic (GString *out, xmlNode *nic)
+append_nic_except (GString *out, xmlNode *nic, gboolean skip_swap_back, const char *extra)
 {
   g_string_append (out, "<nic");
   for (xmlAttr *a = nic->properties; a; a = a->next)
@@ -1341,10 +1385,92 @@ append_nic (GString *out, xmlNode *nic)
       g_autofree char *value = get_prop (nic, (const char *) a->name);
       g_autofree char *escaped = value ? g_markup_escape_text (value, -1) : NULL;
 
-      if (!a->ns && escaped)
+      if (!a->ns && escaped && !(skip_swap_back && g_str_has_prefix ((const char *) a->name, "swap-back")))
         g_string_append_printf (out, " %s=\"%s\"", (const char *) a->name, escaped);
     }
+  if (extra)
+    g_string_append (out, extra);
   g_string_append (out, "/>");
+}
+
+static void
+append_nic (GString *out, xmlNode *nic)
+{
+  append_nic_except (out, nic, FALSE, NULL);
+}
+
+/* The root <nics> of metadata as libvirt's virDomainGetMetadata returns
+ * it (without its namespace) or namespaced; NULL with @error else. */
+static xmlNode *
+metadata_root (xmlDoc *doc, GError **error)
+{
+  xmlNode *root = xmlDocGetRootElement (doc);
+
+  if (!root || root->type != XML_ELEMENT_NODE || (root->ns && !is_va_element (root)) || xmlStrcmp (root->name, XSTR ("nics")) != 0)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain's vdpa metadata is not a vdpa:nics element");
+      return NULL;
+    }
+  return root;
+}
+
+char *
+va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error)
+{
+  g_autofree char *extra = NULL;
+  g_autoptr (GString) out = g_string_new ("<nics>");
+  xmlDoc *doc;
+  xmlNode *root;
+  char want[VA_MAC_STRING_LEN];
+  gboolean found = FALSE;
+
+  g_return_val_if_fail (current != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  if (!va_mac_normalize (mac, want))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
+      return NULL;
+    }
+  if (outcome && strcmp (outcome, "no-room") != 0 && strcmp (outcome, "refused") != 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a swap-back outcome", VA_CUT (outcome, 64));
+      return NULL;
+    }
+  if (on)
+    extra = outcome ? g_strdup_printf (" swap-back=\"accelerated\" swap-back-outcome=\"%s\"", outcome)
+                    : g_strdup (" swap-back=\"accelerated\"");
+  if (!(doc = parse_xml (current, strlen (current), error)))
+    return NULL;
+  if (!(root = metadata_root (doc, error)))
+    {
+      xmlFreeDoc (doc);
+      return NULL;
+    }
+  for (xmlNode *c = root->children; c; c = c->next)
+    {
+      g_autofree char *m = NULL;
+      char have[VA_MAC_STRING_LEN];
+
+      if (c->type != XML_ELEMENT_NODE || (c->ns && !is_va_element (c)) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
+        continue;
+      m = get_prop (c, "mac");
+      if (m && va_mac_normalize (m, have) && strcmp (have, want) == 0)
+        {
+          found = TRUE;
+          append_nic_except (out, c, TRUE, extra);
+        }
+      else
+        append_nic (out, c);
+    }
+  xmlFreeDoc (doc);
+  if (!found)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the vdpa metadata has no NIC %s", want);
+      return NULL;
+    }
+  g_string_append (out, "</nics>");
+  return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
 char *

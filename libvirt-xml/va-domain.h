@@ -52,6 +52,15 @@ typedef struct
    * none; G_MAXUINT16 for more than one tag, which no VF carries). */
   char *vf;
   guint16 vf_vlan;
+  /* swap-back="accelerated": made portable for a move (migrate, save) and
+   * wants its accelerated form back on the host it lands on. Kept by every
+   * rewrite that leaves it portable, dropped by one that accelerates it. */
+  gboolean swap_back;
+  /* swap-back-outcome: why the host it landed on left it portable
+   * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
+   * NULL while it has not tried. Dropped with swap-back, and by the
+   * rewrite for a restore or an incoming migration (a new try). */
+  char *swap_back_outcome;
 } VaNic;
 
 /* The resolved intent of one NIC against a host view. */
@@ -105,7 +114,8 @@ gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form,
  * only into a backend that offers what the saved one did, and vhost-vdpa
  * offers less than a tap ("saved image requires TUN_F_UFO support"). So a
  * portable NIC stays portable; an accelerated one stays accelerated where
- * its pool has room, else goes portable where it may. */
+ * its pool has room, else goes portable where it may. A swap-back-outcome
+ * goes: the host it lands on tries again. */
 gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error);
 
 /* The text of @xml rewritten for @view @to "accelerated", "portable",
@@ -132,6 +142,12 @@ char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **e
  * (@network non-NULL) or removed (@network NULL), every other NIC kept, in
  * the form virDomainSetMetadata takes (libvirt adds the namespace). */
 char *va_metadata_update (const char *current, const char *mac, const char *network, GError **error);
+
+/* The same metadata with the swap-back="accelerated" marker of the NIC
+ * @mac set (@on, with swap-back-outcome=@outcome unless NULL) or dropped
+ * with its outcome, everything else kept; VA_ERROR_NOT_FOUND when no NIC
+ * has @mac. */
+char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 

@@ -35,6 +35,8 @@ COMMANDS = {
     ("domain", "save"): "domain-move",
     ("domain", "managedsave"): "domain-move",
     ("domain", "restore"): "domain-move",
+    ("domain", "accelerate"): "domain-swap",
+    ("domain", "portable"): "domain-swap",
 }
 SUBCOMMANDS = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "network": ["list"],
                "domain": ["show", "accelerate", "portable", "attach", "detach", "migrate", "save",
@@ -154,6 +156,13 @@ class JsonSchemaTest(unittest.TestCase):
         with open(node, "w") as f:
             f.write("<node>%s</node>\n" % (dom % ""))
         conn = ("--connect", "test://" + node)
+        # the live swap of a domain without NICs: done, nothing to say
+        for words in (("domain", "accelerate"), ("domain", "portable")):
+            swapped = self.check(words, "--live", "plain", before=conn)
+            self.assertEqual((swapped["operation"], swapped["done"], swapped["nics"]), (words[1], True, []))
+        r = vdpactl("domain", "--connect", "test://" + node, "accelerate", "plain", "-j")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("-j needs --live", r.stderr)
         failed = self.check(("domain", "migrate"), "plain", "qemu+tcp://127.0.0.1:1/system", "--live", before=conn, rc=1)
         self.assertEqual((failed["done"], failed["blockers"], failed["nics"]), (False, None, []))
         self.assertRegex(failed["error"], "migration failed")

@@ -42,6 +42,7 @@ IDS = {
     "low_watermark": "aa0d82a61dbd440598a1a70e801c2e36",
     "pf_health": "d06469585f4346028a2c219cd6086096",
     "pool_warning": "7d946d9fafcd48dfba9d154a07ab5217",
+    "swap_back": "5ed5e85968c54c54bfda2254e2f5200d",
 }
 
 

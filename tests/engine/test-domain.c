@@ -144,6 +144,37 @@ test_metadata_update (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* The swap-back marker set, given an outcome, and dropped with it; the
+ * other NICs and attributes as they were. */
+static void
+test_metadata_swap_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  const char *cur
+    = "<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/><nic mac=\"52:54:00:00:00:02\" vlan=\"5\" bridge=\"br0\"/></nics>";
+  g_autofree char *on = va_metadata_set_swap_back (cur, "52:54:00:00:00:01", TRUE, NULL, &error);
+  g_autofree char *outcome = NULL;
+  g_autofree char *off = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (on, ==,
+                   "<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\" swap-back=\"accelerated\"/>"
+                   "<nic mac=\"52:54:00:00:00:02\" vlan=\"5\" bridge=\"br0\"/></nics>");
+  outcome = va_metadata_set_swap_back (on, "52:54:00:00:00:01", TRUE, "no-room", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (outcome, ==,
+                   "<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\" swap-back=\"accelerated\" swap-back-outcome=\"no-room\"/>"
+                   "<nic mac=\"52:54:00:00:00:02\" vlan=\"5\" bridge=\"br0\"/></nics>");
+  off = va_metadata_set_swap_back (outcome, "52:54:00:00:00:01", FALSE, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (off, ==, cur);
+  g_assert_null (va_metadata_set_swap_back (cur, "52:54:00:00:00:03", TRUE, NULL, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_null (va_metadata_set_swap_back (cur, "52:54:00:00:00:01", TRUE, "maybe", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_interface_xml (void)
 {
@@ -318,6 +349,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/utf8-prefix", test_utf8_prefix);
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
+  g_test_add_func ("/domain/metadata-swap-back", test_metadata_swap_back);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);

@@ -15,7 +15,7 @@ import unittest
 
 from vatest import twohosts
 from vatest.libvirt import build_guest, enter_namespaces, skip_reason
-from vatest.paths import SRCDIR
+from vatest.paths import HOOK, SRCDIR, SYSCONFDIR
 from vatest.twohosts import TwoHosts, domain_xml, ethernet_nic, portable_nic
 
 enter_namespaces()
@@ -98,12 +98,14 @@ class TwoHostTier(unittest.TestCase):
     # --- helpers -----------------------------------------------------------
 
     def boot(self, host="a", nics=NICS, name=DOM, meta=None, **kw):
-        """meta: [(mac, network)] for vdpa:nics metadata."""
+        """meta: [(mac, network)] or [(mac, network, attributes)] for
+        vdpa:nics metadata."""
         path = "/var/lib/libvirt/%s.xml" % name
         xml = domain_xml(name, self.kernel, self.initrd, nics, **kw)
         if meta:
             xml = xml.replace("<memory", "<metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory" % (
-                VA_NS, "".join('<vdpa:nic mac="%s" network="%s"/>' % m for m in meta)), 1)
+                VA_NS, "".join('<vdpa:nic mac="%s" network="%s"%s/>' % (m[0], m[1], " " + m[2] if len(m) > 2 else "")
+                               for m in meta)), 1)
         self.hosts.write(host, path, xml)
         self.hosts.virsh(host, "define", path)
         t0 = time.monotonic()
@@ -169,6 +171,26 @@ class TwoHostTier(unittest.TestCase):
                 "guest saw the remove": t_removed - t0, "attach call": t_attach - t1,
                 "guest saw the add (from attach)": t_added - t1, "watcher ping answered (from attach)": t_answer - t1,
                 "unplug start to answer": t_answer - t0}, stats
+
+    def install_hook(self, host, config):
+        """The project's hook in host's qemu.d, after record-hook.sh
+        (libvirt 9.0 lists qemu.d at every call), with config in its
+        compiled-in configuration directory: libvirt gives hooks no
+        environment. A tmpfs there, in the host's own mount namespace."""
+        self.hosts.exec(host, ["mount", "-t", "tmpfs", "-o", "mode=0755", "va-etc", SYSCONFDIR])
+        self.addCleanup(self.hosts.exec, host, ["umount", SYSCONFDIR], check=False)
+        os.makedirs(self.hosts.path(host, SYSCONFDIR + "/vdpa-allocator"))
+        self.hosts.write(host, SYSCONFDIR + "/vdpa-allocator/vdpa-allocator.conf", config)
+        link = self.hosts.path(host, "/etc/libvirt/hooks/qemu.d/60-vdpa-allocator")
+        os.symlink(os.path.abspath(HOOK), link)
+        self.addCleanup(os.unlink, link)
+
+    def wait_log(self, host, text, timeout=60):
+        deadline = time.monotonic() + timeout
+        while text not in self.hosts.daemon_log(host):
+            if time.monotonic() > deadline:
+                self.fail("no %r in the daemon log of host %s:\n%s" % (text, host, self.hosts.daemon_log(host)[-3000:]))
+            time.sleep(0.2)
 
     def assert_on_a_with_nics(self):
         self.assertEqual(self.state("a"), "running")
@@ -472,13 +494,21 @@ class TwoHostTier(unittest.TestCase):
         Refusals leave the guest on A; the migration moves it with a pinger
         on both addresses; on B the swap back meets a full pool, then a
         QEMU that cannot plug the vdpa form, and the NIC stays portable on
-        its VLAN; save and restore through vdpactl."""
+        its VLAN; save and restore through vdpactl.
+
+        NIC 2 carries swap-back="accelerated", as vdpactl's swap to the
+        portable form leaves it (the swap itself needs vhost-vdpa: the lab
+        tier), and B runs the project's hook: after the migration B's daemon
+        swaps it back by itself (a lease, a plug QEMU refuses here, the
+        portable form back in its slot), and vdpactl on A reports that;
+        at the end the move back to A, whose pool is full, gets "no room"."""
         for h in ("a", "b"):
             self.hosts.start_daemon(h, ALLOCATOR_CONF)
         self.addCleanup(self.hosts.stop_daemon, "a")
         self.addCleanup(self.hosts.stop_daemon, "b")
         (mac1, _, _, _), (mac2, vlan2, _, slot2) = NICS
-        self.boot(uuid=UUID, meta=[(mac1, "lan30"), (mac2, "vpc40")])
+        self.boot(uuid=UUID, meta=[(mac1, "lan30"), (mac2, "vpc40", 'swap-back="accelerated"')])
+        self.install_hook("b", ALLOCATOR_CONF)
         shown = json.loads(self.hosts.vdpactl("a", "domain", "show", DOM, "-j").stdout)
         self.assertEqual([(n["mac"], n["form"]) for n in shown["nics"]], [(mac1, "portable"), (mac2, "portable")])
         migrate = ["domain", "migrate", DOM, self.hosts.uri("b"), "--live", "--persistent", "--undefine-source"]
@@ -540,6 +570,26 @@ class TwoHostTier(unittest.TestCase):
         self.assertIsInstance(doc["downtime_ms"], int)
         self.assertEqual([(n["mac"], n["path"], n["form_after"]) for n in doc["nics"]],
                          [(mac1, "as-is", "portable"), (mac2, "as-is", "portable")])
+        # B's daemon swapped NIC 2 back by itself: a lease, the plug QEMU
+        # refuses here, the portable form back in its slot, the lease given
+        # back; vdpactl on A read that from B's live XML
+        note("vdpactl domain migrate: on B: %s" % [(n["mac"], n["destination_form"], n["unaccelerated_ms"],
+                                                    n["destination_note"]) for n in doc["nics"]])
+        nic1, nic2 = doc["nics"]
+        self.assertEqual((nic1["destination_form"], nic1["destination_note"]), (None, None))
+        self.assertEqual(nic2["destination_form"], "portable")
+        self.assertIn("stays portable on its VLAN on the destination: the swap back there failed", nic2["destination_note"])
+        self.assertIsInstance(nic2["unaccelerated_ms"], int)
+        log = self.hosts.daemon_log("b")
+        self.assertRegex(log, r"allocated slot \S+ of pool accel to domain %s \(%s\) NIC %s" % (UUID, DOM, mac2))
+        self.assertRegex(log, r"released slot \S+ of pool accel from domain %s \(%s\) NIC %s" % (UUID, DOM, mac2))
+        self.assertIn("swap back after its move incomplete: %s portable refused" % mac2, log)
+        live = self.hosts.virsh("b", "dumpxml", DOM).stdout
+        self.assertEqual(self.macs("b"), [mac1, mac2])
+        self.assertIn(twohosts.pci(slot2), live)
+        self.assertIn("<tag id='%d'/>" % vlan2, live)
+        self.assertIn('swap-back="accelerated" swap-back-outcome="refused"', live.replace("'", '"'))
+        self.assertNotIn(UUID, self.hosts.vdpactl("b", "lease", "list").stdout)
         self.assertEqual(self.state("b"), "running")
         self.assertNotIn(DOM, self.hosts.virsh("a", "list", "--all", "--name").stdout.split())
         self.assertNotIn("VA-GUEST-READY", self.hosts.read_console("b", DOM))
@@ -593,6 +643,30 @@ class TwoHostTier(unittest.TestCase):
         for a in ADDRS:
             self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the restore" % a)
         self.assertEqual(self.macs("b"), [mac1, mac2])
+        # the restore began a new try of NIC 2 (the hook's restore begin
+        # dropped the outcome): B's daemon again, and vdpactl waited for it
+        restored = [n for n in doc["nics"] if n["mac"] == mac2][0]
+        self.assertEqual(restored["destination_form"], "portable")
+        self.assertIn("the swap back there failed", restored["destination_note"])
+        self.assertEqual(self.hosts.daemon_log("b").count("swap back after its move incomplete: %s portable refused" % mac2), 2)
+
+        # back to A, whose pool is full: no attempt there, "no room"
+        self.hosts.vdpactl("a", "allocate", "-u", OTHER_UUID, "-m", "52:54:00:99:99:98", "-n", "vpc40")
+        self.install_hook("a", ALLOCATOR_CONF)
+        doc = self.vdpactl_json("b", "domain", "migrate", DOM, self.hosts.uri("a"), "--live", "--persistent",
+                                "--undefine-source")
+        nic2 = [n for n in doc["nics"] if n["mac"] == mac2][0]
+        note("vdpactl domain migrate B -> A, A's pool full: %s" % [(n["mac"], n["destination_form"], n["destination_note"])
+                                                                   for n in doc["nics"]])
+        self.assertTrue(doc["done"])
+        self.assertEqual(nic2["destination_form"], "portable")
+        self.assertEqual(nic2["destination_note"], "stays portable on its VLAN on the destination: no room in its pool there")
+        self.assertIn("swap back after its move incomplete: %s portable no-room" % mac2, self.hosts.daemon_log("a"))
+        self.assertNotRegex(self.hosts.daemon_log("a"), r"allocated slot \S+ of pool accel to domain %s" % UUID)
+        self.assertEqual(self.macs("a"), [mac1, mac2])
+        self.assertIn("<tag id='%d'/>" % vlan2, self.hosts.virsh("a", "dumpxml", DOM).stdout)
+        for a in ADDRS:
+            self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer on A" % a)
 
     def unplug_without_driver(self, machine, nics):
         """The guest kernel's acpiphp is what ejects the NIC: without it

@@ -70,7 +70,8 @@ class Package(unittest.TestCase):
     def test_binaries(self):
         for path in ["/usr/sbin/vdpa-allocatord", "/usr/bin/vdpactl",
                      "/usr/libexec/vdpa-allocator-hook", "/usr/libexec/vdpa-allocator-hook-helper",
-                     "/usr/libexec/vdpa-allocator-libvirt-domains", "/usr/libexec/vdpa-allocator-libvirt-network"]:
+                     "/usr/libexec/vdpa-allocator-libvirt-domains", "/usr/libexec/vdpa-allocator-libvirt-network",
+                     "/usr/libexec/vdpa-allocator-libvirt-swap"]:
             self.assertIn(path, self.files)
             self.assertTrue(self.files[path][0].startswith("-rwxr-xr-x"), path)
 

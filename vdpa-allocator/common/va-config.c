@@ -70,6 +70,7 @@ va_config_new_empty (void)
   self->pools = g_ptr_array_new_with_free_func ((GDestroyNotify) pool_config_free);
   self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_config_free);
   self->hook_timeout_ms = VA_HOOK_TIMEOUT_MS_DEFAULT;
+  self->swap_back_timeout_s = VA_SWAP_BACK_TIMEOUT_S_DEFAULT;
   return self;
 }
 
@@ -622,6 +623,12 @@ parse_hook (VaConfig *self, const Group *g, GError **error)
       const char *key = g_ptr_array_index (g->keys, i);
       Item it = { g, key, g_hash_table_lookup (g->entries, key) };
 
+      if (strcmp (key, "swap-back-timeout-s") == 0)
+        {
+          if (!item_uint (&it, 1, VA_SWAP_BACK_TIMEOUT_S_MAX, &self->swap_back_timeout_s, error))
+            return FALSE;
+          continue;
+        }
       if (strcmp (key, "timeout-ms") != 0)
         return item_error (&it, error, "unknown key");
       if (!item_uint (&it, VA_HOOK_TIMEOUT_MS_MIN, VA_HOOK_TIMEOUT_MS_MAX, &self->hook_timeout_ms, error))

@@ -75,6 +75,9 @@ typedef struct
   guint sim_numa_nodes;
   char **sim_unhealthy;  /* PF names the simulation reports as down */
   guint hook_timeout_ms; /* [hook] timeout-ms: the whole of a hook call's talk with the daemon */
+  /* [hook] swap-back-timeout-s: how long the swap back of a domain that
+   * moved here may take, its wait for the incoming migration included */
+  guint swap_back_timeout_s;
 } VaConfig;
 
 /* The hook's default budget: four allocations at the worst time measured
@@ -84,6 +87,10 @@ typedef struct
 #define VA_HOOK_TIMEOUT_MS_DEFAULT 10000
 #define VA_HOOK_TIMEOUT_MS_MIN 100
 #define VA_HOOK_TIMEOUT_MS_MAX 300000
+
+/* an incoming migration of a few GiB under TCG takes tens of seconds */
+#define VA_SWAP_BACK_TIMEOUT_S_DEFAULT 300
+#define VA_SWAP_BACK_TIMEOUT_S_MAX 3600
 
 #define VA_CONFIG_MAX_FILE_SIZE (1024 * 1024)
 #define VA_CONFIG_MAX_FILES 256

@@ -138,7 +138,7 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
   g_autofree char *xml = NULL;
   g_autofree char *out = NULL;
   g_autofree char *config_dir = NULL;
-  gboolean live = FALSE;
+  gboolean live = FALSE, json = FALSE;
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration for an offline rewrite when the daemon is not running", "DIR" },
     { "live", 'l', 0, G_OPTION_ARG_NONE, &live,
@@ -155,13 +155,15 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
                           "Rewrites the persistent definition through libvirt; a running domain gets it at its next start.\n"
                           "With --live, swaps the running domain's NICs instead, one at a time: unplug, then plug the\n"
                           "other form in the same slot (what 'vdpactl domain migrate' does, and after it, on the\n"
-                          "destination, 'accelerate --live').",
-                          entries, NULL, 1, 1)))
+                          "destination, 'accelerate --live'). -j (with --live) prints the report as JSON.",
+                          entries, &json, 1, 1)))
     return rc;
+  if (json && !live)
+    return va_ctl_usage ("-j needs --live (the definition's rewrite prints nothing)");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
     return va_ctl_fail (error);
   if (live)
-    return va_ctl_domain_swap_live (lv, form);
+    return va_ctl_domain_swap_live (lv, form, json);
   if (!virDomainIsPersistent (lv->dom))
     {
       return va_ctl_fail_msg ("the domain is transient: there is no definition to rewrite");

@@ -12,7 +12,7 @@ int va_ctl_domain_move (int argc, char **argv, const char *uri);
 
 /* vdpactl domain accelerate|portable --live: the running domain's NICs
  * swapped to @form through hot-plug, the leases of this host's daemon
- * made or released. */
-int va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form);
+ * made or released; the report as JSON with @json. */
+int va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json);
 
 G_END_DECLS

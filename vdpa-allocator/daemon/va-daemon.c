@@ -27,6 +27,7 @@
 #include "va-ids.h"
 #include "va-metrics.h"
 #include "va-paths.h"
+#include "va-swapback.h"
 
 typedef struct
 {
@@ -35,6 +36,7 @@ typedef struct
   VaAllocator *alloc;
   VaConfig *config;
   GPtrArray *old_configs; /* kept: pools hold pointers into them */
+  VaSwapBack *swap_back;  /* or NULL before the bus */
   int exit_code;
 } Daemon;
 
@@ -203,6 +205,8 @@ on_hup (gpointer user_data)
     }
   g_ptr_array_add (d->old_configs, d->config);
   d->config = config;
+  if (d->swap_back)
+    va_swap_back_set_timeout (d->swap_back, config->swap_back_timeout_s);
   {
     char pools[16], networks[16];
     const char *fields[] = { "VA_CONFIG_DIR", d->config_dir, "VA_POOLS", pools, "VA_NETWORKS", networks, NULL };
@@ -335,6 +339,7 @@ va_daemon_main (int argc, char **argv)
   g_autoptr (VaBackend) backend = NULL;
   g_autoptr (GDBusConnection) conn = NULL;
   g_autoptr (VaDbus) dbus = NULL;
+  VaSwapBack *swap_back = NULL;
   VaMetrics *metrics = NULL;
   Daemon d = { 0 };
   int lock_fd = -1;
@@ -424,6 +429,10 @@ va_daemon_main (int argc, char **argv)
   if (!dbus)
     goto fail;
   va_dbus_set_metrics (dbus, metrics);
+  swap_back = va_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+  va_swap_back_set_timeout (swap_back, d.config->swap_back_timeout_s);
+  d.swap_back = swap_back;
+  va_dbus_set_swap_back (dbus, swap_back);
 
   d.loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_term, &d);
@@ -441,6 +450,7 @@ va_daemon_main (int argc, char **argv)
       g_clear_error (&error);
     }
   g_clear_pointer (&dbus, va_dbus_free);
+  g_clear_pointer (&swap_back, va_swap_back_free);
   g_clear_pointer (&metrics, va_metrics_free);
   g_clear_object (&d.alloc);
   g_main_loop_unref (d.loop);

@@ -14,6 +14,7 @@
 #include "va-bus.h"
 #include "va-dbus-resources.h"
 #include "va-rewriter.h"
+#include "va-swapback.h"
 #include "va-error.h"
 #include "va-events.h"
 
@@ -30,7 +31,8 @@ struct _VaDbus
   VaRewriter *rewriter;
   guint name_owner_sub;
   gulong handlers[5];
-  VaMetrics *metrics; /* or NULL */
+  VaMetrics *metrics;    /* or NULL */
+  VaSwapBack *swap_back; /* or NULL */
 };
 
 static gsize resources_registered;
@@ -508,6 +510,23 @@ do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
 }
 
 static void
+do_swap_back (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  g_autoptr (GError) error = NULL;
+  const char *uuid, *name;
+
+  g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &uuid, &name);
+  if (!self->swap_back)
+    g_set_error_literal (&error, VA_ERROR, VA_ERROR_FAILED, "this daemon runs no swap back");
+  if (error || !va_swap_back_start (self->swap_back, uuid, name, &error))
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
+  g_dbus_method_invocation_return_value (inv, NULL);
+}
+
+static void
 manager_method (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *method, GVariant *params,
                 GDBusMethodInvocation *inv, gpointer user_data)
 {
@@ -518,14 +537,9 @@ manager_method (GDBusConnection *conn, const char *sender, const char *path, con
     AuthorizedFunc func;
     gboolean needs_auth;
   } methods[] = {
-    { "Allocate", do_allocate, TRUE },
-    { "Release", do_release, TRUE },
-    { "ReleaseDomain", do_release_domain, TRUE },
-    { "Claim", do_claim, TRUE },
-    { "Reconcile", do_reconcile, TRUE },
-    { "Drain", do_drain, TRUE },
-    { "ListLeases", do_list_leases, FALSE },
-    { "RewriteDomain", do_rewrite, FALSE },
+    { "Allocate", do_allocate, TRUE },  { "Release", do_release, TRUE },         { "ReleaseDomain", do_release_domain, TRUE },
+    { "Claim", do_claim, TRUE },        { "Reconcile", do_reconcile, TRUE },     { "Drain", do_drain, TRUE },
+    { "SwapBack", do_swap_back, TRUE }, { "ListLeases", do_list_leases, FALSE }, { "RewriteDomain", do_rewrite, FALSE },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (methods); i++)
@@ -785,6 +799,14 @@ va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics)
   g_return_if_fail (self != NULL);
 
   self->metrics = metrics;
+}
+
+void
+va_dbus_set_swap_back (VaDbus *self, VaSwapBack *swap_back)
+{
+  g_return_if_fail (self != NULL);
+
+  self->swap_back = swap_back;
 }
 
 void

@@ -5,6 +5,7 @@
 
 #include "va-allocator.h"
 #include "va-metrics.h"
+#include "va-swapback.h"
 
 G_BEGIN_DECLS
 
@@ -17,6 +18,9 @@ void va_dbus_free (VaDbus *self);
 
 /* Allocations are counted and timed in @metrics (not owned; outlives @self). */
 void va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics);
+
+/* SwapBack runs @swap_back's helpers (not owned; outlives @self). */
+void va_dbus_set_swap_back (VaDbus *self, VaSwapBack *swap_back);
 
 GVariant *va_dbus_lease_to_variant (const VaLease *lease);
 GVariant *va_dbus_report_to_variant (const VaReconcileReport *report);

@@ -22,6 +22,7 @@ G_BEGIN_DECLS
 #define VA_EVENT_LOW_WATERMARK "aa0d82a61dbd440598a1a70e801c2e36"
 #define VA_EVENT_PF_HEALTH "d06469585f4346028a2c219cd6086096"
 #define VA_EVENT_POOL_WARNING "7d946d9fafcd48dfba9d154a07ab5217"
+#define VA_EVENT_SWAP_BACK "5ed5e85968c54c54bfda2254e2f5200d"
 
 /* Logs one event through GLib's structured logging (journald under
  * systemd, stderr otherwise) in the caller's log domain. @lease, if any,

@@ -22,6 +22,8 @@ DOMAINS_HELPER = _env("VA_DOMAINS_HELPER",
                       os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocator-libvirt-domains"))
 NETWORK_HELPER = _env("VA_NETWORK_HELPER",
                       os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocator-libvirt-network"))
+SWAP_HELPER = _env("VA_SWAP_HELPER",
+                   os.path.join(BUILDDIR, "vdpa-allocator", "daemon", "vdpa-allocator-libvirt-swap"))
 VDPACTL = _env("VDPACTL", os.path.join(BUILDDIR, "vdpa-allocator", "ctl", "vdpactl"))
 HOOK = _env("VA_HOOK", os.path.join(BUILDDIR, "hooks", "vdpa-allocator-hook"))
 # the hook runs the helper it finds beside its own binary

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""SwapBack (issue 14): the daemon's swap back of a domain that moved here,
+asked for by the hook's started begin. The real daemon on the simulated NIC
+over a private bus with polkit mocked; libvirt's test driver holds a paused
+domain, so that vdpa-allocator-libvirt-swap waits for it and meets its
+bound. The swap itself needs QEMU: tests/libvirt/test_migrate.py."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from gi.repository import GLib
+
+from vatest.bus import Bus, Daemon, call, dbus_error_name, NAME, PATH, IFACE
+from vatest.paths import HOOK
+
+UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+NOBODY = 65534
+
+CONFIG = """[simulate]
+pfs=1
+vfs=2
+
+[pool accel]
+match-vendor=15b3
+max-vqp=4
+
+[network vpc2]
+mode=vdpa
+pool=accel
+vlan=2334
+fallback-bridge=br-ovs
+fallback-bridge-type=ovs
+
+[hook]
+swap-back-timeout-s=2
+"""
+
+# a NIC vdpactl made portable for a move, as libvirt's live XML shows it
+DOMAIN = """<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>
+  <name>moved</name><uuid>%s</uuid><memory>65536</memory><os><type>hvm</type></os>
+  <metadata><vdpa:nics xmlns:vdpa="http://vdpa-allocator.org/xmlns/domain/1.0">
+    <vdpa:nic mac="52:54:00:6b:3c:58" network="vpc2" swap-back="accelerated"/>
+  </vdpa:nics></metadata>
+  <devices><interface type='bridge'><mac address='52:54:00:6b:3c:58'/><source bridge='br-ovs'/>
+    <virtualport type='openvswitch'/><vlan><tag id='2334'/></vlan><model type='virtio'/></interface></devices>
+  %s
+</domain>""" % (UUID, "%s")
+
+
+def wait_for(pred, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class SwapBackTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.bus.polkit_allow([])
+        self.dir = tempfile.mkdtemp(prefix="va-swapback-")
+        os.chmod(self.dir, 0o755)
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.node = os.path.join(self.dir, "node.xml")
+        with open(self.node, "w") as f:
+            # runstate 3: paused, as on a migration's destination until Finish
+            f.write("<node>%s</node>\n" % (DOMAIN % "<test:runstate>3</test:runstate>"))
+        self.daemon = Daemon(self.bus, config=CONFIG)
+        self.daemon.start(libvirt_uri="test://" + self.node)
+
+    def tearDown(self):
+        rc = self.daemon.stop()
+        self.assertEqual(rc, 0, self.daemon.read_log())
+        self.daemon.remove()
+
+    def swap_back(self, uuid=UUID, name="moved"):
+        return call(self.bus, "SwapBack", (uuid, name), "(ss)")
+
+    def assertDBusError(self, name, func, *args):
+        with self.assertRaises(GLib.Error) as ctx:
+            func(*args)
+        self.assertEqual(dbus_error_name(ctx.exception), name, ctx.exception.message)
+
+    def test_arguments_are_checked(self):
+        for uuid, name in (("", "moved"), ("not-a-uuid", "moved"), ("x" * 100000, "moved"), (UUID, "two\nlines"),
+                           (UUID, "n" * 257)):
+            self.assertDBusError("org.vdpa_allocator.Error.InvalidArgument", self.swap_back, uuid, name)
+        # wrong D-Bus types never reach the daemon's code
+        with self.assertRaises(GLib.Error) as ctx:
+            call(self.bus, "SwapBack", (UUID,), "(s)")
+        self.assertEqual(dbus_error_name(ctx.exception), "org.freedesktop.DBus.Error.InvalidArgs")
+        self.assertNotIn("swap back after its move started", self.daemon.read_log())
+
+    def test_refused_without_root_or_polkit(self):
+        cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "gdbus", "call", "--system",
+               "--dest", NAME, "--object-path", PATH, "--method", IFACE + ".SwapBack", UUID, "moved"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("org.vdpa_allocator.Error.PermissionDenied", r.stderr)
+        self.assertIn("SwapBack needs root or the polkit action org.vdpa_allocator.manage", r.stderr)
+        self.assertNotIn("swap back after its move started", self.daemon.read_log())
+        self.bus.polkit_allow(["org.vdpa_allocator.manage"])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(wait_for(lambda: "swap back after its move started" in self.daemon.read_log()))
+
+    def test_one_helper_per_domain_bounded_in_time(self):
+        t0 = time.monotonic()
+        self.swap_back()
+        # the helper waits for the paused domain: a second ask is Busy
+        self.assertDBusError("org.vdpa_allocator.Error.Busy", self.swap_back)
+        self.assertTrue(wait_for(lambda: "swap back after its move incomplete" in self.daemon.read_log()),
+                        self.daemon.read_log())
+        waited = time.monotonic() - t0
+        log = self.daemon.read_log()
+        self.assertIn("did not run without a job within 2 s", log)
+        self.assertEqual(len([l for l in log.splitlines() if "swap back after its move incomplete" in l]), 1)
+        self.assertGreaterEqual(waited, 2)
+        # done: the next ask is taken again; no lease was made meanwhile
+        self.swap_back()
+        self.assertEqual(call(self.bus, "ListLeases")[0], [])
+
+    def test_hook_started_begin_asks_and_never_fails(self):
+        with open(self.node) as f:
+            xml = f.read()[len("<node>"):-len("</node>\n")]
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
+        r = subprocess.run([HOOK, "moved", "started", "begin", "-"], input=xml, capture_output=True, text=True,
+                           timeout=30, env=env)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        self.assertTrue(wait_for(lambda: "swap back after its move started" in self.daemon.read_log()))
+        # a NIC without the marker, or with an outcome, asks for nothing
+        for other in (xml.replace(' swap-back="accelerated"', ""),
+                      xml.replace('swap-back="accelerated"', 'swap-back="accelerated" swap-back-outcome="no-room"')):
+            r = subprocess.run([HOOK, "moved", "started", "begin", "-"], input=other, capture_output=True, text=True,
+                               timeout=30, env=env)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        # no daemon: one line, and still status 0 (libvirt would kill the guest)
+        self.daemon.stop()
+        r = subprocess.run([HOOK, "moved", "started", "begin", "-"], input=xml, capture_output=True, text=True,
+                           timeout=30, env=env)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("domain moved: no swap back of its portable NICs", r.stderr)
+        self.daemon.start(libvirt_uri="test://" + self.node)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

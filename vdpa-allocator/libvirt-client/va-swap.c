@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The live swap of a running domain's NICs between their accelerated and
+ * portable forms (same MAC, VLAN and PCI slot) through libvirt's hot-plug,
+ * the leases of this host's daemon made or released over its bus: one home
+ * for vdpactl (accelerate|portable --live, migrate, save, restore) and for
+ * vdpa-allocator-libvirt-swap, which the daemon runs on the host a domain
+ * moved to. */
+#define G_LOG_DOMAIN "va-swap"
+
+#include "config.h"
+
+#include "va-swap.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <string.h>
+
+#include "va-bus.h"
+#include "va-config.h"
+#include "va-error.h"
+#include "va-netlink.h"
+#include "va-paths.h"
+#include "va-precheck.h"
+
+/* a lease or a rewrite: the daemon may wait for its disk */
+#define CALL_TIMEOUT_MS 30000
+
+static GVariant *
+bus_call (const char *method, GVariant *params, const char *reply_type, GError **error)
+{
+  g_autoptr (GDBusConnection) conn = va_bus_connect (CALL_TIMEOUT_MS, error);
+
+  if (!conn)
+    {
+      if (params)
+        g_variant_unref (g_variant_ref_sink (params));
+      return NULL;
+    }
+  return va_bus_call (conn, VA_BUS_PATH, VA_BUS_IFACE, method, params, reply_type, CALL_TIMEOUT_MS, error);
+}
+
+static const char *const path_names[] = { "as-is", "native", "swap" };
+
+const char *
+va_swap_path_name (VaSwapPath path)
+{
+  return (guint) path < G_N_ELEMENTS (path_names) ? path_names[path] : "as-is";
+}
+
+void
+va_swap_nic_free (VaSwapNic *n)
+{
+  g_free (n->mac);
+  g_free (n->network);
+  g_free (n->note);
+  g_free (n->dest_note);
+  g_free (n);
+}
+
+VaSwapNic *
+va_swap_nic (GPtrArray *nics, const VaNic *nic)
+{
+  VaSwapNic *n;
+
+  for (guint i = 0; i < nics->len; i++)
+    {
+      n = g_ptr_array_index (nics, i);
+      if (strcmp (n->mac, nic->mac) == 0)
+        return n;
+    }
+  n = g_new0 (VaSwapNic, 1);
+  n->mac = g_strdup (nic->mac);
+  n->network = g_strdup (nic->network);
+  n->before = n->after = nic->form;
+  n->unplug_s = n->plug_s = n->offline_s = n->unaccelerated_s = -1;
+  g_ptr_array_add (nics, n);
+  return n;
+}
+
+gboolean
+va_swap_set_marker (VaLibvirt *lv, const char *mac, gboolean on, const char *outcome, GError **error)
+{
+  g_autofree char *current = virDomainGetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, VA_XML_NS, VIR_DOMAIN_AFFECT_LIVE);
+  g_autofree char *updated = NULL;
+
+  if (!current)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the metadata: %s", virGetLastErrorMessage ());
+      return FALSE;
+    }
+  if (!(updated = va_metadata_set_swap_back (current, mac, on, outcome, error)))
+    return FALSE;
+  if (virDomainSetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, updated, "vdpa", VA_XML_NS, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "writing the metadata: %s", virGetLastErrorMessage ());
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* A failure is a note, never a reason to undo a swap that worked. */
+static void
+mark_swap_back (VaLibvirt *lv, VaSwapNic *n, gboolean on)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!va_swap_set_marker (lv, n->mac, on, NULL, &error))
+    va_swap_note (n, "the swap-back marker was not %s (%s)", on ? "set" : "dropped", error->message);
+}
+
+/* how long a guest may take to eject a NIC: ACPI hot-unplug under TCG takes
+ * well under a second here, 20 to 40 s under TCG inside the lab's TCG; a
+ * guest that ignores it (paused, no ACPI) must not hang vdpactl */
+#define UNPLUG_TIMEOUT_S 30.0
+
+static double
+unplug_timeout (void)
+{
+  const char *v = g_getenv ("VDPA_ALLOCATOR_UNPLUG_TIMEOUT");
+  char *end = NULL;
+  double t = v ? g_ascii_strtod (v, &end) : 0;
+
+  return v && end && *end == '\0' && t > 0 && t <= 3600 ? t : UNPLUG_TIMEOUT_S;
+}
+
+void
+va_swap_note (VaSwapNic *n, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *text = NULL;
+  char *joined;
+
+  va_start (ap, fmt);
+  text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  joined = n->note ? g_strdup_printf ("%s; %s", n->note, text) : g_strdup (text);
+  g_free (n->note);
+  n->note = joined;
+}
+
+/* ---- libvirt pieces ---------------------------------------------------- */
+
+VaDomain *
+va_swap_live_domain (VaLibvirt *lv, GError **error)
+{
+  g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
+
+  if (!xml)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the live domain XML: %s", virGetLastErrorMessage ());
+      return NULL;
+    }
+  return va_domain_parse (xml, -1, error);
+}
+
+/* The live XML rewritten to @form by this host's daemon (which knows its
+ * pools' room); for the portable form, without the daemon, by this host's
+ * configuration. */
+static VaDomain *
+rewritten (VaLibvirt *lv, VaForm form, GError **error)
+{
+  g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
+  g_autofree char *out = NULL;
+  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (GError) local = NULL;
+
+  if (!xml)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the live domain XML: %s", virGetLastErrorMessage ());
+      return NULL;
+    }
+  ret = bus_call ("RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &local);
+  if (ret)
+    g_variant_get (ret, "(s)", &out);
+  else if (form == VA_FORM_PORTABLE && g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
+    {
+      g_autoptr (VaConfig) config = va_config_load (va_path_get (VA_PATH_CONFIG), error);
+      g_autoptr (VaHostView) view = NULL;
+      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+
+      if (!config)
+        return NULL;
+      view = va_config_to_host_view (config, ports);
+      out = va_domain_rewrite_xml (xml, -1, view, form, error);
+      if (!out)
+        return NULL;
+    }
+  else
+    {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  return va_domain_parse (out, -1, error);
+}
+
+/* Polls the live XML until the interface with @mac is gone (libvirt
+ * removes it on QEMU's DEVICE_DELETED, once the guest let go). Not through
+ * va_domain_parse(): a metadata NIC without its interface is an error
+ * there. libvirt writes <mac address='...'/> just so. */
+static gboolean
+wait_unplugged (VaLibvirt *lv, const char *mac, double timeout, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) (timeout * G_USEC_PER_SEC);
+  g_autofree char *needle = g_strdup_printf ("<mac address='%s'/>", mac);
+
+  for (;;)
+    {
+      g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
+
+      if (xml && !strstr (xml, needle))
+        return TRUE;
+      if (g_get_monotonic_time () > deadline)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                       "the guest has not ejected NIC %s within %.0f s (it stays plugged as it was; libvirt keeps the unplug pending)", mac,
+                       timeout);
+          return FALSE;
+        }
+      g_usleep (20 * 1000);
+    }
+}
+
+static void
+announce (VaLibvirt *lv)
+{
+  /* RARPs from every NIC, so that switches learn the MAC's new port */
+  g_autofree char *reply
+    = va_libvirt_qmp (lv, "{\"execute\":\"announce-self\",\"arguments\":{\"initial\":50,\"max\":550,\"rounds\":10,\"step\":50}}", NULL);
+}
+
+/* After a plug: a portable NIC on a Linux bridge joins its VLAN as the
+ * hook does at start (libvirt refuses <vlan> there, and runs no hook for
+ * hot-plug); on failure it is unplugged again, as an untagged NIC would
+ * land on the bridge's default VLAN. Open vSwitch ports libvirt tags. */
+static gboolean
+apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
+{
+  g_autoptr (VaDomain) live = va_swap_live_domain (lv, error);
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (GError) local = NULL;
+  const VaNic *nic = NULL;
+  GPtrArray *nics;
+  VaNicPlan plan;
+
+  if (!live)
+    return FALSE;
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    if (strcmp (((const VaNic *) g_ptr_array_index (nics, i))->mac, mac) == 0)
+      nic = g_ptr_array_index (nics, i);
+  if (!nic || nic->form != VA_FORM_PORTABLE)
+    return TRUE;
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
+  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+    config = va_config_new_empty ();
+  if (config)
+    view = va_config_to_host_view (config, ports);
+  if (!view || !va_nic_resolve (nic, view, &plan, &local))
+    ;
+  else if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
+    return TRUE;
+  else if (!nic->target_dev)
+    g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "libvirt named no tap");
+  else if (va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &local)
+           && va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &local))
+    return TRUE;
+  {
+    g_autofree char *iface = va_domain_interface_xml (live, mac, NULL);
+
+    if (iface)
+      virDomainDetachDeviceFlags (lv->dom, iface, VIR_DOMAIN_AFFECT_LIVE);
+    g_set_error (error, VA_ERROR, VA_ERROR_FAILED,
+                 "the portable form's VLAN on its Linux bridge: %s; unplugged again, so that it is on "
+                 "no other VLAN",
+                 local ? local->message : "unknown");
+    return FALSE;
+  }
+}
+
+/* Unplugs @old, waits for the guest to let go, plugs @new in the slot
+ * (@new names the same MAC and PCI address). On a refused plug, plugs @old
+ * again: the NIC is never left without a form. */
+static gboolean
+swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, VaSwapNic *n, GError **error)
+{
+  gint64 t0 = g_get_monotonic_time (), t1;
+
+  n->unplug_at = t0;
+  if (virDomainDetachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the unplug: %s", virGetLastErrorMessage ());
+      return FALSE;
+    }
+  if (!wait_unplugged (lv, mac, unplug_timeout (), error))
+    return FALSE; /* still plugged in its old form */
+  t1 = g_get_monotonic_time ();
+  n->unplug_s = (t1 - t0) / (double) G_USEC_PER_SEC;
+  if (virDomainAttachDeviceFlags (lv->dom, new, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    {
+      g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
+
+      g_autoptr (GError) vlan_error = NULL;
+
+      if (virDomainAttachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
+        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the new form (%s), and the old one again: %s; the NIC is unplugged",
+                     msg, virGetLastErrorMessage ());
+      else if (!apply_vlan (lv, mac, &vlan_error))
+        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was, but %s", msg,
+                     vlan_error->message);
+      else
+        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was", msg);
+      n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+      announce (lv);
+      return FALSE;
+    }
+  if (!apply_vlan (lv, mac, error))
+    return FALSE;
+  n->plug_s = (g_get_monotonic_time () - t1) / (double) G_USEC_PER_SEC;
+  n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+  announce (lv);
+  return TRUE;
+}
+
+static gboolean
+domain_running (VaLibvirt *lv, GError **error)
+{
+  int state = 0, reason = 0;
+
+  if (virDomainGetState (lv->dom, &state, &reason, 0) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the domain's state: %s", virGetLastErrorMessage ());
+      return FALSE;
+    }
+  if (state != VIR_DOMAIN_RUNNING)
+    {
+      /* a paused guest cannot eject a NIC: the unplug would wait for it */
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "the domain is not running (a paused guest cannot eject a NIC): resume it first");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError **error)
+{
+  g_autoptr (VaDomain) live = NULL, port = NULL;
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  GPtrArray *nics;
+  gboolean any = FALSE;
+
+  if (!(live = va_swap_live_domain (lv, error)))
+    return FALSE;
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    if (((const VaNic *) g_ptr_array_index (nics, i))->form == VA_FORM_ACCELERATED)
+      any = TRUE;
+  for (guint i = 0; i < nics->len; i++)
+    va_swap_nic (report, g_ptr_array_index (nics, i));
+  if (!any)
+    return TRUE;
+  if (!domain_running (lv, error) || !(port = rewritten (lv, VA_FORM_PORTABLE, error)))
+    return FALSE;
+  virDomainGetUUIDString (lv->dom, uuid);
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      VaSwapNic *n = va_swap_nic (report, nic);
+      g_autofree char *old = NULL, *new = NULL;
+      g_autoptr (GVariant) released = NULL;
+      g_autoptr (GError) rel_error = NULL;
+
+      if (nic->form != VA_FORM_ACCELERATED)
+        continue;
+      n->path = VA_SWAP_PATH_SWAP;
+      if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (port, nic->mac, error)))
+        return FALSE;
+      if (!swap_iface (lv, nic->mac, old, new, n, error))
+        {
+          g_prefix_error (error, "NIC %s: ", nic->mac);
+          return FALSE;
+        }
+      n->after = VA_FORM_PORTABLE;
+      if (for_move)
+        mark_swap_back (lv, n, TRUE);
+      released = bus_call ("Release", g_variant_new ("(ss)", uuid, nic->mac), "()", &rel_error);
+      if (!released)
+        va_swap_note (n, "its lease was not released (%s)", rel_error->message);
+    }
+  return TRUE;
+}
+
+/* Whether @nic's mode (inline, or its network's in this host's
+ * configuration) allows the accelerated form; TRUE when unknown. */
+static gboolean
+nic_may_accelerate (const VaNic *nic)
+{
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autofree char *ports = NULL;
+  VaNicPlan plan;
+
+  if (nic->mode_set)
+    return nic->mode != VA_MODE_VIRTIO;
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
+  if (!config)
+    return TRUE;
+  ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  view = va_config_to_host_view (config, ports);
+  return !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
+}
+
+/* Every portable NIC whose pool here has room to the accelerated form, a
+ * fresh lease each; where that fails, the NIC stays portable. @only: the
+ * MACs to consider, or NULL for all. Fails only when the domain cannot be
+ * read: a NIC that stays portable is a note. */
+gboolean
+va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GError **error)
+{
+  g_autoptr (VaDomain) live = NULL, accel = NULL;
+  g_autoptr (GError) local = NULL;
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  GPtrArray *nics, *wanted;
+
+  if (!(live = va_swap_live_domain (lv, error)))
+    return FALSE;
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    va_swap_nic (report, g_ptr_array_index (nics, i));
+  virDomainGetUUIDString (lv->dom, uuid);
+  if (!domain_running (lv, &local) || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
+    {
+      for (guint i = 0; i < nics->len; i++)
+        {
+          const VaNic *nic = g_ptr_array_index (nics, i);
+          VaSwapNic *n = va_swap_nic (report, nic);
+
+          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+            continue;
+          va_swap_note (n, "stays portable: %s", local->message);
+          n->outcome = "refused";
+        }
+      return TRUE;
+    }
+  wanted = va_domain_get_nics (accel);
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      const VaNic *want = g_ptr_array_index (wanted, i);
+      VaSwapNic *n = va_swap_nic (report, nic);
+      g_autofree char *old = NULL, *new = NULL;
+      g_autoptr (GVariant) ret = NULL;
+      g_autoptr (GError) nic_error = NULL;
+
+      if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+        continue;
+      if (want->form != VA_FORM_ACCELERATED)
+        {
+          /* the text the daemon sends back does not say why */
+          if (nic_may_accelerate (nic))
+            {
+              va_swap_note (n, "stays portable: its pool has no room on this host");
+              n->outcome = "no-room";
+            }
+          continue;
+        }
+      if (!nic->network)
+        {
+          va_swap_note (n, "stays portable: an inline intent has no network to lease on");
+          continue;
+        }
+      ret = bus_call ("Allocate",
+                      g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv->dom), nic->mac, nic->network,
+                                     g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
+                      "(a{sv})", &nic_error);
+      if (!ret)
+        {
+          va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
+          n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
+          continue;
+        }
+      if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
+        return FALSE;
+      n->path = VA_SWAP_PATH_SWAP;
+      if (swap_iface (lv, nic->mac, old, new, n, &nic_error))
+        {
+          n->after = VA_FORM_ACCELERATED;
+          if (nic->swap_back)
+            mark_swap_back (lv, n, FALSE);
+          continue;
+        }
+      {
+        g_autoptr (GError) rel_error = NULL;
+        g_autoptr (GVariant) released = bus_call ("Release", g_variant_new ("(ss)", uuid, nic->mac), "()", &rel_error);
+
+        n->outcome = "refused";
+        va_swap_note (n, "stays portable: %s%s", nic_error->message,
+                      released ? "; the lease was released"
+                      : g_error_matches (rel_error, VA_ERROR, VA_ERROR_BUSY)
+                        ? "; QEMU holds the device, so its lease stays until the domain stops"
+                        : "; the lease could not be released");
+      }
+    }
+  return TRUE;
+}
+
+/* After a failure on this host: accelerated again where it was before. */
+void
+va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics)
+{
+  g_autoptr (GHashTable) only = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GError) error = NULL;
+
+  for (guint i = 0; i < nics->len; i++)
+    {
+      VaSwapNic *n = g_ptr_array_index (nics, i);
+      if (n->path == VA_SWAP_PATH_SWAP && n->after == VA_FORM_PORTABLE)
+        g_hash_table_add (only, n->mac);
+    }
+  if (g_hash_table_size (only) == 0 || virDomainIsActive (lv->dom) != 1)
+    return;
+  if (!va_swap_to_accelerated (lv, nics, only, &error))
+    for (guint i = 0; i < nics->len; i++)
+      {
+        VaSwapNic *n = g_ptr_array_index (nics, i);
+        if (g_hash_table_contains (only, n->mac))
+          va_swap_note (n, "stays portable: %s", error->message);
+      }
+}

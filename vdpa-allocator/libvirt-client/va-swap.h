@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+#include "va-domain.h"
+#include "va-libvirt.h"
+
+G_BEGIN_DECLS
+
+/* How a NIC went through an operation. */
+typedef enum
+{
+  VA_SWAP_PATH_AS_IS,  /* portable or virtio already: moves as it is */
+  VA_SWAP_PATH_NATIVE, /* QEMU reports no blocker: libvirt moves it accelerated */
+  VA_SWAP_PATH_SWAP,   /* swapped to the other form by hot-plug */
+} VaSwapPath;
+
+const char *va_swap_path_name (VaSwapPath path);
+
+/* One NIC of an operation, and what became of it. */
+typedef struct
+{
+  char *mac;
+  char *network;
+  VaForm before;
+  VaForm after;
+  VaSwapPath path;
+  char *note;
+  double unplug_s; /* < 0: not measured */
+  double plug_s;
+  double offline_s; /* from the unplug request until the new form is plugged */
+  gint64 unplug_at; /* monotonic µs of the unplug request; 0: none */
+  /* va_swap_to_accelerated(): why it stays portable, as swap-back-outcome
+   * spells it ("no-room", "refused"), or NULL */
+  const char *outcome;
+  /* vdpactl migrate: the NIC on the destination, as its live XML shows it
+   * after the migration */
+  gboolean dest_known;
+  gboolean settled; /* accelerated there, or given up on (an outcome) */
+  VaForm dest_form;
+  double unaccelerated_s; /* < 0: never without acceleration */
+  char *dest_note;
+} VaSwapNic;
+
+void va_swap_nic_free (VaSwapNic *n);
+/* The entry of @nic in @nics (VaSwapNic*), added when it has none. */
+VaSwapNic *va_swap_nic (GPtrArray *nics, const VaNic *nic);
+/* Adds "; text" to @n's note. */
+void va_swap_note (VaSwapNic *n, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+/* The swap-back marker of @mac in the live metadata set (@on, with
+ * @outcome unless NULL) or dropped. */
+gboolean va_swap_set_marker (VaLibvirt *lv, const char *mac, gboolean on, const char *outcome, GError **error);
+
+/* The running domain's live XML, parsed. */
+VaDomain *va_swap_live_domain (VaLibvirt *lv, GError **error);
+
+/* Every accelerated NIC to the portable form, each lease released once its
+ * NIC is off the device. @for_move: the NIC is marked swap-back="accelerated"
+ * in the live metadata, for the host it lands on. Fails, leaving the NIC
+ * that failed in its old form, when a swap fails. */
+gboolean va_swap_to_portable (VaLibvirt *lv, GPtrArray *nics, gboolean for_move, GError **error);
+
+/* Every portable NIC (of @only: MACs, or NULL for all) whose pool here has
+ * room to the accelerated form, a fresh lease each, its swap-back marker
+ * dropped; where that fails the NIC stays portable in its slot on its VLAN,
+ * and its note says why. Fails only when the domain cannot be read. */
+gboolean va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *nics, GHashTable *only, GError **error);
+
+/* After a failure: accelerated again each NIC of @nics swapped to portable. */
+void va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics);
+
+G_END_DECLS

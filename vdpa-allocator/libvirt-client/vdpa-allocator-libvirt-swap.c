@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The swap back of a domain that moved to this host: vdpa-allocatord runs
+ * it when the hook's "started begin" says a domain came with NICs marked
+ * swap-back="accelerated" (portable for the move). The hook cannot call
+ * libvirt (libvirtd waits for it) and the daemon keeps libvirt's client
+ * library out of its process, so this helper does it: it waits until the
+ * domain runs with no job (the incoming migration finished), then swaps
+ * each marked NIC to its accelerated form with a lease of this host's
+ * daemon, with the code 'vdpactl domain accelerate --live' runs. Where the
+ * pool has no room or the swap fails, the NIC stays portable in its slot on
+ * its VLAN and swap-back-outcome says why.
+ *
+ * Output: one line per marked NIC, "MAC accelerated" or "MAC portable
+ * OUTCOME: note". Exit status 0: every marked NIC accelerated, or none
+ * marked; 3: some stay portable; 1: the domain never ran without a job
+ * within --wait, or libvirt failed (one line on stderr). */
+#define G_LOG_DOMAIN "vdpa-allocator-libvirt-swap"
+
+#include "config.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "va-error.h"
+#include "va-libvirt.h"
+#include "va-swap.h"
+
+/* SIGTERM (the daemon's bound) stops the helper between two NICs, never
+ * between a NIC's unplug and its plug: a NIC is never left without a form */
+static volatile sig_atomic_t stopping;
+
+static void
+on_term (int sig)
+{
+  stopping = 1;
+}
+
+/* Until the domain runs with no job: on the destination of a migration it
+ * is paused (PAUSED_MIGRATION) under libvirt's incoming job until Finish
+ * resumes it; after a restore libvirt resumes it at the end of its job. */
+static gboolean
+wait_ready (VaLibvirt *lv, double wait_s, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) (wait_s * G_USEC_PER_SEC);
+  int state = 0, reason = 0;
+
+  for (;;)
+    {
+      virDomainJobInfo job = { 0 };
+
+      if (virDomainGetState (lv->dom, &state, &reason, 0) < 0)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the domain's state: %s", virGetLastErrorMessage ());
+          return FALSE;
+        }
+      if (state == VIR_DOMAIN_SHUTOFF)
+        {
+          g_set_error_literal (error, VA_ERROR, VA_ERROR_FAILED, "the domain stopped (the incoming migration failed?)");
+          return FALSE;
+        }
+      if (state == VIR_DOMAIN_RUNNING && virDomainGetJobInfo (lv->dom, &job) == 0 && job.type == VIR_DOMAIN_JOB_NONE)
+        return TRUE;
+      if (stopping || g_get_monotonic_time () > deadline)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the domain did not run without a job within %.0f s (state %d, reason %d)", wait_s,
+                       state, reason);
+          return FALSE;
+        }
+      g_usleep (100 * 1000);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLibvirt) lv = NULL;
+  g_autoptr (VaDomain) live = NULL;
+  g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GPtrArray) report = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("UUID - swap a domain's marked NICs back to their accelerated form");
+  char *uri = NULL;
+  double wait_s = 300;
+  const GOptionEntry entries[] = {
+    { "uri", 0, 0, G_OPTION_ARG_STRING, &uri, "libvirt's URI (default: $VDPA_ALLOCATOR_LIBVIRT_URI, else qemu:///system)", "URI" },
+    { "wait", 0, 0, G_OPTION_ARG_DOUBLE, &wait_s, "Wait at most S seconds for the domain to run with no job", "S" },
+    { NULL },
+  };
+  GPtrArray *nics;
+  int rc = 0;
+
+  {
+    struct sigaction sa = { .sa_handler = on_term };
+
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGTERM, &sa, NULL);
+  }
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 2 || wait_s <= 0)
+    {
+      fprintf (stderr, "usage: %s [--uri URI] [--wait S] UUID%s%s\n", g_get_prgname (), error ? ": " : "", error ? error->message : "");
+      return 2;
+    }
+  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error) || !wait_ready (lv, wait_s, &error)
+      || !(live = va_swap_live_domain (lv, &error)))
+    {
+      fprintf (stderr, "%s\n", error->message);
+      return 1;
+    }
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      /* an outcome: tried before (a second started begin, a reconnect) */
+      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+        g_hash_table_add (only, g_strdup (nic->mac));
+    }
+  if (g_hash_table_size (only) == 0)
+    return 0;
+  {
+    /* one NIC at a time, so that a SIGTERM takes effect between two */
+    GHashTableIter iter;
+    gpointer mac;
+
+    g_hash_table_iter_init (&iter, only);
+    while (g_hash_table_iter_next (&iter, &mac, NULL))
+      {
+        g_autoptr (GHashTable) one = g_hash_table_new (g_str_hash, g_str_equal);
+
+        if (stopping)
+          {
+            VaSwapNic *n = NULL;
+
+            for (guint i = 0; i < report->len && !n; i++)
+              if (strcmp (((VaSwapNic *) g_ptr_array_index (report, i))->mac, mac) == 0)
+                n = g_ptr_array_index (report, i);
+            if (n)
+              va_swap_note (n, "not tried: the daemon's bound was reached");
+            continue;
+          }
+        g_hash_table_add (one, mac);
+        if (!va_swap_to_accelerated (lv, report, one, &error))
+          {
+            fprintf (stderr, "%s\n", error->message);
+            return 1;
+          }
+      }
+  }
+  for (guint i = 0; i < report->len; i++)
+    {
+      VaSwapNic *n = g_ptr_array_index (report, i);
+      g_autoptr (GError) mark_error = NULL;
+      const char *outcome = n->outcome ? n->outcome : "refused";
+
+      if (!g_hash_table_contains (only, n->mac))
+        continue;
+      if (n->after == VA_FORM_ACCELERATED)
+        {
+          printf ("%s accelerated\n", n->mac);
+          continue;
+        }
+      rc = 3;
+      if (!va_swap_set_marker (lv, n->mac, TRUE, outcome, &mark_error))
+        va_swap_note (n, "swap-back-outcome not written (%s)", mark_error->message);
+      printf ("%s portable %s: %s\n", n->mac, outcome, n->note ? n->note : "no reason given");
+    }
+  return fflush (stdout) == 0 ? rc : 1;
+}
