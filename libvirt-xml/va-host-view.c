@@ -157,6 +157,17 @@ va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name)
   return p ? p->max_vqp : 0;
 }
 
+/* The pool a setter changes, or NULL with VA_ERROR_NO_SUCH_POOL. */
+static Pool *
+lookup_pool (const VaHostView *self, const char *name, GError **error)
+{
+  Pool *p = g_hash_table_lookup (self->pools, name);
+
+  if (!p)
+    g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
+  return p;
+}
+
 gint64
 va_host_view_get_pool_free (const VaHostView *self, const char *name)
 {
@@ -177,12 +188,9 @@ va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GEr
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (name != NULL, FALSE);
 
-  p = g_hash_table_lookup (self->pools, name);
+  p = lookup_pool (self, name, error);
   if (!p)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
-      return FALSE;
-    }
+    return FALSE;
   p->free = free;
   return TRUE;
 }
@@ -196,12 +204,9 @@ va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind,
   g_return_val_if_fail (name != NULL, FALSE);
   g_return_val_if_fail ((guint) kind < VA_POOL_KIND_LAST, FALSE);
 
-  p = g_hash_table_lookup (self->pools, name);
+  p = lookup_pool (self, name, error);
   if (!p)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
-      return FALSE;
-    }
+    return FALSE;
   p->kind = kind;
   return TRUE;
 }
@@ -226,12 +231,9 @@ va_host_view_set_pool_representor_vlan (VaHostView *self, const char *name, gboo
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (name != NULL, FALSE);
 
-  p = g_hash_table_lookup (self->pools, name);
+  p = lookup_pool (self, name, error);
   if (!p)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool named '%s'", name);
-      return FALSE;
-    }
+    return FALSE;
   p->representor_vlan = representor_vlan;
   return TRUE;
 }

@@ -25,49 +25,7 @@
 #   with libvirt out of reach the pool's warning says so in one line.
 set -u
 
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-diag() { printf '%s\n' "$*" | sed 's/^/# /'; }
-fact() { echo "# fact: $*"; }
-section() { echo "# --- $* (uptime $(cut -d' ' -f1 /proc/uptime) s)"; }
-check() {
-    d=$1
-    shift
-    if out=$("$@" 2>&1); then
-        ok "$d"
-    else
-        not_ok "$d"
-        printf '%s\n' "$out" | sed 's/^/# /'
-    fi
-}
-eq() {
-    if [ "$2" = "$3" ]; then
-        ok "$1"
-    else
-        not_ok "$1"
-        diag "expected: $2" "got:      $3"
-    fi
-}
-json() {
-    /usr/bin/python3 -S -c 'import json, sys
-d = json.load(sys.stdin)
-try:
-    v = eval(sys.argv[1])
-except (KeyError, IndexError, TypeError) as e:
-    v = "missing %s" % e
-print(json.dumps(v) if isinstance(v, (bool, list, dict)) else v)' "$1"
-}
-until_ok() {
-    t=$(($1 * 5))
-    shift
-    while ! "$@" >/dev/null 2>&1; do
-        t=$((t - 1))
-        [ $t -gt 0 ] || return 1
-        sleep 0.2
-    done
-}
+. "$(dirname "$0")/tap.sh"
 drv() { d=$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null) && basename "$d" || echo none; }
 drv_is_not() { [ "$(drv "$1")" != "$2" ]; }
 bail() {
