@@ -8,20 +8,43 @@ static const struct
   const char *op;
   const char *sub;
   VaHookCall call;
+  const char *needle; /* text a document must hold for the call to have work, or NULL */
 } calls[] = {
-  { "prepare", "begin", VA_HOOK_CALL_PREPARE },     { "start", "begin", VA_HOOK_CALL_START },
-  { "stopped", "end", VA_HOOK_CALL_STOPPED },       { "release", "end", VA_HOOK_CALL_STOPPED },
-  { "reconnect", "begin", VA_HOOK_CALL_RECONNECT }, { "migrate", "begin", VA_HOOK_CALL_REWRITE },
-  { "restore", "begin", VA_HOOK_CALL_REWRITE },     { "started", "begin", VA_HOOK_CALL_STARTED },
+  { "prepare", "begin", VA_HOOK_CALL_PREPARE, NULL },
+  { "start", "begin", VA_HOOK_CALL_START, NULL },
+  { "stopped", "end", VA_HOOK_CALL_STOPPED, NULL },
+  { "release", "end", VA_HOOK_CALL_STOPPED, NULL },
+  { "reconnect", "begin", VA_HOOK_CALL_RECONNECT, NULL },
+  { "migrate", "begin", VA_HOOK_CALL_REWRITE, NULL },
+  { "restore", "begin", VA_HOOK_CALL_REWRITE, NULL },
+  /* only a NIC marked swap-back="accelerated" has work here: every start
+   * of every marked domain would pay the helper's start otherwise */
+  { "started", "begin", VA_HOOK_CALL_STARTED, "swap-back" },
 };
+
+static int
+find (const char *op, const char *sub)
+{
+  if (!op || !sub)
+    return -1;
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    if (strcmp (op, calls[i].op) == 0 && strcmp (sub, calls[i].sub) == 0)
+      return (int) i;
+  return -1;
+}
 
 VaHookCall
 va_hook_call_lookup (const char *op, const char *sub)
 {
-  if (!op || !sub)
-    return VA_HOOK_CALL_NONE;
-  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
-    if (strcmp (op, calls[i].op) == 0 && strcmp (sub, calls[i].sub) == 0)
-      return calls[i].call;
-  return VA_HOOK_CALL_NONE;
+  int i = find (op, sub);
+
+  return i < 0 ? VA_HOOK_CALL_NONE : calls[i].call;
+}
+
+const char *
+va_hook_call_needle (const char *op, const char *sub)
+{
+  int i = find (op, sub);
+
+  return i < 0 ? NULL : calls[i].needle;
 }

@@ -16,3 +16,6 @@ typedef enum
 } VaHookCall;
 
 VaHookCall va_hook_call_lookup (const char *op, const char *sub);
+/* The text a domain's XML must contain for the call to have work (the
+ * dispatcher runs no helper without it), or NULL for any marked domain. */
+const char *va_hook_call_needle (const char *op, const char *sub);

@@ -87,6 +87,18 @@ fail:
   return 1;
 }
 
+/* Whether the call may have work on @xml: our namespace, and the call's
+ * own needle where it has one. */
+static int
+has_work (const char *op, const char *sub, const char *xml, size_t len)
+{
+  const char *needle = va_hook_call_needle (op, sub);
+
+  if (!va_text_may_have_intent (xml, len))
+    return 0;
+  return !needle || memmem (xml, len, needle, strlen (needle)) != NULL;
+}
+
 int
 va_hook_dispatch (int argc, char **argv, const char *helper_dir)
 {
@@ -105,7 +117,7 @@ va_hook_dispatch (int argc, char **argv, const char *helper_dir)
   /* an oversized document goes to the helper, which refuses it: its
    * namespace may lie past what was kept */
   if (argc < 4 || va_hook_call_lookup (argv[2], argv[3]) == VA_HOOK_CALL_NONE
-      || (!over && len <= VA_XML_MAX_SIZE && !va_text_may_have_intent (xml, len)))
+      || (!over && len <= VA_XML_MAX_SIZE && !has_work (argv[2], argv[3], xml, len)))
     {
       free (xml);
       return 0;

@@ -215,6 +215,21 @@ class HookTest(unittest.TestCase):
         r = hook(PLAIN, "prepare", "begin", name="plain")
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
 
+    def test_started_reaches_the_helper_only_for_a_swap_back_mark(self):
+        # started begin has work only for a NIC marked swap-back: the
+        # dispatcher alone passes any other marked domain at every start
+        d = tempfile.mkdtemp(prefix="va-hook-")
+        self.addCleanup(shutil.rmtree, d)
+        lone = os.path.join(d, "vdpa-allocator-hook")
+        shutil.copy(HOOK, lone)
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        r = hook(xml, "started", "begin", hook_path=lone)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        marked = xml.replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+        self.assertNotEqual(marked, xml)
+        r = hook(marked, "started", "begin", hook_path=lone)
+        self.assertOneLine(r, "cannot run", "vdpa-allocator-hook-helper")
+
     def test_oversized_document_is_refused_not_taken_as_plain(self):
         # the namespace lies past the 16 MiB the dispatcher keeps: it must
         # read stdin to the end and let the helper refuse, not exit 0
