@@ -7,6 +7,7 @@ bound. The swap itself needs QEMU: tests/libvirt/test_migrate.py."""
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -158,6 +159,13 @@ class SwapBackTest(unittest.TestCase):
         self.swap_back()
         self.assertTrue(wait_for(lambda: len(self.helpers()) == 1), self.daemon.read_log())
         helper = self.helpers()[0]
+
+        def catches_sigterm():
+            with open("/proc/%d/status" % helper) as f:
+                caught = [l.split()[1] for l in f if l.startswith("SigCgt:")][0]
+            return int(caught, 16) & (1 << (signal.SIGTERM - 1))
+        # its handler is in place (before it, SIGTERM ends it silently)
+        self.assertTrue(wait_for(catches_sigterm))
         rc = self.daemon.stop()
         log = self.daemon.read_log()
         self.assertEqual(rc, 0, log)
@@ -168,7 +176,8 @@ class SwapBackTest(unittest.TestCase):
         ends = [l for l in log.splitlines() if "swap back after its move" in l and "started" not in l]
         self.assertEqual(len(ends), 1, log)
         self.assertIn("domain moved: swap back after its move incomplete: stopped as the daemon stopped; "
-                      "the NICs not swapped yet stay portable", ends[0])
+                      "the NICs not swapped yet stay portable: stopped by SIGTERM before the domain ran without a job "
+                      "(state 3,", ends[0])
         self.assertNotIn("SIGKILL", ends[0])
         self.daemon.start(libvirt_uri="test://" + self.node)
 

@@ -142,7 +142,8 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
     status = g_subprocess_get_if_exited (r->proc) ? g_subprocess_get_exit_status (r->proc) : -1;
   if (r->end != RUN_ENDS_ITSELF)
     {
-      g_autofree char *lines = one_line (out);
+      /* what it swapped, else why it stopped where it did */
+      g_autofree char *lines = out && *g_strstrip (out) ? one_line (out) : one_line (err);
       g_autofree char *why = r->end == RUN_AT_STOP ? g_strdup ("stopped as the daemon stopped")
                                                    : g_strdup_printf ("stopped at its bound (%u s and %u s)", r->timeout_s, r->grace_s);
       g_autofree char *kill
