@@ -7,6 +7,7 @@ bound. The swap itself needs QEMU: tests/libvirt/test_migrate.py."""
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -132,6 +133,53 @@ class SwapBackTest(unittest.TestCase):
         # done: the next ask is taken again; no lease was made meanwhile
         self.swap_back()
         self.assertEqual(call(self.bus, "ListLeases")[0], [])
+
+    def helpers(self):
+        """The pids of the daemon's vdpa-allocator-libvirt-swap children
+        (valgrind runs the daemon in its own process: still its children)."""
+        pids = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    stat = f.read()
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == self.daemon.proc.pid and cmd[0].endswith(b"vdpa-allocator-libvirt-swap"):
+                pids.append(int(pid))
+        return pids
+
+    def test_stop_ends_the_helpers_and_logs_them(self):
+        # a bound far past the test: only the daemon's stop ends the helper
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(CONFIG.replace("swap-back-timeout-s=2", "swap-back-timeout-s=600"))
+        self.assertTrue(self.daemon.reload(lambda: "configuration reloaded" in self.daemon.read_log()))
+        self.swap_back()
+        self.assertTrue(wait_for(lambda: len(self.helpers()) == 1), self.daemon.read_log())
+        helper = self.helpers()[0]
+
+        def catches_sigterm():
+            with open("/proc/%d/status" % helper) as f:
+                caught = [l.split()[1] for l in f if l.startswith("SigCgt:")][0]
+            return int(caught, 16) & (1 << (signal.SIGTERM - 1))
+        # its handler is in place (before it, SIGTERM ends it silently)
+        self.assertTrue(wait_for(catches_sigterm))
+        rc = self.daemon.stop()
+        log = self.daemon.read_log()
+        self.assertEqual(rc, 0, log)
+        # the helper had SIGTERM (it waited for the domain: it stops at once),
+        # is gone and reaped, and its end is one event
+        self.assertFalse(os.path.exists("/proc/%d" % helper), log)
+        self.assertIn("stopping 1 swap(s) back: SIGTERM now, SIGKILL after 45 s", log)
+        ends = [l for l in log.splitlines() if "swap back after its move" in l and "started" not in l]
+        self.assertEqual(len(ends), 1, log)
+        self.assertIn("domain moved: swap back after its move incomplete: stopped as the daemon stopped; "
+                      "the NICs not swapped yet stay portable: stopped by SIGTERM before the domain ran without a job "
+                      "(state 3,", ends[0])
+        self.assertNotIn("SIGKILL", ends[0])
+        self.daemon.start(libvirt_uri="test://" + self.node)
 
     def test_hook_started_begin_asks_and_never_fails(self):
         with open(self.node) as f:

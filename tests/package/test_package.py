@@ -104,6 +104,15 @@ class Package(unittest.TestCase):
             self.assertIn("/usr/share/man/" + page, self.files)
         self.assertIn("/usr/share/bash-completion/completions/vdpactl", self.files)
 
+    def test_schemas_uncompressed(self):
+        # every vdpactl -j schema, as vdpactl(8) names it: dh_compress would
+        # gzip one over 4 KiB (domain-move) unless debian/rules excludes them
+        schemas = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SRC, "docs", "schemas", "*.json")))
+        self.assertIn("domain-move.schema.json", schemas)
+        there = sorted(os.path.basename(p) for p in self.files
+                       if os.path.dirname(p) == "/usr/share/doc/vdpa-allocator/schemas")
+        self.assertEqual(there, schemas)
+
     def test_journal_catalog(self):
         # systemd's dpkg trigger on this directory runs journalctl --update-catalog
         self.one_of("/lib/systemd/catalog/vdpa-allocator.catalog", "/usr/lib/systemd/catalog/vdpa-allocator.catalog")

@@ -443,6 +443,8 @@ va_daemon_main (int argc, char **argv)
 
   g_main_loop_run (d.loop);
 
+  /* still on the bus: a helper finishes its NIC with a lease of ours */
+  va_swap_back_stop (swap_back, VA_SWAP_BACK_STOP_S);
   g_bus_unown_name (owner);
   if (!va_allocator_flush (d.alloc, &error))
     {

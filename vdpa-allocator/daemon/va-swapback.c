@@ -4,7 +4,9 @@
  * SWAP_BACK_MAX_RUNNING in all, each killed past its bound. The main loop
  * never waits for one: the hook that asked has long returned to libvirtd,
  * which must go on to finish the incoming migration the helper waits for.
- * Each ends as one journal event. */
+ * Only the daemon's stop waits (va_swap_back_stop), serving the bus
+ * meanwhile: the helper leases through it. Each ends as one journal
+ * event. */
 #define G_LOG_DOMAIN "va-swapback"
 
 #include "config.h"
@@ -24,33 +26,85 @@
  * and SIGKILL after SWAP_BACK_KILL_S more (a swap's unplug may take 30 s) */
 #define SWAP_BACK_GRACE_S 60
 #define SWAP_BACK_KILL_S 120
+/* after a SIGKILL: a process that left its pipes to a child of its own
+ * still ends the wait */
+#define SWAP_BACK_REAP_S 5
 
 struct _VaSwapBack
 {
   char *uri; /* or NULL */
   guint timeout_s;
+  guint grace_s;
+  guint kill_s;
+  gboolean stopping; /* va_swap_back_stop: no new helper */
+  GMainContext *ctx;
   GHashTable *running; /* uuid → Run* */
 };
 
+typedef enum
+{
+  RUN_ENDS_ITSELF,
+  RUN_AT_BOUND, /* SIGTERM past its bound */
+  RUN_AT_STOP,  /* SIGTERM at the daemon's stop */
+} RunEnd;
+
 typedef struct
 {
-  VaSwapBack *owner; /* NULL once the owner is gone */
+  VaSwapBack *owner;
   char *uuid;
   char *name;
   GSubprocess *proc;
-  guint timer;
-  gboolean timed_out;
+  GCancellable *cancel;
+  GSource *timer;
+  /* the bounds as the helper started with them (a reload may change them) */
+  guint timeout_s;
+  guint grace_s;
+  guint kill_s;
+  guint stop_s;
+  RunEnd end;
+  gboolean killed;
 } Run;
+
+static void
+run_clear_timer (Run *r)
+{
+  if (r->timer)
+    {
+      g_source_destroy (r->timer);
+      g_clear_pointer (&r->timer, g_source_unref);
+    }
+}
 
 static void
 run_free (Run *r)
 {
-  if (r->timer)
-    g_source_remove (r->timer);
+  run_clear_timer (r);
   g_clear_object (&r->proc);
+  g_clear_object (&r->cancel);
   g_free (r->uuid);
   g_free (r->name);
   g_free (r);
+}
+
+static void
+run_set_timer (Run *r, guint seconds, GSourceFunc func)
+{
+  run_clear_timer (r);
+  r->timer = g_timeout_source_new_seconds (seconds);
+  g_source_set_callback (r->timer, func, r, NULL);
+  g_source_attach (r->timer, r->owner->ctx);
+}
+
+static gboolean
+killed_at_bound (gpointer user_data)
+{
+  Run *r = user_data;
+
+  /* a libvirtd that does not answer at all */
+  g_clear_pointer (&r->timer, g_source_unref);
+  r->killed = TRUE;
+  g_subprocess_force_exit (r->proc);
+  return G_SOURCE_REMOVE;
 }
 
 static gboolean
@@ -58,17 +112,10 @@ timed_out (gpointer user_data)
 {
   Run *r = user_data;
 
-  if (!r->timed_out)
-    {
-      /* the helper stops between two NICs, never within a swap */
-      r->timed_out = TRUE;
-      g_subprocess_send_signal (r->proc, SIGTERM);
-      r->timer = g_timeout_add_seconds (SWAP_BACK_KILL_S, timed_out, r);
-      return G_SOURCE_REMOVE;
-    }
-  /* a libvirtd that does not answer at all */
-  r->timer = 0;
-  g_subprocess_force_exit (r->proc);
+  /* the helper stops between two NICs, never within a swap */
+  r->end = RUN_AT_BOUND;
+  g_subprocess_send_signal (r->proc, SIGTERM);
+  run_set_timer (r, r->kill_s, killed_at_bound);
   return G_SOURCE_REMOVE;
 }
 
@@ -93,11 +140,16 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), res, &out, &err, &error))
     status = g_subprocess_get_if_exited (r->proc) ? g_subprocess_get_exit_status (r->proc) : -1;
-  if (r->timed_out)
+  if (r->end != RUN_ENDS_ITSELF)
     {
-      g_autofree char *lines = one_line (out);
-      result = g_strdup_printf ("stopped at its bound (%u s and %d s); the NICs not swapped yet stay portable%s%s",
-                                r->owner ? r->owner->timeout_s : 0, SWAP_BACK_GRACE_S, *lines ? ": " : "", lines);
+      /* what it swapped, else why it stopped where it did */
+      g_autofree char *lines = out && *g_strstrip (out) ? one_line (out) : one_line (err);
+      g_autofree char *why = r->end == RUN_AT_STOP ? g_strdup ("stopped as the daemon stopped")
+                                                   : g_strdup_printf ("stopped at its bound (%u s and %u s)", r->timeout_s, r->grace_s);
+      g_autofree char *kill
+        = r->killed ? g_strdup_printf (", SIGKILL %u s after SIGTERM", r->end == RUN_AT_STOP ? r->stop_s : r->kill_s) : g_strdup ("");
+
+      result = g_strdup_printf ("%s%s; the NICs not swapped yet stay portable%s%s", why, kill, *lines ? ": " : "", lines);
     }
   else if (error)
     result = g_strdup (error->message);
@@ -109,15 +161,12 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
       result = g_strdup_printf ("exit status %d: %s", status, *why ? why : "no message");
     }
   fields[5] = result;
-  if (status == 0 && !r->timed_out)
+  if (status == 0 && r->end == RUN_ENDS_ITSELF)
     va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_SWAP_BACK, NULL, fields, "domain %s: swap back after its move: %s", r->name,
               *result ? result : "no NIC was marked");
   else
     va_event (G_LOG_LEVEL_WARNING, VA_EVENT_SWAP_BACK, NULL, fields, "domain %s: swap back after its move incomplete: %s", r->name, result);
-  if (r->owner)
-    g_hash_table_remove (r->owner->running, r->uuid); /* frees @r */
-  else
-    run_free (r);
+  g_hash_table_remove (r->owner->running, r->uuid); /* frees @r */
 }
 
 VaSwapBack *
@@ -127,6 +176,9 @@ va_swap_back_new (const char *uri)
 
   self->uri = g_strdup (uri);
   self->timeout_s = 300;
+  self->grace_s = SWAP_BACK_GRACE_S;
+  self->kill_s = SWAP_BACK_KILL_S;
+  self->ctx = g_main_context_ref_thread_default ();
   self->running = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) run_free);
   return self;
 }
@@ -137,6 +189,16 @@ va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s)
   g_return_if_fail (self != NULL);
 
   self->timeout_s = timeout_s;
+}
+
+void
+va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s)
+{
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (kill_s > 0);
+
+  self->grace_s = grace_s;
+  self->kill_s = kill_s;
 }
 
 gboolean
@@ -158,6 +220,11 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
   if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
     {
       g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
+      return FALSE;
+    }
+  if (self->stopping)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
       return FALSE;
     }
   if (g_hash_table_contains (self->running, canon))
@@ -186,6 +253,10 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
   r->owner = self;
   r->uuid = g_strdup (canon);
   r->name = g_strdup (*name ? name : canon);
+  r->timeout_s = self->timeout_s;
+  r->grace_s = self->grace_s;
+  r->kill_s = self->kill_s;
+  r->cancel = g_cancellable_new ();
   r->proc = g_subprocess_newv ((const char *const *) argv->pdata, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, error);
   if (!r->proc)
     {
@@ -193,31 +264,94 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
       run_free (r);
       return FALSE;
     }
-  r->timer = g_timeout_add_seconds (self->timeout_s + SWAP_BACK_GRACE_S, timed_out, r);
+  run_set_timer (r, r->timeout_s + r->grace_s, timed_out);
   g_hash_table_insert (self->running, r->uuid, r);
-  g_subprocess_communicate_utf8_async (r->proc, NULL, NULL, finished, r);
+  g_main_context_push_thread_default (self->ctx);
+  g_subprocess_communicate_utf8_async (r->proc, NULL, r->cancel, finished, r);
+  g_main_context_pop_thread_default (self->ctx);
   g_message ("domain %s (%s): swap back after its move started", r->name, r->uuid);
   return TRUE;
 }
 
+static gboolean
+set_flag (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* Runs the context until no helper runs or @seconds pass. */
+static void
+wait_running (VaSwapBack *self, guint seconds)
+{
+  g_autoptr (GSource) timer = g_timeout_source_new_seconds (seconds);
+  gboolean expired = FALSE;
+
+  g_source_set_callback (timer, set_flag, &expired, NULL);
+  g_source_attach (timer, self->ctx);
+  while (g_hash_table_size (self->running) > 0 && !expired)
+    g_main_context_iteration (self->ctx, TRUE);
+  g_source_destroy (timer);
+}
+
 void
-va_swap_back_free (VaSwapBack *self)
+va_swap_back_stop (VaSwapBack *self, guint wait_s)
 {
   GHashTableIter iter;
   gpointer value;
+  guint n;
 
-  if (!self)
+  g_return_if_fail (self != NULL);
+
+  self->stopping = TRUE;
+  n = g_hash_table_size (self->running);
+  if (n == 0)
     return;
-  /* the running helpers finish on their own; their ends are logged */
+  g_message ("stopping %u swap(s) back: SIGTERM now, SIGKILL after %u s", n, wait_s);
   g_hash_table_iter_init (&iter, self->running);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     {
       Run *r = value;
 
-      r->owner = NULL;
-      g_hash_table_iter_steal (&iter);
+      if (r->killed)
+        continue; /* SIGKILLed at its bound: it ends now */
+      /* also one past its bound: the daemon's stop is its end now */
+      run_clear_timer (r);
+      r->end = RUN_AT_STOP;
+      r->stop_s = wait_s;
+      g_subprocess_send_signal (r->proc, SIGTERM);
     }
+  if (wait_s > 0)
+    wait_running (self, wait_s);
+  g_hash_table_iter_init (&iter, self->running);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      Run *r = value;
+
+      if (!r->killed)
+        {
+          r->killed = TRUE;
+          g_subprocess_force_exit (r->proc);
+        }
+    }
+  wait_running (self, SWAP_BACK_REAP_S);
+  /* the process is gone (GLib reaps it), a child of its own holds the pipes */
+  g_hash_table_iter_init (&iter, self->running);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_cancellable_cancel (((Run *) value)->cancel);
+  while (g_hash_table_size (self->running) > 0)
+    g_main_context_iteration (self->ctx, TRUE);
+}
+
+void
+va_swap_back_free (VaSwapBack *self)
+{
+  if (!self)
+    return;
+  /* no helper outlives its owner (va_swap_back_stop waits first) */
+  va_swap_back_stop (self, 0);
   g_hash_table_unref (self->running);
+  g_main_context_unref (self->ctx);
   g_free (self->uri);
   g_free (self);
 }

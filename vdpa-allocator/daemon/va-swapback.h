@@ -7,12 +7,27 @@ G_BEGIN_DECLS
 
 typedef struct _VaSwapBack VaSwapBack;
 
-/* @uri: libvirt's, for the helper (NULL: its default). */
+/* What the daemon's stop waits for the helpers: a swap's unplug may take
+ * 30 s, then its plug; well within the unit's TimeoutStopSec=90. */
+#define VA_SWAP_BACK_STOP_S 45
+
+/* @uri: libvirt's, for the helper (NULL: its default). The helpers' ends
+ * are dispatched in the thread-default main context of this call. */
 VaSwapBack *va_swap_back_new (const char *uri);
+/* SIGKILLs and reaps the helpers still running (va_swap_back_stop (self, 0)). */
 void va_swap_back_free (VaSwapBack *self);
+
+/* The daemon's stop: refuses new helpers, sends SIGTERM to each running
+ * one (it finishes the NIC it is on), runs the main context until all have
+ * ended or @wait_s passed, then SIGKILLs and reaps the rest. Each end is
+ * its journal event, "stopped as the daemon stopped". */
+void va_swap_back_stop (VaSwapBack *self, guint wait_s);
 
 /* The bound of each helper from now on: [hook] swap-back-timeout-s. */
 void va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s);
+/* For tests: SIGTERM @grace_s after the bound (default 60), SIGKILL
+ * @kill_s after that (default 120). */
+void va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s);
 
 /* Runs vdpa-allocator-libvirt-swap for the domain @uuid in the
  * background; returns at once. VA_ERROR_INVALID_ARGUMENT for a bad @uuid

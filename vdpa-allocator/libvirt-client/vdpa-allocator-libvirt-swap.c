@@ -63,7 +63,14 @@ wait_ready (VaLibvirt *lv, double wait_s, GError **error)
         }
       if (state == VIR_DOMAIN_RUNNING && virDomainGetJobInfo (lv->dom, &job) == 0 && job.type == VIR_DOMAIN_JOB_NONE)
         return TRUE;
-      if (stopping || g_get_monotonic_time () > deadline)
+      if (stopping)
+        {
+          /* the daemon's bound or its stop */
+          g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "stopped by SIGTERM before the domain ran without a job (state %d, reason %d)",
+                       state, reason);
+          return FALSE;
+        }
+      if (g_get_monotonic_time () > deadline)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the domain did not run without a job within %.0f s (state %d, reason %d)", wait_s,
                        state, reason);
