@@ -16,8 +16,8 @@ step "Building (build/)"
 ./contrib/build.sh build
 
 step "Tests"
-# lab-slow (a TCG guest inside the TCG lab host, 7 to 12 min) runs here,
-# once; VA_LAB_SLOW=0 leaves it out
+# lab-slow (lab-installed: an installed lab host whose nested TCG guest
+# swaps its NIC, 8 to 12 min) runs here, once; VA_LAB_SLOW=0 leaves it out
 if [ "${VA_LAB_SLOW:-1}" = 0 ]; then
     meson test -C build --print-errorlogs --no-suite lab-slow
 else

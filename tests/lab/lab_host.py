@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -26,6 +26,10 @@ its output and status come back the same way.
 the one built from the same tree content (tests/cache/deb/KEY/, KEY a hash
 of the files build-deb.sh copies: tracked and untracked, not ignored, but
 tests/), and names its .deb in LAB_DEB.
+
+--guest first builds (or finds cached) the tiny test guest of
+tests/guest/build-guest.sh, for a guest nested in the lab host, and names
+its kernel and initrd in LAB_GUEST_KERNEL and LAB_GUEST_INITRD.
 
 --igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
 found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
@@ -191,6 +195,19 @@ def build_deb():
     print("lab-host: package %s built (tree %s) in %.1f s" % (the_deb(), key, time.monotonic() - t0), file=sys.stderr)
     return the_deb()
 
+def build_guest():
+    """The tiny test guest (tests/guest/build-guest.sh, cached in the test
+    cache): {"KERNEL": path, "INITRD": path}; prints the time taken."""
+    t0 = time.monotonic()
+    r = subprocess.run(["nice", "-n", "10", "sh", os.path.join(SRCDIR, "tests", "guest", "build-guest.sh"), cache_dir()],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-guest.sh failed (%d)" % r.returncode)
+    vals = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    print("lab-host: test guest %s ready in %.1f s" % (vals["INITRD"], time.monotonic() - t0), file=sys.stderr)
+    return vals
+
+
 def build_qemu10():
     """Builds (or finds in the cache) Debian 13's QEMU 10 for --igb;
     returns the path of its wrapper, prints the time taken."""
@@ -218,17 +235,21 @@ def missing_tools():
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, sim_modules=False, deb=False, **kw):
+def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
     boot is tried once more. sim_modules=True: build-sim-modules.sh first;
-    deb=True: build_deb() first, its path in LAB_DEB."""
+    deb=True: build_deb() first, its path in LAB_DEB; guest=True:
+    build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD."""
     kw["extra_env"] = dict(kw.get("extra_env") or {})
     if sim_modules:
         kw["extra_env"]["LAB_SIM_MODULES"] = build_sim_modules()["SIM_MODULES"]
     if deb:
         kw["extra_env"]["LAB_DEB"] = build_deb()
+    if guest:
+        g = build_guest()
+        kw["extra_env"].update(LAB_GUEST_KERNEL=g["KERNEL"], LAB_GUEST_INITRD=g["INITRD"])
     r = boot_and_run(argv, timeout=timeout, **kw)
     if r.boot_s is None and not r.timed_out:
         tail = [l for l in r.console.splitlines() if l.strip()][-3:] or ["(nothing)"]
@@ -356,6 +377,8 @@ def main():
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("--deb", action="store_true",
                     help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
+    ap.add_argument("--guest", action="store_true",
+                    help="build (or find cached) the tiny test guest first; its files in LAB_GUEST_KERNEL/INITRD")
     ap.add_argument("--igb", type=int, default=0, metavar="N",
                     help="QEMU 10 (build-qemu10.sh) on q35 with an emulated IOMMU and N igb SR-IOV PFs")
     ap.add_argument("command", nargs=argparse.REMAINDER)
@@ -367,7 +390,7 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            systemd=a.systemd, deb=a.deb, igb=a.igb)
+            systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()

@@ -298,10 +298,6 @@ class Lab:
         state = os.path.join(WORK, "state")
         self.daemon_log = open(os.path.join(WORK, "daemon.log"), "a")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DBUS_", "VDPA_ALLOCATOR_"))}
-        if os.environ.get("LAB_SWAP") == "1":
-            # its swap-back helper unplugs a NIC of a guest under TCG inside
-            # TCG: 30 to 70 s (test_12)
-            env["VDPA_ALLOCATOR_UNPLUG_TIMEOUT"] = "300"
         self.daemon = subprocess.Popen([DAEMON, "--config", CONFIG_DIR, "--state-dir", state, "--run-dir", RUN_DIR],
                                        stdin=subprocess.DEVNULL, stdout=self.daemon_log, stderr=subprocess.STDOUT, env=env)
 
@@ -750,81 +746,6 @@ class DaemonInLab(unittest.TestCase):
         self.assertEqual(vdpactl_json("status")["backend"], "kernel")  # still serving
         virsh("destroy", name)
         self.assertNoLeaseAndNoDevice(lease["device"])
-
-    def test_12_vdpactl_swaps_a_running_guests_nic(self):
-        # the swap vdpactl domain migrate|save makes, on a running guest
-        # (a paused one cannot eject a NIC): the tests/guest initramfs
-        # under TCG inside the lab's TCG, its NIC on a VDUSE device
-        from vatest import guest
-        from vatest.paths import TEST_CACHE
-        if os.environ.get("LAB_SWAP") != "1":
-            self.skipTest("the nested guest boots in about 4 min: meson test lab-swap runs this (LAB_SWAP=1)")
-        # the unplug takes 20 to 40 s under TCG in TCG
-        os.environ["VDPA_ALLOCATOR_UNPLUG_TIMEOUT"] = "300"
-        self.addCleanup(os.environ.pop, "VDPA_ALLOCATOR_UNPLUG_TIMEOUT", None)
-        kernel, initrd = (os.path.join(TEST_CACHE, "guest", f) for f in ("vmlinux", "initrd.gz"))
-        if not (os.path.exists(kernel) and os.path.exists(initrd)):
-            self.skipTest("no tests/guest build in %s (the libvirt tier builds it)" % TEST_CACHE)
-        name = "lab-swap"
-        slot = "<address type='pci' domain='0x0000' bus='0x00' slot='0x05' function='0x0'/>"
-        iface = "<interface type='bridge'><mac address='%s'/><source bridge='%s'/><model type='virtio'/>%s</interface>" % (
-            self.MAC, BRIDGE, slot)
-        xml = guest.domain_xml(name, kernel, initrd, guest.guest_cmdline(name), [], uuid=self.UUID, interfaces=iface)
-        xml = xml.replace("<memory unit='MiB'>256</memory>", "<metadata><vdpa:nics xmlns:vdpa='%s'><vdpa:nic mac='%s' network='%s'/>"
-                          "</vdpa:nics></metadata>\n  <memory unit='MiB'>128</memory>" % (NS, self.MAC, NETWORK))
-        r = subprocess.run([VDPACTL, "rewrite", "--to", "accelerated", "--config", CONFIG_DIR, "-"], input=xml,
-                           capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        LAB.lv.define(r.stdout)
-        with Timer("virsh start (booting guest)"):
-            virsh("start", name, timeout=180)
-            wait_until(lambda: "VA-GUEST-READY" in read_text(guest.serial_path(name)), 600, "the guest's VA-GUEST-READY", interval=1)
-        (lease,) = leases()
-        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
-
-        with Timer("vdpactl domain portable --live"):
-            r = vdpactl("domain", "portable", "--live", name, check=False, timeout=180)
-        log("portable --live: exit %d: %s%s", r.returncode, r.stdout, r.stderr)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"NIC %s \(%s\): path swap, accelerated -> portable; unplug [0-9.]+ s, plug [0-9.]+ s" % (
-            self.MAC, NETWORK))
-        live = virsh("dumpxml", name).stdout
-        self.assertIn("<interface type='bridge'>", live)
-        self.assertIn(slot, live)
-        self.assertEqual(leases(), [])
-        self.assertEqual(bridge_vlans(self.tap_of(name)), [(VLAN, ["Egress Untagged", "PVID"])])
-
-        with Timer("vdpactl domain accelerate --live"):
-            r = vdpactl("domain", "accelerate", "--live", name, check=False, timeout=180)
-        log("accelerate --live: exit %d: %s%s", r.returncode, r.stdout, r.stderr)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"NIC %s \(%s\): path swap, portable -> accelerated" % (self.MAC, NETWORK))
-        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
-        self.assertEqual(len(leases()), 1)
-
-        # save and restore through the swap: QEMU saves the portable form
-        image = os.path.join(WORK, "lab-swap.save")
-        with Timer("vdpactl domain save"):
-            r = vdpactl("domain", "save", name, image, "-j", check=False, timeout=300)
-        log("save: exit %d: %s%s", r.returncode, r.stdout, r.stderr)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(virsh("domstate", name).stdout.strip(), "shut off")
-        wait_until(lambda: leases() == [], 30, "the lease given back")
-        with Timer("vdpactl domain restore"):
-            r = vdpactl("domain", "restore", image, "--swap-back-timeout", "500", "-j", check=False, timeout=600)
-        log("restore: exit %d: %s%s", r.returncode, r.stdout, r.stderr)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        doc = json.loads(r.stdout)
-        self.assertEqual([(n["path"], n["form_after"]) for n in doc["nics"]], [("swap", "accelerated")])
-        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
-        # the save marked the NIC swap-back="accelerated"; the hook's
-        # started begin asked the daemon, whose helper swapped it back on
-        # the VDUSE device, and vdpactl restore only waited for that
-        self.assertEqual(doc["nics"][0]["destination_form"], "accelerated")
-        self.assertIn("accelerated again", doc["nics"][0]["destination_note"])
-        self.assertIn("swap back after its move: %s accelerated" % self.MAC, LAB.read_daemon_log())
-        self.assertNotIn("swap-back", virsh("dumpxml", name).stdout)
-        virsh("destroy", name)
 
 
 if __name__ == "__main__":

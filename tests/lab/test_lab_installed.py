@@ -11,9 +11,11 @@ root. Then an operator's journey: a vduse-test pool configured and
 reloaded, a marked domain accelerated and started paused, the guest's device
 kept through release, reconcile and restarts of both daemons and an
 upgrade, given back at destroy; polkit's example rule for group libvirt;
-remove and purge; no AppArmor denial.
+then a running guest (tests/guest, nested under TCG) whose NIC vdpactl swaps
+to portable and back, saves and restores, the daemon's swap-back helper
+running under the installed unit; remove and purge; no AppArmor denial.
 
-    lab_host.py --systemd --deb -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
+    lab_host.py --systemd --deb --guest -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
 
 The cases run in order and share what the earlier ones made; one that
 fails makes the later ones that need its result skip or fail."""
@@ -51,6 +53,18 @@ AA_LOCAL = {"/etc/apparmor.d/local/abstractions/libvirt-qemu": "include if exist
             "/etc/apparmor.d/local/usr.sbin.libvirtd": "include if exists <vdpa-allocator/usr.sbin.libvirtd>"}
 MSG_CLAIM = "ecddd6d0a5054f8c88a60a3a9128b973"  # contrib/vdpa-allocator.catalog
 MSG_DENIED = "6a144a9b1f41448f9937e80526573101"
+MSG_SWAP_BACK = "5ed5e85968c54c54bfda2254e2f5200d"
+# the tiny guest of tests/guest (lab_host.py --guest), as an operator keeps
+# images: where libvirt's AppArmor and DAC drivers expect them
+GUEST_KERNEL = os.environ.get("LAB_GUEST_KERNEL", "")
+GUEST_INITRD = os.environ.get("LAB_GUEST_INITRD", "")
+IMAGES = "/var/lib/libvirt/images"
+SAVE_DIR = "/var/lib/libvirt/qemu/save"
+# an unplug of a guest under TCG inside the lab's TCG takes 20 to 70 s
+# (vdpactl(8) VDPA_ALLOCATOR_UNPLUG_TIMEOUT; the daemon's helper reads it
+# from its unit's environment, set by a drop-in as an operator would)
+UNPLUG_TIMEOUT = "300"
+DROP_IN = "/etc/systemd/system/%s.d/50-lab-unplug-timeout.conf" % UNIT
 
 # libvirtd.service itself comes and goes: Debian's runs with --timeout 120
 # and its socket starts it again
@@ -106,6 +120,14 @@ def events(message_id, **fields):
     r = sh(["journalctl", "-b", "--no-pager", "-o", "cat", "MESSAGE_ID=" + message_id] +
            ["%s=%s" % kv for kv in fields.items()], check=False)
     return [l for l in r.stdout.splitlines() if l.strip() and not l.startswith("-- ")]
+
+
+def journal_events(message_id, **fields):
+    """The same as journalctl -o json entries (dicts): with the journal's
+    own fields (_SYSTEMD_UNIT)."""
+    r = sh(["journalctl", "-b", "--no-pager", "-o", "json", "MESSAGE_ID=" + message_id] +
+           ["%s=%s" % kv for kv in fields.items()], check=False)
+    return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
 
 
 def main_pid():
@@ -230,6 +252,9 @@ def setUpModule():
                                 "lab_host.py --systemd --deb -- /usr/bin/python3 %s" % __file__)
     if not os.path.isfile(DEB):
         raise RuntimeError("LAB_DEB names no package (%r): run with lab_host.py --deb" % DEB)
+    if not (os.path.isfile(GUEST_KERNEL) and os.path.isfile(GUEST_INITRD)):
+        raise RuntimeError("LAB_GUEST_KERNEL/INITRD name no guest (%r, %r): run with lab_host.py --guest"
+                           % (GUEST_KERNEL, GUEST_INITRD))
 
 
 class InstalledHost(unittest.TestCase):
@@ -475,11 +500,119 @@ class InstalledHost(unittest.TestCase):
         self.assertNotIn(lease["device"], lab.vdpa_devices())
         self.assertEqual(pool()["free"], 2)
 
+    SWAP_NAME = "vm2"
+    SWAP_UUID = "1ab00000-0000-4000-8000-0000000000cc"
+    SWAP_MAC = "52:54:00:1a:b0:cc"
+    SWAP_SLOT = "<address type='pci' domain='0x0000' bus='0x00' slot='0x05' function='0x0'/>"
+
+    def swap_guest_xml(self):
+        """tests/guest as a domain of this host: its images under
+        /var/lib/libvirt/images, one NIC marked for the accelerated network
+        on a bridge in a fixed PCI slot, as an operator defines it."""
+        from vatest import guest
+        os.makedirs(IMAGES, exist_ok=True)
+        kernel, initrd = (os.path.join(IMAGES, "va-guest-" + os.path.basename(p)) for p in (GUEST_KERNEL, GUEST_INITRD))
+        shutil.copy(GUEST_KERNEL, kernel)
+        shutil.copy(GUEST_INITRD, initrd)
+        iface = ("<interface type='bridge'><mac address='%s'/><source bridge='%s'/><model type='virtio'/>%s"
+                 "</interface>" % (self.SWAP_MAC, lab.BRIDGE, self.SWAP_SLOT))
+        xml = guest.domain_xml(self.SWAP_NAME, kernel, initrd, guest.guest_cmdline(self.SWAP_NAME), [], uuid=self.SWAP_UUID,
+                               interfaces=iface)
+        return xml.replace("<memory unit='MiB'>256</memory>",
+                           "<metadata><vdpa:nics xmlns:vdpa='%s'><vdpa:nic mac='%s' network='%s'/></vdpa:nics></metadata>\n"
+                           "  <memory unit='MiB'>128</memory>" % (lab.NS, self.SWAP_MAC, lab.NETWORK))
+
+    def swap_vdpactl(self, *args, timeout=600):
+        env = dict(os.environ, VDPA_ALLOCATOR_UNPLUG_TIMEOUT=UNPLUG_TIMEOUT)
+        with Timer("vdpactl " + " ".join(args)):
+            r = sh([VDPACTL] + list(args), check=False, timeout=timeout, env=env)
+        log("vdpactl %s: exit %d: %s%s", " ".join(args), r.returncode, r.stdout, r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def test_10_a_running_guests_nic_swaps_and_comes_back_after_a_restore(self):
+        # issue 14 on a stock host: vdpactl's swap of a running guest's NIC
+        # (the move a migration or save needs; a paused guest cannot eject
+        # a NIC), QEMU as libvirt-qemu under its profile; after a restore
+        # the hook's started begin asks the daemon, whose
+        # vdpa-allocator-libvirt-swap runs under the installed unit
+        from vatest import guest
+        name, tap_vlan = self.SWAP_NAME, [(lab.VLAN, ["Egress Untagged", "PVID"])]
+        os.makedirs(os.path.dirname(DROP_IN), exist_ok=True)
+        with open(DROP_IN, "w") as f:
+            f.write("[Service]\nEnvironment=VDPA_ALLOCATOR_UNPLUG_TIMEOUT=%s\n" % UNPLUG_TIMEOUT)
+        systemctl("daemon-reload")
+        systemctl("restart", UNIT)
+        self.assertIn("VDPA_ALLOCATOR_UNPLUG_TIMEOUT=" + UNPLUG_TIMEOUT,
+                      systemctl("show", "-p", "Environment", "--value", UNIT).stdout)
+        path = os.path.join(lab.WORK, name + ".xml")
+        with open(path, "w") as f:
+            f.write(self.swap_guest_xml())
+        virsh("define", path)
+        self.addCleanup(virsh, "undefine", name, check=False)
+        self.addCleanup(virsh, "destroy", name, check=False)
+        sh([VDPACTL, "domain", "accelerate", name])
+        with Timer("virsh start %s (the nested guest boots)" % name):
+            virsh("start", name)
+            wait_until(lambda: "VA-GUEST-READY" in (lab.read_text(guest.serial_path(name)) or ""), 900,
+                       "the guest's VA-GUEST-READY", interval=2)
+        pid = qemu_pid(name)
+        with open("/proc/%d/attr/current" % pid) as f:
+            self.assertEqual(f.read().strip(), "libvirt-%s (enforce)" % self.SWAP_UUID)
+        self.assertEqual(os.stat("/proc/%d" % pid).st_uid, int(sh(["id", "-u", "libvirt-qemu"]).stdout))
+        (lease,) = leases()
+        self.assertEqual((lease["uuid"], lease["mac"]), (self.SWAP_UUID, self.SWAP_MAC))
+        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
+
+        r = self.swap_vdpactl("domain", "portable", "--live", name)
+        self.assertRegex(r.stdout, r"NIC %s \(%s\): path swap, accelerated -> portable; unplug [0-9.]+ s, plug [0-9.]+ s"
+                         % (self.SWAP_MAC, lab.NETWORK))
+        live = virsh("dumpxml", name).stdout
+        self.assertIn("<interface type='bridge'>", live)
+        self.assertIn(self.SWAP_SLOT, live)
+        self.assertEqual(leases(), [])
+        tap = re.search(r"<target dev='([^']+)'", live.split("<interface type='bridge'>", 1)[1]).group(1)
+        self.assertEqual(lab.bridge_vlans(tap), tap_vlan)
+
+        r = self.swap_vdpactl("domain", "accelerate", "--live", name)
+        self.assertRegex(r.stdout, r"NIC %s \(%s\): path swap, portable -> accelerated" % (self.SWAP_MAC, lab.NETWORK))
+        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
+        (lease,) = leases()
+        self.assertIn(lease["chardev"], fds_of(qemu_pid(name)))
+
+        # save and restore through the swap: QEMU, as libvirt-qemu, saves
+        # the portable form; the restored domain's NIC is the daemon's to
+        # swap back
+        image = os.path.join(SAVE_DIR, name + ".save")
+        self.swap_vdpactl("domain", "save", name, image, "-j")
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "shut off")
+        wait_until(lambda: leases() == [], 30, "the lease given back at the save")
+        swap_backs = journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=self.SWAP_UUID)
+        r = self.swap_vdpactl("domain", "restore", image, "--swap-back-timeout", "600", "-j", timeout=900)
+        doc = json.loads(r.stdout)
+        self.assertEqual([(n["path"], n["form_after"], n["destination_form"]) for n in doc["nics"]],
+                         [("swap", "accelerated", "accelerated")], doc)
+        self.assertIn("accelerated again", doc["nics"][0]["destination_note"])
+        live = virsh("dumpxml", name).stdout
+        self.assertIn("<interface type='vdpa'>", live)
+        self.assertNotIn("swap-back", live)
+        (lease,) = leases()
+        self.assertIn(lease["chardev"], fds_of(qemu_pid(name)))
+        # the helper's end: one journal event, from the daemon's unit
+        ends = wait_until(lambda: journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=self.SWAP_UUID)[len(swap_backs):], 60,
+                          "the swap back's journal event", interval=1)
+        log("swap back: %s", [(e.get("_SYSTEMD_UNIT"), e.get("MESSAGE")) for e in ends])
+        self.assertEqual([e.get("_SYSTEMD_UNIT") for e in ends], [UNIT], ends)
+        self.assertIn("%s accelerated" % self.SWAP_MAC, ends[0].get("VA_SWAP_BACK_RESULT", ""), ends)
+        virsh("destroy", name)
+        wait_until(lambda: not leases(), 30, "the lease gone after virsh destroy", interval=0.5)
+        self.assertEqual(pool()["free"], 2)
+
     def op_allocate(self):
         return sh(["runuser", "-u", self.OP_USER, "--", VDPACTL, "allocate", "--uuid", self.OP_UUID, "--mac",
                    self.OP_MAC, "--network", lab.NETWORK], check=False, timeout=90)
 
-    def test_10_group_libvirt_needs_the_example_polkit_rule(self):
+    def test_11_group_libvirt_needs_the_example_polkit_rule(self):
         sh(["useradd", "--no-create-home", "--groups", "libvirt", self.OP_USER])
         uid = sh(["id", "-u", self.OP_USER]).stdout.strip()
         r = self.op_allocate()
@@ -496,7 +629,7 @@ class InstalledHost(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual([l["mac"] for l in leases() if l["uuid"] == self.OP_UUID], [self.OP_MAC])
 
-    def test_11_remove_keeps_the_leases_purge_removes_them(self):
+    def test_12_remove_keeps_the_leases_purge_removes_them(self):
         if not [l for l in leases() if l["uuid"] == self.OP_UUID]:
             self.skipTest("no lease of the polkit case to keep")
         # dpkg, as apt remove and purge run it: apt's own part (the package
