@@ -29,6 +29,9 @@
 /* after a SIGKILL: a process that left its pipes to a child of its own
  * still ends the wait */
 #define SWAP_BACK_REAP_S 5
+/* the helper's --pending: a listing of running domains */
+#define SWAP_BACK_SCAN_S 60
+#define SWAP_BACK_QUEUE_MAX 1024
 
 struct _VaSwapBack
 {
@@ -39,7 +42,33 @@ struct _VaSwapBack
   gboolean stopping; /* va_swap_back_stop: no new helper */
   GMainContext *ctx;
   GHashTable *running; /* uuid → Run* */
+  GQueue queued;       /* Queued*: the resumed ones past SWAP_BACK_MAX_RUNNING */
+  struct Scan *scan;   /* a running --pending, or NULL */
 };
+
+typedef struct Scan
+{
+  VaSwapBack *owner;
+  GSubprocess *proc;
+  GCancellable *cancel;
+  GSource *timer;
+} Scan;
+
+typedef struct
+{
+  char *uuid;
+  char *name;
+} Queued;
+
+static void
+queued_free (Queued *q)
+{
+  g_free (q->uuid);
+  g_free (q->name);
+  g_free (q);
+}
+
+static void start_queued (VaSwapBack *self);
 
 typedef enum
 {
@@ -166,7 +195,12 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
               *result ? result : "no NIC was marked");
   else
     va_event (G_LOG_LEVEL_WARNING, VA_EVENT_SWAP_BACK, NULL, fields, "domain %s: swap back after its move incomplete: %s", r->name, result);
-  g_hash_table_remove (r->owner->running, r->uuid); /* frees @r */
+  {
+    VaSwapBack *self = r->owner;
+
+    g_hash_table_remove (self->running, r->uuid); /* frees @r */
+    start_queued (self);
+  }
 }
 
 VaSwapBack *
@@ -304,6 +338,16 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
   g_return_if_fail (self != NULL);
 
   self->stopping = TRUE;
+  if (self->scan)
+    {
+      g_subprocess_force_exit (self->scan->proc);
+      g_cancellable_cancel (self->scan->cancel);
+      while (self->scan)
+        g_main_context_iteration (self->ctx, TRUE);
+    }
+  if (self->queued.length > 0)
+    g_warning ("%u domain(s) not swapped back: they are tried again at the daemon's next start", self->queued.length);
+  g_queue_clear_full (&self->queued, (GDestroyNotify) queued_free);
   n = g_hash_table_size (self->running);
   if (n == 0)
     return;
@@ -341,6 +385,154 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
     g_cancellable_cancel (((Run *) value)->cancel);
   while (g_hash_table_size (self->running) > 0)
     g_main_context_iteration (self->ctx, TRUE);
+}
+
+/* A resumed domain: started now, or queued while SWAP_BACK_MAX_RUNNING run
+ * (not the hook's SwapBack: its caller hears "busy" and goes on). */
+static void
+start_or_queue (VaSwapBack *self, const char *uuid, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  char canon[VA_UUID_STRING_LEN];
+  Queued *q;
+
+  if (!va_uuid_normalize (uuid, canon) || g_hash_table_contains (self->running, canon))
+    return; /* the hook's SwapBack came first */
+  for (GList *l = self->queued.head; l; l = l->next)
+    if (strcmp (((Queued *) l->data)->uuid, canon) == 0)
+      return;
+  if (g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
+    {
+      if (!va_swap_back_start (self, canon, name, &error))
+        g_warning ("domain %s: resuming its swap back: %s", canon, error->message);
+      return;
+    }
+  if (self->queued.length >= SWAP_BACK_QUEUE_MAX)
+    {
+      g_warning ("domain %s: not swapped back: %d domains wait already", canon, SWAP_BACK_QUEUE_MAX);
+      return;
+    }
+  q = g_new0 (Queued, 1);
+  q->uuid = g_strdup (canon);
+  q->name = g_strdup (name);
+  g_queue_push_tail (&self->queued, q);
+}
+
+static void
+start_queued (VaSwapBack *self)
+{
+  while (!self->stopping && self->queued.length > 0 && g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
+    {
+      g_autoptr (GError) error = NULL;
+      Queued *q = g_queue_pop_head (&self->queued);
+
+      if (!va_swap_back_start (self, q->uuid, q->name, &error))
+        g_warning ("domain %s: resuming its swap back: %s", q->uuid, error->message);
+      queued_free (q);
+    }
+}
+
+static gboolean
+scan_timed_out (gpointer user_data)
+{
+  Scan *scan = user_data;
+
+  g_clear_pointer (&scan->timer, g_source_unref);
+  g_subprocess_force_exit (scan->proc);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+scanned (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Scan *scan = user_data;
+  VaSwapBack *self = scan->owner;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL, *err = NULL;
+  g_auto (GStrv) lines = NULL;
+  guint n = 0;
+
+  if (!g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), res, &out, &err, &error))
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) /* the daemon's stop */
+        g_warning ("listing the domains whose swap back was cut short: %s", error->message);
+    }
+  else if (!g_subprocess_get_if_exited (scan->proc) || g_subprocess_get_exit_status (scan->proc) != 0)
+    {
+      g_autofree char *why = one_line (err);
+
+      /* libvirtd not running yet (the unit starts before it) is no fault:
+       * nothing runs then, and each incoming domain comes through the hook */
+      g_message ("no swap back resumed: listing the running domains failed: %.200s", *why ? why : "killed at its bound");
+    }
+  else
+    {
+      lines = g_strsplit (out ? out : "", "\n", SWAP_BACK_QUEUE_MAX + 1);
+      for (guint i = 0; lines[i] && i < SWAP_BACK_QUEUE_MAX; i++)
+        {
+          char *sp = strchr (lines[i], ' ');
+
+          if (!sp)
+            continue;
+          *sp = '\0';
+          if (!self->stopping)
+            {
+              start_or_queue (self, lines[i], sp + 1);
+              n++;
+            }
+        }
+      if (n)
+        g_message ("resumed the swap back of %u domain(s) whose NICs are still marked", n);
+      else
+        g_message ("no running domain has a NIC still marked for a swap back");
+    }
+  if (scan->timer)
+    {
+      g_source_destroy (scan->timer);
+      g_source_unref (scan->timer);
+    }
+  g_object_unref (scan->proc);
+  g_object_unref (scan->cancel);
+  g_free (scan);
+  self->scan = NULL;
+}
+
+void
+va_swap_back_resume (VaSwapBack *self)
+{
+  g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
+  g_autoptr (GError) error = NULL;
+  const char *argv[5] = { helper, "--pending", NULL };
+  Scan *scan;
+
+  g_return_if_fail (self != NULL);
+
+  if (self->stopping || self->scan)
+    return;
+  if (self->uri)
+    {
+      argv[1] = "--uri";
+      argv[2] = self->uri;
+      argv[3] = "--pending";
+    }
+  scan = g_new0 (Scan, 1);
+  scan->owner = self;
+  scan->cancel = g_cancellable_new ();
+  scan->proc = g_subprocess_newv (argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error);
+  if (!scan->proc)
+    {
+      g_warning ("running %s --pending: %s", helper, error->message);
+      g_object_unref (scan->cancel);
+      g_free (scan);
+      return;
+    }
+  scan->timer = g_timeout_source_new_seconds (SWAP_BACK_SCAN_S);
+  g_source_set_callback (scan->timer, scan_timed_out, scan, NULL);
+  g_source_attach (scan->timer, self->ctx);
+  self->scan = scan;
+  g_main_context_push_thread_default (self->ctx);
+  g_subprocess_communicate_utf8_async (scan->proc, NULL, scan->cancel, scanned, scan);
+  g_main_context_pop_thread_default (self->ctx);
 }
 
 void

@@ -23,6 +23,12 @@ void va_swap_back_free (VaSwapBack *self);
  * its journal event, "stopped as the daemon stopped". */
 void va_swap_back_stop (VaSwapBack *self, guint wait_s);
 
+/* After the daemon's start: the running domains with NICs still marked for
+ * a swap back and not tried (a stop or a crash cut it short), listed by
+ * the helper's --pending, each swapped back as for va_swap_back_start,
+ * queued past its limit of helpers at once. Returns at once. */
+void va_swap_back_resume (VaSwapBack *self);
+
 /* The bound of each helper from now on: [hook] swap-back-timeout-s. */
 void va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s);
 /* For tests: SIGTERM @grace_s after the bound (default 60), SIGKILL
