@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The swap back of domains that moved here: one
  * vdpa-allocator-libvirt-swap per domain at a time, at most
- * SWAP_BACK_MAX_RUNNING in all, each killed past its bound. The main loop
- * never waits for one: the hook that asked has long returned to libvirtd,
- * which must go on to finish the incoming migration the helper waits for.
- * Only the daemon's stop waits (va_swap_back_stop), serving the bus
+ * SWAP_BACK_MAX_RUNNING in all (the rest queued), each killed past its
+ * bound. The main loop never waits for one: the hook that asked has long
+ * returned to libvirtd, which must go on to finish the incoming migration
+ * the helper waits for. Only the daemon's stop waits (va_swap_back_stop), serving the bus
  * meanwhile: the helper leases through it. Each ends as one journal
  * event. */
 #define G_LOG_DOMAIN "va-swapback"
@@ -235,43 +235,15 @@ va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s)
   self->kill_s = kill_s;
 }
 
-gboolean
-va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error)
+/* Runs the helper for @canon now. */
+static gboolean
+spawn (VaSwapBack *self, const char *canon, const char *name, GError **error)
 {
   g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
-  g_autofree char *wait = NULL;
+  g_autofree char *wait = g_strdup_printf ("%u", self->timeout_s);
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  char canon[VA_UUID_STRING_LEN];
   Run *r;
 
-  g_return_val_if_fail (self != NULL, FALSE);
-
-  if (!uuid || !va_uuid_normalize (uuid, canon))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a UUID", VA_CUT (uuid ? uuid : "", 64));
-      return FALSE;
-    }
-  if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
-      return FALSE;
-    }
-  if (self->stopping)
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
-      return FALSE;
-    }
-  if (g_hash_table_contains (self->running, canon))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "a swap back of domain %s runs already", canon);
-      return FALSE;
-    }
-  if (g_hash_table_size (self->running) >= SWAP_BACK_MAX_RUNNING)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%d swaps back run already", SWAP_BACK_MAX_RUNNING);
-      return FALSE;
-    }
-  wait = g_strdup_printf ("%u", self->timeout_s);
   g_ptr_array_add (argv, helper);
   if (self->uri)
     {
@@ -280,7 +252,7 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
     }
   g_ptr_array_add (argv, (gpointer) "--wait");
   g_ptr_array_add (argv, wait);
-  g_ptr_array_add (argv, canon);
+  g_ptr_array_add (argv, (gpointer) canon);
   g_ptr_array_add (argv, NULL);
 
   r = g_new0 (Run, 1);
@@ -304,6 +276,59 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
   g_subprocess_communicate_utf8_async (r->proc, NULL, r->cancel, finished, r);
   g_main_context_pop_thread_default (self->ctx);
   g_message ("domain %s (%s): swap back after its move started", r->name, r->uuid);
+  return TRUE;
+}
+
+static gboolean
+is_queued (VaSwapBack *self, const char *canon)
+{
+  for (GList *l = self->queued.head; l; l = l->next)
+    if (strcmp (((Queued *) l->data)->uuid, canon) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
+va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error)
+{
+  char canon[VA_UUID_STRING_LEN];
+  Queued *q;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  if (!uuid || !va_uuid_normalize (uuid, canon))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a UUID", VA_CUT (uuid ? uuid : "", 64));
+      return FALSE;
+    }
+  if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
+      return FALSE;
+    }
+  if (self->stopping)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
+      return FALSE;
+    }
+  if (g_hash_table_contains (self->running, canon) || is_queued (self, canon))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "a swap back of domain %s runs already", canon);
+      return FALSE;
+    }
+  if (g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
+    return spawn (self, canon, name, error);
+  /* a host draining to this one: each waits its turn */
+  if (self->queued.length >= SWAP_BACK_QUEUE_MAX)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%d swaps back run and %d wait already", SWAP_BACK_MAX_RUNNING, SWAP_BACK_QUEUE_MAX);
+      return FALSE;
+    }
+  q = g_new0 (Queued, 1);
+  q->uuid = g_strdup (canon);
+  q->name = g_strdup (name);
+  g_queue_push_tail (&self->queued, q);
+  g_message ("domain %s (%s): swap back after its move queued behind %d running", *name ? name : canon, canon, SWAP_BACK_MAX_RUNNING);
   return TRUE;
 }
 
@@ -387,37 +412,6 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
     g_main_context_iteration (self->ctx, TRUE);
 }
 
-/* A resumed domain: started now, or queued while SWAP_BACK_MAX_RUNNING run
- * (not the hook's SwapBack: its caller hears "busy" and goes on). */
-static void
-start_or_queue (VaSwapBack *self, const char *uuid, const char *name)
-{
-  g_autoptr (GError) error = NULL;
-  char canon[VA_UUID_STRING_LEN];
-  Queued *q;
-
-  if (!va_uuid_normalize (uuid, canon) || g_hash_table_contains (self->running, canon))
-    return; /* the hook's SwapBack came first */
-  for (GList *l = self->queued.head; l; l = l->next)
-    if (strcmp (((Queued *) l->data)->uuid, canon) == 0)
-      return;
-  if (g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
-    {
-      if (!va_swap_back_start (self, canon, name, &error))
-        g_warning ("domain %s: resuming its swap back: %s", canon, error->message);
-      return;
-    }
-  if (self->queued.length >= SWAP_BACK_QUEUE_MAX)
-    {
-      g_warning ("domain %s: not swapped back: %d domains wait already", canon, SWAP_BACK_QUEUE_MAX);
-      return;
-    }
-  q = g_new0 (Queued, 1);
-  q->uuid = g_strdup (canon);
-  q->name = g_strdup (name);
-  g_queue_push_tail (&self->queued, q);
-}
-
 static void
 start_queued (VaSwapBack *self)
 {
@@ -426,8 +420,8 @@ start_queued (VaSwapBack *self)
       g_autoptr (GError) error = NULL;
       Queued *q = g_queue_pop_head (&self->queued);
 
-      if (!va_swap_back_start (self, q->uuid, q->name, &error))
-        g_warning ("domain %s: resuming its swap back: %s", q->uuid, error->message);
+      if (!spawn (self, q->uuid, q->name, &error))
+        g_warning ("domain %s: its queued swap back: %s", q->uuid, error->message);
       queued_free (q);
     }
 }
@@ -477,8 +471,13 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
           *sp = '\0';
           if (!self->stopping)
             {
-              start_or_queue (self, lines[i], sp + 1);
-              n++;
+              g_autoptr (GError) local = NULL;
+
+              /* Busy: the hook's SwapBack came first */
+              if (va_swap_back_start (self, lines[i], sp + 1, &local))
+                n++;
+              else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
+                g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
             }
         }
       if (n)
