@@ -196,17 +196,10 @@ main (int argc, char **argv)
       {
         g_autoptr (GHashTable) one = g_hash_table_new (g_str_hash, g_str_equal);
 
+        /* the NICs not reached stay marked without an outcome: the
+         * daemon's next start, or the domain's next move, tries them */
         if (stopping)
-          {
-            VaSwapNic *n = NULL;
-
-            for (guint i = 0; i < report->len && !n; i++)
-              if (strcmp (((VaSwapNic *) g_ptr_array_index (report, i))->mac, mac) == 0)
-                n = g_ptr_array_index (report, i);
-            if (n)
-              va_swap_note (n, "not tried: the daemon's bound was reached");
-            continue;
-          }
+          break;
         g_hash_table_add (one, mac);
         if (!va_swap_to_accelerated (lv, report, one, &error))
           {
