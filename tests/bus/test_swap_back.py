@@ -19,6 +19,7 @@ from vatest.bus import Bus, Daemon, call, dbus_error_name, NAME, PATH, IFACE
 from vatest.paths import HOOK
 
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
+TRIED_UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fb1"
 NOBODY = 65534
 
 CONFIG = """[simulate]
@@ -76,11 +77,20 @@ class SwapBackTest(unittest.TestCase):
         os.chmod(self.dir, 0o755)
         self.addCleanup(shutil.rmtree, self.dir)
         self.node = os.path.join(self.dir, "node.xml")
-        with open(self.node, "w") as f:
-            # runstate 3: paused, as on a migration's destination until Finish
-            f.write("<node>%s</node>\n" % (DOMAIN % "<test:runstate>3</test:runstate>"))
+        # the daemon's start resumes the swaps back of marked domains: it
+        # starts on a host where none is marked, then the domain moves in
+        self.write_node(DOMAIN.replace(' swap-back="accelerated"', ""))
         self.daemon = Daemon(self.bus, config=CONFIG)
         self.daemon.start(libvirt_uri="test://" + self.node)
+        self.assertTrue(wait_for(lambda: "no running domain has a NIC still marked for a swap back" in
+                                 self.daemon.read_log()), self.daemon.read_log())
+        self.write_node(DOMAIN)
+
+    def write_node(self, *domains):
+        """libvirt's test driver reads the file at each connection."""
+        with open(self.node, "w") as f:
+            # runstate 3: paused, as on a migration's destination until Finish
+            f.write("<node>%s</node>\n" % "".join(d % "<test:runstate>3</test:runstate>" for d in domains))
 
     def tearDown(self):
         rc = self.daemon.stop()
@@ -204,6 +214,33 @@ class SwapBackTest(unittest.TestCase):
         self.assertIn("domain moved: no swap back of its portable NICs", r.stderr)
         self.daemon.start(libvirt_uri="test://" + self.node)
 
+
+    def test_start_resumes_a_swap_back_cut_short(self):
+        # the domain moved in while the daemon was down, or its stop cut the
+        # swap back short: the NIC is still marked and has no outcome; one
+        # with an outcome was tried and stays as it is
+        tried = DOMAIN.replace(UUID, TRIED_UUID).replace("<name>moved</name>", "<name>tried</name>").replace(
+            'swap-back="accelerated"', 'swap-back="accelerated" swap-back-outcome="no-room"')
+        self.write_node(DOMAIN, tried)
+        self.assertEqual(self.daemon.stop(), 0, self.daemon.read_log())
+        self.daemon.start(libvirt_uri="test://" + self.node)
+        self.assertTrue(wait_for(lambda: "resumed the swap back of 1 domain(s) whose NICs are still marked" in
+                                 self.daemon.read_log()), self.daemon.read_log())
+        log = self.daemon.read_log()
+        self.assertIn("domain moved (%s): swap back after its move started" % UUID, log)
+        self.assertNotIn("domain tried", log)
+        # it is the hook's own swap back: a second ask is Busy, and it ends
+        # at its bound as one event
+        self.assertDBusError("org.vdpa_allocator.Error.Busy", self.swap_back)
+        self.assertTrue(wait_for(lambda: "swap back after its move incomplete" in self.daemon.read_log()),
+                        self.daemon.read_log())
+
+    def test_start_with_libvirt_unreachable_resumes_nothing(self):
+        self.assertEqual(self.daemon.stop(), 0, self.daemon.read_log())
+        self.daemon.start(libvirt_uri="test:///nonexistent-so-unreachable")
+        self.assertTrue(wait_for(lambda: "no swap back resumed: listing the running domains failed" in
+                                 self.daemon.read_log()), self.daemon.read_log())
+        self.assertEqual(call(self.bus, "ListLeases")[0], [])
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

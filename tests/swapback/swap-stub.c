@@ -5,13 +5,16 @@
  * "TERM" when SIGTERM arrives, then "exit" when it exits by itself.
  * MODE sleep: ignores --wait and sleeps; SIGTERM ends it (a helper between
  * two NICs). MODE ignore-term: SIGTERM changes nothing (a helper stuck in
- * a libvirt call); only SIGKILL ends it. */
+ * a libvirt call); only SIGKILL ends it. With --pending it lists
+ * PENDING_N domains whose swap back is to be resumed and exits. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define PENDING_N 10
 
 static int log_fd = -1;
 static volatile sig_atomic_t ignore_term;
@@ -45,6 +48,13 @@ main (int argc, char **argv)
   char *file, line[64];
   struct sigaction sa = { .sa_handler = on_term };
 
+  for (int i = 1; i < argc; i++)
+    if (strcmp (argv[i], "--pending") == 0)
+      {
+        for (int d = 0; d < PENDING_N; d++)
+          printf ("4dea22b3-1d52-d8f3-2516-7820000000%02d dom%d\n", d, d);
+        return 0;
+      }
   for (int i = 1; i + 1 < argc; i++)
     if (strcmp (argv[i], "--uri") == 0)
       uri = argv[i + 1];

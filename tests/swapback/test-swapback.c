@@ -246,6 +246,73 @@ test_free_reaps (Fixture *f, gconstpointer mode)
   assert_gone (pid);
 }
 
+static guint
+starts (Fixture *f)
+{
+  g_autofree char *text = stub_log (f);
+  guint n = 0;
+
+  for (const char *p = text; (p = strstr (p, "start ")); p++)
+    n++;
+  return n;
+}
+
+static gboolean
+eight_started (Fixture *f)
+{
+  return starts (f) == 8;
+}
+
+static gboolean
+nine_started (Fixture *f)
+{
+  return starts (f) == 9;
+}
+
+static gboolean
+ten_started (Fixture *f)
+{
+  return starts (f) == 10;
+}
+
+static gboolean
+two_events (Fixture *f)
+{
+  return results->len == 2;
+}
+
+/* The PID in the stub's @nth "start PID" line (from 0). */
+static int
+nth_pid (Fixture *f, guint nth)
+{
+  g_autofree char *text = stub_log (f);
+  const char *p = strstr (text, "start ");
+
+  for (guint i = 0; i < nth && p; i++)
+    p = strstr (p + 1, "start ");
+  g_assert_nonnull (p);
+  g_assert_cmpint (atoi (p + 6), >, 1);
+  return atoi (p + 6);
+}
+
+/* The daemon's start resumes the swaps back its helper's --pending lists:
+ * 8 at once (SWAP_BACK_MAX_RUNNING), the rest each as one ends; at the
+ * stop, the queue is dropped and the running ones end. */
+static void
+test_resume_queues_past_the_limit (Fixture *f, gconstpointer mode)
+{
+  g_assert_true ((va_swap_back_resume (f->sb), run_until (eight_started, f)));
+  /* one ends by itself: the ninth starts */
+  g_assert_cmpint (kill (nth_pid (f, 0), SIGTERM), ==, 0);
+  g_assert_true (run_until (nine_started, f));
+  g_assert_cmpint (kill (nth_pid (f, 1), SIGTERM), ==, 0);
+  g_assert_true (run_until (ten_started, f));
+  g_assert_true (run_until (two_events, f));
+  va_swap_back_stop (f->sb, WAIT_S);
+  g_assert_cmpuint (results->len, ==, 10);
+  g_assert_cmpuint (starts (f), ==, 10);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -259,6 +326,7 @@ main (int argc, char **argv)
   g_test_add ("/swapback/stop/sigterm", Fixture, "sleep", setup, test_stop_sigterm, teardown);
   g_test_add ("/swapback/stop/sigkill", Fixture, "ignore-term", setup, test_stop_sigkill, teardown);
   g_test_add ("/swapback/free", Fixture, "ignore-term", setup, test_free_reaps, teardown);
+  g_test_add ("/swapback/resume/queue", Fixture, "sleep", setup, test_resume_queues_past_the_limit, teardown);
   rc = g_test_run ();
   g_ptr_array_unref (results);
   return rc;

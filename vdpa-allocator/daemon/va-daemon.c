@@ -238,9 +238,12 @@ on_name_acquired (GDBusConnection *conn, const char *name, gpointer user_data)
 static void
 reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
 {
+  Daemon *d = user_data;
   g_autoptr (GError) error = NULL;
   g_autoptr (VaReconcileReport) r = va_allocator_reconcile_finish (VA_ALLOCATOR (source), res, &error);
 
+  /* after the leases are right: the swaps back a stop or a crash cut short */
+  va_swap_back_resume (d->swap_back);
   if (!r)
     {
       g_warning ("reconciliation failed: %s", error->message);
@@ -439,7 +442,7 @@ va_daemon_main (int argc, char **argv)
   g_unix_signal_add (SIGINT, on_term, &d);
   g_unix_signal_add (SIGHUP, on_hup, &d);
   owner = g_bus_own_name_on_connection (conn, VA_BUS_NAME, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_name_acquired, on_name_lost, &d, NULL);
-  va_allocator_reconcile_async (d.alloc, reconciled, NULL);
+  va_allocator_reconcile_async (d.alloc, reconciled, &d);
 
   g_main_loop_run (d.loop);
 

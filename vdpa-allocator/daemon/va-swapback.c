@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The swap back of domains that moved here: one
  * vdpa-allocator-libvirt-swap per domain at a time, at most
- * SWAP_BACK_MAX_RUNNING in all, each killed past its bound. The main loop
- * never waits for one: the hook that asked has long returned to libvirtd,
- * which must go on to finish the incoming migration the helper waits for.
- * Only the daemon's stop waits (va_swap_back_stop), serving the bus
+ * SWAP_BACK_MAX_RUNNING in all (the rest queued), each killed past its
+ * bound. The main loop never waits for one: the hook that asked has long
+ * returned to libvirtd, which must go on to finish the incoming migration
+ * the helper waits for. Only the daemon's stop waits (va_swap_back_stop), serving the bus
  * meanwhile: the helper leases through it. Each ends as one journal
  * event. */
 #define G_LOG_DOMAIN "va-swapback"
@@ -29,6 +29,9 @@
 /* after a SIGKILL: a process that left its pipes to a child of its own
  * still ends the wait */
 #define SWAP_BACK_REAP_S 5
+/* the helper's --pending: a listing of running domains */
+#define SWAP_BACK_SCAN_S 60
+#define SWAP_BACK_QUEUE_MAX 1024
 
 struct _VaSwapBack
 {
@@ -39,7 +42,33 @@ struct _VaSwapBack
   gboolean stopping; /* va_swap_back_stop: no new helper */
   GMainContext *ctx;
   GHashTable *running; /* uuid → Run* */
+  GQueue queued;       /* Queued*: the resumed ones past SWAP_BACK_MAX_RUNNING */
+  struct Scan *scan;   /* a running --pending, or NULL */
 };
+
+typedef struct Scan
+{
+  VaSwapBack *owner;
+  GSubprocess *proc;
+  GCancellable *cancel;
+  GSource *timer;
+} Scan;
+
+typedef struct
+{
+  char *uuid;
+  char *name;
+} Queued;
+
+static void
+queued_free (Queued *q)
+{
+  g_free (q->uuid);
+  g_free (q->name);
+  g_free (q);
+}
+
+static void start_queued (VaSwapBack *self);
 
 typedef enum
 {
@@ -166,7 +195,12 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
               *result ? result : "no NIC was marked");
   else
     va_event (G_LOG_LEVEL_WARNING, VA_EVENT_SWAP_BACK, NULL, fields, "domain %s: swap back after its move incomplete: %s", r->name, result);
-  g_hash_table_remove (r->owner->running, r->uuid); /* frees @r */
+  {
+    VaSwapBack *self = r->owner;
+
+    g_hash_table_remove (self->running, r->uuid); /* frees @r */
+    start_queued (self);
+  }
 }
 
 VaSwapBack *
@@ -201,43 +235,15 @@ va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s)
   self->kill_s = kill_s;
 }
 
-gboolean
-va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error)
+/* Runs the helper for @canon now. */
+static gboolean
+spawn (VaSwapBack *self, const char *canon, const char *name, GError **error)
 {
   g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
-  g_autofree char *wait = NULL;
+  g_autofree char *wait = g_strdup_printf ("%u", self->timeout_s);
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  char canon[VA_UUID_STRING_LEN];
   Run *r;
 
-  g_return_val_if_fail (self != NULL, FALSE);
-
-  if (!uuid || !va_uuid_normalize (uuid, canon))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a UUID", VA_CUT (uuid ? uuid : "", 64));
-      return FALSE;
-    }
-  if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
-      return FALSE;
-    }
-  if (self->stopping)
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
-      return FALSE;
-    }
-  if (g_hash_table_contains (self->running, canon))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "a swap back of domain %s runs already", canon);
-      return FALSE;
-    }
-  if (g_hash_table_size (self->running) >= SWAP_BACK_MAX_RUNNING)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%d swaps back run already", SWAP_BACK_MAX_RUNNING);
-      return FALSE;
-    }
-  wait = g_strdup_printf ("%u", self->timeout_s);
   g_ptr_array_add (argv, helper);
   if (self->uri)
     {
@@ -246,7 +252,7 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
     }
   g_ptr_array_add (argv, (gpointer) "--wait");
   g_ptr_array_add (argv, wait);
-  g_ptr_array_add (argv, canon);
+  g_ptr_array_add (argv, (gpointer) canon);
   g_ptr_array_add (argv, NULL);
 
   r = g_new0 (Run, 1);
@@ -270,6 +276,59 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
   g_subprocess_communicate_utf8_async (r->proc, NULL, r->cancel, finished, r);
   g_main_context_pop_thread_default (self->ctx);
   g_message ("domain %s (%s): swap back after its move started", r->name, r->uuid);
+  return TRUE;
+}
+
+static gboolean
+is_queued (VaSwapBack *self, const char *canon)
+{
+  for (GList *l = self->queued.head; l; l = l->next)
+    if (strcmp (((Queued *) l->data)->uuid, canon) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
+va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error)
+{
+  char canon[VA_UUID_STRING_LEN];
+  Queued *q;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  if (!uuid || !va_uuid_normalize (uuid, canon))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a UUID", VA_CUT (uuid ? uuid : "", 64));
+      return FALSE;
+    }
+  if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
+      return FALSE;
+    }
+  if (self->stopping)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
+      return FALSE;
+    }
+  if (g_hash_table_contains (self->running, canon) || is_queued (self, canon))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "a swap back of domain %s runs already", canon);
+      return FALSE;
+    }
+  if (g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
+    return spawn (self, canon, name, error);
+  /* a host draining to this one: each waits its turn */
+  if (self->queued.length >= SWAP_BACK_QUEUE_MAX)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%d swaps back run and %d wait already", SWAP_BACK_MAX_RUNNING, SWAP_BACK_QUEUE_MAX);
+      return FALSE;
+    }
+  q = g_new0 (Queued, 1);
+  q->uuid = g_strdup (canon);
+  q->name = g_strdup (name);
+  g_queue_push_tail (&self->queued, q);
+  g_message ("domain %s (%s): swap back after its move queued behind %d running", *name ? name : canon, canon, SWAP_BACK_MAX_RUNNING);
   return TRUE;
 }
 
@@ -304,6 +363,16 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
   g_return_if_fail (self != NULL);
 
   self->stopping = TRUE;
+  if (self->scan)
+    {
+      g_subprocess_force_exit (self->scan->proc);
+      g_cancellable_cancel (self->scan->cancel);
+      while (self->scan)
+        g_main_context_iteration (self->ctx, TRUE);
+    }
+  if (self->queued.length > 0)
+    g_warning ("%u domain(s) not swapped back: they are tried again at the daemon's next start", self->queued.length);
+  g_queue_clear_full (&self->queued, (GDestroyNotify) queued_free);
   n = g_hash_table_size (self->running);
   if (n == 0)
     return;
@@ -341,6 +410,128 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
     g_cancellable_cancel (((Run *) value)->cancel);
   while (g_hash_table_size (self->running) > 0)
     g_main_context_iteration (self->ctx, TRUE);
+}
+
+static void
+start_queued (VaSwapBack *self)
+{
+  while (!self->stopping && self->queued.length > 0 && g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
+    {
+      g_autoptr (GError) error = NULL;
+      Queued *q = g_queue_pop_head (&self->queued);
+
+      if (!spawn (self, q->uuid, q->name, &error))
+        g_warning ("domain %s: its queued swap back: %s", q->uuid, error->message);
+      queued_free (q);
+    }
+}
+
+static gboolean
+scan_timed_out (gpointer user_data)
+{
+  Scan *scan = user_data;
+
+  g_clear_pointer (&scan->timer, g_source_unref);
+  g_subprocess_force_exit (scan->proc);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+scanned (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Scan *scan = user_data;
+  VaSwapBack *self = scan->owner;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = NULL, *err = NULL;
+  g_auto (GStrv) lines = NULL;
+  guint n = 0;
+
+  if (!g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), res, &out, &err, &error))
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) /* the daemon's stop */
+        g_warning ("listing the domains whose swap back was cut short: %s", error->message);
+    }
+  else if (!g_subprocess_get_if_exited (scan->proc) || g_subprocess_get_exit_status (scan->proc) != 0)
+    {
+      g_autofree char *why = one_line (err);
+
+      /* libvirtd not running yet (the unit starts before it) is no fault:
+       * nothing runs then, and each incoming domain comes through the hook */
+      g_message ("no swap back resumed: listing the running domains failed: %.200s", *why ? why : "killed at its bound");
+    }
+  else
+    {
+      lines = g_strsplit (out ? out : "", "\n", SWAP_BACK_QUEUE_MAX + 1);
+      for (guint i = 0; lines[i] && i < SWAP_BACK_QUEUE_MAX; i++)
+        {
+          char *sp = strchr (lines[i], ' ');
+
+          if (!sp)
+            continue;
+          *sp = '\0';
+          if (!self->stopping)
+            {
+              g_autoptr (GError) local = NULL;
+
+              /* Busy: the hook's SwapBack came first */
+              if (va_swap_back_start (self, lines[i], sp + 1, &local))
+                n++;
+              else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
+                g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
+            }
+        }
+      if (n)
+        g_message ("resumed the swap back of %u domain(s) whose NICs are still marked", n);
+      else
+        g_message ("no running domain has a NIC still marked for a swap back");
+    }
+  if (scan->timer)
+    {
+      g_source_destroy (scan->timer);
+      g_source_unref (scan->timer);
+    }
+  g_object_unref (scan->proc);
+  g_object_unref (scan->cancel);
+  g_free (scan);
+  self->scan = NULL;
+}
+
+void
+va_swap_back_resume (VaSwapBack *self)
+{
+  g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
+  g_autoptr (GError) error = NULL;
+  const char *argv[5] = { helper, "--pending", NULL };
+  Scan *scan;
+
+  g_return_if_fail (self != NULL);
+
+  if (self->stopping || self->scan)
+    return;
+  if (self->uri)
+    {
+      argv[1] = "--uri";
+      argv[2] = self->uri;
+      argv[3] = "--pending";
+    }
+  scan = g_new0 (Scan, 1);
+  scan->owner = self;
+  scan->cancel = g_cancellable_new ();
+  scan->proc = g_subprocess_newv (argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error);
+  if (!scan->proc)
+    {
+      g_warning ("running %s --pending: %s", helper, error->message);
+      g_object_unref (scan->cancel);
+      g_free (scan);
+      return;
+    }
+  scan->timer = g_timeout_source_new_seconds (SWAP_BACK_SCAN_S);
+  g_source_set_callback (scan->timer, scan_timed_out, scan, NULL);
+  g_source_attach (scan->timer, self->ctx);
+  self->scan = scan;
+  g_main_context_push_thread_default (self->ctx);
+  g_subprocess_communicate_utf8_async (scan->proc, NULL, scan->cancel, scanned, scan);
+  g_main_context_pop_thread_default (self->ctx);
 }
 
 void

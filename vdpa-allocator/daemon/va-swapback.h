@@ -23,6 +23,12 @@ void va_swap_back_free (VaSwapBack *self);
  * its journal event, "stopped as the daemon stopped". */
 void va_swap_back_stop (VaSwapBack *self, guint wait_s);
 
+/* After the daemon's start: the running domains with NICs still marked for
+ * a swap back and not tried (a stop or a crash cut it short), listed by
+ * the helper's --pending, each as for va_swap_back_start. Returns at
+ * once. */
+void va_swap_back_resume (VaSwapBack *self);
+
 /* The bound of each helper from now on: [hook] swap-back-timeout-s. */
 void va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s);
 /* For tests: SIGTERM @grace_s after the bound (default 60), SIGKILL
@@ -30,8 +36,9 @@ void va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s);
 void va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s);
 
 /* Runs vdpa-allocator-libvirt-swap for the domain @uuid in the
- * background; returns at once. VA_ERROR_INVALID_ARGUMENT for a bad @uuid
- * or @name, VA_ERROR_BUSY while one runs for @uuid or too many run. */
+ * background, or queues it while 8 run (at most 1024 wait); returns at
+ * once. VA_ERROR_INVALID_ARGUMENT for a bad @uuid or @name, VA_ERROR_BUSY
+ * while one runs or waits for @uuid, the queue is full, or at the stop. */
 gboolean va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaSwapBack, va_swap_back_free)

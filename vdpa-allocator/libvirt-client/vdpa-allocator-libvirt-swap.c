@@ -13,7 +13,11 @@
  * Output: one line per marked NIC, "MAC accelerated" or "MAC portable
  * OUTCOME: note". Exit status 0: every marked NIC accelerated, or none
  * marked; 3: some stay portable; 1: the domain never ran without a job
- * within --wait, or libvirt failed (one line on stderr). */
+ * within --wait, or libvirt failed (one line on stderr).
+ *
+ * --pending instead lists the running domains with a NIC still marked and
+ * not tried ("UUID NAME" per line, at most PENDING_MAX): those whose swap
+ * back a stop or a crash of the daemon cut short, for its next start. */
 #define G_LOG_DOMAIN "vdpa-allocator-libvirt-swap"
 
 #include "config.h"
@@ -27,6 +31,8 @@
 #include "va-error.h"
 #include "va-libvirt.h"
 #include "va-swap.h"
+
+#define PENDING_MAX 1024
 
 /* SIGTERM (the daemon's bound) stops the helper between two NICs, never
  * between a NIC's unplug and its plug: a NIC is never left without a form */
@@ -80,6 +86,62 @@ wait_ready (VaLibvirt *lv, double wait_s, GError **error)
     }
 }
 
+/* The MACs of @live's NICs marked for a swap back and not tried yet. */
+static void
+add_pending (VaDomain *live, GHashTable *only)
+{
+  GPtrArray *nics = va_domain_get_nics (live);
+
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      /* an outcome: tried before (a second started begin, a reconnect) */
+      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+        g_hash_table_add (only, g_strdup (nic->mac));
+    }
+}
+
+static int
+list_pending (const char *uri)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLibvirt) lv = va_libvirt_open (uri, TRUE, &error);
+  virDomainPtr *doms = NULL;
+  int n, listed = 0;
+
+  if (!lv)
+    {
+      fprintf (stderr, "%s\n", error->message);
+      return 1;
+    }
+  n = virConnectListAllDomains (lv->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+  if (n < 0)
+    {
+      fprintf (stderr, "listing the running domains: %s\n", virGetLastErrorMessage ());
+      return 1;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      g_autofree char *xml = virDomainGetXMLDesc (doms[i], 0);
+      g_autoptr (VaDomain) live = NULL;
+      g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      char uuid[VIR_UUID_STRING_BUFLEN];
+
+      /* cheap before the parse: most domains have no mark */
+      if (xml && strstr (xml, "swap-back") && (live = va_domain_parse (xml, -1, NULL)))
+        add_pending (live, only);
+      if (g_hash_table_size (only) > 0 && listed < PENDING_MAX && virDomainGetUUIDString (doms[i], uuid) == 0)
+        {
+          printf ("%s %s\n", uuid, virDomainGetName (doms[i]));
+          listed++;
+        }
+      virDomainFree (doms[i]);
+    }
+  free (doms);
+  return fflush (stdout) == 0 ? 0 : 1;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -91,12 +153,13 @@ main (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("UUID - swap a domain's marked NICs back to their accelerated form");
   char *uri = NULL;
   double wait_s = 300;
+  gboolean pending = FALSE;
   const GOptionEntry entries[] = {
+    { "pending", 0, 0, G_OPTION_ARG_NONE, &pending, "List the running domains whose marked NICs were not tried", NULL },
     { "uri", 0, 0, G_OPTION_ARG_STRING, &uri, "libvirt's URI (default: $VDPA_ALLOCATOR_LIBVIRT_URI, else qemu:///system)", "URI" },
     { "wait", 0, 0, G_OPTION_ARG_DOUBLE, &wait_s, "Wait at most S seconds for the domain to run with no job", "S" },
     { NULL },
   };
-  GPtrArray *nics;
   int rc = 0;
 
   {
@@ -106,26 +169,21 @@ main (int argc, char **argv)
     sigaction (SIGTERM, &sa, NULL);
   }
   g_option_context_add_main_entries (ctx, entries, NULL);
-  if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 2 || wait_s <= 0)
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != (pending ? 1 : 2) || wait_s <= 0)
     {
-      fprintf (stderr, "usage: %s [--uri URI] [--wait S] UUID%s%s\n", g_get_prgname (), error ? ": " : "", error ? error->message : "");
+      fprintf (stderr, "usage: %s [--uri URI] [--wait S] UUID | [--uri URI] --pending%s%s\n", g_get_prgname (), error ? ": " : "",
+               error ? error->message : "");
       return 2;
     }
+  if (pending)
+    return list_pending (uri);
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error) || !wait_ready (lv, wait_s, &error)
       || !(live = va_swap_live_domain (lv, &error)))
     {
       fprintf (stderr, "%s\n", error->message);
       return 1;
     }
-  nics = va_domain_get_nics (live);
-  for (guint i = 0; i < nics->len; i++)
-    {
-      const VaNic *nic = g_ptr_array_index (nics, i);
-
-      /* an outcome: tried before (a second started begin, a reconnect) */
-      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
-        g_hash_table_add (only, g_strdup (nic->mac));
-    }
+  add_pending (live, only);
   if (g_hash_table_size (only) == 0)
     return 0;
   {
@@ -138,17 +196,10 @@ main (int argc, char **argv)
       {
         g_autoptr (GHashTable) one = g_hash_table_new (g_str_hash, g_str_equal);
 
+        /* the NICs not reached stay marked without an outcome: the
+         * daemon's next start, or the domain's next move, tries them */
         if (stopping)
-          {
-            VaSwapNic *n = NULL;
-
-            for (guint i = 0; i < report->len && !n; i++)
-              if (strcmp (((VaSwapNic *) g_ptr_array_index (report, i))->mac, mac) == 0)
-                n = g_ptr_array_index (report, i);
-            if (n)
-              va_swap_note (n, "not tried: the daemon's bound was reached");
-            continue;
-          }
+          break;
         g_hash_table_add (one, mac);
         if (!va_swap_to_accelerated (lv, report, one, &error))
           {
