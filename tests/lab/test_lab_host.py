@@ -33,7 +33,7 @@ class LabHost(unittest.TestCase):
         self.assertIsNotNone(r.boot_s)
 
     def test_time_bound(self):
-        r = lab_host.run(["sleep", "3600"], timeout=30)
+        r = lab_host.run(["sleep", "3600"], timeout=15)
         self.assertTrue(r.timed_out)
         self.assertIsNone(r.rc)
 
