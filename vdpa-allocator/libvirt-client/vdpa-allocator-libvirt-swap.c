@@ -151,7 +151,7 @@ main (int argc, char **argv)
   g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GPtrArray) report = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("UUID - swap a domain's marked NICs back to their accelerated form");
-  char *uri = NULL;
+  g_autofree char *uri = NULL;
   double wait_s = 300;
   gboolean pending = FALSE;
   const GOptionEntry entries[] = {
