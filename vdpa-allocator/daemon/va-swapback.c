@@ -4,9 +4,9 @@
  * SWAP_BACK_MAX_RUNNING in all (the rest queued), each killed past its
  * bound. The main loop never waits for one: the hook that asked has long
  * returned to libvirtd, which must go on to finish the incoming migration
- * the helper waits for. Only the daemon's stop waits (va_swap_back_stop), serving the bus
- * meanwhile: the helper leases through it. Each ends as one journal
- * event. */
+ * the helper waits for. Only the daemon's stop waits (va_swap_back_stop),
+ * serving the bus meanwhile: the helper leases through it. Each ends as
+ * one journal event. */
 #define G_LOG_DOMAIN "va-swapback"
 
 #include "config.h"
@@ -42,7 +42,7 @@ struct _VaSwapBack
   gboolean stopping; /* va_swap_back_stop: no new helper */
   GMainContext *ctx;
   GHashTable *running; /* uuid → Run* */
-  GQueue queued;       /* Queued*: the resumed ones past SWAP_BACK_MAX_RUNNING */
+  GQueue queued;       /* Queued*: those past SWAP_BACK_MAX_RUNNING */
   struct Scan *scan;   /* a running --pending, or NULL */
 };
 
@@ -444,6 +444,7 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr (GError) error = NULL;
   g_autofree char *out = NULL, *err = NULL;
   g_auto (GStrv) lines = NULL;
+  g_autoptr (GError) local = NULL;
   guint n = 0;
 
   if (!g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), res, &out, &err, &error))
@@ -469,16 +470,12 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
           if (!sp)
             continue;
           *sp = '\0';
-          if (!self->stopping)
-            {
-              g_autoptr (GError) local = NULL;
-
-              /* Busy: the hook's SwapBack came first */
-              if (va_swap_back_start (self, lines[i], sp + 1, &local))
-                n++;
-              else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
-                g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
-            }
+          /* Busy: the hook's SwapBack came first, or the stop began */
+          if (va_swap_back_start (self, lines[i], sp + 1, &local))
+            n++;
+          else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
+            g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
+          g_clear_error (&local);
         }
       if (n)
         g_message ("resumed the swap back of %u domain(s) whose NICs are still marked", n);
