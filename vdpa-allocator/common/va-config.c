@@ -427,7 +427,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       const char *key = g_ptr_array_index (g->keys, i);
       Item it = { g, key, g_hash_table_lookup (g->entries, key) };
       const char *v = it.entry->value;
-      guint n;
+      guint n = 0; /* item_uint sets it before use; -O3 cannot see that */
 
       if (strcmp (key, "type") == 0)
         {
@@ -551,7 +551,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       const char *key = g_ptr_array_index (g->keys, i);
       Item it = { g, key, g_hash_table_lookup (g->entries, key) };
       const char *v = it.entry->value;
-      guint u;
+      guint u = 0; /* as n in parse_pool */
 
       if (strcmp (key, "mode") == 0)
         {
