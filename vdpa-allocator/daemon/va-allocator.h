@@ -5,7 +5,7 @@
 
 #include "va-backend.h"
 #include "va-config.h"
-#include "va-domain.h"
+#include "va-host-view.h"
 #include "va-store.h"
 
 G_BEGIN_DECLS
