@@ -5,7 +5,7 @@
 
 #include "va-backend.h"
 #include "va-config.h"
-#include "va-domain.h"
+#include "va-host-view.h"
 #include "va-store.h"
 
 G_BEGIN_DECLS
@@ -157,14 +157,9 @@ GPtrArray *va_allocator_list_pfs (VaAllocator *self);
 
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 
-/* The intent engine with this host's live free capacity. @to: "accelerated",
- * "portable", "auto" (accelerated where the pool has room, the engine's
- * accelerated) or "saved" (for a restore or incoming migration: see
- * va_domain_rewrite_saved). */
-char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error);
-
 /* This host as the engine sees it now, live free capacity included: a
- * snapshot, for va_domain_rewrite_text() off the main loop. */
+ * snapshot, which RewriteDomain hands the engine off the main loop
+ * (va-rewriter.c); the core itself never parses a document. */
 VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device
