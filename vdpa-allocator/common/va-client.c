@@ -282,30 +282,19 @@ va_client_rewrite (VaClient *self, const char *xml, const char *to, GError **err
   return out;
 }
 
-char *
-va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error)
+VaHostView *
+va_client_offline_view (const char *config_dir, GError **error)
 {
   g_autoptr (GError) local = NULL;
   g_autoptr (VaConfig) config = NULL;
-  g_autoptr (VaHostView) view = NULL;
   g_autofree char *ports = NULL;
-  char *out = va_client_rewrite (self, xml, to, &local);
 
-  if (out || !g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
-    {
-      /* the daemon answered: its rewrite, or its refusal, stands */
-      if (local)
-        g_propagate_error (error, g_steal_pointer (&local));
-      return out;
-    }
-  /* No daemon: this host's configuration, with room everywhere. A
-   * configuration that is there but broken is an error, never an empty
+  /* A configuration that is there but broken is an error, never an empty
    * one: an empty one would only fail later, on a NIC, in other words. */
   if (config_dir)
     config = va_config_load (config_dir, error);
   else
     {
-      g_clear_error (&local);
       config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
       if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
         config = va_config_new_empty ();
@@ -315,7 +304,27 @@ va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const
   if (!config)
     return NULL;
   ports = va_path_ports (va_path_get (VA_PATH_RUN));
-  view = va_config_to_host_view (config, ports);
+  return va_config_to_host_view (config, ports);
+}
+
+char *
+va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  char *out = va_client_rewrite (self, xml, to, &local);
+
+  if (out || !g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
+    {
+      /* the daemon answered: its rewrite, or its refusal, stands */
+      if (local)
+        g_propagate_error (error, g_steal_pointer (&local));
+      return out;
+    }
+  /* no daemon: this host's configuration, with room everywhere */
+  view = va_client_offline_view (config_dir, error);
+  if (!view)
+    return NULL;
   /* saved: nothing can be leased without the daemon, so the portable form */
   return va_domain_rewrite_xml (xml, -1, view,
                                 strcmp (to, "portable") == 0 || strcmp (to, "saved") == 0 ? VA_FORM_PORTABLE : VA_FORM_ACCELERATED, error);

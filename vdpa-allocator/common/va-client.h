@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "va-alloc-request.h"
+#include "va-host-view.h"
 #include "va-lease.h"
 
 G_BEGIN_DECLS
@@ -75,6 +76,13 @@ char *va_client_rewrite (VaClient *self, const char *xml, const char *to, GError
  * that cannot be read or parsed fails with the loader's error, which names
  * the file and the line. */
 char *va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error);
+
+/* The offline half of that policy: this host from the configuration in
+ * @config_dir (NULL: the default directory, an empty configuration when
+ * that does not exist), its pools with no limit on room; the loader's
+ * error when the configuration cannot be read or parsed. For vdpactl
+ * rewrite, which never asks the daemon. */
+VaHostView *va_client_offline_view (const char *config_dir, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaClient, va_client_free)
 
