@@ -16,10 +16,8 @@
 #include <string.h>
 
 #include "va-client.h"
-#include "va-config.h"
 #include "va-error.h"
 #include "va-netlink.h"
-#include "va-paths.h"
 #include "va-precheck.h"
 
 /* The daemon through the process's one client (va-client.h): a lease or
@@ -207,9 +205,7 @@ static gboolean
 apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
 {
   g_autoptr (VaDomain) live = va_swap_live_domain (lv, error);
-  g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaHostView) view = NULL;
-  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
   g_autoptr (GError) local = NULL;
   const VaNic *nic = NULL;
   GPtrArray *nics;
@@ -223,11 +219,7 @@ apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
       nic = g_ptr_array_index (nics, i);
   if (!nic || nic->form != VA_FORM_PORTABLE)
     return TRUE;
-  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
-  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
-    config = va_config_new_empty ();
-  if (config)
-    view = va_config_to_host_view (config, ports);
+  view = va_client_offline_view (NULL, &local);
   if (!view || !va_nic_resolve (nic, view, &plan, &local))
     ;
   else if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
@@ -366,19 +358,13 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
 static gboolean
 nic_may_accelerate (const VaNic *nic)
 {
-  g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaHostView) view = NULL;
-  g_autofree char *ports = NULL;
   VaNicPlan plan;
 
   if (nic->mode_set)
     return nic->mode != VA_MODE_VIRTIO;
-  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
-  if (!config)
-    return TRUE;
-  ports = va_path_ports (va_path_get (VA_PATH_RUN));
-  view = va_config_to_host_view (config, ports);
-  return !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
+  view = va_client_offline_view (NULL, NULL);
+  return !view || !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
 }
 
 /* Every portable NIC whose pool here has room to the accelerated form, a
