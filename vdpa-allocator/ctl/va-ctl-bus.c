@@ -229,7 +229,6 @@ va_ctl_cmd_status (int argc, char **argv)
     {
       g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
       const char *version = NULL, *backend = NULL;
-      GVariant *list = leases;
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
@@ -239,18 +238,17 @@ va_ctl_cmd_status (int argc, char **argv)
       json_builder_add_string_value (b, backend);
       va_ctl_json_add_list (b, "pools", pools);
       json_builder_set_member_name (b, "lease_count");
-      json_builder_add_int_value (b, g_variant_n_children (list));
+      json_builder_add_int_value (b, g_variant_n_children (leases));
       va_ctl_json_print (b);
     }
   else
     {
       const char *version = NULL, *backend = NULL;
-      GVariant *list = leases;
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
       g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
-               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (list));
+               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (leases));
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
       else
