@@ -65,11 +65,8 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, co
   g_return_val_if_fail (current != NULL, NULL);
   g_return_val_if_fail (mac != NULL, NULL);
 
-  if (!va_mac_normalize (mac, want))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
-      return NULL;
-    }
+  if (!va_mac_check (mac, want, error))
+    return NULL;
   if (outcome && strcmp (outcome, "no-room") != 0 && strcmp (outcome, "refused") != 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a swap-back outcome", VA_CUT (outcome, 64));
@@ -124,11 +121,8 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
 
   g_return_val_if_fail (mac != NULL, NULL);
 
-  if (!va_mac_normalize (mac, want))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
-      return NULL;
-    }
+  if (!va_mac_check (mac, want, error))
+    return NULL;
   if (network && !va_name_is_valid (network))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (network, 64));

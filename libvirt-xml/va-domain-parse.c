@@ -282,10 +282,9 @@ parse_nic (xmlNode *node, GError **error)
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld has no mac attribute", xmlGetLineNo (node));
       return NULL;
     }
-  if (!va_mac_normalize (raw_mac, mac))
+  if (!va_mac_check (raw_mac, mac, error))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic at line %ld: mac='%.*s' is not a unicast MAC address",
-                   xmlGetLineNo (node), VA_CUT (raw_mac, 64));
+      g_prefix_error (error, "vdpa:nic at line %ld: mac=", xmlGetLineNo (node));
       return NULL;
     }
 
@@ -703,11 +702,8 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
   g_return_val_if_fail (mac != NULL, NULL);
 
   devices = first_child (xmlDocGetRootElement (self->doc), "devices");
-  if (!va_mac_normalize (mac, want))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac, 64));
-      return NULL;
-    }
+  if (!va_mac_check (mac, want, error))
+    return NULL;
   for (xmlNode *iface = devices ? devices->children : NULL; iface; iface = iface->next)
     {
       xmlNode *m;

@@ -3,6 +3,7 @@
 
 #include <gio/gio.h>
 
+#include "va-alloc-request.h"
 #include "va-backend.h"
 #include "va-config.h"
 #include "va-host-view.h"
@@ -22,27 +23,6 @@ G_BEGIN_DECLS
 
 #define VA_TYPE_ALLOCATOR (va_allocator_get_type ())
 G_DECLARE_FINAL_TYPE (VaAllocator, va_allocator, VA, ALLOCATOR, GObject)
-
-typedef struct
-{
-  const char *uuid;
-  const char *domain_name;
-  const char *mac;
-  const char *network; /* NULL or "": inline, from pool and vlan */
-  const char *pool;
-  guint16 vlan;
-  guint16 queues;   /* 0: the pool's max-vqp */
-  guint16 mtu;      /* 0: the pool's */
-  int numa_node;    /* < 0: no preference */
-  const char *port; /* NULL: unchecked; else the path the caller's QEMU opens, refused unless it is the port path */
-  /* Required on a kind=sriov pool, refused on a kind=vdpa one: the VF
-   * libvirt passed through from the pool's hostdev network (its PCI
-   * address), and the VLAN libvirt applied to it (vf_vlan, 0: none),
-   * which must be the NIC's. The lease is then only a record: nothing is
-   * made on the VF. */
-  const char *vf;
-  guint16 vf_vlan;
-} VaAllocRequest;
 
 typedef struct
 {
