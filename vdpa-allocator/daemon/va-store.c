@@ -10,6 +10,9 @@
 #include "va-error.h"
 #include "va-host-view.h"
 
+/* a statement of one call finalized as its scope ends, on every path */
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (sqlite3_stmt, sqlite3_finalize)
+
 /* Durability. journal_mode=WAL with synchronous=FULL: every COMMIT appends
  * to the WAL and fsyncs it before sqlite3_step() returns, so a committed
  * batch survives both a SIGKILL of the daemon and a power loss. WAL with
@@ -206,7 +209,7 @@ lease_from_row (sqlite3_stmt *stmt, int col)
 static gboolean
 table_exists (VaStore *self, const char *name, gboolean *exists, GError **error)
 {
-  sqlite3_stmt *stmt = NULL;
+  g_autoptr (sqlite3_stmt) stmt = NULL;
   int rc;
 
   if (sqlite3_prepare_v2 (self->db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1, &stmt, NULL) != SQLITE_OK)
@@ -217,7 +220,6 @@ table_exists (VaStore *self, const char *name, gboolean *exists, GError **error)
   sqlite3_bind_text (stmt, 1, name, -1, SQLITE_STATIC);
   rc = sqlite3_step (stmt);
   *exists = rc == SQLITE_ROW;
-  sqlite3_finalize (stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE)
     {
       set_db_error (self, error, "cannot read the schema");
@@ -229,7 +231,7 @@ table_exists (VaStore *self, const char *name, gboolean *exists, GError **error)
 static gboolean
 count_tables (VaStore *self, gint64 *n, GError **error)
 {
-  sqlite3_stmt *stmt = NULL;
+  g_autoptr (sqlite3_stmt) stmt = NULL;
   int rc;
 
   if (sqlite3_prepare_v2 (self->db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'", -1, &stmt, NULL) != SQLITE_OK)
@@ -239,7 +241,6 @@ count_tables (VaStore *self, gint64 *n, GError **error)
     }
   rc = sqlite3_step (stmt);
   *n = rc == SQLITE_ROW ? sqlite3_column_int64 (stmt, 0) : 0;
-  sqlite3_finalize (stmt);
   if (rc != SQLITE_ROW)
     {
       set_db_error (self, error, "cannot read the schema");
@@ -251,7 +252,7 @@ count_tables (VaStore *self, gint64 *n, GError **error)
 static gboolean
 read_version (VaStore *self, guint *version, GError **error)
 {
-  sqlite3_stmt *stmt = NULL;
+  g_autoptr (sqlite3_stmt) stmt = NULL;
   guint64 v = 0;
   int rc;
 
@@ -269,11 +270,9 @@ read_version (VaStore *self, guint *version, GError **error)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: the schema version is not a number: %.*s", self->path,
                        VA_CUT (text ? text : "", 32));
-          sqlite3_finalize (stmt);
           return FALSE;
         }
     }
-  sqlite3_finalize (stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE)
     {
       set_db_error (self, error, "cannot read the schema version");
@@ -377,7 +376,7 @@ upgrade (VaStore *self, const VaStoreMigration *steps, guint n_steps, GError **e
 static gboolean
 configure (VaStore *self, GError **error)
 {
-  sqlite3_stmt *stmt = NULL;
+  g_autoptr (sqlite3_stmt) stmt = NULL;
   g_autofree char *mode = NULL;
   int rc;
 
@@ -389,14 +388,14 @@ configure (VaStore *self, GError **error)
       return FALSE;
     }
   rc = sqlite3_step (stmt);
-  if (rc == SQLITE_ROW)
-    mode = column_dup (stmt, 0);
-  sqlite3_finalize (stmt);
   if (rc != SQLITE_ROW)
     {
       set_db_error (self, error, "cannot open the database");
       return FALSE;
     }
+  mode = column_dup (stmt, 0);
+  /* done with before the pragmas below run on the connection */
+  g_clear_pointer (&stmt, sqlite3_finalize);
   if (g_ascii_strcasecmp (mode, "wal") != 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: cannot switch to write-ahead logging (journal mode stays %s)", self->path, mode);
@@ -546,7 +545,7 @@ GPtrArray *
 va_store_load (VaStore *self, GError **error)
 {
   g_autoptr (GPtrArray) leases = NULL;
-  sqlite3_stmt *stmt = NULL;
+  g_autoptr (sqlite3_stmt) stmt = NULL;
   int rc;
 
   g_return_val_if_fail (self != NULL, NULL);
@@ -568,7 +567,6 @@ va_store_load (VaStore *self, GError **error)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: lease row %" G_GINT64_FORMAT ": %s", self->path,
                        (gint64) sqlite3_column_int64 (stmt, 0), local_error->message);
-          sqlite3_finalize (stmt);
           return NULL;
         }
       g_ptr_array_add (leases, g_steal_pointer (&lease));
@@ -576,10 +574,8 @@ va_store_load (VaStore *self, GError **error)
   if (rc != SQLITE_DONE)
     {
       set_db_error (self, error, "cannot read the leases");
-      sqlite3_finalize (stmt);
       return NULL;
     }
-  sqlite3_finalize (stmt);
   return g_steal_pointer (&leases);
 }
 
