@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* vdpactl's commands that talk to vdpa-allocatord. One output path: each
- * command builds records (a{sv}), then prints them as aligned columns or,
- * with -j, as JSON. */
+/* vdpactl's commands that talk to vdpa-allocatord: each builds records
+ * (a{sv}) from the daemon's answers and prints them through va-ctl-out.c. */
 #define G_LOG_DOMAIN "va-ctl-bus"
 
 #include "config.h"
@@ -9,12 +8,10 @@
 #include "va-ctl-private.h"
 
 #include <json-glib/json-glib.h>
-#include <string.h>
 
-#include "va-config.h"
 #include "va-bus.h"
 #include "va-client.h"
-#include "va-domain.h"
+#include "va-config.h"
 #include "va-error.h"
 #include "va-paths.h"
 
@@ -26,120 +23,6 @@ static GVariant *
 get_all (const char *path, GError **error)
 {
   return va_client_get_properties (CLIENT, path, error);
-}
-
-/* ---- output -------------------------------------------------------------- */
-
-static char *
-value_text (GVariant *v)
-{
-  if (!v)
-    return g_strdup ("-");
-  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) || g_variant_is_of_type (v, G_VARIANT_TYPE_OBJECT_PATH))
-    {
-      const char *s = g_variant_get_string (v, NULL);
-      return g_strdup (*s ? s : "-");
-    }
-  if (g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN))
-    return g_strdup (g_variant_get_boolean (v) ? "yes" : "no");
-  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY))
-    {
-      g_autofree const char **strv = g_variant_get_strv (v, NULL);
-      return strv[0] ? g_strjoinv (",", (char **) strv) : g_strdup ("-");
-    }
-  return g_variant_print (v, FALSE);
-}
-
-/* @records: aa{sv}. */
-void
-va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member)
-{
-  gsize n = g_variant_n_children (records);
-  guint ncols = 0;
-  g_autofree gsize *width = NULL;
-  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
-
-  if (json_member)
-    return va_ctl_print_json_list (json_member, records);
-  while (cols[ncols].key)
-    ncols++;
-  width = g_new0 (gsize, ncols);
-  for (guint c = 0; c < ncols; c++)
-    width[c] = strlen (cols[c].title);
-  for (gsize r = 0; r < n; r++)
-    {
-      g_autoptr (GVariant) rec = g_variant_get_child_value (records, r);
-      for (guint c = 0; c < ncols; c++)
-        {
-          g_autoptr (GVariant) v = g_variant_lookup_value (rec, cols[c].key, NULL);
-          char *text = value_text (v);
-          width[c] = MAX (width[c], strlen (text));
-          g_ptr_array_add (cells, text);
-        }
-    }
-  /* the last column unpadded: no trailing blanks */
-  for (guint c = 0; c < ncols; c++)
-    g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, cols[c].title, c + 1 < ncols ? "  " : "\n");
-  for (gsize r = 0; r < n; r++)
-    for (guint c = 0; c < ncols; c++)
-      g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, (const char *) g_ptr_array_index (cells, r * ncols + c),
-               c + 1 < ncols ? "  " : "\n");
-}
-
-static void
-print_record (GVariant *rec, gboolean json)
-{
-  GVariantIter iter;
-  const char *key;
-  GVariant *value;
-  gsize w = 0;
-
-  if (json)
-    return va_ctl_print_json_record (rec);
-  g_variant_iter_init (&iter, rec);
-  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
-    {
-      w = MAX (w, strlen (key));
-      g_variant_unref (value);
-    }
-  g_variant_iter_init (&iter, rec);
-  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
-    {
-      g_autoptr (GVariant) v = value;
-      g_autofree char *text = value_text (v);
-      g_print ("%-*s  %s\n", (int) w + 1, key, text);
-    }
-}
-
-/* @rec with the members it lacks: each of @nulls as "" (null in JSON),
- * @falses as FALSE; one shape for a record whatever call gave it. */
-static GVariant *
-complete_record (GVariant *rec, const char *const *nulls, const char *const *falses)
-{
-  GVariantBuilder b;
-  GVariantIter iter;
-  GVariant *entry;
-
-  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
-  g_variant_iter_init (&iter, rec);
-  while ((entry = g_variant_iter_next_value (&iter)))
-    {
-      g_variant_builder_add_value (&b, entry);
-      g_variant_unref (entry);
-    }
-  for (guint i = 0; nulls && nulls[i]; i++)
-    {
-      g_autoptr (GVariant) had = g_variant_lookup_value (rec, nulls[i], NULL);
-      if (!had)
-        g_variant_builder_add (&b, "{sv}", nulls[i], g_variant_new_string (""));
-    }
-  for (guint i = 0; falses && falses[i]; i++)
-    {
-      g_autoptr (GVariant) had = g_variant_lookup_value (rec, falses[i], NULL);
-      if (!had)
-        g_variant_builder_add (&b, "{sv}", falses[i], g_variant_new_boolean (FALSE));
-    }
-  return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
 static const VaCtlColumn pool_cols[] = {
@@ -179,28 +62,6 @@ pools_records (GError **error)
       g_variant_unref (pool);
     }
   return g_variant_ref_sink (g_variant_builder_end (&b));
-}
-
-int
-va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
-{
-  const GOptionEntry json_entry[] = {
-    { "json", 'j', 0, G_OPTION_ARG_NONE, json, "Print JSON", NULL },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new (args);
-  g_autoptr (GError) error = NULL;
-
-  g_option_context_set_summary (ctx, summary);
-  if (json)
-    g_option_context_add_main_entries (ctx, json_entry, NULL);
-  if (extra)
-    g_option_context_add_main_entries (ctx, extra, NULL);
-  if (!g_option_context_parse (ctx, argc, argv, &error))
-    return va_ctl_fail (error);
-  if (*argc - 1 < min || *argc - 1 > max)
-    return va_ctl_usage (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
-  return 0;
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -300,7 +161,7 @@ pool_show (int argc, char **argv)
         }
       return va_ctl_fail (error);
     }
-  print_record (props, json);
+  va_ctl_print_record (props, json);
   return 0;
 }
 
@@ -416,8 +277,8 @@ va_ctl_cmd_reconcile (int argc, char **argv)
     return va_ctl_fail (error);
   {
     static const char *const nulls[] = { "libvirt_error", NULL };
-    g_autoptr (GVariant) full = json ? complete_record (report, nulls, NULL) : g_variant_ref (report);
-    print_record (full, json);
+    g_autoptr (GVariant) full = json ? va_ctl_record_complete (report, nulls, NULL) : g_variant_ref (report);
+    va_ctl_print_record (full, json);
   }
   return 0;
 }
@@ -474,8 +335,8 @@ va_ctl_cmd_allocate (int argc, char **argv)
     /* a lease just made is not broken; ListLeases says so, Allocate not */
     static const char *const nulls[] = { "broken_reason", NULL };
     static const char *const falses[] = { "broken", NULL };
-    g_autoptr (GVariant) full = json ? complete_record (lease, nulls, falses) : g_variant_ref (lease);
-    print_record (full, json);
+    g_autoptr (GVariant) full = json ? va_ctl_record_complete (lease, nulls, falses) : g_variant_ref (lease);
+    va_ctl_print_record (full, json);
   }
   return 0;
 }

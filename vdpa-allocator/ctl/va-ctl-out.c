@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* What vdpactl prints when it is done: one JSON scheme for every -j output
- * (docs/schemas/), and one exit status per kind of failure, with D-Bus's
- * errors told in our own words. */
+/* What vdpactl prints when it is done: aligned columns and records, one
+ * JSON scheme for every -j output (docs/schemas/), and one exit status per
+ * kind of failure, with D-Bus's errors told in our own words. */
 #define G_LOG_DOMAIN "va-ctl-out"
 
 #include "config.h"
@@ -270,4 +270,116 @@ va_ctl_print_json_list (const char *member, GVariant *records)
 
   va_ctl_json_add_list (b, member, records);
   va_ctl_json_print (b);
+}
+
+/* ---- tables and records ------------------------------------------------- */
+
+static char *
+value_text (GVariant *v)
+{
+  if (!v)
+    return g_strdup ("-");
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING) || g_variant_is_of_type (v, G_VARIANT_TYPE_OBJECT_PATH))
+    {
+      const char *s = g_variant_get_string (v, NULL);
+      return g_strdup (*s ? s : "-");
+    }
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_BOOLEAN))
+    return g_strdup (g_variant_get_boolean (v) ? "yes" : "no");
+  if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING_ARRAY))
+    {
+      g_autofree const char **strv = g_variant_get_strv (v, NULL);
+      return strv[0] ? g_strjoinv (",", (char **) strv) : g_strdup ("-");
+    }
+  return g_variant_print (v, FALSE);
+}
+
+/* @records: aa{sv}. */
+void
+va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member)
+{
+  gsize n = g_variant_n_children (records);
+  guint ncols = 0;
+  g_autofree gsize *width = NULL;
+  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
+
+  if (json_member)
+    return va_ctl_print_json_list (json_member, records);
+  while (cols[ncols].key)
+    ncols++;
+  width = g_new0 (gsize, ncols);
+  for (guint c = 0; c < ncols; c++)
+    width[c] = strlen (cols[c].title);
+  for (gsize r = 0; r < n; r++)
+    {
+      g_autoptr (GVariant) rec = g_variant_get_child_value (records, r);
+      for (guint c = 0; c < ncols; c++)
+        {
+          g_autoptr (GVariant) v = g_variant_lookup_value (rec, cols[c].key, NULL);
+          char *text = value_text (v);
+          width[c] = MAX (width[c], strlen (text));
+          g_ptr_array_add (cells, text);
+        }
+    }
+  /* the last column unpadded: no trailing blanks */
+  for (guint c = 0; c < ncols; c++)
+    g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, cols[c].title, c + 1 < ncols ? "  " : "\n");
+  for (gsize r = 0; r < n; r++)
+    for (guint c = 0; c < ncols; c++)
+      g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, (const char *) g_ptr_array_index (cells, r * ncols + c),
+               c + 1 < ncols ? "  " : "\n");
+}
+
+void
+va_ctl_print_record (GVariant *rec, gboolean json)
+{
+  GVariantIter iter;
+  const char *key;
+  GVariant *value;
+  gsize w = 0;
+
+  if (json)
+    return va_ctl_print_json_record (rec);
+  g_variant_iter_init (&iter, rec);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      w = MAX (w, strlen (key));
+      g_variant_unref (value);
+    }
+  g_variant_iter_init (&iter, rec);
+  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+    {
+      g_autoptr (GVariant) v = value;
+      g_autofree char *text = value_text (v);
+      g_print ("%-*s  %s\n", (int) w + 1, key, text);
+    }
+}
+
+GVariant *
+va_ctl_record_complete (GVariant *rec, const char *const *nulls, const char *const *falses)
+{
+  GVariantBuilder b;
+  GVariantIter iter;
+  GVariant *entry;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_iter_init (&iter, rec);
+  while ((entry = g_variant_iter_next_value (&iter)))
+    {
+      g_variant_builder_add_value (&b, entry);
+      g_variant_unref (entry);
+    }
+  for (guint i = 0; nulls && nulls[i]; i++)
+    {
+      g_autoptr (GVariant) had = g_variant_lookup_value (rec, nulls[i], NULL);
+      if (!had)
+        g_variant_builder_add (&b, "{sv}", nulls[i], g_variant_new_string (""));
+    }
+  for (guint i = 0; falses && falses[i]; i++)
+    {
+      g_autoptr (GVariant) had = g_variant_lookup_value (rec, falses[i], NULL);
+      if (!had)
+        g_variant_builder_add (&b, "{sv}", falses[i], g_variant_new_boolean (FALSE));
+    }
+  return g_variant_ref_sink (g_variant_builder_end (&b));
 }

@@ -50,6 +50,12 @@ typedef struct
 /* @records: aa{sv}; aligned columns, or with @json_member the JSON
  * document that lists them under that member. */
 void va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member);
+/* One record, a{sv}: a "key  value" line per member, or with @json its
+ * JSON document. */
+void va_ctl_print_record (GVariant *rec, gboolean json);
+/* @rec with the members it lacks: each of @nulls as "" (null in JSON),
+ * @falses as FALSE; one shape for a record whatever call gave it. */
+GVariant *va_ctl_record_complete (GVariant *rec, const char *const *nulls, const char *const *falses);
 
 /* Parses a command's options (plus -j when @json is given) and checks that
  * it has @min to @max arguments; returns 0, or the exit status. */

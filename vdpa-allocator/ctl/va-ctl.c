@@ -16,6 +16,28 @@
 #include "va-error.h"
 #include "va-paths.h"
 
+int
+va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
+{
+  const GOptionEntry json_entry[] = {
+    { "json", 'j', 0, G_OPTION_ARG_NONE, json, "Print JSON", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new (args);
+  g_autoptr (GError) error = NULL;
+
+  g_option_context_set_summary (ctx, summary);
+  if (json)
+    g_option_context_add_main_entries (ctx, json_entry, NULL);
+  if (extra)
+    g_option_context_add_main_entries (ctx, extra, NULL);
+  if (!g_option_context_parse (ctx, argc, argv, &error))
+    return va_ctl_fail (error);
+  if (*argc - 1 < min || *argc - 1 > max)
+    return va_ctl_usage (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
+  return 0;
+}
+
 typedef struct
 {
   const char *name;
