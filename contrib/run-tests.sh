@@ -1,65 +1,144 @@
 #!/bin/sh
 # Installs what is missing, builds, and runs every test tier that this
-# machine can run: unit, golden and property tests; the same under valgrind
-# and under ASan+UBSan; the fuzz target for FUZZ_SECONDS (default 60);
-# and the benchmarks, which print their numbers.
+# machine can run, each in the stage where it adds coverage
+# (docs/test-tiers.md, "Which stage runs what"):
+#
+#   plain      the tiers whose programs are not ours or cannot be wrapped
+#              (QEMU guests, libvirtd, the lab kernel, the package, umockdev
+#              testbeds) and the scripts that run no C of ours
+#   valgrind   our C unit and golden tests, vdpactl and the daemon, under
+#              valgrind (the -O2 build)
+#   release    the -O3 build (as distributions build) and its unit tests
+#   sanitizers our C unit, golden, cli, bus and crash tiers built with
+#              ASan+UBSan
+#   fuzz       parse+rewrite for FUZZ_SECONDS (default 60)
+#   bench      the benchmarks, which print their numbers
+#
+# then the time of each stage, the minutes each lab tier took, and one
+# closing line over every test run.
+#
+#   contrib/run-tests.sh [--quick]
+#
+# --quick: the developer's loop: the plain build and every tier but the lab,
+# the nested guests, valgrind, the sanitizers, fuzzing and the benchmarks.
+# The test inputs built from downloads are kept in the test cache
+# (tests/lib/vatest/cache.py; README says how to clear it).
 set -eu
+quick=0
+for arg in "$@"; do
+    case "$arg" in
+    --quick) quick=1 ;;
+    -h | --help)
+        sed -n '2,/^set /{/^set /!p}' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "run-tests: unknown option '$arg' (try --help)" >&2
+        exit 2
+        ;;
+    esac
+done
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-step() { printf '\n==> %s\n' "$*"; }
+stages=$(mktemp "${TMPDIR:-/tmp}/run-tests-stages.XXXXXX")
+trap 'rm -f "$stages"' EXIT INT TERM
+# one line per stage: its name and the time it began; "end" closes the last
+step() {
+    printf '%s %s\n' "$(date +%s)" "$*" >>"$stages"
+    printf '\n==> %s\n' "$*"
+}
 
 step "Installing build and test dependencies (Debian packages)"
 ./contrib/install-deps.sh
+PYTHONPATH=tests/lib /usr/bin/python3 tests/lib/vatest/cache.py evict
 
-step "Building (build/)"
-./contrib/build.sh build
+step "Building (build/, -O2)"
+# warnings fail the project's own builds, never a packager's (meson.build)
+./contrib/build.sh build -Dwerror=true
 
-step "Tests"
-# lab-slow (lab-installed: an installed lab host whose nested TCG guest
-# swaps its NIC, 8 to 12 min) runs here, once; VA_LAB_SLOW=0 leaves it out
-if [ "${VA_LAB_SLOW:-1}" = 0 ]; then
-    meson test -C build --print-errorlogs --no-suite lab-slow
+# the suites no other stage runs (a suite's tests run under valgrind or the
+# sanitizers when they run C of ours that those can wrap)
+plain="--suite style --suite scripts --suite testbed --suite package --suite guest --suite libvirt --suite pair --suite lab"
+if [ "$quick" = 1 ]; then
+    step "Tests (quick: no lab, nested guests, valgrind or sanitizers)"
+    # shellcheck disable=SC2086
+    meson test -C build --print-errorlogs --no-suite lab --no-suite lab-slow --no-suite guest --no-suite libvirt \
+        --no-suite pair
 else
-    meson test -C build --print-errorlogs
-fi
+    step "Tests (plain)"
+    # lab-slow (lab-installed: an installed lab host whose nested TCG guest
+    # swaps its NIC, 8 to 12 min) runs here; VA_LAB_SLOW=0 leaves it out
+    [ "${VA_LAB_SLOW:-1}" = 0 ] || plain="$plain --suite lab-slow"
+    # shellcheck disable=SC2086
+    meson test -C build --print-errorlogs $plain
 
-step "Tests under valgrind"
-meson test -C build --setup=valgrind --print-errorlogs
-VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
-    meson test -C build --suite cli --print-errorlogs --logbase testlog-cli-valgrind
-VA_DAEMON_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet --suppressions=/usr/share/glib-2.0/valgrind/glib.supp" \
-    meson test -C build --suite bus --print-errorlogs --logbase testlog-bus-valgrind --timeout-multiplier 5
+    step "Tests under valgrind"
+    meson test -C build --setup=valgrind --print-errorlogs
+    VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
+        meson test -C build --suite cli --print-errorlogs --logbase testlog-cli-valgrind
+    VA_DAEMON_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet --suppressions=/usr/share/glib-2.0/valgrind/glib.supp" \
+        meson test -C build --suite bus --print-errorlogs --logbase testlog-bus-valgrind --timeout-multiplier 5
 
-step "Building with ASan+UBSan (build-asan/)"
-./contrib/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
-step "Tests under ASan+UBSan"
-meson test -C build-asan --setup=sanitizers --print-errorlogs
+    step "Building as distributions build (build-release/, -O3) and its unit tests"
+    ./contrib/build.sh build-release --buildtype=release -Dwerror=true
+    meson test -C build-release --suite unit --suite golden --no-suite style --no-suite scripts --no-suite schema --print-errorlogs
 
-if [ -x tests/fuzz/run-fuzz.sh ]; then
-    step "Fuzzing parse+rewrite for ${FUZZ_SECONDS:-60} s under ASan+UBSan"
-    tests/fuzz/run-fuzz.sh "${FUZZ_SECONDS:-60}"
-fi
+    step "Building with ASan+UBSan (build-asan/)"
+    ./contrib/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true
+    step "Tests under ASan+UBSan"
+    meson test -C build-asan --setup=sanitizers --print-errorlogs
 
-if [ -n "$(meson introspect --benchmarks build 2>/dev/null | grep -v '^\[\]$')" ]; then
-    step "Benchmarks"
-    meson test -C build --benchmark --suite bench --verbose --logbase testlog-bench
+    if [ -x tests/fuzz/run-fuzz.sh ]; then
+        step "Fuzzing parse+rewrite for ${FUZZ_SECONDS:-60} s under ASan+UBSan"
+        tests/fuzz/run-fuzz.sh "${FUZZ_SECONDS:-60}"
+    fi
+
+    if [ -n "$(meson introspect --benchmarks build 2>/dev/null | grep -v '^\[\]$')" ]; then
+        step "Benchmarks"
+        meson test -C build --benchmark --suite bench --verbose --logbase testlog-bench
+    fi
 fi
 
 step "Summary"
-# one closing line over every run above, in the form CI reads
-python3 - build/meson-logs/testlog*.json build-asan/meson-logs/testlog*.json <<'PY'
-import json, sys
+printf '%s end\n' "$(date +%s)" >>"$stages"
+# the stages' times, the lab tiers' minutes, and one closing line over every
+# run above, in the form CI reads
+python3 - "$stages" build/meson-logs/testlog*.json build-release/meson-logs/testlog*.json \
+    build-asan/meson-logs/testlog*.json <<'PY'
+import json, os, sys
+
+marks = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[1])]
+print("Stage times:")
+total = 0
+for (t, name), (t2, _) in zip(marks, marks[1:]):
+    if name == "Summary":
+        continue
+    d = int(t2) - int(t)
+    total += d
+    print("  %6.1f min  %s" % (d / 60, name))
+print("  %6.1f min  in all" % (total / 60))
+
 passed = failed = skipped = 0
-for path in sys.argv[1:]:
+lab = []
+for path in sys.argv[2:]:
+    if not os.path.exists(path):
+        continue
     for line in open(path):
-        r = json.loads(line).get("result")
+        t = json.loads(line)
+        r = t.get("result")
         if r in ("OK", "EXPECTEDFAIL"):
             passed += 1
         elif r == "SKIP":
             skipped += 1
         else:
             failed += 1
+        if any(s.split(":")[-1].startswith("lab") for s in t.get("suite", [])):
+            lab.append((t["name"], t.get("duration", 0), r))
+if lab:
+    print("Lab tiers (minutes each adds):")
+    for name, d, r in sorted(lab, key=lambda x: -x[1]):
+        print("  %6.1f min  %s (%s)" % (d / 60, name, r))
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "va-bus.h"
+#include "va-client.h"
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
@@ -29,9 +29,8 @@ typedef struct
   VaDomain *domain;
   const char *xml;
   VaConfig *config;
-  gint budget_ms;  /* the whole of the call's talk with the daemon: [hook] timeout-ms */
-  gint64 deadline; /* monotonic µs */
-  GDBusConnection *conn;
+  /* the whole of the call's talk with the daemon within [hook] timeout-ms */
+  VaClient *client;
   /* why the metadata was not read (a call that never fails goes on by
    * UUID), said once: on the call's own line, or alone at its end */
   const char *note;
@@ -86,52 +85,6 @@ read_stdin (gsize *len, GError **error)
   return g_string_free (g_steal_pointer (&buf), FALSE);
 }
 
-static gint
-remaining_ms (const Hook *h)
-{
-  gint64 left = (h->deadline - g_get_monotonic_time ()) / 1000;
-  return (gint) CLAMP (left, 1, h->budget_ms);
-}
-
-/* The system bus within the call's budget (a wedged dbus-daemon must not
- * hold libvirtd's job), once per hook call. */
-static gboolean
-connect_bus (Hook *h, GError **error)
-{
-  if (!h->conn)
-    h->conn = va_bus_connect (remaining_ms (h), error);
-  return h->conn != NULL;
-}
-
-static GVariant *
-call (Hook *h, const char *method, GVariant *params, const char *reply, GError **error)
-{
-  if (!connect_bus (h, error))
-    {
-      if (params)
-        g_variant_unref (g_variant_ref_sink (params));
-      return NULL;
-    }
-  return va_bus_call (h->conn, VA_BUS_PATH, VA_BUS_IFACE, method, params, reply, remaining_ms (h), error);
-}
-
-typedef struct
-{
-  const VaNic *nic;
-  GVariant *reply;
-  GError *error;
-  gboolean done;
-} Pending;
-
-static void
-allocated (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Pending *p = user_data;
-
-  p->reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &p->error);
-  p->done = TRUE;
-}
-
 /* Allocate for every accelerated NIC of one kind at once: the daemon
  * commits one main-loop turn's requests in one transaction, so a
  * domain's NICs cost one disk flush. kind=vdpa NICs at prepare, before
@@ -142,77 +95,56 @@ static int
 allocate_nics (Hook *h, VaPoolKind kind)
 {
   GPtrArray *nics = va_domain_get_nics (h->domain);
-  g_autofree Pending *pending = g_new0 (Pending, nics->len);
+  g_autofree VaAllocRequest *reqs = g_new0 (VaAllocRequest, nics->len);
+  g_autofree const VaNic **sent = g_new0 (const VaNic *, nics->len);
+  g_autofree VaLease **leases = NULL;
+  g_autofree GError **errors = NULL;
   g_autoptr (GError) error = NULL;
-  guint sent = 0, done = 0;
+  guint n = 0;
   int rc = 0;
 
   for (guint i = 0; i < nics->len; i++)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
+      VaAllocRequest *req = &reqs[n];
 
-      pending[i].nic = nic;
       if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
         continue;
       /* fail closed: a VF we do not know of would run unrecorded */
       if (kind == VA_POOL_KIND_SRIOV && !nic->vf)
         return fail (h, "NIC %s: libvirt shows no VF for it (no <interface type='hostdev'> with a PCI <source> <address>)", nic->mac);
-      sent++;
-    }
-  /* at prepare the daemon is asked even with nothing to lease, as before */
-  if (sent == 0 && kind == VA_POOL_KIND_SRIOV)
-    return 0;
-  if (!connect_bus (h, &error))
-    return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
-
-  for (guint i = 0; i < nics->len; i++)
-    {
-      const VaNic *nic = g_ptr_array_index (nics, i);
-      GVariantBuilder opts;
-
-      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
-        {
-          pending[i].done = TRUE;
-          continue;
-        }
-      g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
-      if (nic->pool)
-        g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (nic->pool));
-      if (nic->vlan)
-        g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (nic->vlan));
-      if (nic->queues)
-        g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (nic->queues));
+      *req = (VaAllocRequest) VA_ALLOC_REQUEST_INIT;
+      req->uuid = va_domain_get_uuid (h->domain);
+      req->domain_name = h->name;
+      req->mac = nic->mac;
+      req->network = nic->network;
+      req->pool = nic->pool;
+      req->vlan = nic->vlan;
+      req->queues = nic->queues;
       if (kind == VA_POOL_KIND_SRIOV)
         {
-          g_variant_builder_add (&opts, "{sv}", "vf", g_variant_new_string (nic->vf));
-          g_variant_builder_add (&opts, "{sv}", "vf_vlan", g_variant_new_uint16 (nic->vf_vlan));
+          req->vf = nic->vf;
+          req->vf_vlan = nic->vf_vlan;
         }
       else
         /* QEMU opens what <source dev> names: the daemon refuses a lease
          * whose port path is not that file */
-        g_variant_builder_add (&opts, "{sv}", "port", g_variant_new_string (nic->source_dev ? nic->source_dev : ""));
-      g_dbus_connection_call (h->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate",
-                              g_variant_new ("(ssss@a{sv})", va_domain_get_uuid (h->domain), h->name, nic->mac,
-                                             nic->network ? nic->network : "", g_variant_builder_end (&opts)),
-                              G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (h), NULL, allocated, &pending[i]);
+        req->port = nic->source_dev ? nic->source_dev : "";
+      sent[n++] = nic;
     }
-  while (done < nics->len)
+  /* at prepare the daemon is asked even with nothing to lease, as before */
+  if (n == 0 && kind == VA_POOL_KIND_SRIOV)
+    return 0;
+  leases = g_new0 (VaLease *, MAX (n, 1));
+  errors = g_new0 (GError *, MAX (n, 1));
+  if (!va_client_allocate_batch (h->client, reqs, n, leases, errors, &error))
+    return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
+  for (guint i = 0; i < n; i++)
     {
-      done = 0;
-      for (guint i = 0; i < nics->len; i++)
-        done += pending[i].done;
-      if (done < nics->len)
-        g_main_context_iteration (NULL, TRUE);
-    }
-  for (guint i = 0; i < nics->len; i++)
-    {
-      if (pending[i].error && rc == 0)
-        {
-          va_bus_explain_error (&pending[i].error, h->budget_ms);
-          rc = fail (h, "NIC %s: %s", pending[i].nic->mac, pending[i].error->message);
-        }
-      g_clear_error (&pending[i].error);
-      g_clear_pointer (&pending[i].reply, g_variant_unref);
+      if (errors[i] && rc == 0)
+        rc = fail (h, "NIC %s: %s", sent[i]->mac, errors[i]->message);
+      g_clear_error (&errors[i]);
+      g_clear_pointer (&leases[i], va_lease_free);
     }
   return rc;
 }
@@ -227,10 +159,9 @@ static int
 on_stopped (Hook *h)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = call (h, "ReleaseDomain", g_variant_new ("(s)", va_domain_get_uuid (h->domain)), "(u)", &error);
 
   /* Nothing to refuse at stop: say why, and let reconciliation finish it. */
-  if (!ret)
+  if (va_client_release_domain (h->client, va_domain_get_uuid (h->domain), &error) < 0)
     fail (h, "leases not released now (reconciliation will): %s", error->message);
   return 0;
 }
@@ -239,10 +170,9 @@ static int
 on_reconnect (Hook *h)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = call (h, "Claim", g_variant_new ("(s)", va_domain_get_uuid (h->domain)), "(u)", &error);
 
   /* A failure here must not make libvirt kill a running guest. */
-  if (!ret)
+  if (va_client_claim (h->client, va_domain_get_uuid (h->domain), &error) < 0)
     fail (h, "leases not claimed: %s", error->message);
   return 0;
 }
@@ -284,29 +214,15 @@ on_start (Hook *h)
   return 0;
 }
 
+/* The daemon's rewrite; without it, the portable form from this host's
+ * configuration: the one offline policy (va_client_rewrite_domain()). */
 static int
 on_rewrite (Hook *h)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = call (h, "RewriteDomain", g_variant_new ("(ss)", h->xml, "saved"), "(s)", &error);
-  g_autofree char *offline = NULL;
-  const char *out;
+  g_autofree char *out = va_client_rewrite_domain (h->client, h->xml, "saved", NULL, &error);
 
-  if (ret)
-    g_variant_get (ret, "(&s)", &out);
-  else if (g_error_matches (error, VA_ERROR, VA_ERROR_UNREACHABLE))
-    {
-      /* No daemon here: nothing can be leased, so the portable form. */
-      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
-      g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
-
-      g_clear_error (&error);
-      offline = va_domain_rewrite_xml (h->xml, -1, view, VA_FORM_PORTABLE, &error);
-      if (!offline)
-        return fail (h, "rewriting for this host: %s", error->message);
-      out = offline;
-    }
-  else
+  if (!out)
     return fail (h, "rewriting for this host: %s", error->message);
   fputs (out, stdout);
   return fflush (stdout) == 0 ? 0 : fail (h, "writing the domain XML: %s", g_strerror (errno));
@@ -324,7 +240,6 @@ on_started (Hook *h)
 {
   GPtrArray *nics = va_domain_get_nics (h->domain);
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   gboolean any = FALSE;
 
   for (guint i = 0; i < nics->len; i++)
@@ -336,8 +251,7 @@ on_started (Hook *h)
     }
   if (!any)
     return 0;
-  ret = call (h, "SwapBack", g_variant_new ("(ss)", va_domain_get_uuid (h->domain), h->name), "()", &error);
-  if (!ret)
+  if (!va_client_swap_back (h->client, va_domain_get_uuid (h->domain), h->name, &error))
     fail (h, "no swap back of its portable NICs (they stay portable on their VLANs): %s", error->message);
   return 0;
 }
@@ -348,6 +262,7 @@ va_hook_main (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   g_autoptr (VaDomain) domain = NULL;
   g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaClient) client = NULL;
   g_autofree char *xml = NULL;
   g_autofree char *note = NULL;
   Hook h = { 0 };
@@ -364,12 +279,12 @@ va_hook_main (int argc, char **argv)
   h.name = argv[1];
   op = argv[2];
   sub = argv[3];
-  /* an unreadable configuration gives the defaults: the daemon, which
-   * refuses it, says why */
+  /* an unreadable configuration gives the defaults here: the daemon, which
+   * refuses it, says why, and so does the offline rewrite */
   config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
   h.config = config ? config : (config = va_config_new_empty ());
-  h.budget_ms = (gint) config->hook_timeout_ms;
-  h.deadline = g_get_monotonic_time () + (gint64) h.budget_ms * 1000;
+  client = va_client_new ((int) config->hook_timeout_ms, TRUE);
+  h.client = client;
 
   call = va_hook_call_lookup (op, sub);
   xml = read_stdin (&len, &error);
@@ -432,7 +347,6 @@ va_hook_main (int argc, char **argv)
         rc = 0;
         break;
     }
-  g_clear_object (&h.conn);
   if (h.note && !h.said)
     fail (&h, "%s", call == VA_HOOK_CALL_RECONNECT ? "leases claimed by UUID" : "leases released by UUID");
   return rc;

@@ -16,68 +16,6 @@ G_BEGIN_DECLS
 #define VA_XML_MAX_NODES 200000
 #define VA_XML_MAX_NICS 1024
 
-typedef enum
-{
-  /* type='vdpa' on the NIC's port path; on a pool of kind sriov, a VF of
-   * the pool's hostdev network (type='network', or type='hostdev' as
-   * libvirt shows a started domain) */
-  VA_FORM_ACCELERATED,
-  VA_FORM_PORTABLE, /* virtio on the network's bridge and VLAN */
-} VaForm;
-
-#define VA_FORM_LAST (VA_FORM_PORTABLE + 1)
-
-/* One vdpa:nic of the metadata, and what the document makes of it. */
-typedef struct
-{
-  char *mac;     /* lower case */
-  char *network; /* NULL: the intent is inline */
-  gboolean mode_set;
-  VaMode mode;
-  char *pool;
-  guint16 vlan; /* 0: none */
-  char *bridge;
-  gboolean bridge_kind_set;
-  VaBridgeKind bridge_kind;
-  guint16 queues; /* 0: the pool's max-vqp */
-
-  char *target_dev;      /* the tap libvirt named in <target dev>, or NULL */
-  char *source_dev;      /* an accelerated interface's <source dev>, or NULL */
-  VaForm form;           /* the form of its <interface> in the document now */
-  VaPoolKind accel_kind; /* of an accelerated form: a vdpa device or an sriov VF */
-  gboolean fallback;     /* portable because the pool had no room */
-  /* <interface type='hostdev'>, as libvirt shows a started domain's NIC of
-   * a hostdev network: the VF it chose ("0000:01:10.0", from <source>'s
-   * PCI <address>), or NULL; and the VLAN it applied (<vlan><tag>, 0:
-   * none; G_MAXUINT16 for more than one tag, which no VF carries). */
-  char *vf;
-  guint16 vf_vlan;
-  /* swap-back="accelerated": made portable for a move (migrate, save) and
-   * wants its accelerated form back on the host it lands on. Kept by every
-   * rewrite that leaves it portable, dropped by one that accelerates it. */
-  gboolean swap_back;
-  /* swap-back-outcome: why the host it landed on left it portable
-   * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
-   * NULL while it has not tried. Dropped with swap-back, and by the
-   * rewrite for a restore or an incoming migration (a new try). */
-  char *swap_back_outcome;
-} VaNic;
-
-/* The resolved intent of one NIC against a host view. */
-typedef struct
-{
-  VaMode mode;
-  const char *pool; /* NULL for virtio-only */
-  guint16 vlan;
-  const char *bridge; /* NULL: no portable form */
-  VaBridgeKind bridge_kind;
-  guint16 queues;  /* 0 on an sriov pool: the VF's driver has its own */
-  VaPoolKind kind; /* the pool's; vdpa when there is none */
-  /* sriov on a switchdev eswitch: the daemon sets the VLAN on the VF's
-   * representor, and the form carries no <vlan> for libvirt */
-  gboolean representor_vlan;
-} VaNicPlan;
-
 typedef struct _VaDomain VaDomain;
 
 /* Parses a domain XML document and its vdpa:nics metadata. Refuses DTDs,
@@ -100,14 +38,6 @@ const char *va_domain_get_name (const VaDomain *self);
 const char *va_domain_get_uuid (const VaDomain *self);
 /* VaNic*, in metadata order. */
 GPtrArray *va_domain_get_nics (const VaDomain *self);
-
-gboolean va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error);
-
-/* The layout of port paths, PORT_ROOT/UUID/MAC (the daemon makes them,
- * the engine writes them into <source dev>): a domain's directory, and
- * the port path of one of its accelerated NICs. */
-char *va_port_dir (const char *port_root, const char *uuid);
-char *va_port_path (const char *port_root, const char *uuid, const char *mac);
 
 /* Rewrites every marked interface to @form (accelerated: each NIC whose mode
  * and pool capacity allow it, portable: all). Capacity is consumed in the
@@ -135,8 +65,6 @@ char *va_domain_to_string (const VaDomain *self, gsize *len);
 
 /* Parse, rewrite and serialize in one step. */
 char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error);
-
-VA_ENUM_DECL (va_form, VaForm)
 
 /* The <interface> element whose MAC is @mac, serialized (what libvirt's
  * detach wants), or NULL with VA_ERROR_NOT_FOUND. */

@@ -256,3 +256,133 @@ VA_ENUM_IMPL (va_mode, VaMode,
 VA_ENUM_IMPL (va_pool_kind, VaPoolKind, VA_POOL_KIND_LAST, [VA_POOL_KIND_VDPA] = "vdpa", [VA_POOL_KIND_SRIOV] = "sriov")
 
 VA_ENUM_IMPL (va_bridge_kind, VaBridgeKind, VA_BRIDGE_LAST, [VA_BRIDGE_LINUX] = "linux", [VA_BRIDGE_OVS] = "ovs")
+
+VA_ENUM_IMPL (va_form, VaForm, VA_FORM_LAST, [VA_FORM_ACCELERATED] = "accelerated", [VA_FORM_PORTABLE] = "portable")
+
+char *
+va_port_dir (const char *port_root, const char *uuid)
+{
+  g_return_val_if_fail (port_root != NULL && uuid != NULL, NULL);
+  return g_build_filename (port_root, uuid, NULL);
+}
+
+char *
+va_port_path (const char *port_root, const char *uuid, const char *mac)
+{
+  g_autofree char *dir = NULL;
+
+  g_return_val_if_fail (port_root != NULL && uuid != NULL && mac != NULL, NULL);
+  dir = va_port_dir (port_root, uuid);
+  return g_build_filename (dir, mac, NULL);
+}
+
+gboolean
+va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GError **error)
+{
+  g_return_val_if_fail (nic != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+  g_return_val_if_fail (plan != NULL, FALSE);
+
+  memset (plan, 0, sizeof *plan);
+
+  if (nic->network)
+    {
+      const VaNetwork *net = va_host_view_lookup_network (view, nic->network);
+
+      if (!net)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_NETWORK, "NIC %s: no network named '%s'", nic->mac, nic->network);
+          return FALSE;
+        }
+      plan->mode = net->mode;
+      plan->pool = net->pool;
+      plan->vlan = net->vlan;
+      plan->bridge = net->bridge;
+      plan->bridge_kind = net->bridge_kind;
+
+      if (nic->mode_set && nic->mode != net->mode)
+        {
+          /* A NIC may narrow its network's mode, never widen it. */
+          gboolean allowed = (net->mode == VA_MODE_AUTO)
+                             || ((net->mode == VA_MODE_VDPA || net->mode == VA_MODE_SRIOV) && nic->mode == VA_MODE_AUTO)
+                             || (nic->mode == VA_MODE_VIRTIO && net->bridge);
+          if (!allowed)
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' is mode %s and forbids mode %s", nic->mac,
+                           net->name, va_mode_to_string (net->mode), va_mode_to_string (nic->mode));
+              return FALSE;
+            }
+          plan->mode = nic->mode;
+        }
+    }
+  else
+    {
+      plan->pool = nic->pool;
+      plan->vlan = nic->vlan;
+      plan->bridge = nic->bridge;
+      plan->bridge_kind = nic->bridge_kind_set ? nic->bridge_kind : VA_BRIDGE_LINUX;
+      /* an inline pool's kind says what a NIC without a mode asks for */
+      if (nic->mode_set)
+        plan->mode = nic->mode;
+      else if (!nic->pool)
+        plan->mode = VA_MODE_VIRTIO;
+      else
+        plan->mode = va_host_view_get_pool_kind (view, nic->pool) == VA_POOL_KIND_SRIOV ? VA_MODE_SRIOV : VA_MODE_VDPA;
+    }
+
+  if (plan->mode == VA_MODE_VIRTIO)
+    plan->pool = NULL;
+  else if (!plan->pool)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool", nic->mac, va_mode_to_string (plan->mode));
+      return FALSE;
+    }
+  if ((plan->mode == VA_MODE_AUTO || plan->mode == VA_MODE_VIRTIO) && !plan->bridge)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a bridge", nic->mac, va_mode_to_string (plan->mode));
+      return FALSE;
+    }
+
+  if (plan->pool)
+    {
+      guint max_vqp;
+
+      if (!va_host_view_has_pool (view, plan->pool))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "NIC %s: no pool named '%s'", nic->mac, plan->pool);
+          return FALSE;
+        }
+      plan->kind = va_host_view_get_pool_kind (view, plan->pool);
+      if ((plan->mode == VA_MODE_VDPA && plan->kind != VA_POOL_KIND_VDPA)
+          || (plan->mode == VA_MODE_SRIOV && plan->kind != VA_POOL_KIND_SRIOV))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: mode %s needs a pool of kind %s, and pool '%s' is kind %s",
+                       nic->mac, va_mode_to_string (plan->mode), plan->mode == VA_MODE_SRIOV ? "sriov" : "vdpa", plan->pool,
+                       va_pool_kind_to_string (plan->kind));
+          return FALSE;
+        }
+      if (plan->kind == VA_POOL_KIND_SRIOV)
+        {
+          if (nic->queues)
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "NIC %s: queues=%u, but pool '%s' is kind sriov: the guest's own VF driver sets a VF's queues", nic->mac,
+                           nic->queues, plan->pool);
+              return FALSE;
+            }
+          plan->representor_vlan = va_host_view_get_pool_representor_vlan (view, plan->pool);
+          return TRUE;
+        }
+      max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
+      plan->queues = nic->queues ? nic->queues : MAX (max_vqp, 1);
+      if (max_vqp && plan->queues > max_vqp)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: asks for %u queues, pool '%s' allows %u", nic->mac,
+                       plan->queues, plan->pool, max_vqp);
+          return FALSE;
+        }
+    }
+  else
+    plan->queues = nic->queues;
+  return TRUE;
+}

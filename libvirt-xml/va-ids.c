@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "va-error.h"
+
 gboolean
 va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN])
 {
@@ -73,6 +75,24 @@ va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN])
   if ((first & 1) || strcmp (out, "00:00:00:00:00:00") == 0)
     return FALSE;
   return TRUE;
+}
+
+gboolean
+va_uuid_check (const char *uuid, char out[VA_UUID_STRING_LEN], GError **error)
+{
+  if (uuid && va_uuid_normalize (uuid, out))
+    return TRUE;
+  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a domain UUID", VA_CUT (uuid ? uuid : "", 64));
+  return FALSE;
+}
+
+gboolean
+va_mac_check (const char *mac, char out[VA_MAC_STRING_LEN], GError **error)
+{
+  if (mac && va_mac_normalize (mac, out))
+    return TRUE;
+  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address", VA_CUT (mac ? mac : "", 64));
+  return FALSE;
 }
 
 gboolean

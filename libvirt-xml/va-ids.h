@@ -25,12 +25,23 @@ G_BEGIN_DECLS
 #define VA_UUID_STRING_LEN 37 /* 8-4-4-4-12 and NUL */
 #define VA_MAC_STRING_LEN 18  /* xx:xx:xx:xx:xx:xx and NUL */
 
+/* A lease's other fields: what the store's schema holds (its CHECKs). */
+#define VA_DOMAIN_NAME_MAX 256
+#define VA_SLOT_MAX 32  /* a PCI address, e.g. 0000:b3:00.2 */
+#define VA_PATH_MAX 512 /* a chardev or port path */
+
 /* A libvirt UUID (32 hex digits, bare or 8-4-4-4-12) in lower-case
  * 8-4-4-4-12 form into @out. */
 gboolean va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN]);
 
 /* A unicast, non-zero MAC address in lower case into @out. */
 gboolean va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN]);
+
+/* The two above for hostile input (@uuid, @mac may be NULL), with the one
+ * wording of their refusal: VA_ERROR_INVALID_ARGUMENT "'X' is not a
+ * domain UUID" or "'X' is not a unicast MAC address". */
+gboolean va_uuid_check (const char *uuid, char out[VA_UUID_STRING_LEN], GError **error);
+gboolean va_mac_check (const char *mac, char out[VA_MAC_STRING_LEN], GError **error);
 
 /* A pool or network name: 1 to VA_NAME_MAX letters, digits, '-', '_', '.'. */
 gboolean va_name_is_valid (const char *name);

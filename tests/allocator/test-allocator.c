@@ -522,25 +522,36 @@ test_same_nic_other_intent_refused (Fixture *f, gconstpointer data)
   g_assert_cmpuint (n_leases (f), ==, 1);
 }
 
+/* RewriteDomain's view of this host (what the D-Bus adapter hands the
+ * engine; tests/bus rewrites against it): the configuration's networks and
+ * pools with their live free capacity, none while a pool drains. */
 static void
-test_rewrite_uses_live_capacity (Fixture *f, gconstpointer data)
+test_host_view_has_live_capacity (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
-  const char *xml = "<domain><name>x</name><uuid>" UUID1 "</uuid><metadata>"
-                    "<v:nics xmlns:v='http://vdpa-allocator.org/xmlns/domain/1.0'>"
-                    "<v:nic mac='52:54:00:00:00:09' pool='accel' vlan='5' bridge='br0'/></v:nics></metadata>"
-                    "<devices><interface type='network'><mac address='52:54:00:00:00:09'/><source network='default'/></interface>"
-                    "</devices></domain>";
-  g_autofree char *out = NULL;
+  g_autoptr (VaHostView) before = va_allocator_get_host_view (f->alloc);
+  g_autoptr (VaHostView) drained = NULL;
+  g_autoptr (VaHostView) leased = NULL;
+  g_autoptr (VaLease) lease = NULL;
+  g_autofree char *ports = g_build_filename (f->run_dir, "ports", NULL);
+  gint64 free_slots = va_host_view_get_pool_free (before, "accel");
 
-  out = va_allocator_rewrite_domain (f->alloc, xml, "accelerated", &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (strstr (out, "type=\"vdpa\""));
+  g_assert_cmpint (free_slots, >, 0);
+  g_assert_cmpuint (va_host_view_get_pool_max_vqp (before, "accel"), ==, 2);
+  g_assert_nonnull (va_host_view_lookup_network (before, "vpc2"));
+  g_assert_cmpstr (va_host_view_get_port_root (before), ==, ports);
+
   g_assert_true (va_allocator_drain (f->alloc, "accel", TRUE, NULL));
-  g_free (out);
-  out = va_allocator_rewrite_domain (f->alloc, xml, "accelerated", &error);
+  drained = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (drained, "accel"), ==, 0);
+  /* a snapshot: the view taken before is left as it was */
+  g_assert_cmpint (va_host_view_get_pool_free (before, "accel"), ==, free_slots);
+
+  g_assert_true (va_allocator_drain (f->alloc, "accel", FALSE, NULL));
+  lease = allocate (f, UUID1, "52:54:00:00:00:09", "vpc2", -1, &error);
   g_assert_no_error (error);
-  g_assert_nonnull (strstr (out, "type=\"bridge\""));
+  leased = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (leased, "accel"), ==, free_slots - 1);
 }
 
 static void
@@ -1137,7 +1148,7 @@ main (int argc, char **argv)
   ADD ("/allocator/release-while-domain-release-settles", test_release_while_domain_release_settles);
   ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
-  ADD ("/allocator/rewrite-uses-live-capacity", test_rewrite_uses_live_capacity);
+  ADD ("/allocator/host-view-has-live-capacity", test_host_view_has_live_capacity);
   ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();

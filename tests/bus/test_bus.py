@@ -333,6 +333,13 @@ class BusTest(unittest.TestCase):
         out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]
         self.assertIn('type="vdpa"', out)
         self.assertIn(os.path.join(self.daemon.run_dir, "ports", UUID1, "52:54:00:00:00:09"), out)
+        # a draining pool offers no room: portable, with its fallback bridge
+        call(self.bus, "Drain", ("accel", True), "(sb)")
+        out = call(self.bus, "RewriteDomain", (xml, "accelerated"), "(ss)")[0]
+        self.assertIn('type="bridge"', out)
+        call(self.bus, "Drain", ("accel", False), "(sb)")
+        out = call(self.bus, "RewriteDomain", (xml, "accelerated"), "(ss)")[0]
+        self.assertIn('type="vdpa"', out)
         for i in range(8):
             allocate(self.bus, UUID2, mac(i))
         out = call(self.bus, "RewriteDomain", (xml, "auto"), "(ss)")[0]

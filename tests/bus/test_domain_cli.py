@@ -6,11 +6,12 @@ accept."""
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 
 from vatest.bus import Bus, Daemon, vdpactl
-from vatest.paths import SRCDIR
+from vatest.paths import HOOK, SRCDIR, VDPACTL
 
 EXAMPLES = os.path.join(SRCDIR, "contrib", "examples")
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
@@ -88,6 +89,59 @@ class DomainCliTest(unittest.TestCase):
         r = vdpactl("domain", "--connect", "test:///nonexistent/file.xml", "show", "vm1")
         self.assertEqual(r.returncode, 3)  # libvirt unreachable
         self.assertIn("libvirt at test:///nonexistent/file.xml", r.stderr)
+
+    def test_offline_policy_is_one_for_every_client(self):
+        """The daemon down: every client rewrites offline from the
+        configuration, or fails with the loader's one line (file and line)
+        when it cannot be parsed (docs/hook-contract.md)."""
+        bad = os.path.join(self.dir, "bad")
+        os.mkdir(bad)
+        with open(os.path.join(bad, "vdpa-allocator.conf"), "w") as f:
+            f.write("[network vpc2]\nmode=virtio\n[pool cx6-p1\nvfs=2\n")
+        with open(os.path.join(EXAMPLES, "vm1.xml")) as f:
+            xml = f.read()
+        expected = os.path.join(bad, "vdpa-allocator.conf") + ":3: "
+
+        def run(cmd, config, stdin=None):
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=config)
+            return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=60)
+
+        clients = {
+            "hook migrate begin": ([HOOK, "vm1", "migrate", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
+            "hook restore begin": ([HOOK, "vm1", "restore", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
+            "vdpactl domain accelerate": ([VDPACTL, "domain", "--connect", self.uri, "accelerate", "vm1"], None, "vdpactl: "),
+            "vdpactl domain portable": ([VDPACTL, "domain", "--connect", self.uri, "portable", "vm1"], None, "vdpactl: "),
+            "vdpactl rewrite": ([VDPACTL, "rewrite", "-"], xml, "vdpactl: "),
+        }
+        bus = Bus()  # a bus without the daemon: "not running"
+        try:
+            messages = set()
+            for name, (cmd, stdin, prefix) in clients.items():
+                r = run(cmd, bad, stdin)
+                self.assertEqual((r.returncode, r.stdout), (1, ""), (name, r.stderr))
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 1, (name, r.stderr))
+                self.assertTrue(lines[0].startswith(prefix + expected), (name, lines[0]))
+                messages.add(lines[0][len(prefix):])
+            # one message, whichever client met the file
+            self.assertEqual(len(messages), 1, messages)
+            self.assertIn("[pool cx6-p1", messages.pop())
+
+            # a good configuration: the offline rewrite, as before
+            for name, (cmd, stdin, prefix) in clients.items():
+                r = run(cmd, EXAMPLES, stdin)
+                self.assertEqual(r.returncode, 0, (name, r.stderr))
+                if name.startswith("hook"):
+                    # nothing can be leased without the daemon: portable
+                    self.assertIn("<domain", r.stdout)
+                    self.assertNotIn('type="vdpa"', r.stdout)
+                    self.assertEqual(r.stderr, "")
+                elif name == "vdpactl rewrite":
+                    self.assertEqual(r.stdout.count('type="vdpa"'), 1, r.stdout)
+                else:
+                    self.assertIn("redefined with", r.stdout)
+        finally:
+            bus.close()
 
 
 if __name__ == "__main__":

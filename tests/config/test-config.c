@@ -405,6 +405,10 @@ test_repeats_in_one_file (Fixture *f, gconstpointer data)
   } cases[] = {
     { "[network vpc2]\nvlan=10\n\n[network vpc2]\nvlan=20\n", "4: [network vpc2] is written twice in this file" },
     { "[network vpc2]\nmode=virtio\nvlan=10\n# again\nvlan = 20\n", "5: [network vpc2] vlan is set twice in this file" },
+    /* GKeyFile's own refusals, with the line it does not name */
+    { "[pool a]\nmatch-vendor=15b3\n\n[network n\nmode=vdpa\n",
+      "4: Key file contains line \u201c[network n\u201d which is not a key-value pair, group, or comment" },
+    { "# a comment\nvlan=10\n", "2: Key file does not start with a group" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -4,7 +4,7 @@
 # build-guest.sh [CACHE_DIR]
 #
 # Builds the tiny test guest of docs/pairbench.md from Debian packages, at
-# run time, into CACHE_DIR/guest (default: tests/cache, which git ignores):
+# run time, into CACHE_DIR/guest (default: the test cache, tests/lib/vatest/cache.py):
 #
 #   vmlinuz     Debian's kernel, taken with `apt-get download` and
 #               `dpkg-deb -x` (nothing is installed into the host's /boot)
@@ -26,18 +26,17 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-$here/../cache}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
-out=$cache/guest
-debs=$cache/debs
-mkdir -p "$out" "$debs"
-
 die() {
     echo "build-guest: $*" >&2
     exit 1
 }
-. "$here/../lib/kernel-deb.sh"
+va_test_lib=$here/../lib
+. "$va_test_lib/kernel-deb.sh"
+. "$va_test_lib/test-cache.sh"
+va_cache_open guest "${1:-}"
+out=$cache/guest
+debs=$out/debs
+mkdir -p "$out" "$debs"
 
 for tool in apt-cache apt-get dpkg-deb cpio gzip xz ldd; do
     command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
@@ -74,6 +73,7 @@ libiperf0=$(pkgver libiperf0 2>/dev/null || echo none)"
 if [ -f "$out/stamp" ] && [ -f "$out/kernel-name" ] && [ -f "$out/initrd.gz" ] &&
     [ "$(cat "$out/stamp")" = "$key" ]; then
     echo "build-guest: up to date in $out" >&2
+    va_cache_used "$out"
     echo "KERNEL=$out/$(cat "$out/kernel-name")"
     echo "INITRD=$out/initrd.gz"
     exit 0

@@ -13,9 +13,9 @@
 
 #include "va-allocator.h"
 #include "va-backend.h"
-#include "va-domain.h"
 #include "va-error.h"
 #include "va-events.h"
+#include "va-host-view.h"
 #include "va-paths.h"
 #include "va-store.h"
 #include "testbed-devlink.h"

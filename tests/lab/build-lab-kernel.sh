@@ -4,7 +4,7 @@
 # build-lab-kernel.sh [CACHE_DIR]
 #
 # Prepares the lab host's kernel (docs/test-tiers.md, issue 7) at run time
-# into CACHE_DIR/lab (default: tests/cache, which git ignores):
+# into CACHE_DIR/lab/kernel (default: the test cache, tests/lib/vatest/cache.py):
 #
 #   vmlinux     Debian's 6.12 kernel (linux-image-6.12.*+deb12-amd64-unsigned,
 #               from bookworm-security; LAB_KERNEL_PKG picks another), the ELF
@@ -27,18 +27,17 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-$here/../cache}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
-out=$cache/lab
-debs=$out/debs  # not ../debs: build-guest.sh keeps one kernel .deb there
-mkdir -p "$out" "$debs"
-
 die() {
     echo "build-lab-kernel: $*" >&2
     exit 1
 }
-. "$here/../lib/kernel-deb.sh"
+va_test_lib=$here/../lib
+. "$va_test_lib/kernel-deb.sh"
+. "$va_test_lib/test-cache.sh"
+va_cache_open lab/kernel "${1:-}"
+out=$cache/lab/kernel
+debs=$out/debs  # its own: build-guest.sh keeps another kernel .deb
+mkdir -p "$out" "$debs"
 
 for tool in apt-cache apt-get dpkg-deb depmod cpio gzip xz; do
     command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
@@ -74,6 +73,7 @@ busybox=$(dpkg-query -W -f='${Version}' busybox-static)"
 
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$key" ]; then
     echo "build-lab-kernel: up to date in $out" >&2
+    va_cache_used "$out"
     cat "$out/paths"
     exit 0
 fi

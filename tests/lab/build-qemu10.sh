@@ -6,7 +6,7 @@
 # Builds (or finds cached) Debian 13's QEMU (qemu-system-x86, QEMU 10) for
 # the lab host's SR-IOV tier (issue 15): QEMU 8.0 and later emulate Intel's
 # 82576 (-device igb) with SR-IOV, Debian 12's 7.2 does not. Into
-# CACHE_DIR/lab/qemu10 (default tests/cache, which git ignores):
+# CACHE_DIR/lab/qemu10 (default: the test cache, tests/lib/vatest/cache.py):
 #
 #   root/     the packages of qemu-system-x86 from trixie and their hard
 #             dependencies, extracted by mmdebstrap --variant=extract (no
@@ -33,16 +33,15 @@ set -eu
 
 t0=$(date +%s.%N)
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-$here/../cache}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
-out=$cache/lab/qemu10
-suite=trixie
-
 die() {
     echo "build-qemu10: $*" >&2
     exit 1
 }
+va_test_lib=$here/../lib
+. "$va_test_lib/test-cache.sh"
+va_cache_open lab/qemu10 "${1:-}"
+out=$cache/lab/qemu10
+suite=trixie
 took() {
     echo "build-qemu10: $1 in $(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }') s" >&2
 }
@@ -72,6 +71,7 @@ if [ -f "$out/stamp" ] && [ -x "$out/qemu" ] && [ -f "$out/packages" ] &&
     [ "$(cat "$out/stamp")" = "$(printf '%s\n' "$key" && cat "$out/packages")" ]; then
     ver=$("$out/qemu" --version 2>/dev/null | head -n1) || die "cached $out/qemu does not run; remove $out"
     printf 'QEMU=%s\nVERSION=%s\n' "$out/qemu" "$(echo "$ver" | awk '{ print $4 }')"
+    va_cache_used "$out"
     took "cached in $out"
     exit 0
 fi

@@ -35,18 +35,17 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-$here/../cache}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
-out=$cache/lab/sim
-debs=$out/debs
-mkdir -p "$out" "$debs"
-
 die() {
     echo "build-sim-modules: $*" >&2
     exit 1
 }
-. "$here/../lib/kernel-deb.sh"
+va_test_lib=$here/../lib
+. "$va_test_lib/kernel-deb.sh"
+. "$va_test_lib/test-cache.sh"
+va_cache_open lab/sim "${1:-}"
+out=$cache/lab/sim
+debs=$out/debs
+mkdir -p "$out" "$debs"
 
 now() { date +%s.%N; }
 t0=$(now)
@@ -65,7 +64,7 @@ mods=$(printf '%s\n' "$paths" | sed -n 's/^MODULES=//p')
 hpkg=linux-headers-$krel
 kver=$(kdeb_candidate "$hpkg")
 # build-lab-kernel.sh records the kernel package's version in its stamp
-lab_ver=$(sed -n 's/^kernel=.*=//p' "$cache/lab/stamp" 2>/dev/null || true)
+lab_ver=$(sed -n 's/^kernel=.*=//p' "$cache/lab/kernel/stamp" 2>/dev/null || true)
 [ -z "$lab_ver" ] || [ "$lab_ver" = "$kver" ] ||
     die "lab kernel is $lab_ver but apt offers $hpkg $kver"
 deps=$(apt-cache show "$hpkg=$kver" | sed -n 's/^Depends: //p' | head -n1)
@@ -114,6 +113,7 @@ install_mods() {
 
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$key" ]; then
     install_mods
+    va_cache_used "$out"
     echo "build-sim-modules: up to date in $out/ko ($(since) s)" >&2
     echo "SIM_MODULES=$out/ko"
     echo "SIM_KREL=$krel"

@@ -23,9 +23,8 @@ runs COMMAND as the unit lab-command.service once multi-user.target is up;
 its output and status come back the same way.
 
 --deb first builds the Debian package with contrib/build-deb.sh, or reuses
-the one built from the same tree content (tests/cache/deb/KEY/, KEY a hash
-of the files build-deb.sh copies: tracked and untracked, not ignored, but
-tests/), and names its .deb in LAB_DEB.
+the one built from the same tree content (tests/lib/vatest/package.py, in
+the test cache), and names its .deb in LAB_DEB.
 
 --guest first builds (or finds cached) the tiny test guest of
 tests/guest/build-guest.sh, for a guest nested in the lab host, and names
@@ -48,7 +47,6 @@ Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
 """
 
 import argparse
-import hashlib
 import os
 import shlex
 import shutil
@@ -60,6 +58,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRCDIR, "tests", "lib"))
+from vatest import package  # noqa: E402
+from vatest.cache import cache_dir  # noqa: E402
 QEMU = "/usr/bin/qemu-system-x86_64"
 
 # --systemd: systemd.unit= on the kernel command line starts lab.target,
@@ -112,10 +113,6 @@ class Result:
             ", TIMED OUT" if self.timed_out else "")
 
 
-def cache_dir():
-    return os.environ.get("VA_TEST_CACHE", os.path.join(SRCDIR, "tests", "cache"))
-
-
 def build_kernel():
     """Builds (or finds in the cache) the lab kernel; returns its paths."""
     r = subprocess.run(["sh", os.path.join(HERE, "build-lab-kernel.sh"), cache_dir()],
@@ -137,63 +134,14 @@ def build_sim_modules():
     return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
 
 
-def tree_key():
-    """A hash of what contrib/build-deb.sh copies into its build: the
-    tree's tracked and untracked files that are not ignored (their paths,
-    exec bits, contents or link targets), but for tests/, which the
-    package's -Dtests=false build never reads (meson.build): editing a test
-    reuses the package."""
-    names = subprocess.run(["git", "-C", SRCDIR, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           check=True, stdout=subprocess.PIPE).stdout.split(b"\0")
-    h = hashlib.sha256()
-    for name in sorted(set(n for n in names if n and not n.startswith(b"tests/"))):
-        path = os.path.join(SRCDIR.encode(), name)
-        if os.path.islink(path):
-            h.update(b"L" + name + b"\0" + os.readlink(path) + b"\0")
-        elif os.path.isfile(path):
-            with open(path, "rb") as f:
-                data = f.read()
-            x = b"X" if os.access(path, os.X_OK) else b"F"
-            h.update(x + name + b"\0" + str(len(data)).encode() + b"\0" + data)
-        # a tracked file deleted from the work tree: build-deb.sh skips it too
-    return h.hexdigest()[:16]
-
-
 def build_deb():
-    """The package of this tree: cached in tests/cache/deb/KEY/ (tree_key),
-    else built there by contrib/build-deb.sh, older keys removed. Returns
-    the .deb's path, prints the time taken."""
-    t0 = time.monotonic()
-    base = os.path.join(cache_dir(), "deb")
-    key = tree_key()
-    out = os.path.join(base, key)
+    """The package of this tree (vatest.package: built, or found in the
+    test cache); returns the .deb's path."""
+    b = package.build()
+    if b.rc != 0 or not b.deb:
+        raise RuntimeError("contrib/build-deb.sh failed (%d):\n%s" % (b.rc, b.log[-4000:]))
+    return b.deb
 
-    def the_deb():
-        debs = [d for d in os.listdir(out) if d.startswith("vdpa-allocator_") and d.endswith(".deb")]
-        return os.path.join(out, debs[0]) if len(debs) == 1 else None
-    if os.path.isfile(os.path.join(out, "stamp")) and the_deb():
-        print("lab-host: package %s cached (tree %s), %.1f s" % (the_deb(), key, time.monotonic() - t0),
-              file=sys.stderr)
-        return the_deb()
-    os.makedirs(base, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="tmp.", dir=base)
-    log = os.path.join(tmp, "build-deb.log")
-    with open(log, "w") as f:
-        r = subprocess.run(["nice", "-n", "10", os.path.join(SRCDIR, "contrib", "build-deb.sh"), tmp],
-                           stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, timeout=1800)
-    if r.returncode != 0:
-        with open(log, errors="replace") as f:
-            tail = f.read()[-4000:]
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError("contrib/build-deb.sh failed (%d):\n%s" % (r.returncode, tail))
-    with open(os.path.join(tmp, "stamp"), "w") as f:
-        f.write(key + "\n")
-    for old in os.listdir(base):
-        if old != os.path.basename(tmp):
-            shutil.rmtree(os.path.join(base, old), ignore_errors=True)
-    os.rename(tmp, out)
-    print("lab-host: package %s built (tree %s) in %.1f s" % (the_deb(), key, time.monotonic() - t0), file=sys.stderr)
-    return the_deb()
 
 def build_guest():
     """The tiny test guest (tests/guest/build-guest.sh, cached in the test
@@ -262,6 +210,8 @@ def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, **kw):
 def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False,
                  extra_env=None, igb=0):
     extra_env = dict(extra_env or {})
+    # tests inside find the same cache
+    extra_env.setdefault("VA_TEST_CACHE", cache_dir())
     k = build_kernel()
     qemu_bin = QEMU
     if igb:

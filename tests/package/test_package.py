@@ -7,13 +7,12 @@ paths compiled into the binaries agreeing with the unit."""
 import glob
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import unittest
 
-SRC = os.environ["VA_SRCDIR"]
-OUT = os.path.join(os.environ["VA_BUILDDIR"], "tests", "package", "deb")
+from vatest import package
+from vatest.paths import SRCDIR as SRC
 
 
 def run(cmd, **kw):
@@ -23,14 +22,12 @@ def run(cmd, **kw):
 class Package(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # never a package of an earlier run
-        shutil.rmtree(OUT, ignore_errors=True)
-        r = subprocess.run([os.path.join(SRC, "contrib", "build-deb.sh"), OUT],
-                           capture_output=True, text=True)
-        cls.build_log = r.stdout + r.stderr
-        cls.build_rc = r.returncode
-        debs = glob.glob(os.path.join(OUT, "vdpa-allocator_*.deb"))
-        cls.deb = debs[0] if len(debs) == 1 else None
+        # built now, or by an earlier run from the same tree content and
+        # build packages (vatest/package.py), log and all
+        b = package.build()
+        cls.build_log = b.log
+        cls.build_rc = b.rc
+        cls.deb = b.deb
         cls.root = tempfile.TemporaryDirectory(prefix="va-deb-")
         cls.ctrl = os.path.join(cls.root.name, "DEBIAN")
         cls.files = {}
@@ -49,7 +46,7 @@ class Package(unittest.TestCase):
     def setUp(self):
         # build-deb.sh copies the .deb out before lintian runs: a lintian
         # verdict fails only the lintian case
-        self.assertIsNotNone(self.deb, "no single vdpa-allocator_*.deb in %s:\n%s" % (OUT, self.build_log[-6000:]))
+        self.assertIsNotNone(self.deb, "contrib/build-deb.sh made no single vdpa-allocator_*.deb:\n%s" % self.build_log[-6000:])
 
     def read(self, path):
         with open(os.path.join(self.root.name, path.lstrip("/"))) as f:

@@ -369,7 +369,7 @@ test_insert_invalid (Fixture *f, gconstpointer data)
             break;
           case 2:
             g_free (l->domain_name);
-            l->domain_name = g_strnfill (VA_STORE_MAX_DOMAIN_NAME + 1, 'd');
+            l->domain_name = g_strnfill (VA_DOMAIN_NAME_MAX + 1, 'd');
             break;
           case 3:
             g_free (l->pool);
@@ -377,7 +377,7 @@ test_insert_invalid (Fixture *f, gconstpointer data)
             break;
           case 4:
             g_free (l->slot);
-            l->slot = g_strnfill (VA_STORE_MAX_SLOT + 1, '0');
+            l->slot = g_strnfill (VA_SLOT_MAX + 1, '0');
             break;
           case 5:
             l->vlan = 4095;

@@ -20,7 +20,8 @@ va_bus_error_register (void)
           entries[i].error_code = i;
           entries[i].dbus_error_name = g_strconcat (VA_BUS_ERROR_PREFIX, va_error_name (i), NULL);
         }
-      g_dbus_error_register_error_domain ("va-error-quark", &quark, entries, VA_ERROR_LAST);
+      /* the domain's own name: its one home is va-error.c */
+      g_dbus_error_register_error_domain (g_quark_to_string (VA_ERROR), &quark, entries, VA_ERROR_LAST);
       g_once_init_leave (&once, 1);
     }
 }

@@ -157,6 +157,34 @@ check_repeats (const char *path, const char *data, gsize len, GError **error)
   return TRUE;
 }
 
+/* The line GKeyFile refuses in @data, which it does not say: the
+ * shortest run of whole lines it refuses ends there (a binary search,
+ * since the refusal of a line does not depend on those after it). */
+static guint
+first_bad_line (const char *data, gsize len)
+{
+  g_autoptr (GArray) ends = g_array_new (FALSE, FALSE, sizeof (gsize));
+  guint lo = 1, hi;
+
+  for (gsize i = 0; i < len; i++)
+    if (data[i] == '\n')
+      g_array_append_val (ends, (gsize){ i + 1 });
+  if (len > 0 && data[len - 1] != '\n')
+    g_array_append_val (ends, len);
+  hi = MAX (ends->len, 1);
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      g_autoptr (GKeyFile) kf = g_key_file_new ();
+
+      if (g_key_file_load_from_data (kf, data, g_array_index (ends, gsize, mid - 1), G_KEY_FILE_NONE, NULL))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
 static gboolean
 merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **error)
 {
@@ -198,7 +226,7 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
     return FALSE;
   if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: %s", path, local->message);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: %s", path, first_bad_line (data, len), local->message);
       return FALSE;
     }
 
@@ -427,7 +455,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       const char *key = g_ptr_array_index (g->keys, i);
       Item it = { g, key, g_hash_table_lookup (g->entries, key) };
       const char *v = it.entry->value;
-      guint n;
+      guint n = 0; /* item_uint sets it before use; -O3 cannot see that */
 
       if (strcmp (key, "type") == 0)
         {
@@ -551,7 +579,7 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       const char *key = g_ptr_array_index (g->keys, i);
       Item it = { g, key, g_hash_table_lookup (g->entries, key) };
       const char *v = it.entry->value;
-      guint u;
+      guint u = 0; /* as n in parse_pool */
 
       if (strcmp (key, "mode") == 0)
         {

@@ -13,44 +13,19 @@
 
 #include "va-config.h"
 #include "va-bus.h"
+#include "va-client.h"
 #include "va-domain.h"
 #include "va-error.h"
 #include "va-paths.h"
 
-/* vdpactl's budget for one call: a reconcile may wait for libvirt. */
-#define CALL_TIMEOUT_MS 30000
+/* The daemon through the process's one client (va-client.h). */
+#define CLIENT (va_client_get_default ())
 
+/* a{sv} of every property of the manager (@path NULL) or of a pool. */
 static GVariant *
-bus_call (const char *path, const char *iface, const char *method, GVariant *params, const char *reply_type, GError **error)
+get_all (const char *path, GError **error)
 {
-  g_autoptr (GDBusConnection) conn = va_bus_connect (CALL_TIMEOUT_MS, error);
-
-  if (!conn)
-    {
-      if (params)
-        g_variant_unref (g_variant_ref_sink (params));
-      return NULL;
-    }
-  return va_bus_call (conn, path, iface, method, params, reply_type, CALL_TIMEOUT_MS, error);
-}
-
-GVariant *
-va_ctl_call (const char *method, GVariant *params, const char *reply_type, GError **error)
-{
-  return bus_call (VA_BUS_PATH, VA_BUS_IFACE, method, params, reply_type, error);
-}
-
-/* a{sv} of every property of @iface at @path. */
-static GVariant *
-get_all (const char *path, const char *iface, GError **error)
-{
-  g_autoptr (GVariant) ret = bus_call (path, "org.freedesktop.DBus.Properties", "GetAll", g_variant_new ("(s)", iface), "(a{sv})", error);
-  GVariant *props;
-
-  if (!ret)
-    return NULL;
-  g_variant_get (ret, "(@a{sv})", &props);
-  return props;
+  return va_client_get_properties (CLIENT, path, error);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -181,7 +156,7 @@ static const VaCtlColumn lease_cols[] = {
 static GVariant *
 pools_records (GError **error)
 {
-  g_autoptr (GVariant) props = get_all (VA_BUS_PATH, VA_BUS_IFACE, error);
+  g_autoptr (GVariant) props = get_all (NULL, error);
   g_autoptr (GVariant) paths = NULL;
   GVariantBuilder b;
   GVariantIter iter;
@@ -194,7 +169,7 @@ pools_records (GError **error)
   g_variant_iter_init (&iter, paths);
   while (g_variant_iter_next (&iter, "&o", &path))
     {
-      GVariant *pool = get_all (path, VA_BUS_POOL_IFACE, error);
+      GVariant *pool = get_all (path, error);
       if (!pool)
         {
           g_variant_builder_clear (&b);
@@ -242,11 +217,11 @@ va_ctl_cmd_status (int argc, char **argv)
 
   if ((rc = va_ctl_parse (&argc, &argv, "- show the allocator's state", "Shows the daemon, its backend and its pools.", NULL, &json, 0, 0)))
     return rc;
-  props = get_all (VA_BUS_PATH, VA_BUS_IFACE, &error);
+  props = get_all (NULL, &error);
   if (props)
     pools = pools_records (&error);
   if (pools)
-    leases = va_ctl_call ("ListLeases", NULL, "(aa{sv})", &error);
+    leases = va_client_list_leases (CLIENT, &error);
   if (!leases)
     return va_ctl_fail (error);
 
@@ -254,7 +229,6 @@ va_ctl_cmd_status (int argc, char **argv)
     {
       g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
       const char *version = NULL, *backend = NULL;
-      g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
@@ -264,18 +238,17 @@ va_ctl_cmd_status (int argc, char **argv)
       json_builder_add_string_value (b, backend);
       va_ctl_json_add_list (b, "pools", pools);
       json_builder_set_member_name (b, "lease_count");
-      json_builder_add_int_value (b, g_variant_n_children (list));
+      json_builder_add_int_value (b, g_variant_n_children (leases));
       va_ctl_json_print (b);
     }
   else
     {
       const char *version = NULL, *backend = NULL;
-      g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
       g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
-               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (list));
+               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (leases));
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
       else
@@ -315,7 +288,7 @@ pool_show (int argc, char **argv)
   if (!va_name_is_valid (argv[1]))
     return va_ctl_usage ("not a pool name");
   path = va_bus_pool_path (argv[1]);
-  props = get_all (path, VA_BUS_POOL_IFACE, &error);
+  props = get_all (path, &error);
   if (!props)
     {
       if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD)
@@ -335,15 +308,13 @@ static int
 pool_drain (int argc, char **argv, gboolean draining)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, draining ? "NAME - stop handing out slots of a pool" : "NAME - hand out slots of a pool again",
                           draining ? "A draining pool gives no new leases; its leases stay until released." : "Ends draining.", NULL, NULL,
                           1, 1)))
     return rc;
-  ret = va_ctl_call ("Drain", g_variant_new ("(sb)", argv[1], draining), NULL, &error);
-  if (!ret)
+  if (!va_client_drain (CLIENT, argv[1], draining, &error))
     return va_ctl_fail (error);
   g_print ("pool %s %s\n", argv[1], draining ? "draining" : "no longer draining");
   return 0;
@@ -378,7 +349,6 @@ int
 va_ctl_cmd_lease (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   g_autoptr (GVariant) list = NULL;
   g_autofree char *domain = NULL;
   gboolean json = FALSE;
@@ -404,10 +374,9 @@ va_ctl_cmd_lease (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
                           0, 0)))
     return rc;
-  ret = va_ctl_call ("ListLeases", NULL, "(aa{sv})", &error);
-  if (!ret)
+  list = va_client_list_leases (CLIENT, &error);
+  if (!list)
     return va_ctl_fail (error);
-  list = g_variant_get_child_value (ret, 0);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   g_variant_iter_init (&iter, list);
   while ((rec = g_variant_iter_next_value (&iter)))
@@ -432,7 +401,6 @@ int
 va_ctl_cmd_reconcile (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   g_autoptr (GVariant) report = NULL;
   gboolean json = FALSE;
   int rc;
@@ -443,10 +411,9 @@ va_ctl_cmd_reconcile (int argc, char **argv)
                           "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC.",
                           NULL, &json, 0, 0)))
     return rc;
-  ret = va_ctl_call ("Reconcile", NULL, "(a{sv})", &error);
-  if (!ret)
+  report = va_client_reconcile (CLIENT, &error);
+  if (!report)
     return va_ctl_fail (error);
-  report = g_variant_get_child_value (ret, 0);
   {
     static const char *const nulls[] = { "libvirt_error", NULL };
     g_autoptr (GVariant) full = json ? complete_record (report, nulls, NULL) : g_variant_ref (report);
@@ -459,7 +426,7 @@ int
 va_ctl_cmd_allocate (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
+  g_autoptr (VaLease) got = NULL;
   g_autoptr (GVariant) lease = NULL;
   g_autofree char *uuid = NULL, *name = NULL, *mac = NULL, *network = NULL, *pool = NULL;
   gint vlan = 0, queues = 0, numa = -1;
@@ -475,7 +442,7 @@ va_ctl_cmd_allocate (int argc, char **argv)
     { "numa-node", 0, 0, G_OPTION_ARG_INT, &numa, "Preferred NUMA node", "N" },
     { NULL },
   };
-  GVariantBuilder opts;
+  VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "- lease a vDPA device for a VM NIC",
@@ -490,21 +457,19 @@ va_ctl_cmd_allocate (int argc, char **argv)
   if (vlan < 0 || vlan > VA_VLAN_MAX || queues < 0 || queues > VA_QUEUES_MAX)
     return va_ctl_usage ("--vlan must be " G_STRINGIFY (VA_VLAN_MIN) "-" G_STRINGIFY (VA_VLAN_MAX) " and --queues " G_STRINGIFY (
       VA_QUEUES_MIN) "-" G_STRINGIFY (VA_QUEUES_MAX));
-  g_variant_builder_init (&opts, G_VARIANT_TYPE_VARDICT);
-  if (pool)
-    g_variant_builder_add (&opts, "{sv}", "pool", g_variant_new_string (pool));
-  if (vlan)
-    g_variant_builder_add (&opts, "{sv}", "vlan", g_variant_new_uint16 (vlan));
-  if (queues)
-    g_variant_builder_add (&opts, "{sv}", "queues", g_variant_new_uint16 (queues));
-  if (numa >= 0)
-    g_variant_builder_add (&opts, "{sv}", "numa_node", g_variant_new_int32 (numa));
-  ret = va_ctl_call ("Allocate",
-                     g_variant_new ("(ssss@a{sv})", uuid, name ? name : "", mac, network ? network : "", g_variant_builder_end (&opts)),
-                     "(a{sv})", &error);
-  if (!ret)
+  req.uuid = uuid;
+  req.domain_name = name;
+  req.mac = mac;
+  req.network = network;
+  req.pool = pool;
+  req.vlan = (guint16) vlan;
+  req.queues = (guint16) queues;
+  req.numa_node = numa;
+  got = va_client_allocate (CLIENT, &req, &error);
+  if (!got)
     return va_ctl_fail (error);
-  lease = g_variant_get_child_value (ret, 0);
+  /* the record as the daemon sent it: one codec on both ends */
+  lease = g_variant_ref_sink (va_lease_to_variant (got));
   {
     /* a lease just made is not broken; ListLeases says so, Allocate not */
     static const char *const nulls[] = { "broken_reason", NULL };
@@ -519,7 +484,6 @@ int
 va_ctl_cmd_release (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   g_autofree char *uuid = NULL, *mac = NULL;
   gboolean all = FALSE;
   const GOptionEntry entries[] = {
@@ -537,16 +501,13 @@ va_ctl_cmd_release (int argc, char **argv)
     return va_ctl_usage ("give --uuid, and --mac or --all");
   if (all)
     {
-      guint32 n;
-      ret = va_ctl_call ("ReleaseDomain", g_variant_new ("(s)", uuid), "(u)", &error);
-      if (!ret)
+      gint n = va_client_release_domain (CLIENT, uuid, &error);
+      if (n < 0)
         return va_ctl_fail (error);
-      g_variant_get (ret, "(u)", &n);
-      g_print ("released %u lease(s)\n", n);
+      g_print ("released %d lease(s)\n", n);
       return 0;
     }
-  ret = va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), NULL, &error);
-  if (!ret)
+  if (!va_client_release (CLIENT, uuid, mac, &error))
     return va_ctl_fail (error);
   g_print ("released\n");
   return 0;

@@ -14,6 +14,7 @@
 #include <libvirt/virterror.h>
 #include <string.h>
 
+#include "va-client.h"
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
@@ -48,7 +49,7 @@ domain_show (int argc, char **argv, const char *uri)
   domain = va_domain_parse (xml, -1, &error);
   if (!domain)
     return va_ctl_fail (error);
-  leases = va_ctl_call ("ListLeases", NULL, "(aa{sv})", NULL);
+  leases = va_client_list_leases (va_client_get_default (), NULL);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   g_variant_builder_init (&jb, G_VARIANT_TYPE ("aa{sv}"));
   nics = va_domain_get_nics (domain);
@@ -65,11 +66,10 @@ domain_show (int argc, char **argv, const char *uri)
         intent = g_strdup_printf ("pool %s, vlan %u, bridge %s", nic->pool ? nic->pool : "-", nic->vlan, nic->bridge ? nic->bridge : "-");
       if (leases)
         {
-          g_autoptr (GVariant) list = g_variant_get_child_value (leases, 0);
           GVariantIter iter;
           GVariant *lease;
 
-          g_variant_iter_init (&iter, list);
+          g_variant_iter_init (&iter, leases);
           while ((lease = g_variant_iter_next_value (&iter)))
             {
               const char *uuid = "", *mac = "";
@@ -134,7 +134,6 @@ static int
 domain_redefine (int argc, char **argv, const char *uri, VaForm form)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   g_autofree char *xml = NULL;
   g_autofree char *out = NULL;
   g_autofree char *config_dir = NULL;
@@ -176,38 +175,9 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
     }
 
   /* the daemon knows this host's capacity; offline, assume room */
-  ret = va_ctl_call ("RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &error);
-  if (ret)
-    g_variant_get (ret, "(s)", &out);
-  else if (!g_error_matches (error, VA_ERROR, VA_ERROR_UNREACHABLE))
-    {
-      /* the daemon answered: its refusal stands */
-      return va_ctl_fail (error);
-    }
-  else
-    {
-      g_autoptr (VaConfig) config = NULL;
-      g_autoptr (VaHostView) view = NULL;
-      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
-
-      g_clear_error (&error);
-      config = va_config_load (config_dir ? config_dir : va_path_get (VA_PATH_CONFIG), &error);
-      if (!config && !config_dir && g_error_matches (error, VA_ERROR, VA_ERROR_NOT_FOUND))
-        {
-          g_clear_error (&error);
-          config = va_config_new_empty ();
-        }
-      if (!config)
-        {
-          return va_ctl_fail (error);
-        }
-      view = va_config_to_host_view (config, ports);
-      out = va_domain_rewrite_xml (xml, -1, view, form, &error);
-      if (!out)
-        {
-          return va_ctl_fail (error);
-        }
-    }
+  out = va_client_rewrite_domain (va_client_get_default (), xml, va_form_to_string (form), config_dir, &error);
+  if (!out)
+    return va_ctl_fail (error);
   defined = virDomainDefineXML (lv->conn, out);
   if (!defined)
     {
@@ -268,8 +238,7 @@ static int
 domain_attach (int argc, char **argv, const char *uri)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
-  g_autoptr (GVariant) lease = NULL;
+  g_autoptr (VaLease) lease = NULL;
   g_autoptr (VaDomain) domain = NULL;
   g_autofree char *network = NULL, *mac_arg = NULL, *xml = NULL, *iface = NULL;
   gboolean persistent = FALSE;
@@ -280,8 +249,6 @@ domain_attach (int argc, char **argv, const char *uri)
     { NULL },
   };
   char uuid[VIR_UUID_STRING_BUFLEN], mac[VA_MAC_STRING_LEN];
-  const char *port = NULL;
-  guint16 queues = 1;
   unsigned int scopes;
   g_autoptr (VaLibvirt) lv = NULL;
   int rc;
@@ -293,8 +260,11 @@ domain_attach (int argc, char **argv, const char *uri)
     return rc;
   if (!network)
     return va_ctl_usage ("--network is required");
-  if (mac_arg && !va_mac_normalize (mac_arg, mac))
-    return va_ctl_usage ("--mac is not a unicast MAC address");
+  if (mac_arg && !va_mac_check (mac_arg, mac, &error))
+    {
+      g_prefix_error (&error, "--mac: ");
+      return va_ctl_usage (error->message);
+    }
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
       || !(scopes = scopes_of (lv, persistent, &error)))
     return va_ctl_fail (error);
@@ -323,20 +293,18 @@ domain_attach (int argc, char **argv, const char *uri)
   g_free (iface);
   if (scopes & VIR_DOMAIN_AFFECT_LIVE)
     {
-      ret = va_ctl_call ("Allocate",
-                         g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv->dom), mac, network,
-                                        g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
-                         "(a{sv})", &error);
-      if (!ret)
-        {
-          return va_ctl_fail (error);
-        }
-      lease = g_variant_get_child_value (ret, 0);
-      g_variant_lookup (lease, "port", "&s", &port);
-      g_variant_lookup (lease, "queues", "q", &queues);
+      VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
+
+      req.uuid = uuid;
+      req.domain_name = virDomainGetName (lv->dom);
+      req.mac = mac;
+      req.network = network;
+      lease = va_client_allocate (va_client_get_default (), &req, &error);
+      if (!lease)
+        return va_ctl_fail (error);
       iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/>"
                                "<driver queues='%u'/></interface>",
-                               mac, port, queues);
+                               mac, lease->port, lease->queues);
     }
   else
     {
@@ -353,7 +321,7 @@ domain_attach (int argc, char **argv, const char *uri)
     {
       g_autofree char *msg = va_libvirt_last_error ("libvirt refused the attach");
       g_autoptr (GError) rel_error = NULL;
-      g_autoptr (GVariant) released = lease ? va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), "()", &rel_error) : NULL;
+      gboolean released = lease && va_client_release (va_client_get_default (), uuid, mac, &rel_error);
       /* QEMU 7.2 keeps a refused hot-plug's vhost-vdpa fd until it exits */
       g_autofree char *line = g_strdup_printf ("%s%s", msg,
                                                !lease     ? ""
@@ -375,7 +343,6 @@ static int
 domain_detach (int argc, char **argv, const char *uri)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (GVariant) ret = NULL;
   g_autoptr (VaDomain) domain = NULL;
   g_autofree char *mac_arg = NULL, *xml = NULL, *iface = NULL;
   gboolean persistent = FALSE;
@@ -386,14 +353,20 @@ domain_detach (int argc, char **argv, const char *uri)
   };
   char uuid[VIR_UUID_STRING_BUFLEN], mac[VA_MAC_STRING_LEN];
   unsigned int scopes;
+  gboolean released;
   g_autoptr (VaLibvirt) lv = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - hot-unplug a NIC and release its lease",
                           "Detaches the NIC through libvirt, releases its lease and drops it from the metadata.", entries, NULL, 1, 1)))
     return rc;
-  if (!mac_arg || !va_mac_normalize (mac_arg, mac))
-    return va_ctl_usage ("--mac with a unicast MAC address is required");
+  if (!mac_arg)
+    return va_ctl_usage ("--mac is required");
+  if (!va_mac_check (mac_arg, mac, &error))
+    {
+      g_prefix_error (&error, "--mac: ");
+      return va_ctl_usage (error->message);
+    }
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error)
       || !(scopes = scopes_of (lv, persistent, &error)))
     return va_ctl_fail (error);
@@ -410,14 +383,14 @@ domain_detach (int argc, char **argv, const char *uri)
       g_autofree char *msg = va_libvirt_last_error ("libvirt refused the detach");
       return va_ctl_fail_msg (msg);
     }
-  ret = va_ctl_call ("Release", g_variant_new ("(ss)", uuid, mac), "()", &error);
-  if (!ret && g_error_matches (error, VA_ERROR, VA_ERROR_BUSY))
+  released = va_client_release (va_client_get_default (), uuid, mac, &error);
+  if (!released && g_error_matches (error, VA_ERROR, VA_ERROR_BUSY))
     {
       /* libvirt has asked; the guest ejects the NIC when it will */
       return va_ctl_fail_msg ("detach requested, but the guest has not let go of the NIC yet: its lease stays until 'vdpactl release' "
                               "once it has, or until the domain stops");
     }
-  if (!ret)
+  if (!released)
     {
       g_prefix_error (&error, "detached, but the lease was not released (it goes when the domain stops, or with 'vdpactl release'): ");
       return va_ctl_fail (error);

@@ -10,7 +10,6 @@
 
 #include <string.h>
 
-#include "va-bus.h"
 #include "va-error.h"
 #include "va-ids.h"
 
@@ -53,12 +52,8 @@ va_ctl_fail (const GError *error)
           /* dbus-daemon's own refusal, before the daemon or polkit saw it */
           print_line ("the system bus's policy refused the call; see org.vdpa_allocator.Allocator1.conf in dbus-1/system.d");
           return VA_CTL_EXIT_DENIED;
-        case G_DBUS_ERROR_SERVICE_UNKNOWN:
-        case G_DBUS_ERROR_NAME_HAS_NO_OWNER:
-          print_line ("vdpa-allocatord is not running (no " VA_BUS_NAME " on the system bus)");
-          return VA_CTL_EXIT_UNREACHABLE;
-        case G_DBUS_ERROR_NO_REPLY:
-        case G_DBUS_ERROR_TIMEOUT:
+        /* no owner of our name, no reply, a timeout: va_bus_explain_error()
+         * made those VA_ERROR_UNREACHABLE, in its words */
         case G_DBUS_ERROR_TIMED_OUT:
         case G_DBUS_ERROR_DISCONNECTED:
         case G_DBUS_ERROR_NO_SERVER:

@@ -41,10 +41,6 @@ void va_ctl_print_json_record (GVariant *record);
 /* { "version", @member: aa{sv} @records } */
 void va_ctl_print_json_list (const char *member, GVariant *records);
 
-/* @method of the daemon's manager interface, with vdpactl's budget;
- * errors as va_bus_call() gives them. Consumes a floating @params. */
-GVariant *va_ctl_call (const char *method, GVariant *params, const char *reply_type, GError **error);
-
 typedef struct
 {
   const char *key;

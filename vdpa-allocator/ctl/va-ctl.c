@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "va-client.h"
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
@@ -147,12 +148,10 @@ cmd_rewrite (int argc, char **argv)
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[FILE|-] - rewrite a libvirt domain XML between its two forms");
   g_autoptr (GError) error = NULL;
-  g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaHostView) view = NULL;
   g_autoptr (VaDomain) domain = NULL;
   g_autofree char *input = NULL;
   g_autofree char *output = NULL;
-  g_autofree char *ports = NULL;
   gsize len, out_len;
   VaForm form = VA_FORM_ACCELERATED;
   const char *path = "-";
@@ -170,23 +169,9 @@ cmd_rewrite (int argc, char **argv)
   if (to && !va_form_from_string (to, &form))
     return va_ctl_usage ("--to must be accelerated or portable");
 
-  if (config_dir)
-    config = va_config_load (config_dir, &error);
-  else
-    {
-      config = va_config_load (va_path_get (VA_PATH_CONFIG), &error);
-      if (!config && g_error_matches (error, VA_ERROR, VA_ERROR_NOT_FOUND))
-        {
-          g_clear_error (&error);
-          config = va_config_new_empty ();
-        }
-    }
-  if (!config)
-    return va_ctl_fail (error);
-
-  ports = va_path_ports (va_path_get (VA_PATH_RUN));
-  view = va_config_to_host_view (config, ports);
-  if (!apply_capacity (view, capacity, &error))
+  /* the offline rewrite's one policy (va-client.h) */
+  view = va_client_offline_view (config_dir, &error);
+  if (!view || !apply_capacity (view, capacity, &error))
     return va_ctl_fail (error);
 
   input = read_input (path, &len, &error);

@@ -13,20 +13,11 @@
 static gboolean
 check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char mac[VA_MAC_STRING_LEN], GError **error)
 {
-  if (!req->uuid || !va_uuid_normalize (req->uuid, uuid))
+  if (!va_uuid_check (req->uuid, uuid, error) || !va_mac_check (req->mac, mac, error))
+    return FALSE;
+  if (req->domain_name && (strlen (req->domain_name) > VA_DOMAIN_NAME_MAX || !g_utf8_validate (req->domain_name, -1, NULL)))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a domain UUID", VA_CUT (req->uuid ? req->uuid : "", 64));
-      return FALSE;
-    }
-  if (!req->mac || !va_mac_normalize (req->mac, mac))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address",
-                   VA_CUT (req->mac ? req->mac : "", 64));
-      return FALSE;
-    }
-  if (req->domain_name && (strlen (req->domain_name) > VA_STORE_MAX_DOMAIN_NAME || !g_utf8_validate (req->domain_name, -1, NULL)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_STORE_MAX_DOMAIN_NAME);
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_DOMAIN_NAME_MAX);
       return FALSE;
     }
   if (req->network && *req->network && !va_name_is_valid (req->network))
@@ -59,7 +50,7 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "%u queues is outside %d..%d", req->queues, VA_QUEUES_MIN, VA_QUEUES_MAX);
       return FALSE;
     }
-  if (req->vf && (!*req->vf || strlen (req->vf) > VA_STORE_MAX_SLOT))
+  if (req->vf && (!*req->vf || strlen (req->vf) > VA_SLOT_MAX))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a VF's PCI address", VA_CUT (req->vf, 64));
       return FALSE;
@@ -355,17 +346,6 @@ va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error)
   return TRUE;
 }
 
-static gboolean
-check_uuid (const char *in, char uuid[VA_UUID_STRING_LEN], GError **error)
-{
-  if (!in || !va_uuid_normalize (in, uuid))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a domain UUID", VA_CUT (in ? in : "", 64));
-      return FALSE;
-    }
-  return TRUE;
-}
-
 void
 va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *in_mac, GAsyncReadyCallback callback, gpointer user_data)
 {
@@ -380,15 +360,14 @@ va_allocator_release_async (VaAllocator *self, const char *in_uuid, const char *
 
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, va_allocator_release_async);
-  if (!check_uuid (in_uuid, uuid, &error))
+  if (!va_uuid_check (in_uuid, uuid, &error))
     {
       g_task_return_error (task, g_steal_pointer (&error));
       return;
     }
-  if (!in_mac || !va_mac_normalize (in_mac, mac))
+  if (!va_mac_check (in_mac, mac, &error))
     {
-      g_task_return_new_error (task, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a unicast MAC address",
-                               VA_CUT (in_mac ? in_mac : "", 64));
+      g_task_return_error (task, g_steal_pointer (&error));
       return;
     }
 
@@ -490,7 +469,7 @@ va_allocator_release_domain_async (VaAllocator *self, const char *in_uuid, GAsyn
 
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, va_allocator_release_domain_async);
-  if (!check_uuid (in_uuid, uuid, &error) || !va_allocator_queue_release_domain (self, uuid, task, &error))
+  if (!va_uuid_check (in_uuid, uuid, &error) || !va_allocator_queue_release_domain (self, uuid, task, &error))
     {
       g_task_return_error (task, g_steal_pointer (&error));
       return;
@@ -533,7 +512,7 @@ va_allocator_claim (VaAllocator *self, const char *in_uuid, GError **error)
   g_return_val_if_fail (VA_IS_ALLOCATOR (self), -1);
   g_return_val_if_fail (error == NULL || *error == NULL, -1);
 
-  if (!check_uuid (in_uuid, uuid, error))
+  if (!va_uuid_check (in_uuid, uuid, error))
     return -1;
   g_hash_table_iter_init (&iter, self->entries);
   while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))

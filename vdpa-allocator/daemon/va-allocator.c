@@ -164,19 +164,6 @@ va_allocator_get_host_view (VaAllocator *self)
   return view;
 }
 
-char *
-va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error)
-{
-  g_autoptr (VaHostView) view = NULL;
-
-  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
-  g_return_val_if_fail (xml != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-
-  view = va_allocator_get_host_view (self);
-  return va_domain_rewrite_text (xml, -1, view, to, error);
-}
-
 const char *
 va_allocator_get_backend_name (VaAllocator *self)
 {

@@ -3,9 +3,10 @@
 
 #include <gio/gio.h>
 
+#include "va-alloc-request.h"
 #include "va-backend.h"
 #include "va-config.h"
-#include "va-domain.h"
+#include "va-host-view.h"
 #include "va-store.h"
 
 G_BEGIN_DECLS
@@ -22,27 +23,6 @@ G_BEGIN_DECLS
 
 #define VA_TYPE_ALLOCATOR (va_allocator_get_type ())
 G_DECLARE_FINAL_TYPE (VaAllocator, va_allocator, VA, ALLOCATOR, GObject)
-
-typedef struct
-{
-  const char *uuid;
-  const char *domain_name;
-  const char *mac;
-  const char *network; /* NULL or "": inline, from pool and vlan */
-  const char *pool;
-  guint16 vlan;
-  guint16 queues;   /* 0: the pool's max-vqp */
-  guint16 mtu;      /* 0: the pool's */
-  int numa_node;    /* < 0: no preference */
-  const char *port; /* NULL: unchecked; else the path the caller's QEMU opens, refused unless it is the port path */
-  /* Required on a kind=sriov pool, refused on a kind=vdpa one: the VF
-   * libvirt passed through from the pool's hostdev network (its PCI
-   * address), and the VLAN libvirt applied to it (vf_vlan, 0: none),
-   * which must be the NIC's. The lease is then only a record: nothing is
-   * made on the VF. */
-  const char *vf;
-  guint16 vf_vlan;
-} VaAllocRequest;
 
 typedef struct
 {
@@ -162,14 +142,9 @@ GPtrArray *va_allocator_list_pfs (VaAllocator *self);
 
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 
-/* The intent engine with this host's live free capacity. @to: "accelerated",
- * "portable", "auto" (accelerated where the pool has room, the engine's
- * accelerated) or "saved" (for a restore or incoming migration: see
- * va_domain_rewrite_saved). */
-char *va_allocator_rewrite_domain (VaAllocator *self, const char *xml, const char *to, GError **error);
-
 /* This host as the engine sees it now, live free capacity included: a
- * snapshot, for va_domain_rewrite_text() off the main loop. */
+ * snapshot, which RewriteDomain hands the engine off the main loop
+ * (va-rewriter.c); the core itself never parses a document. */
 VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device

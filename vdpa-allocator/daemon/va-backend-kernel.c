@@ -205,6 +205,50 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
   return NULL;
 }
 
+/* The change both kinds of pool make to a PF whose eswitch mode or VF
+ * count differs from the pool's: refused while anything sits on its VFs,
+ * else the VFs go first (mlx5 refuses a mode change while VFs exist, and
+ * netdevsim drops to legacy when they go in switchdev mode), then the mode
+ * is read again and set where it differs. The caller makes the new VFs. */
+static gboolean
+change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboolean change_mode, guint want_vfs, GError **error)
+{
+  gboolean want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
+  g_autoptr (GString) change = g_string_new (NULL);
+  g_autoptr (GError) local = NULL;
+  g_autofree char *busy = NULL;
+
+  if (change_mode)
+    g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
+  if (want_vfs != kpf->numvfs)
+    g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", kpf->numvfs, want_vfs);
+  if ((busy = change_refused (kpf, pf)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
+      return FALSE;
+    }
+  if (kpf->numvfs && !va_kernel_set_numvfs (kpf, 0, &local))
+    {
+      g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str, local->message);
+      return FALSE;
+    }
+  /* a mode that cannot be read (a PF without devlink: legacy only) is left */
+  if (pool->eswitch != VA_ESWITCH_UNCHANGED && kpf->eswitch != VA_KERNEL_ESWITCH_UNKNOWN)
+    {
+      gboolean now_switchdev = FALSE;
+
+      /* read again: removing the VFs may have changed it */
+      if (!va_kernel_eswitch_get (kpf, &now_switchdev, &local)
+          || (now_switchdev != want_switchdev && !va_kernel_eswitch_set (kpf, want_switchdev, &local)))
+        {
+          g_set_error (error, VA_ERROR, local->code == VA_ERROR_NOT_FOUND ? VA_ERROR_PROVISIONING_FAILED : local->code,
+                       "PF %s: setting eswitch mode %s: %s", kpf->pci, va_eswitch_mode_to_string (pool->eswitch), local->message);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static gboolean prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
 static gboolean refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error);
 
@@ -213,11 +257,8 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   VaKernelPf *kpf = lookup_pf (self, pf->pci);
-  g_autoptr (GError) local = NULL;
-  g_autofree char *busy = NULL;
-  g_autoptr (GString) change = g_string_new (NULL);
   gboolean change_mode, want_switchdev;
-  guint want_vfs, have_vfs;
+  guint want_vfs;
 
   if (!kpf)
     {
@@ -242,42 +283,10 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     }
   change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
   want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
-  have_vfs = kpf->numvfs;
-  if (!change_mode && want_vfs == have_vfs)
+  if (!change_mode && want_vfs == kpf->numvfs)
     return TRUE;
-
-  if (change_mode)
-    g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
-  if (want_vfs != have_vfs)
-    g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", have_vfs, want_vfs);
-  if ((busy = change_refused (kpf, pf)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
-      return FALSE;
-    }
-
-  /* VFs first out: mlx5 refuses a mode change while VFs exist, and
-   * netdevsim drops to legacy when they go in switchdev mode */
-  if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
-    {
-      g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str, local->message);
-      return FALSE;
-    }
-  have_vfs = 0;
-  if (pool->eswitch != VA_ESWITCH_UNCHANGED)
-    {
-      const char *mode = va_eswitch_mode_to_string (pool->eswitch);
-      gboolean now_switchdev = FALSE;
-
-      /* read again: removing the VFs may have changed it */
-      if (!va_kernel_eswitch_get (kpf, &now_switchdev, &local)
-          || (now_switchdev != want_switchdev && !va_kernel_eswitch_set (kpf, want_switchdev, &local)))
-        {
-          g_set_error (error, VA_ERROR, local->code == VA_ERROR_NOT_FOUND ? VA_ERROR_PROVISIONING_FAILED : local->code,
-                       "PF %s: setting eswitch mode %s: %s", kpf->pci, mode, local->message);
-          return FALSE;
-        }
-    }
+  if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+    return FALSE;
   if (want_vfs)
     {
       /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
@@ -333,8 +342,6 @@ static gboolean
 prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   g_autoptr (GError) local = NULL;
-  g_autofree char *busy = NULL;
-  g_autoptr (GString) change = g_string_new (NULL);
   gboolean want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
   gboolean change_mode = FALSE;
   guint want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
@@ -374,27 +381,8 @@ prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoo
 
   if (change_mode || want_vfs != have_vfs)
     {
-      if (change_mode)
-        g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
-      if (want_vfs != have_vfs)
-        g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", have_vfs, want_vfs);
-      if ((busy = change_refused (kpf, pf)))
-        {
-          g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
-          return FALSE;
-        }
-      if (have_vfs && !va_kernel_set_numvfs (kpf, 0, &local))
-        {
-          g_set_error (error, local->domain, local->code, "PF %s: removing its VFs to change %s: %s", kpf->pci, change->str,
-                       local->message);
-          return FALSE;
-        }
-      if (change_mode && !va_kernel_eswitch_set (kpf, want_switchdev, &local))
-        {
-          g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: setting eswitch mode %s: %s", kpf->pci,
-                       va_eswitch_mode_to_string (pool->eswitch), local->message);
-          return FALSE;
-        }
+      if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+        return FALSE;
       have_vfs = 0;
     }
   /* before the VFs exist: a host driver that probed one would hold it

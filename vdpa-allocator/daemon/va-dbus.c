@@ -17,6 +17,7 @@
 #include "va-swapback.h"
 #include "va-error.h"
 #include "va-events.h"
+#include "va-lease.h"
 
 struct _VaDbus
 {
@@ -54,30 +55,6 @@ denials_free (Denials *d)
 }
 
 static gsize resources_registered;
-
-GVariant *
-va_dbus_lease_to_variant (const VaLease *lease)
-{
-  GVariantBuilder b;
-
-  g_return_val_if_fail (lease != NULL, NULL);
-
-  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
-  g_variant_builder_add (&b, "{sv}", "uuid", g_variant_new_string (lease->uuid));
-  g_variant_builder_add (&b, "{sv}", "domain_name", g_variant_new_string (lease->domain_name));
-  g_variant_builder_add (&b, "{sv}", "mac", g_variant_new_string (lease->mac));
-  g_variant_builder_add (&b, "{sv}", "network", g_variant_new_string (lease->network));
-  g_variant_builder_add (&b, "{sv}", "pool", g_variant_new_string (lease->pool));
-  g_variant_builder_add (&b, "{sv}", "slot", g_variant_new_string (lease->slot));
-  g_variant_builder_add (&b, "{sv}", "device", g_variant_new_string (lease->device));
-  g_variant_builder_add (&b, "{sv}", "chardev", g_variant_new_string (lease->chardev));
-  g_variant_builder_add (&b, "{sv}", "port", g_variant_new_string (lease->port));
-  g_variant_builder_add (&b, "{sv}", "vlan", g_variant_new_uint16 (lease->vlan));
-  g_variant_builder_add (&b, "{sv}", "queues", g_variant_new_uint16 (lease->queues));
-  g_variant_builder_add (&b, "{sv}", "created", g_variant_new_uint64 ((guint64) lease->created));
-  g_variant_builder_add (&b, "{sv}", "kind", g_variant_new_string (VA_LEASE_KIND (lease)));
-  return g_variant_builder_end (&b);
-}
 
 /* ---- authorization ------------------------------------------------------- */
 
@@ -281,88 +258,6 @@ authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
 
 /* ---- methods ------------------------------------------------------------- */
 
-static gboolean
-parse_options (GVariant *options, VaAllocRequest *req, GError **error)
-{
-  GVariantIter iter;
-  const char *key;
-  GVariant *value;
-
-  g_variant_iter_init (&iter, options);
-  while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
-    {
-      g_autoptr (GVariant) v = value;
-      const char *want = NULL;
-
-      if (strcmp (key, "pool") == 0)
-        {
-          want = "s";
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
-            req->pool = g_variant_get_string (v, NULL);
-        }
-      else if (strcmp (key, "port") == 0)
-        {
-          want = "s";
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
-            req->port = g_variant_get_string (v, NULL);
-        }
-      else if (strcmp (key, "vf") == 0)
-        {
-          want = "s";
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_STRING))
-            req->vf = g_variant_get_string (v, NULL);
-        }
-      else if (strcmp (key, "vf_vlan") == 0)
-        {
-          want = "q";
-          /* 0: libvirt applied none; range-checked by the allocator */
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT16))
-            req->vf_vlan = g_variant_get_uint16 (v);
-        }
-      else if (strcmp (key, "vlan") == 0 || strcmp (key, "queues") == 0 || strcmp (key, "mtu") == 0)
-        {
-          want = "q";
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_UINT16))
-            {
-              guint16 n = g_variant_get_uint16 (v);
-              /* present means set: 0 is no default here */
-              guint min = key[0] == 'm' ? VA_MTU_MIN : key[0] == 'v' ? VA_VLAN_MIN : VA_QUEUES_MIN;
-              guint max = key[0] == 'm' ? VA_MTU_MAX : key[0] == 'v' ? VA_VLAN_MAX : VA_QUEUES_MAX;
-              if (n < min || n > max)
-                {
-                  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' is %u, outside %u..%u", key, n, min, max);
-                  return FALSE;
-                }
-              if (key[0] == 'v')
-                req->vlan = n;
-              else if (key[0] == 'q')
-                req->queues = n;
-              else
-                req->mtu = n;
-            }
-        }
-      else if (strcmp (key, "numa_node") == 0)
-        {
-          want = "i";
-          if (g_variant_is_of_type (v, G_VARIANT_TYPE_INT32))
-            req->numa_node = g_variant_get_int32 (v);
-        }
-      else
-        {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "unknown option '%.*s'", VA_CUT (key, 64));
-          return FALSE;
-        }
-      if (!g_variant_is_of_type (v, G_VARIANT_TYPE (want)))
-        {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "option '%s' must be of type %s, not %s", key, want,
-                       g_variant_get_type_string (v));
-          return FALSE;
-        }
-    }
-  /* a string option stays valid while the invocation lives */
-  return TRUE;
-}
-
 typedef struct
 {
   VaDbus *self;
@@ -384,21 +279,19 @@ allocated (GObject *source, GAsyncResult *res, gpointer user_data)
   if (!lease)
     g_dbus_method_invocation_return_gerror (inv, error);
   else
-    g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)));
+    g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_lease_to_variant (lease)));
 }
 
 static void
 do_allocate (VaDbus *self, GDBusMethodInvocation *inv)
 {
-  GVariant *params = g_dbus_method_invocation_get_parameters (inv);
-  g_autoptr (GVariant) options = NULL;
   g_autoptr (GError) error = NULL;
-  VaAllocRequest req = { .numa_node = -1 };
+  VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
   AllocCall *c;
   gint64 start = g_get_monotonic_time ();
 
-  g_variant_get (params, "(&s&s&s&s@a{sv})", &req.uuid, &req.domain_name, &req.mac, &req.network, &options);
-  if (!parse_options (options, &req, &error))
+  /* the strings of req are the invocation's, which outlives the call */
+  if (!va_alloc_request_from_variant (g_dbus_method_invocation_get_parameters (inv), &req, &error))
     {
       if (self->metrics)
         va_metrics_allocation (self->metrics, (g_get_monotonic_time () - start) / 1e6, error);
@@ -564,7 +457,7 @@ do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
     {
       const VaLease *lease = g_ptr_array_index (leases, i);
       const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
-      g_autoptr (GVariant) v = g_variant_ref_sink (va_dbus_lease_to_variant (lease));
+      g_autoptr (GVariant) v = g_variant_ref_sink (va_lease_to_variant (lease));
       GVariantDict d;
 
       g_variant_dict_init (&d, v);
@@ -772,21 +665,21 @@ static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded",
-                                 g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
+                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
 }
 
 static void
 on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved",
-                                 g_variant_new ("(@a{sv})", va_dbus_lease_to_variant (lease)), NULL);
+                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
 }
 
 static void
 on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, VaDbus *self)
 {
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseBroken",
-                                 g_variant_new ("(@a{sv}s)", va_dbus_lease_to_variant (lease), reason), NULL);
+                                 g_variant_new ("(@a{sv}s)", va_lease_to_variant (lease), reason), NULL);
 }
 
 static void

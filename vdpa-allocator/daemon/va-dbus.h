@@ -22,7 +22,6 @@ void va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics);
 /* SwapBack runs @swap_back's helpers (not owned; outlives @self). */
 void va_dbus_set_swap_back (VaDbus *self, VaSwapBack *swap_back);
 
-GVariant *va_dbus_lease_to_variant (const VaLease *lease);
 GVariant *va_dbus_report_to_variant (const VaReconcileReport *report);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDbus, va_dbus_free)

@@ -104,208 +104,6 @@ struct _VaStore
   sqlite3_stmt *delete_uuid;
 };
 
-/* ---- leases ---- */
-
-VaLease *
-va_lease_new (void)
-{
-  return g_new0 (VaLease, 1);
-}
-
-VaLease *
-va_lease_copy (const VaLease *lease)
-{
-  VaLease *copy;
-
-  g_return_val_if_fail (lease != NULL, NULL);
-
-  copy = g_new0 (VaLease, 1);
-  copy->uuid = g_strdup (lease->uuid);
-  copy->domain_name = g_strdup (lease->domain_name);
-  copy->mac = g_strdup (lease->mac);
-  copy->network = g_strdup (lease->network);
-  copy->pool = g_strdup (lease->pool);
-  copy->slot = g_strdup (lease->slot);
-  copy->device = g_strdup (lease->device);
-  copy->chardev = g_strdup (lease->chardev);
-  copy->port = g_strdup (lease->port);
-  copy->vlan = lease->vlan;
-  copy->queues = lease->queues;
-  copy->created = lease->created;
-  copy->sriov = lease->sriov;
-  return copy;
-}
-
-void
-va_lease_free (VaLease *lease)
-{
-  if (!lease)
-    return;
-  g_free (lease->uuid);
-  g_free (lease->domain_name);
-  g_free (lease->mac);
-  g_free (lease->network);
-  g_free (lease->pool);
-  g_free (lease->slot);
-  g_free (lease->device);
-  g_free (lease->chardev);
-  g_free (lease->port);
-  g_free (lease);
-}
-
-gboolean
-va_lease_equal (const VaLease *a, const VaLease *b)
-{
-  g_return_val_if_fail (a != NULL && b != NULL, FALSE);
-
-  return g_strcmp0 (a->uuid, b->uuid) == 0 && g_strcmp0 (a->domain_name, b->domain_name) == 0 && g_strcmp0 (a->mac, b->mac) == 0
-         && g_strcmp0 (a->network, b->network) == 0 && g_strcmp0 (a->pool, b->pool) == 0 && g_strcmp0 (a->slot, b->slot) == 0
-         && g_strcmp0 (a->device, b->device) == 0 && g_strcmp0 (a->chardev, b->chardev) == 0 && g_strcmp0 (a->port, b->port) == 0
-         && a->vlan == b->vlan && a->queues == b->queues && a->created == b->created && !a->sriov == !b->sriov;
-}
-
-static gboolean
-is_lower_hex (char c)
-{
-  return g_ascii_isdigit (c) || (c >= 'a' && c <= 'f');
-}
-
-static gboolean
-uuid_is_valid (const char *s)
-{
-  if (!s || strlen (s) != VA_STORE_UUID_LEN)
-    return FALSE;
-  for (guint i = 0; i < VA_STORE_UUID_LEN; i++)
-    {
-      gboolean dash = i == 8 || i == 13 || i == 18 || i == 23;
-
-      if (dash ? s[i] != '-' : !is_lower_hex (s[i]))
-        return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-mac_is_valid (const char *s)
-{
-  if (!s || strlen (s) != VA_STORE_MAC_LEN)
-    return FALSE;
-  for (guint i = 0; i < VA_STORE_MAC_LEN; i++)
-    if (i % 3 == 2 ? s[i] != ':' : !is_lower_hex (s[i]))
-      return FALSE;
-  return TRUE;
-}
-
-/* Printable ASCII of at most @max bytes; empty allowed unless @required. */
-static gboolean
-check_string (const char *field, const char *value, gsize max, gboolean required, GError **error)
-{
-  gsize len;
-
-  if (!value)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field %s is missing", field);
-      return FALSE;
-    }
-  len = strlen (value);
-  if (required && len == 0)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field %s is empty", field);
-      return FALSE;
-    }
-  if (len > max)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                   "lease field %s is %" G_GSIZE_FORMAT " bytes long, more than %" G_GSIZE_FORMAT, field, len, max);
-      return FALSE;
-    }
-  for (const char *c = value; *c; c++)
-    if (!g_ascii_isprint (*c))
-      {
-        g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field %s holds a non-printable or non-ASCII byte", field);
-        return FALSE;
-      }
-  return TRUE;
-}
-
-static gboolean
-check_path (const char *field, const char *value, GError **error)
-{
-  if (!check_string (field, value, VA_STORE_MAX_PATH, FALSE, error))
-    return FALSE;
-  if (*value && *value != '/')
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field %s is not an absolute path: %s", field, value);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-check_key (const char *uuid, const char *mac, GError **error)
-{
-  if (!uuid_is_valid (uuid))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case canonical UUID: %.*s",
-                   VA_CUT (uuid ? uuid : "(null)", 64));
-      return FALSE;
-    }
-  if (mac && !mac_is_valid (mac))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "not a lower-case MAC address: %.*s", VA_CUT (mac, 64));
-      return FALSE;
-    }
-  return TRUE;
-}
-
-gboolean
-va_lease_validate (const VaLease *lease, GError **error)
-{
-  g_return_val_if_fail (lease != NULL, FALSE);
-
-  if (!check_key (lease->uuid, lease->mac ? lease->mac : "", error))
-    return FALSE;
-  if (!check_string ("domain_name", lease->domain_name, VA_STORE_MAX_DOMAIN_NAME, FALSE, error)
-      || !check_string ("network", lease->network, VA_STORE_MAX_NAME, FALSE, error)
-      || !check_string ("pool", lease->pool, VA_STORE_MAX_NAME, TRUE, error)
-      || !check_string ("slot", lease->slot, VA_STORE_MAX_SLOT, TRUE, error)
-      || !check_string ("device", lease->device, VA_STORE_MAX_NAME, FALSE, error) || !check_path ("chardev", lease->chardev, error)
-      || !check_path ("port", lease->port, error))
-    return FALSE;
-  if (*lease->network && !va_name_is_valid (lease->network))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field network is not a valid name: %s", lease->network);
-      return FALSE;
-    }
-  if (!va_name_is_valid (lease->pool))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field pool is not a valid name: %s", lease->pool);
-      return FALSE;
-    }
-  if (lease->vlan > VA_VLAN_MAX)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field vlan is %u, more than %u", lease->vlan, VA_VLAN_MAX);
-      return FALSE;
-    }
-  if (lease->sriov && (*lease->device || *lease->chardev || *lease->port || lease->queues))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                   "a lease of kind sriov has no device, chardev, port or queues of ours: libvirt passes its VF through");
-      return FALSE;
-    }
-  if (!lease->sriov && (lease->queues < 1 || lease->queues > VA_QUEUES_MAX))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field queues is %u, not within 1..%u", lease->queues, VA_QUEUES_MAX);
-      return FALSE;
-    }
-  if (lease->created < 0)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field created is negative");
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /* ---- SQLite helpers ---- */
 
 static int
@@ -822,7 +620,7 @@ va_store_queue_delete (VaStore *self, const char *uuid, const char *mac)
   g_return_val_if_fail (self != NULL, NULL);
 
   op = op_new (self, OP_DELETE);
-  if (check_key (uuid, mac ? mac : "", &op->error))
+  if (va_lease_check_key (uuid, mac ? mac : "", &op->error))
     {
       op->uuid = g_strdup (uuid);
       op->mac = g_strdup (mac);
@@ -838,7 +636,7 @@ va_store_queue_delete_domain (VaStore *self, const char *uuid)
   g_return_val_if_fail (self != NULL, NULL);
 
   op = op_new (self, OP_DELETE_DOMAIN);
-  if (check_key (uuid, NULL, &op->error))
+  if (va_lease_check_key (uuid, NULL, &op->error))
     op->uuid = g_strdup (uuid);
   return op;
 }

@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "va-lease.h"
+
 G_BEGIN_DECLS
 
 /* The durable lease store: DIR/leases.db, SQLite in WAL mode with
@@ -24,45 +26,8 @@ G_BEGIN_DECLS
  * on open; one at a higher version is refused. */
 #define VA_STORE_SCHEMA_VERSION 2
 
-/* Bounds, enforced before a lease reaches SQLite and again by CHECK
- * constraints in the schema. */
-#define VA_STORE_UUID_LEN 36 /* canonical, lower case */
-#define VA_STORE_MAC_LEN 17  /* aa:bb:cc:dd:ee:ff, lower case */
-#define VA_STORE_MAX_DOMAIN_NAME 256
-#define VA_STORE_MAX_NAME 64  /* network, pool, vdpa device */
-#define VA_STORE_MAX_SLOT 32  /* a PCI address, e.g. 0000:b3:00.2 */
-#define VA_STORE_MAX_PATH 512 /* chardev and port path */
-
-typedef struct
-{
-  char *uuid;        /* libvirt domain UUID */
-  char *domain_name; /* informational */
-  char *mac;         /* the NIC's MAC */
-  char *network;     /* "" for inline intent */
-  char *pool;
-  char *slot;     /* VF PCI address */
-  char *device;   /* vdpa device name; "" until provisioned, and for sriov */
-  char *chardev;  /* /dev/vhost-vdpa-N; "" until provisioned, and for sriov */
-  char *port;     /* port path; "" until provisioned, and for sriov */
-  guint16 vlan;   /* 0: untagged, else 1..4094 */
-  guint16 queues; /* queue pairs, 1..256; 0 for sriov (the VF's own driver) */
-  gint64 created; /* seconds since the epoch; 0 when queued: now */
-  /* kind sriov: the VF libvirt passed through from the pool's hostdev
-   * network (slot); we made nothing on it, so device, chardev and port
-   * are "" and queues 0. Else kind vdpa. */
-  gboolean sriov;
-} VaLease;
-
-/* "sriov" or "vdpa", as the store, ListLeases and vdpactl spell it. */
-#define VA_LEASE_KIND(lease) ((lease)->sriov ? "sriov" : "vdpa")
-
-VaLease *va_lease_new (void);
-VaLease *va_lease_copy (const VaLease *lease);
-void va_lease_free (VaLease *lease);
-gboolean va_lease_equal (const VaLease *a, const VaLease *b);
-/* Checks presence, syntax and bounds of every field; VA_ERROR_INVALID_ARGUMENT
- * naming the field otherwise. */
-gboolean va_lease_validate (const VaLease *lease, GError **error);
+/* A lease's bounds are va-ids' (common/va-lease.h), enforced before it
+ * reaches SQLite and again by CHECK constraints in the schema. */
 
 typedef struct _VaStore VaStore;
 typedef struct _VaStoreOp VaStoreOp;
@@ -131,7 +96,6 @@ guint va_store_op_get_changes (const VaStoreOp *op);
 gboolean va_store_op_get_existed (const VaStoreOp *op);
 const VaLease *va_store_op_get_lease (const VaStoreOp *op);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaLease, va_lease_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaStore, va_store_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaStoreOp, va_store_op_unref)
 

@@ -296,14 +296,12 @@ va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError
 
   g_return_val_if_fail (self != NULL, FALSE);
 
-  if (!uuid || !va_uuid_normalize (uuid, canon))
+  if (!va_uuid_check (uuid, canon, error))
+    return FALSE;
+  if (!name || strlen (name) > VA_DOMAIN_NAME_MAX || strpbrk (name, "\r\n"))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a UUID", VA_CUT (uuid ? uuid : "", 64));
-      return FALSE;
-    }
-  if (!name || strlen (name) > 256 || strpbrk (name, "\r\n"))
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "the domain name must be one line of at most 256 bytes");
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "the domain name must be one line of at most " G_STRINGIFY (VA_DOMAIN_NAME_MAX) " bytes");
       return FALSE;
     }
   if (self->stopping)

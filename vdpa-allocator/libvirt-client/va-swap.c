@@ -15,29 +15,14 @@
 #include <libvirt/virterror.h>
 #include <string.h>
 
-#include "va-bus.h"
-#include "va-config.h"
+#include "va-client.h"
 #include "va-error.h"
 #include "va-netlink.h"
-#include "va-paths.h"
 #include "va-precheck.h"
 
-/* a lease or a rewrite: the daemon may wait for its disk */
-#define CALL_TIMEOUT_MS 30000
-
-static GVariant *
-bus_call (const char *method, GVariant *params, const char *reply_type, GError **error)
-{
-  g_autoptr (GDBusConnection) conn = va_bus_connect (CALL_TIMEOUT_MS, error);
-
-  if (!conn)
-    {
-      if (params)
-        g_variant_unref (g_variant_ref_sink (params));
-      return NULL;
-    }
-  return va_bus_call (conn, VA_BUS_PATH, VA_BUS_IFACE, method, params, reply_type, CALL_TIMEOUT_MS, error);
-}
+/* The daemon through the process's one client (va-client.h): a lease or
+ * a rewrite may wait for its disk. */
+#define CLIENT (va_client_get_default ())
 
 static const char *const path_names[] = { "as-is", "native", "swap" };
 
@@ -154,42 +139,26 @@ va_swap_live_domain (VaLibvirt *lv, GError **error)
 }
 
 /* The live XML rewritten to @form by this host's daemon (which knows its
- * pools' room); for the portable form, without the daemon, by this host's
- * configuration. */
+ * pools' room); for the portable form, without the daemon, offline by the
+ * one policy (va_client_rewrite_domain()). The accelerated form needs the
+ * daemon: its NICs need leases. */
 static VaDomain *
 rewritten (VaLibvirt *lv, VaForm form, GError **error)
 {
   g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
   g_autofree char *out = NULL;
-  g_autoptr (GVariant) ret = NULL;
-  g_autoptr (GError) local = NULL;
 
   if (!xml)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the live domain XML: %s", virGetLastErrorMessage ());
       return NULL;
     }
-  ret = bus_call ("RewriteDomain", g_variant_new ("(ss)", xml, va_form_to_string (form)), "(s)", &local);
-  if (ret)
-    g_variant_get (ret, "(s)", &out);
-  else if (form == VA_FORM_PORTABLE && g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
-    {
-      g_autoptr (VaConfig) config = va_config_load (va_path_get (VA_PATH_CONFIG), error);
-      g_autoptr (VaHostView) view = NULL;
-      g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
-
-      if (!config)
-        return NULL;
-      view = va_config_to_host_view (config, ports);
-      out = va_domain_rewrite_xml (xml, -1, view, form, error);
-      if (!out)
-        return NULL;
-    }
+  if (form == VA_FORM_PORTABLE)
+    out = va_client_rewrite_domain (CLIENT, xml, va_form_to_string (form), NULL, error);
   else
-    {
-      g_propagate_error (error, g_steal_pointer (&local));
-      return NULL;
-    }
+    out = va_client_rewrite (CLIENT, xml, va_form_to_string (form), error);
+  if (!out)
+    return NULL;
   return va_domain_parse (out, -1, error);
 }
 
@@ -236,9 +205,7 @@ static gboolean
 apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
 {
   g_autoptr (VaDomain) live = va_swap_live_domain (lv, error);
-  g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaHostView) view = NULL;
-  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
   g_autoptr (GError) local = NULL;
   const VaNic *nic = NULL;
   GPtrArray *nics;
@@ -252,11 +219,7 @@ apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
       nic = g_ptr_array_index (nics, i);
   if (!nic || nic->form != VA_FORM_PORTABLE)
     return TRUE;
-  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
-  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
-    config = va_config_new_empty ();
-  if (config)
-    view = va_config_to_host_view (config, ports);
+  view = va_client_offline_view (NULL, &local);
   if (!view || !va_nic_resolve (nic, view, &plan, &local))
     ;
   else if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
@@ -369,7 +332,6 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
       const VaNic *nic = g_ptr_array_index (nics, i);
       VaSwapNic *n = va_swap_nic (report, nic);
       g_autofree char *old = NULL, *new = NULL;
-      g_autoptr (GVariant) released = NULL;
       g_autoptr (GError) rel_error = NULL;
 
       if (nic->form != VA_FORM_ACCELERATED)
@@ -385,8 +347,7 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
       n->after = VA_FORM_PORTABLE;
       if (for_move)
         mark_swap_back (lv, n, TRUE);
-      released = bus_call ("Release", g_variant_new ("(ss)", uuid, nic->mac), "()", &rel_error);
-      if (!released)
+      if (!va_client_release (CLIENT, uuid, nic->mac, &rel_error))
         va_swap_note (n, "its lease was not released (%s)", rel_error->message);
     }
   return TRUE;
@@ -397,19 +358,13 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
 static gboolean
 nic_may_accelerate (const VaNic *nic)
 {
-  g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaHostView) view = NULL;
-  g_autofree char *ports = NULL;
   VaNicPlan plan;
 
   if (nic->mode_set)
     return nic->mode != VA_MODE_VIRTIO;
-  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
-  if (!config)
-    return TRUE;
-  ports = va_path_ports (va_path_get (VA_PATH_RUN));
-  view = va_config_to_host_view (config, ports);
-  return !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
+  view = va_client_offline_view (NULL, NULL);
+  return !view || !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
 }
 
 /* Every portable NIC whose pool here has room to the accelerated form, a
@@ -451,8 +406,9 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       const VaNic *want = g_ptr_array_index (wanted, i);
       VaSwapNic *n = va_swap_nic (report, nic);
       g_autofree char *old = NULL, *new = NULL;
-      g_autoptr (GVariant) ret = NULL;
+      g_autoptr (VaLease) lease = NULL;
       g_autoptr (GError) nic_error = NULL;
+      VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
 
       if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
         continue;
@@ -471,11 +427,12 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           va_swap_note (n, "stays portable: an inline intent has no network to lease on");
           continue;
         }
-      ret = bus_call ("Allocate",
-                      g_variant_new ("(ssss@a{sv})", uuid, virDomainGetName (lv->dom), nic->mac, nic->network,
-                                     g_variant_new_array (G_VARIANT_TYPE ("{sv}"), NULL, 0)),
-                      "(a{sv})", &nic_error);
-      if (!ret)
+      req.uuid = uuid;
+      req.domain_name = virDomainGetName (lv->dom);
+      req.mac = nic->mac;
+      req.network = nic->network;
+      lease = va_client_allocate (CLIENT, &req, &nic_error);
+      if (!lease)
         {
           va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
           n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
@@ -493,7 +450,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
         }
       {
         g_autoptr (GError) rel_error = NULL;
-        g_autoptr (GVariant) released = bus_call ("Release", g_variant_new ("(ss)", uuid, nic->mac), "()", &rel_error);
+        gboolean released = va_client_release (CLIENT, uuid, nic->mac, &rel_error);
 
         n->outcome = "refused";
         va_swap_note (n, "stays portable: %s%s", nic_error->message,

@@ -5,6 +5,8 @@ those of the build directory SRCDIR/build, or VA_BUILDDIR."""
 
 import os
 
+from vatest.cache import cache_dir
+
 
 def _env(name, default):
     return os.path.abspath(os.environ.get(name) or default)
@@ -12,8 +14,8 @@ def _env(name, default):
 
 SRCDIR = _env("VA_SRCDIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 BUILDDIR = _env("VA_BUILDDIR", os.path.join(SRCDIR, "build"))
-# the cache of built guests and kernels (ignored by git)
-TEST_CACHE = _env("VA_TEST_CACHE", os.path.join(SRCDIR, "tests", "cache"))
+# the cache of built guests, kernels and packages (vatest/cache.py)
+TEST_CACHE = cache_dir()
 # meson's sysconfdir: the hook reads its compiled-in configuration below it
 SYSCONFDIR = _env("VA_SYSCONFDIR", "/usr/local/etc")
 

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The forms of a parsed domain: every marked <interface> made accelerated
+ * (vdpa or an sriov VF) or portable against a host view, edited so that a
+ * rewrite and its reverse give back the same bytes, and written back. */
+#define G_LOG_DOMAIN "va-domain-rewrite"
+
+#include "va-domain.h"
+
+#include <libxml/xmlsave.h>
+#include <string.h>
+
+#include "va-domain-private.h"
+#include "va-error.h"
+#include "va-ids.h"
+
+/* New children go after the last element child, indented like it, and a
+ * removed child takes its leading white space along: so an insert followed
+ * by a remove gives back the very same bytes, which keeps rewrites
+ * reversible. */
+static xmlNode *
+insert_child (xmlNode *parent, xmlNode *child)
+{
+  xmlNode *last = NULL;
+
+  for (xmlNode *c = parent->children; c; c = c->next)
+    if (c->type == XML_ELEMENT_NODE)
+      last = c;
+  if (!last)
+    return xmlAddChild (parent, child);
+  /* element first, then its indentation before it: adding text next to
+   * text would merge the two */
+  xmlAddNextSibling (last, child);
+  if (last->prev && last->prev->type == XML_TEXT_NODE && xmlIsBlankNode (last->prev))
+    xmlAddPrevSibling (child, xmlNewDocText (parent->doc, last->prev->content));
+  return child;
+}
+
+/* Like insert_child, right after @ref. */
+static xmlNode *
+insert_after (xmlNode *ref, xmlNode *child)
+{
+  xmlAddNextSibling (ref, child);
+  if (ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
+    xmlAddPrevSibling (child, xmlNewDocText (ref->doc, ref->prev->content));
+  return child;
+}
+
+static void
+remove_child (xmlNode *child)
+{
+  xmlNode *prev = child->prev;
+
+  if (prev && prev->type == XML_TEXT_NODE && xmlIsBlankNode (prev))
+    {
+      xmlUnlinkNode (prev);
+      xmlFreeNode (prev);
+    }
+  xmlUnlinkNode (child);
+  xmlFreeNode (child);
+}
+
+static void
+remove_all (xmlNode *parent, const char *name)
+{
+  xmlNode *c = parent->children;
+
+  while (c)
+    {
+      xmlNode *next = c->next;
+      if (is_element (c, name))
+        remove_child (c);
+      c = next;
+    }
+}
+
+static xmlNode *
+ensure_child (xmlNode *parent, const char *name)
+{
+  xmlNode *c = first_child (parent, name);
+
+  if (c)
+    return c;
+  return insert_child (parent, xmlNewDocNode (parent->doc, NULL, XSTR (name), NULL));
+}
+
+/* Replaces <source> in place with an empty one carrying one attribute. */
+static void
+set_source (xmlNode *iface, const char *attr, const char *value)
+{
+  xmlNode *old = first_child (iface, "source");
+  xmlNode *src = xmlNewDocNode (iface->doc, NULL, XSTR ("source"), NULL);
+
+  xmlNewProp (src, XSTR (attr), XSTR (value));
+  if (old)
+    {
+      xmlReplaceNode (old, src);
+      xmlFreeNode (old);
+    }
+  else
+    insert_child (iface, src);
+}
+
+static void
+set_prop_if_differs (xmlNode *node, const char *name, const char *value)
+{
+  g_autofree char *cur = get_prop (node, name);
+
+  if (g_strcmp0 (cur, value) != 0)
+    xmlSetProp (node, XSTR (name), XSTR (value));
+}
+
+static void
+unset_prop (xmlNode *node, const char *name)
+{
+  xmlAttr *a = xmlHasProp (node, XSTR (name));
+
+  if (a)
+    xmlRemoveProp (a);
+}
+
+static gboolean
+vlan_is_single_tag (xmlNode *vlan, guint16 id)
+{
+  guint tags = 0;
+  gboolean match = FALSE;
+
+  if (vlan->properties)
+    return FALSE;
+  for (xmlNode *c = vlan->children; c; c = c->next)
+    {
+      if (c->type != XML_ELEMENT_NODE)
+        continue;
+      if (!is_element (c, "tag"))
+        return FALSE;
+      tags++;
+      {
+        g_autofree char *v = get_prop (c, "id");
+        g_autofree char *native = get_prop (c, "nativeMode");
+        char want[8];
+        g_snprintf (want, sizeof want, "%u", id);
+        match = g_strcmp0 (v, want) == 0 && native == NULL && c->properties->next == NULL;
+      }
+    }
+  return tags == 1 && match;
+}
+
+/* <vlan><tag id/></vlan> as libvirt writes it, indented by @indent (the
+ * white space before its siblings; NULL: on one line). */
+static xmlNode *
+new_vlan (xmlDoc *doc, guint16 id, const xmlChar *indent)
+{
+  xmlNode *vlan = xmlNewDocNode (doc, NULL, XSTR ("vlan"), NULL);
+  xmlNode *tag;
+  char text[8];
+
+  if (indent)
+    {
+      g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+      xmlAddChild (vlan, xmlNewDocText (doc, XSTR (inner)));
+    }
+  tag = xmlNewChild (vlan, NULL, XSTR ("tag"), NULL);
+  g_snprintf (text, sizeof text, "%u", id);
+  xmlNewProp (tag, XSTR ("id"), XSTR (text));
+  if (indent)
+    xmlAddChild (vlan, xmlNewDocText (doc, indent));
+  return vlan;
+}
+
+/* One <vlan><tag id/></vlan>, or none for 0; kept as it is when it says
+ * so. With @after, it must also be the element right after @after and
+ * written as new_vlan() writes it: a form that a portable form without
+ * <vlan> must give back byte for byte has it in one place and one
+ * spelling, and right after <source>, as libvirt writes it, makes
+ * libvirt's own dumpxml that form already. */
+static void
+set_vlan (xmlNode *iface, guint16 id, xmlNode *after)
+{
+  xmlNode *vlan = first_child (iface, "vlan");
+  xmlNode *want;
+  const xmlChar *indent = NULL;
+
+  if (id == 0)
+    {
+      remove_all (iface, "vlan");
+      return;
+    }
+  if (!after)
+    {
+      if (!vlan || !vlan_is_single_tag (vlan, id))
+        {
+          remove_all (iface, "vlan");
+          insert_child (iface, new_vlan (iface->doc, id, NULL));
+        }
+      return;
+    }
+  if (after->prev && after->prev->type == XML_TEXT_NODE && xmlIsBlankNode (after->prev))
+    indent = after->prev->content;
+  want = new_vlan (iface->doc, id, indent);
+  if (vlan && next_element (after) == vlan)
+    {
+      g_autofree char *have_text = va_xml_node_to_string (vlan);
+      g_autofree char *want_text = va_xml_node_to_string (want);
+
+      if (strcmp (have_text, want_text) == 0)
+        {
+          xmlFreeNode (want);
+          return;
+        }
+    }
+  remove_all (iface, "vlan");
+  insert_after (after, want);
+}
+
+/* A started domain's VF shows <driver name='vfio'/>, which a virtio NIC
+ * must not keep. */
+static void
+drop_vfio_driver (xmlNode *iface)
+{
+  xmlNode *driver = first_child (iface, "driver");
+  g_autofree char *name = driver ? get_prop (driver, "name") : NULL;
+
+  if (g_strcmp0 (name, "vfio") != 0)
+    return;
+  unset_prop (driver, "name");
+  if (!driver->properties && !first_element_child (driver))
+    remove_child (driver);
+}
+
+static void
+to_portable (xmlNode *iface, const VaNicPlan *plan)
+{
+  set_prop_if_differs (iface, "type", "bridge");
+  unset_prop (iface, "managed");
+  set_source (iface, "bridge", plan->bridge);
+  set_prop_if_differs (ensure_child (iface, "model"), "type", "virtio");
+  drop_vfio_driver (iface);
+
+  if (plan->bridge_kind == VA_BRIDGE_OVS)
+    {
+      xmlNode *vp = first_child (iface, "virtualport");
+
+      if (vp)
+        set_prop_if_differs (vp, "type", "openvswitch");
+      else
+        xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("virtualport"), NULL)), XSTR ("type"),
+                    XSTR ("openvswitch"));
+      set_vlan (iface, plan->vlan, NULL);
+    }
+  else
+    {
+      /* libvirt refuses <vlan> on a Linux bridge: the hook tags the tap. */
+      remove_all (iface, "virtualport");
+      remove_all (iface, "vlan");
+    }
+}
+
+static void
+to_accelerated (xmlNode *iface, const VaNicPlan *plan, const char *path)
+{
+  char queues[8];
+
+  set_prop_if_differs (iface, "type", "vdpa");
+  unset_prop (iface, "managed");
+  set_source (iface, "dev", path);
+  set_prop_if_differs (ensure_child (iface, "model"), "type", "virtio");
+  /* libvirt refuses these on vdpa interfaces; the allocator applies the VLAN */
+  remove_all (iface, "vlan");
+  remove_all (iface, "target");
+  remove_all (iface, "virtualport");
+  drop_vfio_driver (iface);
+  g_snprintf (queues, sizeof queues, "%u", plan->queues);
+  set_prop_if_differs (ensure_child (iface, "driver"), "queues", queues);
+}
+
+/* A VF of the pool's hostdev network: libvirt picks it at start, and sets
+ * its MAC and (legacy eswitch) VLAN itself. A hostdev NIC has no model,
+ * tap, virtualport or virtio driver options; no port path either. */
+static void
+to_sriov (xmlNode *iface, const VaNicPlan *plan)
+{
+  g_autofree char *network = va_sriov_network_name (plan->pool);
+
+  set_prop_if_differs (iface, "type", "network");
+  unset_prop (iface, "managed");
+  set_source (iface, "network", network);
+  remove_all (iface, "model");
+  remove_all (iface, "target");
+  remove_all (iface, "virtualport");
+  remove_all (iface, "driver");
+  if (plan->representor_vlan)
+    remove_all (iface, "vlan"); /* ours, on the representor */
+  else
+    set_vlan (iface, plan->vlan, first_child (iface, "source"));
+}
+
+/* @keep: a portable NIC stays portable whatever @form says. */
+static gboolean
+rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GError **error)
+{
+  g_autoptr (GArray) plans = g_array_sized_new (FALSE, TRUE, sizeof (VaNicPlan), self->nics->len);
+  g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
+  g_autoptr (GArray) fallbacks = g_array_sized_new (FALSE, TRUE, sizeof (gboolean), self->nics->len);
+  g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+
+  g_array_set_size (plans, self->nics->len);
+  g_array_set_size (forms, self->nics->len);
+  g_array_set_size (fallbacks, self->nics->len);
+
+  /* Decide everything first, so that an error leaves the document as it was. */
+  for (guint i = 0; i < self->nics->len; i++)
+    {
+      VaNic *nic = g_ptr_array_index (self->nics, i);
+      VaNicPlan *plan = &g_array_index (plans, VaNicPlan, i);
+      VaForm *want = &g_array_index (forms, VaForm, i);
+
+      if (!va_nic_resolve (nic, view, plan, error))
+        return FALSE;
+
+      *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO && !(keep && nic->form == VA_FORM_PORTABLE))
+                ? VA_FORM_ACCELERATED
+                : VA_FORM_PORTABLE;
+      if (*want == VA_FORM_ACCELERATED)
+        {
+          gint64 free_slots = va_host_view_get_pool_free (view, plan->pool);
+          guint taken = GPOINTER_TO_UINT (g_hash_table_lookup (used, plan->pool));
+
+          if (free_slots >= 0 && taken >= free_slots)
+            {
+              if (!plan->bridge)
+                {
+                  g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "NIC %s: pool '%s' has no free slot and %s allows no fallback",
+                               nic->mac, plan->pool, nic->network ? "its network" : "the NIC");
+                  return FALSE;
+                }
+              *want = VA_FORM_PORTABLE;
+              g_array_index (fallbacks, gboolean, i) = TRUE;
+            }
+          else
+            g_hash_table_insert (used, (gpointer) plan->pool, GUINT_TO_POINTER (taken + 1));
+        }
+      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && !self->uuid)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_XML, "NIC %s: the domain has no <uuid>, which its port path needs", nic->mac);
+          return FALSE;
+        }
+      if (*want == VA_FORM_PORTABLE && !plan->bridge)
+        {
+          if (nic->network)
+            g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: network '%s' has no fallback-bridge, so no portable form",
+                         nic->mac, nic->network);
+          else
+            g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: names no bridge, so it has no portable form", nic->mac);
+          return FALSE;
+        }
+    }
+
+  for (guint i = 0; i < self->nics->len; i++)
+    {
+      VaNic *nic = g_ptr_array_index (self->nics, i);
+      xmlNode *iface = g_ptr_array_index (self->nic_ifaces, i);
+      const VaNicPlan *plan = &g_array_index (plans, VaNicPlan, i);
+
+      nic->form = g_array_index (forms, VaForm, i);
+      nic->fallback = g_array_index (fallbacks, gboolean, i);
+      nic->accel_kind = plan->kind;
+      /* a restore or an incoming migration: a new host, a new try (the
+       * outcome was another host's, or an earlier start's) */
+      if (keep && nic->swap_back_outcome)
+        {
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
+        }
+      /* the wish is granted: the next move marks it again if need be */
+      if (nic->form == VA_FORM_ACCELERATED && nic->swap_back)
+        {
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back");
+          unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
+          nic->swap_back = FALSE;
+          g_clear_pointer (&nic->swap_back_outcome, g_free);
+        }
+      if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
+        to_sriov (iface, plan);
+      else if (nic->form == VA_FORM_ACCELERATED)
+        {
+          g_autofree char *path = va_port_path (va_host_view_get_port_root (view), self->uuid, nic->mac);
+          to_accelerated (iface, plan, path);
+        }
+      else
+        to_portable (iface, plan);
+    }
+  return TRUE;
+}
+
+char *
+va_domain_to_string (const VaDomain *self, gsize *len)
+{
+  xmlBuffer *buf;
+  xmlSaveCtxt *save;
+  int options;
+  const char *encoding;
+  const xmlChar *doc_encoding;
+  char *out;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  buf = xmlBufferCreate ();
+  options = XML_SAVE_AS_XML | (self->has_decl ? 0 : XML_SAVE_NO_DECL);
+  encoding = (const char *) self->doc->encoding;
+
+  /* The result is a C string, and goes to libvirt and over D-Bus: UTF-8,
+   * never the document's own UTF-16 (whose NUL bytes would cut it short)
+   * or Latin-1. A declaration then names UTF-8. Without a declaration the
+   * output must be what a document without one gives, ASCII with character
+   * references, or the next rewrite would not give the same bytes; libxml2
+   * escapes attributes by the document's encoding, so that goes too while
+   * saving. */
+  if (!self->has_decl)
+    encoding = NULL;
+  else if (encoding && g_ascii_strcasecmp (encoding, "UTF-8") != 0)
+    encoding = "UTF-8";
+  doc_encoding = self->doc->encoding;
+  if (!encoding)
+    self->doc->encoding = NULL;
+  save = xmlSaveToBuffer (buf, encoding, options);
+  xmlSaveDoc (save, self->doc);
+  xmlSaveClose (save);
+  self->doc->encoding = doc_encoding;
+  if (len)
+    *len = xmlBufferLength (buf);
+  out = g_strndup ((const char *) xmlBufferContent (buf), xmlBufferLength (buf));
+  xmlBufferFree (buf);
+  return out;
+}
+
+gboolean
+va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+  g_return_val_if_fail ((guint) form < VA_FORM_LAST, FALSE);
+
+  return rewrite (self, view, form, FALSE, error);
+}
+
+gboolean
+va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (view != NULL, FALSE);
+
+  return rewrite (self, view, VA_FORM_ACCELERATED, TRUE, error);
+}
+
+char *
+va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error)
+{
+  g_autoptr (VaDomain) domain = NULL;
+
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+  g_return_val_if_fail ((guint) form < VA_FORM_LAST, NULL);
+
+  domain = va_domain_parse (xml, len, error);
+  if (!domain || !va_domain_rewrite (domain, view, form, error))
+    return NULL;
+  return va_domain_to_string (domain, NULL);
+}
+
+char *
+va_domain_rewrite_text (const char *xml, gssize len, const VaHostView *view, const char *to, GError **error)
+{
+  g_autoptr (VaDomain) domain = NULL;
+  gboolean saved = g_strcmp0 (to, "saved") == 0;
+  VaForm form = VA_FORM_ACCELERATED;
+
+  g_return_val_if_fail (xml != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+
+  if (!saved && g_strcmp0 (to, "auto") != 0 && !va_form_from_string (to, &form))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not accelerated, portable, auto or saved",
+                   VA_CUT (to ? to : "", 64));
+      return NULL;
+    }
+  domain = va_domain_parse (xml, len, error);
+  if (!domain || !(saved ? va_domain_rewrite_saved (domain, view, error) : va_domain_rewrite (domain, view, form, error)))
+    return NULL;
+  return va_domain_to_string (domain, NULL);
+}

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-client"
+
+#include "va-client.h"
+
+#include <string.h>
+
+#include "va-bus.h"
+#include "va-config.h"
+#include "va-domain.h"
+#include "va-error.h"
+#include "va-paths.h"
+
+struct _VaClient
+{
+  GDBusConnection *conn; /* the one connection, from the first call on */
+  int timeout_ms;
+  gint64 deadline; /* monotonic µs; 0: each call has timeout_ms */
+};
+
+VaClient *
+va_client_new (int timeout_ms, gboolean one_budget)
+{
+  VaClient *self;
+
+  g_return_val_if_fail (timeout_ms > 0, NULL);
+
+  self = g_new0 (VaClient, 1);
+  self->timeout_ms = timeout_ms;
+  if (one_budget)
+    self->deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  return self;
+}
+
+void
+va_client_free (VaClient *self)
+{
+  if (!self)
+    return;
+  g_clear_object (&self->conn);
+  g_free (self);
+}
+
+VaClient *
+va_client_get_default (void)
+{
+  static VaClient *client;
+
+  /* clients are single-threaded; this one lives as long as the process */
+  if (!client)
+    client = va_client_new (VA_CLIENT_TIMEOUT_MS, FALSE);
+  return client;
+}
+
+/* What the next call may wait: the budget's rest, never nothing. */
+static int
+remaining_ms (const VaClient *self)
+{
+  gint64 left;
+
+  if (!self->deadline)
+    return self->timeout_ms;
+  left = (self->deadline - g_get_monotonic_time ()) / 1000;
+  return (int) CLAMP (left, 1, self->timeout_ms);
+}
+
+static gboolean
+connect_bus (VaClient *self, GError **error)
+{
+  if (!self->conn)
+    self->conn = va_bus_connect (remaining_ms (self), error);
+  return self->conn != NULL;
+}
+
+/* @method at @path of @iface; consumes a floating @params. */
+static GVariant *
+call_at (VaClient *self, const char *path, const char *iface, const char *method, GVariant *params, const char *reply_type, GError **error)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+
+  if (!connect_bus (self, error))
+    {
+      if (params)
+        g_variant_unref (g_variant_ref_sink (params));
+      return NULL;
+    }
+  return va_bus_call (self->conn, path, iface, method, params, reply_type, remaining_ms (self), error);
+}
+
+static GVariant *
+call (VaClient *self, const char *method, GVariant *params, const char *reply_type, GError **error)
+{
+  return call_at (self, VA_BUS_PATH, VA_BUS_IFACE, method, params, reply_type, error);
+}
+
+/* The one value of a reply (x), or NULL. */
+static GVariant *
+only_child (GVariant *reply)
+{
+  g_autoptr (GVariant) owned = reply;
+
+  return owned ? g_variant_get_child_value (owned, 0) : NULL;
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+static VaLease *
+lease_of_reply (GVariant *reply, GError **error)
+{
+  g_autoptr (GVariant) dict = only_child (reply);
+  VaLease *lease;
+
+  if (!dict)
+    return NULL;
+  lease = va_lease_from_variant (dict, error);
+  if (!lease)
+    g_prefix_error (error, "the daemon's lease: ");
+  return lease;
+}
+
+VaLease *
+va_client_allocate (VaClient *self, const VaAllocRequest *req, GError **error)
+{
+  g_return_val_if_fail (req != NULL, NULL);
+
+  return lease_of_reply (call (self, "Allocate", va_alloc_request_to_variant (req), "(a{sv})", error), error);
+}
+
+typedef struct
+{
+  GVariant *reply;
+  GError *error;
+  gboolean done;
+} Pending;
+
+static void
+answered (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Pending *p = user_data;
+
+  p->reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &p->error);
+  p->done = TRUE;
+}
+
+gboolean
+va_client_allocate_batch (VaClient *self, const VaAllocRequest *reqs, guint n, VaLease **leases, GError **errors, GError **error)
+{
+  g_autoptr (GMainContext) context = NULL;
+  g_autofree Pending *pending = NULL;
+  guint done = 0;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (n == 0 || (reqs && leases && errors), FALSE);
+
+  if (!connect_bus (self, error))
+    return FALSE;
+  pending = g_new0 (Pending, n);
+  /* all sent before any answer is read: one main-loop turn of the daemon */
+  context = g_main_context_new ();
+  g_main_context_push_thread_default (context);
+  for (guint i = 0; i < n; i++)
+    g_dbus_connection_call (self->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate", va_alloc_request_to_variant (&reqs[i]),
+                            G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (self), NULL, answered, &pending[i]);
+  while (done < n)
+    {
+      done = 0;
+      for (guint i = 0; i < n; i++)
+        done += pending[i].done;
+      if (done < n)
+        g_main_context_iteration (context, TRUE);
+    }
+  g_main_context_pop_thread_default (context);
+  for (guint i = 0; i < n; i++)
+    {
+      leases[i] = NULL;
+      errors[i] = NULL;
+      if (pending[i].error)
+        {
+          va_bus_explain_error (&pending[i].error, self->timeout_ms);
+          errors[i] = pending[i].error;
+        }
+      else
+        leases[i] = lease_of_reply (pending[i].reply, &errors[i]);
+    }
+  return TRUE;
+}
+
+gboolean
+va_client_release (VaClient *self, const char *uuid, const char *mac, GError **error)
+{
+  g_autoptr (GVariant) reply = NULL;
+
+  g_return_val_if_fail (uuid != NULL && mac != NULL, FALSE);
+
+  reply = call (self, "Release", g_variant_new ("(ss)", uuid, mac), "()", error);
+  return reply != NULL;
+}
+
+static gint
+count_of (GVariant *reply)
+{
+  g_autoptr (GVariant) owned = reply;
+  guint32 n;
+
+  if (!owned)
+    return -1;
+  g_variant_get (owned, "(u)", &n);
+  return (gint) MIN (n, (guint32) G_MAXINT);
+}
+
+gint
+va_client_release_domain (VaClient *self, const char *uuid, GError **error)
+{
+  g_return_val_if_fail (uuid != NULL, -1);
+
+  return count_of (call (self, "ReleaseDomain", g_variant_new ("(s)", uuid), "(u)", error));
+}
+
+gint
+va_client_claim (VaClient *self, const char *uuid, GError **error)
+{
+  g_return_val_if_fail (uuid != NULL, -1);
+
+  return count_of (call (self, "Claim", g_variant_new ("(s)", uuid), "(u)", error));
+}
+
+gboolean
+va_client_swap_back (VaClient *self, const char *uuid, const char *name, GError **error)
+{
+  g_autoptr (GVariant) reply = NULL;
+
+  g_return_val_if_fail (uuid != NULL && name != NULL, FALSE);
+
+  reply = call (self, "SwapBack", g_variant_new ("(ss)", uuid, name), "()", error);
+  return reply != NULL;
+}
+
+gboolean
+va_client_drain (VaClient *self, const char *pool, gboolean draining, GError **error)
+{
+  g_autoptr (GVariant) reply = NULL;
+
+  g_return_val_if_fail (pool != NULL, FALSE);
+
+  reply = call (self, "Drain", g_variant_new ("(sb)", pool, draining), "()", error);
+  return reply != NULL;
+}
+
+GVariant *
+va_client_list_leases (VaClient *self, GError **error)
+{
+  return only_child (call (self, "ListLeases", NULL, "(aa{sv})", error));
+}
+
+GVariant *
+va_client_reconcile (VaClient *self, GError **error)
+{
+  return only_child (call (self, "Reconcile", NULL, "(a{sv})", error));
+}
+
+GVariant *
+va_client_get_properties (VaClient *self, const char *path, GError **error)
+{
+  return only_child (call_at (self, path ? path : VA_BUS_PATH, "org.freedesktop.DBus.Properties", "GetAll",
+                              g_variant_new ("(s)", path ? VA_BUS_POOL_IFACE : VA_BUS_IFACE), "(a{sv})", error));
+}
+
+/* ---- the rewrite --------------------------------------------------------- */
+
+char *
+va_client_rewrite (VaClient *self, const char *xml, const char *to, GError **error)
+{
+  g_autoptr (GVariant) reply = NULL;
+  char *out;
+
+  g_return_val_if_fail (xml != NULL && to != NULL, NULL);
+
+  reply = call (self, "RewriteDomain", g_variant_new ("(ss)", xml, to), "(s)", error);
+  if (!reply)
+    return NULL;
+  g_variant_get (reply, "(s)", &out);
+  return out;
+}
+
+VaHostView *
+va_client_offline_view (const char *config_dir, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autofree char *ports = NULL;
+
+  /* A configuration that is there but broken is an error, never an empty
+   * one: an empty one would only fail later, on a NIC, in other words. */
+  if (config_dir)
+    config = va_config_load (config_dir, error);
+  else
+    {
+      config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
+      if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+        config = va_config_new_empty ();
+      else if (!config)
+        g_propagate_error (error, g_steal_pointer (&local));
+    }
+  if (!config)
+    return NULL;
+  ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  return va_config_to_host_view (config, ports);
+}
+
+char *
+va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  char *out = va_client_rewrite (self, xml, to, &local);
+
+  if (out || !g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
+    {
+      /* the daemon answered: its rewrite, or its refusal, stands */
+      if (local)
+        g_propagate_error (error, g_steal_pointer (&local));
+      return out;
+    }
+  /* no daemon: this host's configuration, with room everywhere */
+  view = va_client_offline_view (config_dir, error);
+  if (!view)
+    return NULL;
+  /* saved: nothing can be leased without the daemon, so the portable form */
+  return va_domain_rewrite_xml (xml, -1, view,
+                                strcmp (to, "portable") == 0 || strcmp (to, "saved") == 0 ? VA_FORM_PORTABLE : VA_FORM_ACCELERATED, error);
+}
