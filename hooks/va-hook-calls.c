@@ -48,3 +48,9 @@ va_hook_call_needle (const char *op, const char *sub)
 
   return i < 0 ? NULL : calls[i].needle;
 }
+
+int
+va_hook_call_may_fail (VaHookCall call)
+{
+  return call == VA_HOOK_CALL_PREPARE || call == VA_HOOK_CALL_START || call == VA_HOOK_CALL_REWRITE;
+}

@@ -19,3 +19,8 @@ VaHookCall va_hook_call_lookup (const char *op, const char *sub);
 /* The text a domain's XML must contain for the call to have work (the
  * dispatcher runs no helper without it), or NULL for any marked domain. */
 const char *va_hook_call_needle (const char *op, const char *sub);
+/* Whether the call may fail: libvirt kills a running guest whose
+ * reconnect hook fails and stops one whose started hook fails, and a
+ * failed stop or release undoes nothing. Those exit 0 whatever happens
+ * (one line on stderr); only the calls that start or move a guest refuse. */
+int va_hook_call_may_fail (VaHookCall call);

@@ -102,6 +102,10 @@ has_work (const char *op, const char *sub, const char *xml, size_t len)
 int
 va_hook_dispatch (int argc, char **argv, const char *helper_dir)
 {
+  VaHookCall call = argc < 4 ? VA_HOOK_CALL_NONE : va_hook_call_lookup (argv[2], argv[3]);
+  /* a reconnect, started, stopped or release hook that fails would kill,
+   * stop or strand a guest: those say why and exit 0 */
+  int failed = va_hook_call_may_fail (call) ? 1 : 0;
   size_t len = 0;
   char *xml;
   int over, rc;
@@ -112,17 +116,16 @@ va_hook_dispatch (int argc, char **argv, const char *helper_dir)
   if (!xml)
     {
       fprintf (stderr, "vdpa-allocator: out of memory reading the domain XML\n");
-      return 1;
+      return failed;
     }
   /* an oversized document goes to the helper, which refuses it: its
    * namespace may lie past what was kept */
-  if (argc < 4 || va_hook_call_lookup (argv[2], argv[3]) == VA_HOOK_CALL_NONE
-      || (!over && len <= VA_XML_MAX_SIZE && !has_work (argv[2], argv[3], xml, len)))
+  if (call == VA_HOOK_CALL_NONE || (!over && len <= VA_XML_MAX_SIZE && !has_work (argv[2], argv[3], xml, len)))
     {
       free (xml);
       return 0;
     }
   rc = exec_helper (argv, helper_dir, xml, len);
   free (xml);
-  return rc;
+  return rc ? failed : 0;
 }

@@ -31,9 +31,13 @@ typedef struct
   VaConfig *config;
   /* the whole of the call's talk with the daemon within [hook] timeout-ms */
   VaClient *client;
+  /* why the metadata was not read (a call that never fails goes on by
+   * UUID), said once: on the call's own line, or alone at its end */
+  const char *note;
+  gboolean said;
 } Hook;
 
-static int G_GNUC_PRINTF (2, 3) fail (const Hook *h, const char *fmt, ...)
+static int G_GNUC_PRINTF (2, 3) fail (Hook *h, const char *fmt, ...)
 {
   va_list ap;
   g_autofree char *msg = NULL;
@@ -41,6 +45,14 @@ static int G_GNUC_PRINTF (2, 3) fail (const Hook *h, const char *fmt, ...)
   va_start (ap, fmt);
   msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
+  if (h->note && !h->said)
+    {
+      char *both = g_strdup_printf ("%s (%s)", msg, h->note);
+
+      g_free (msg);
+      msg = both;
+    }
+  h->said = TRUE;
   g_strdelimit (msg, "\r\n", ' ');
   fprintf (stderr, "vdpa-allocator: domain %s: %s\n", h->name, msg);
   return 1;
@@ -252,7 +264,9 @@ va_hook_main (int argc, char **argv)
   g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaClient) client = NULL;
   g_autofree char *xml = NULL;
+  g_autofree char *note = NULL;
   Hook h = { 0 };
+  VaHookCall call;
   const char *op, *sub;
   gsize len;
   int rc;
@@ -272,24 +286,43 @@ va_hook_main (int argc, char **argv)
   client = va_client_new ((int) config->hook_timeout_ms, TRUE);
   h.client = client;
 
+  call = va_hook_call_lookup (op, sub);
   xml = read_stdin (&len, &error);
   if (xml)
     domain = va_domain_parse (xml, len, &error);
   if (!domain)
     {
-      /* refuse what would start or move a guest; let a stop through */
-      if (strcmp (sub, "begin") == 0)
+      if (call == VA_HOOK_CALL_NONE)
+        return 0;
+      /* refuse what would start or move a guest */
+      if (va_hook_call_may_fail (call))
         return fail (&h, "invalid domain XML: %s", error->message);
-      return 0;
+      /* what must not fail needs only the UUID: claim or release by it
+       * (a live domain's metadata may name a NIC detached since) */
+      note = g_strdup_printf ("invalid domain XML: %s", error->message);
+      h.note = note;
+      if (xml && call != VA_HOOK_CALL_STARTED)
+        domain = va_domain_parse_identity (xml, len, NULL);
+      if (!domain || !va_domain_get_uuid (domain))
+        {
+          fail (&h, "%s",
+                call == VA_HOOK_CALL_STARTED     ? "no swap back asked for its portable NICs"
+                : call == VA_HOOK_CALL_RECONNECT ? "no lease claimed"
+                                                 : "no lease released now (reconciliation will)");
+          return 0;
+        }
     }
-  if (va_domain_get_nics (domain)->len == 0)
+  else if (va_domain_get_nics (domain)->len == 0)
     return 0;
   h.domain = domain;
   h.xml = xml;
   if (!va_domain_get_uuid (domain))
-    return fail (&h, "the domain XML has no <uuid>");
+    {
+      fail (&h, "the domain XML has no <uuid>");
+      return va_hook_call_may_fail (call);
+    }
 
-  switch (va_hook_call_lookup (op, sub))
+  switch (call)
     {
       case VA_HOOK_CALL_PREPARE:
         rc = on_prepare (&h);
@@ -314,5 +347,7 @@ va_hook_main (int argc, char **argv)
         rc = 0;
         break;
     }
+  if (h.note && !h.said)
+    fail (&h, "%s", call == VA_HOOK_CALL_RECONNECT ? "leases claimed by UUID" : "leases released by UUID");
   return rc;
 }

@@ -526,8 +526,22 @@ live_vf (const xmlNode *iface, const xmlNode *source, VaNic *nic)
     }
 }
 
+static VaDomain *parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error);
+
 VaDomain *
 va_domain_parse (const char *xml, gssize len, GError **error)
+{
+  return parse_domain (xml, len, TRUE, error);
+}
+
+VaDomain *
+va_domain_parse_identity (const char *xml, gssize len, GError **error)
+{
+  return parse_domain (xml, len, FALSE, error);
+}
+
+static VaDomain *
+parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 {
   g_autoptr (VaDomain) self = NULL;
   g_autoptr (GHashTable) by_mac = NULL;
@@ -571,6 +585,8 @@ va_domain_parse (const char *xml, gssize len, GError **error)
         }
       self->uuid = g_strdup (uuid);
     }
+  if (!with_nics)
+    return g_steal_pointer (&self);
 
   nics_node = find_metadata_nics (root, error);
   if (!nics_node)

@@ -28,6 +28,11 @@ void va_domain_free (VaDomain *self);
  * so a caller may skip parsing (the hook runs at every VM start). */
 gboolean va_domain_text_may_have_intent (const char *xml, gsize len);
 
+/* The document's <name> and <uuid> alone, with the limits of
+ * va_domain_parse() but none of its metadata (no NICs): what a caller
+ * that must not fail needs from a domain whose metadata does not parse. */
+VaDomain *va_domain_parse_identity (const char *xml, gssize len, GError **error);
+
 const char *va_domain_get_name (const VaDomain *self);
 /* The canonical (lower case, dashed) UUID, or NULL when the domain has none. */
 const char *va_domain_get_uuid (const VaDomain *self);

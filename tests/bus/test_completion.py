@@ -4,9 +4,12 @@ bash-completion: COMP_WORDS drives _vdpactl as a Tab would. Every
 command and option --help names is offered, and pool, network, domain and
 UUID names come from vdpactl's JSON with the daemon on the simulated NIC."""
 
+import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 from vatest.bus import Bus, Daemon, vdpactl
@@ -33,10 +36,11 @@ printf '%s\n' "${COMPREPLY[@]}"
 '''
 
 
-def complete(*words, env=None):
+def complete(*words, env=None, cwd=None):
     e = dict(os.environ, COMPLETION=COMPLETION, PATH=os.path.dirname(VDPACTL) + ":" + os.environ["PATH"])
     e.update(env or {})
-    r = subprocess.run(["bash", "-c", DRIVER, "bash"] + list(words), capture_output=True, text=True, env=e, timeout=60)
+    r = subprocess.run(["bash", "-c", DRIVER, "bash"] + list(words), capture_output=True, text=True, env=e, timeout=60,
+                       cwd=cwd)
     assert r.returncode == 0, r.stderr
     return sorted(x for x in r.stdout.splitlines() if x)
 
@@ -107,6 +111,56 @@ class CompletionTest(unittest.TestCase):
                 daemon.remove()
         finally:
             bus.close()
+
+    def test_hostile_names_are_data(self):
+        # issue 25 (2): libvirt lets whoever may define a domain name it, and
+        # the lease keeps the name; compgen -W expanded $(...), backquotes
+        # and variables in it, and the unquoted reply was globbed, as root
+        work = tempfile.mkdtemp(prefix="va-compl-")
+        self.addCleanup(shutil.rmtree, work)
+        for f in ("vm-file", "vm1x", "vmA"):
+            open(os.path.join(work, f), "w").close()
+        names = ["$(touch pwned-subst) vm", "`touch pwned-bq` vm", "vm*", "vm?[1A]x", "$HOME-vm", "vm; touch pwned-semi",
+                 "vm'\"quote"]
+        bus = Bus()
+        self.addCleanup(bus.close)
+        daemon = Daemon(bus)
+        daemon.start()
+        self.addCleanup(daemon.remove)
+        self.addCleanup(daemon.stop)
+        for i, name in enumerate(names):
+            vdpactl("allocate", "-u", "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a%02x" % i, "-d", name, "-m",
+                    "52:54:00:00:00:%02x" % (i + 1), "-n", "vpc2", check=True)
+        listed = [x["domain_name"] for x in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]]
+        self.assertEqual(sorted(listed), sorted(names), "the daemon keeps these names as given")
+
+        def offered(*words):
+            got = complete("vdpactl", *words, cwd=work)
+            self.assertEqual(sorted(f for f in os.listdir(work) if f.startswith("pwned")), [], "a name ran")
+            return got
+
+        def as_run(words):
+            # what the shell makes of each offered word when the line runs
+            out = subprocess.run(["bash", "-c", "printf '%s\\0' " + " ".join(words)], capture_output=True, text=True,
+                                 cwd=work, env=dict(os.environ, HOME="/home/nobody"), check=True).stdout
+            self.assertEqual(sorted(f for f in os.listdir(work) if f.startswith("pwned")), [], "a name ran")
+            return sorted(out.split("\0")[:-1])
+
+        for words in (["domain", "show", ""], ["lease", "list", "--domain", ""], ["domain", "--connect", "test:///default",
+                                                                                  "accelerate", ""]):
+            with self.subTest(words=" ".join(words)):
+                got = offered(*words)
+                self.assertEqual(len(got), len(names), got)
+                self.assertEqual(as_run(got), sorted(names))
+        # a prefix is matched as text, never as a pattern: vm* is not a glob
+        self.assertEqual(as_run(offered("domain", "show", "vm")), sorted(n for n in names if n.startswith("vm")))
+        self.assertEqual(as_run(offered("domain", "show", "vm*")), ["vm*"])
+        self.assertEqual(as_run(offered("domain", "show", "vm?")), ["vm?[1A]x"])
+        # typed escaped, as readline shows the offer
+        self.assertEqual(as_run(offered("domain", "show", "\\$\\(touch")), ["$(touch pwned-subst) vm"])
+        self.assertEqual(as_run(offered("domain", "show", "$(touch")), ["$(touch pwned-subst) vm"])
+        # (a bare $WORD is bash-completion's own: it offers variables)
+        self.assertEqual(as_run(offered("domain", "show", "\\$HOME")), ["$HOME-vm"])
 
 
 if __name__ == "__main__":

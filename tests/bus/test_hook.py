@@ -105,6 +105,15 @@ class HookTest(unittest.TestCase):
         for p in parts:
             self.assertIn(p, lines[0])
 
+    def assertNeverFails(self, r, *parts):
+        """A call libvirt must not see fail: exit 0, one line saying why."""
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout, "")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for p in parts:
+            self.assertIn(p, lines[0])
+
     def test_prepare_allocates_stop_and_release_give_back(self):
         xml = domain([("52:54:00:6b:3c:58", "vpc2", "vdpa"), ("52:54:00:6b:3c:59", "vpc1", "bridge")])
         r = hook(xml, "prepare", "begin")
@@ -164,6 +173,48 @@ class HookTest(unittest.TestCase):
         r = hook(xml, "reconnect", "begin")
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertTrue(os.path.lexists(port))
+
+    def test_metadata_that_does_not_parse_never_fails_a_running_guest(self):
+        # issue 25 (1): virsh detach-interface --live of a marked NIC leaves
+        # its vdpa:nic naming a MAC with no <interface>; a libvirtd restart
+        # then ran reconnect, the hook failed, and libvirt killed the guest
+        a, b = "52:54:00:00:00:01", "52:54:00:00:00:02"
+        xml = domain([(a, "vpc2", "vdpa"), (b, "vpc2", "vdpa")])
+        self.assertEqual(hook(xml, "prepare", "begin").returncode, 0)
+        ports = sorted(x["port"] for x in self.leases())
+        meta_a, meta_b = ('<vdpa:nic mac="%s" network="vpc2"/>' % m for m in (a, b))
+        detached = domain([(a, "vpc2", "vdpa")]).replace(meta_a, meta_a + meta_b)
+        self.assertIn(meta_b, detached)
+        self.assertNotIn("address='%s'" % b, detached)
+        queues0 = xml.replace(meta_b, '<vdpa:nic mac="%s" pool="accel" queues="0"/>' % b)
+        self.assertNotEqual(queues0, xml)
+        for name, bad in (("detached", detached), ("queues=0", queues0)):
+            with self.subTest(bad=name):
+                # a call that starts a guest still refuses it
+                self.assertOneLine(hook(bad, "prepare", "begin"), "domain vm1", "invalid domain XML")
+                # reconnect claims by UUID: the port links come back
+                for port in ports:
+                    os.unlink(port)
+                r = hook(bad, "reconnect", "begin")
+                self.assertNeverFails(r, "domain vm1", "leases claimed by UUID", "invalid domain XML")
+                self.assertTrue(all(os.path.lexists(p) for p in ports), r.stderr)
+                # started, marked for a swap back: one line, never a failure
+                marked = bad.replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+                r = hook(marked, "started", "begin")
+                self.assertNeverFails(r, "domain vm1", "no swap back", "invalid domain XML")
+        # stop and release give the leases back by UUID
+        r = hook(detached, "stopped", "end")
+        self.assertNeverFails(r, "domain vm1", "leases released by UUID", "matches no <interface>")
+        self.assertEqual(self.leases(), [])
+        r = hook(detached, "release", "end")
+        self.assertNeverFails(r, "leases released by UUID")
+        # nothing to key on at all: still exit 0, one line
+        for op, sub in (("reconnect", "begin"), ("started", "begin"), ("stopped", "end")):
+            r = hook("<domain><name>vm1</name><metadata><x xmlns='http://vdpa-allocator.org/xmlns/domain/1.0' swap-back",
+                     op, sub)
+            self.assertNeverFails(r, "domain vm1", "invalid domain XML")
+        r = hook(detached.replace("<uuid>%s</uuid>" % UUID, ""), "reconnect", "begin")
+        self.assertNeverFails(r, "no lease claimed")
 
     def test_restore_and_migrate_rewrite_for_this_host(self):
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "bridge")])
@@ -228,7 +279,8 @@ class HookTest(unittest.TestCase):
         marked = xml.replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
         self.assertNotEqual(marked, xml)
         r = hook(marked, "started", "begin", hook_path=lone)
-        self.assertOneLine(r, "cannot run", "vdpa-allocator-hook-helper")
+        # reached it; and started never fails, not even for a missing helper
+        self.assertNeverFails(r, "cannot run", "vdpa-allocator-hook-helper")
 
     def test_oversized_document_is_refused_not_taken_as_plain(self):
         # the namespace lies past the 16 MiB the dispatcher keeps: it must

@@ -59,6 +59,32 @@ test_plain_domain_has_no_nics (void)
   g_assert_cmpuint (va_domain_get_nics (d)->len, ==, 0);
 }
 
+/* What the hook's calls that never fail read of a domain whose metadata
+ * does not parse (a vdpa:nic without its <interface>, queues="0"): the
+ * name and UUID only; what is not XML is still refused. */
+static void
+test_parse_identity (void)
+{
+  const char *bad = "<domain><name>vm1</name><uuid>6f1e2a3b4c5d4e6f8a9b0c1d2e3f4a5b</uuid><metadata>"
+                    "<vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+                    "<vdpa:nic mac='52:54:00:00:00:01' pool='accel' queues='0'/></vdpa:nics></metadata></domain>";
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) d = va_domain_parse (bad, -1, &error);
+
+  g_assert_null (d);
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+  d = va_domain_parse_identity (bad, -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (va_domain_get_name (d), ==, "vm1");
+  g_assert_cmpstr (va_domain_get_uuid (d), ==, "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b");
+  g_assert_cmpuint (va_domain_get_nics (d)->len, ==, 0);
+  g_clear_pointer (&d, va_domain_free);
+  d = va_domain_parse_identity ("<domain><name>vm1</name><uuid>x</uuid>", -1, &error);
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_assert_null (d);
+}
+
 /* libxml2 would build every node of a 16 MiB document of small elements
  * (hundreds of MB) and check attributes in quadratic time: both are
  * refused before it parses. */
@@ -346,6 +372,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/metadata-precheck", test_precheck);
   g_test_add_func ("/domain/plain-domain-has-no-nics", test_plain_domain_has_no_nics);
   g_test_add_func ("/domain/parse-bounds", test_parse_bounds);
+  g_test_add_func ("/domain/parse-identity", test_parse_identity);
   g_test_add_func ("/domain/utf8-prefix", test_utf8_prefix);
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);

@@ -282,6 +282,34 @@ class HookInLibvirt(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(self.leases(), [])
 
+    def test_metadata_naming_a_detached_nic_survives_a_libvirtd_restart(self):
+        # issue 25 (1): the live metadata names a NIC the domain no longer
+        # has, as `virsh detach-interface --live` of a marked NIC leaves it;
+        # the hook failed reconnect begin and libvirt killed the guest
+        name = "va-detached"
+        uuid = "77777777-0000-0000-0000-00000000003e"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.46/24"), ["52:54:00:77:00:46"]),
+                          uuid, [("52:54:00:77:00:46", "lan")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        run([VDPACTL, "allocate", "--uuid", uuid, "--mac", "52:54:00:77:00:47", "--network", "vpc2"])
+        self.lv.virsh("metadata", name, NS, "--key", "vdpa", "--live", "--set",
+                      '<nics><nic mac="52:54:00:77:00:46" network="lan"/><nic mac="52:54:00:77:00:48" network="lan"/></nics>')
+        self.assertIn("52:54:00:77:00:48", self.lv.virsh("dumpxml", name).stdout)
+        port = os.path.join(self.run_dir, "ports", uuid, "52:54:00:77:00:47")
+        os.unlink(port)
+        self.lv.restart_libvirtd()
+        deadline = time.monotonic() + 30
+        while not os.path.lexists(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "running")
+        self.assertTrue(os.path.lexists(port), "reconnect begin did not claim the lease by UUID")
+        # stopped/release end give it back by UUID
+        self.lv.virsh("destroy", name)
+        deadline = time.monotonic() + 30
+        while self.leases() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.leases(), [])
+
     def test_guest_poweroff_gives_the_leases_back(self):
         name = "va-poweroff"
         uuid = "77777777-0000-0000-0000-00000000003d"

@@ -149,7 +149,7 @@ class Package(unittest.TestCase):
         self.assertIn("modprobe", postinst)
         postrm = self.read("DEBIAN/postrm")
         purge = postrm[postrm.index("purge)"):]
-        self.assertIn("rm -rf /var/lib/vdpa-allocator", purge[:purge.index(";;")])
+        self.assertIn('rm -rf "$DPKG_ROOT/var/lib/vdpa-allocator"', purge[:purge.index(";;")])
         for script in ["postinst", "postrm", "prerm"]:
             run(["sh", "-n", os.path.join(self.ctrl, script)])
 

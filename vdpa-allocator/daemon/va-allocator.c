@@ -391,6 +391,14 @@ va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error)
   return TRUE;
 }
 
+const VaConfig *
+va_allocator_get_config (VaAllocator *self)
+{
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  return self->config;
+}
+
 static void
 va_allocator_finalize (GObject *object)
 {

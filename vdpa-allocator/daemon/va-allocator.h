@@ -105,6 +105,11 @@ gboolean va_allocator_is_syncing_networks (VaAllocator *self);
  * Replaces the configuration (SIGHUP). Pools and networks are re-read; a
  * pool that disappears keeps its leases until released. */
 gboolean va_allocator_reload (VaAllocator *self, VaConfig *config, GError **error);
+/* The configuration the allocator reads now: the one it was made with or
+ * last reloaded with (a reload that fails part way may have switched).
+ * Nothing in the allocator keeps a pointer into any other: its owner may
+ * free the rest. */
+const VaConfig *va_allocator_get_config (VaAllocator *self);
 
 const char *va_allocator_get_backend_name (VaAllocator *self);
 

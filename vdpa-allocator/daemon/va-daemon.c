@@ -34,9 +34,8 @@ typedef struct
   GMainLoop *loop;
   char *config_dir;
   VaAllocator *alloc;
-  VaConfig *config;
-  GPtrArray *old_configs; /* kept: pools hold pointers into them */
-  VaSwapBack *swap_back;  /* or NULL before the bus */
+  VaConfig *config;      /* the allocator's: va_allocator_get_config() */
+  VaSwapBack *swap_back; /* or NULL before the bus */
   int exit_code;
 } Daemon;
 
@@ -190,6 +189,7 @@ on_hup (gpointer user_data)
   Daemon *d = user_data;
   g_autoptr (GError) error = NULL;
   VaConfig *config = va_config_load (d->config_dir, &error);
+  gboolean ok;
 
   if (!config)
     {
@@ -197,14 +197,24 @@ on_hup (gpointer user_data)
       g_clear_pointer (&config, va_config_free);
       return G_SOURCE_CONTINUE;
     }
-  if (!va_allocator_reload (d->alloc, config, &error))
+  ok = va_allocator_reload (d->alloc, config, &error);
+  /* Free the configuration the allocator does not read (the old one, or
+   * the new one it refused): lookups go through the allocator's at each
+   * use, and what it derives (host view, pools) holds copies. Keeping each
+   * old one cost the whole configuration per reload. */
+  if (va_allocator_get_config (d->alloc) == config)
+    {
+      va_config_free (d->config);
+      d->config = config;
+    }
+  else
+    va_config_free (config);
+  if (!ok)
     {
       g_warning ("reload failed: %s", error->message);
-      va_config_free (config);
       return G_SOURCE_CONTINUE;
     }
-  g_ptr_array_add (d->old_configs, d->config);
-  d->config = config;
+  config = d->config;
   if (d->swap_back)
     va_swap_back_set_timeout (d->swap_back, config->swap_back_timeout_s);
   {
@@ -368,7 +378,6 @@ va_daemon_main (int argc, char **argv)
       return 1;
     }
   d.config_dir = config_dir ? g_strdup (config_dir) : g_strdup (va_path_get (VA_PATH_CONFIG));
-  d.old_configs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_config_free);
   d.config = va_config_load (d.config_dir, &error);
   if (!d.config && !config_dir && g_error_matches (error, VA_ERROR, VA_ERROR_NOT_FOUND))
     {
@@ -380,7 +389,6 @@ va_daemon_main (int argc, char **argv)
   if (!d.config)
     {
       g_printerr ("vdpa-allocatord: %s\n", error->message);
-      g_ptr_array_unref (d.old_configs);
       g_free (d.config_dir);
       return 1;
     }
@@ -388,7 +396,6 @@ va_daemon_main (int argc, char **argv)
     {
       print_check (d.config);
       va_config_free (d.config);
-      g_ptr_array_unref (d.old_configs);
       g_free (d.config_dir);
       return 0;
     }
@@ -460,7 +467,6 @@ va_daemon_main (int argc, char **argv)
   g_clear_object (&d.alloc);
   g_main_loop_unref (d.loop);
   va_config_free (d.config);
-  g_ptr_array_unref (d.old_configs);
   g_free (d.config_dir);
   close (lock_fd);
   return d.exit_code;
@@ -472,7 +478,6 @@ fail:
     close (lock_fd);
   g_clear_object (&d.alloc);
   va_config_free (d.config);
-  g_ptr_array_unref (d.old_configs);
   g_free (d.config_dir);
   return 1;
 }

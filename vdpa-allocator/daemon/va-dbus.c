@@ -34,7 +34,25 @@ struct _VaDbus
   gulong handlers[5];
   VaMetrics *metrics;    /* or NULL */
   VaSwapBack *swap_back; /* or NULL */
+  GHashTable *denials;   /* uid ("unknown" without one) → Denials* */
+  guint denials_timer;   /* sums them up each minute while some are counted */
 };
+
+/* The denials of one uid since its last journal line: any local user can
+ * call as often as it likes, so only its first is logged whole. */
+typedef struct
+{
+  guint count;
+  char *method; /* the last one's */
+  gint64 since; /* monotonic µs of its last line */
+} Denials;
+
+static void
+denials_free (Denials *d)
+{
+  g_free (d->method);
+  g_free (d);
+}
 
 static gsize resources_registered;
 
@@ -56,8 +74,54 @@ auth_call_free (AuthCall *c)
   g_free (c);
 }
 
+/* One line for the denials of @uid counted since its last: VA_COUNT of
+ * them, VA_METHOD the last one's. */
+static void
+sum_denials (const char *uid, Denials *d, gint64 now)
+{
+  char count[16];
+  const char *fields[] = { "VA_ACTION", VA_BUS_MANAGE_ACTION, "VA_METHOD", d->method, "VA_COUNT", count, NULL, NULL, NULL };
+
+  g_snprintf (count, sizeof count, "%u", d->count);
+  if (strcmp (uid, "unknown") != 0)
+    {
+      fields[6] = "VA_UID";
+      fields[7] = uid;
+    }
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_DENIED, NULL, fields,
+            "denied %u more call(s) to uid %s in the last %" G_GINT64_FORMAT " s (the last: %s)", d->count, uid,
+            (now - d->since) / G_USEC_PER_SEC, d->method);
+  d->count = 0;
+  d->since = now;
+}
+
+static gboolean
+denials_tick (gpointer user_data)
+{
+  VaDbus *self = user_data;
+  gint64 now = g_get_monotonic_time ();
+  gboolean any = FALSE;
+  GHashTableIter iter;
+  gpointer uid, d;
+
+  g_hash_table_iter_init (&iter, self->denials);
+  while (g_hash_table_iter_next (&iter, &uid, &d))
+    if (((Denials *) d)->count)
+      {
+        sum_denials (uid, d, now);
+        any = TRUE;
+      }
+  if (any)
+    return G_SOURCE_CONTINUE;
+  self->denials_timer = 0;
+  return G_SOURCE_REMOVE;
+}
+
 /* The answer, and the journal's VA_EVENT_DENIED with the caller's uid
- * when the bus told it (VA_UID absent otherwise). */
+ * when the bus told it (VA_UID absent otherwise): the first denial of a
+ * uid in full, the next ones summed up in one line a minute at most
+ * (denials_tick), so that a user's refused calls cannot flood the
+ * journal. Not an allocation failure either: the metric counts those. */
 static void
 deny (VaDbus *self, GDBusMethodInvocation *inv, const char *why)
 {
@@ -66,6 +130,7 @@ deny (VaDbus *self, GDBusMethodInvocation *inv, const char *why)
   gpointer uid;
   char uid_s[16] = "unknown";
   const char *fields[] = { "VA_ACTION", VA_BUS_MANAGE_ACTION, "VA_METHOD", method, "VA_SENDER", sender ? sender : "", NULL, NULL, NULL };
+  Denials *d;
 
   if (sender && g_hash_table_lookup_extended (self->uids, sender, NULL, &uid))
     {
@@ -73,15 +138,25 @@ deny (VaDbus *self, GDBusMethodInvocation *inv, const char *why)
       fields[6] = "VA_UID";
       fields[7] = uid_s;
     }
-  if (self->metrics && g_strcmp0 (method, "Allocate") == 0)
-    {
-      g_autoptr (GError) refused = g_error_new_literal (VA_ERROR, VA_ERROR_PERMISSION_DENIED, why);
-      va_metrics_allocation (self->metrics, -1, refused);
-    }
-  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_DENIED, NULL, fields, "denied %s to uid %s (%s): %s", method, uid_s,
-            sender ? sender : "no bus name", why);
   g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "%s: %s needs root or the polkit action %s", why,
                                          method, VA_BUS_MANAGE_ACTION);
+  d = g_hash_table_lookup (self->denials, uid_s);
+  if (d)
+    {
+      d->count++;
+      g_free (d->method);
+      d->method = g_strdup (method);
+      if (!self->denials_timer)
+        self->denials_timer = g_timeout_add_seconds (60, denials_tick, self);
+      return;
+    }
+  d = g_new0 (Denials, 1);
+  d->method = g_strdup (method);
+  d->since = g_get_monotonic_time ();
+  g_hash_table_insert (self->denials, g_strdup (uid_s), d);
+  va_event (G_LOG_LEVEL_WARNING, VA_EVENT_DENIED, NULL, fields,
+            "denied %s to uid %s (%s): %s; more of this uid are counted, one line a minute", method, uid_s, sender ? sender : "no bus name",
+            why);
 }
 
 static void
@@ -660,6 +735,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->pool_ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
   self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->denials = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) denials_free);
   self->rewriter = va_rewriter_new ();
   self->name_owner_sub
     = g_dbus_connection_signal_subscribe (conn, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
@@ -720,6 +796,16 @@ va_dbus_free (VaDbus *self)
   if (self->name_owner_sub)
     g_dbus_connection_signal_unsubscribe (self->conn, self->name_owner_sub);
   g_clear_pointer (&self->rewriter, va_rewriter_free);
+  /* the denials counted since the last line are told at stop too */
+  if (self->denials_timer)
+    {
+      guint timer = self->denials_timer;
+
+      denials_tick (self);
+      g_source_remove (timer);
+      self->denials_timer = 0;
+    }
+  g_hash_table_unref (self->denials);
   g_hash_table_unref (self->uids);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
