@@ -34,10 +34,31 @@ typedef struct
   GMainLoop *loop;
   char *config_dir;
   VaAllocator *alloc;
-  VaConfig *config;      /* the allocator's: va_allocator_get_config() */
+  VaConfig *config; /* the allocator's: va_allocator_get_config() */
+  VaMetrics *metrics;
+  VaDbus *dbus;
   VaSwapBack *swap_back; /* or NULL before the bus */
+  int lock_fd;
   int exit_code;
 } Daemon;
+
+/* Everything the daemon holds, on every way out: the adapter first (it
+ * holds the swap helpers, the metrics and the allocator), the allocator
+ * before the configuration it reads. */
+static void
+daemon_clear (Daemon *d)
+{
+  g_clear_pointer (&d->dbus, va_dbus_free);
+  g_clear_pointer (&d->swap_back, va_swap_back_free);
+  g_clear_pointer (&d->metrics, va_metrics_free);
+  g_clear_object (&d->alloc);
+  g_clear_pointer (&d->loop, g_main_loop_unref);
+  g_clear_pointer (&d->config, va_config_free);
+  g_clear_pointer (&d->config_dir, g_free);
+  if (d->lock_fd >= 0)
+    close (d->lock_fd);
+  d->lock_fd = -1;
+}
 
 /* A VaDomainLister: the domains libvirt has, from a helper process, so that
  * libvirt's client library stays out of the daemon. */
@@ -351,11 +372,7 @@ va_daemon_main (int argc, char **argv)
   g_autoptr (VaStore) store = NULL;
   g_autoptr (VaBackend) backend = NULL;
   g_autoptr (GDBusConnection) conn = NULL;
-  g_autoptr (VaDbus) dbus = NULL;
-  VaSwapBack *swap_back = NULL;
-  VaMetrics *metrics = NULL;
-  Daemon d = { 0 };
-  int lock_fd = -1;
+  Daemon d = { .lock_fd = -1 };
   guint owner;
 
   g_return_val_if_fail (argc >= 0 && argv != NULL, 1);
@@ -387,23 +404,18 @@ va_daemon_main (int argc, char **argv)
       d.config = va_config_new_empty ();
     }
   if (!d.config)
-    {
-      g_printerr ("vdpa-allocatord: %s\n", error->message);
-      g_free (d.config_dir);
-      return 1;
-    }
+    goto fail;
   if (check_config)
     {
       print_check (d.config);
-      va_config_free (d.config);
-      g_free (d.config_dir);
+      daemon_clear (&d);
       return 0;
     }
   /* absolute: port links and leases carry these paths */
   state_dir = g_canonicalize_filename (state_arg ? state_arg : va_path_get_for_unit (VA_PATH_STATE), NULL);
   run_dir = g_canonicalize_filename (run_arg ? run_arg : va_path_get_for_unit (VA_PATH_RUN), NULL);
-  lock_fd = lock_state_dir (state_dir, &error);
-  if (lock_fd < 0)
+  d.lock_fd = lock_state_dir (state_dir, &error);
+  if (d.lock_fd < 0)
     goto fail;
 
   if (d.config->simulate)
@@ -430,19 +442,18 @@ va_daemon_main (int argc, char **argv)
   va_events_connect (d.alloc);
   /* after the events: a network's failure is a pool warning in the journal */
   va_allocator_set_network_syncer (d.alloc, sync_network, (gpointer) g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
-  metrics = va_metrics_new (d.alloc, run_dir);
+  d.metrics = va_metrics_new (d.alloc, run_dir);
 
   conn = g_bus_get_sync (G_BUS_TYPE_SYSTEM, NULL, &error);
   if (!conn)
     goto fail;
-  dbus = va_dbus_new (d.alloc, conn, &error);
-  if (!dbus)
+  d.dbus = va_dbus_new (d.alloc, conn, &error);
+  if (!d.dbus)
     goto fail;
-  va_dbus_set_metrics (dbus, metrics);
-  swap_back = va_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
-  va_swap_back_set_timeout (swap_back, d.config->swap_back_timeout_s);
-  d.swap_back = swap_back;
-  va_dbus_set_swap_back (dbus, swap_back);
+  va_dbus_set_metrics (d.dbus, d.metrics);
+  d.swap_back = va_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+  va_swap_back_set_timeout (d.swap_back, d.config->swap_back_timeout_s);
+  va_dbus_set_swap_back (d.dbus, d.swap_back);
 
   d.loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_term, &d);
@@ -454,30 +465,18 @@ va_daemon_main (int argc, char **argv)
   g_main_loop_run (d.loop);
 
   /* still on the bus: a helper finishes its NIC with a lease of ours */
-  va_swap_back_stop (swap_back, VA_SWAP_BACK_STOP_S);
+  va_swap_back_stop (d.swap_back, VA_SWAP_BACK_STOP_S);
   g_bus_unown_name (owner);
   if (!va_allocator_flush (d.alloc, &error))
     {
       g_warning ("committing the last leases: %s", error->message);
       g_clear_error (&error);
     }
-  g_clear_pointer (&dbus, va_dbus_free);
-  g_clear_pointer (&swap_back, va_swap_back_free);
-  g_clear_pointer (&metrics, va_metrics_free);
-  g_clear_object (&d.alloc);
-  g_main_loop_unref (d.loop);
-  va_config_free (d.config);
-  g_free (d.config_dir);
-  close (lock_fd);
+  daemon_clear (&d);
   return d.exit_code;
 
 fail:
   g_printerr ("vdpa-allocatord: %s\n", error->message);
-  g_clear_pointer (&metrics, va_metrics_free);
-  if (lock_fd >= 0)
-    close (lock_fd);
-  g_clear_object (&d.alloc);
-  va_config_free (d.config);
-  g_free (d.config_dir);
+  daemon_clear (&d);
   return 1;
 }
