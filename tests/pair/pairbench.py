@@ -4,7 +4,7 @@
 guests, each with a NIC on the reference's "VPC network1" (virtio, VLAN
 2200) and one on "VPC network2" (vDPA, VLAN 2334, virtio fallback), booted
 with `virsh start` through our hook in a real libvirtd, iperf3 between them,
-and a report (report.py) as a table, JSON and a plot (SVG, PNG).
+and a report (vatest/pairreport.py) as a table, JSON and a plot (SVG, PNG).
 
     pairbench.py [--time SECONDS] [--out DIR] [--show] [--config DIR]
 
@@ -15,9 +15,9 @@ kernel module) all start here and end with the run; no traffic leaves.
 
 A third network, vpc3 (mode=sriov, a VF of a kind=sriov pool passed
 through, the guest running the VF's own driver), joins only where the
-configuration has it and the host can run it (sriov.py decides and says
-why not); the default simulated configuration has none, so its rows read
-"unavailable: no kind=sriov pool on this host".
+configuration has it and the host can run it (vatest/pairsriov.py decides
+and says why not); the default simulated configuration has none, so its
+rows read "unavailable: no kind=sriov pool on this host".
 
 network2 gets its accelerated (vDPA) form only when the host has a
 vhost-vdpa device and the daemon a real backend; otherwise (this machine:
@@ -30,6 +30,7 @@ Exit status 0 when every vNIC test delivered packets, the domains are gone,
 every lease came back and (on OVS) the VLANs did not cross."""
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -45,8 +46,9 @@ from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_rea
 # still reachable)
 enter_namespaces()
 
-import report as rep  # noqa: E402
-import sriov  # noqa: E402
+from vatest import ctl  # noqa: E402
+from vatest import pairreport as rep  # noqa: E402
+from vatest import pairsriov as sriov  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 
@@ -98,13 +100,9 @@ def log(msg):
     sys.stderr.flush()
 
 
-def vdpactl(*args, check=True):
-    return run([VDPACTL] + list(args), check=check, timeout=30)
-
-
-def leases():
-    out = vdpactl("lease", "list", "-j").stdout
-    return json.loads(out)["leases"] if out else []
+# vdpactl on the private bus, 30 s at most a call
+vdpactl = functools.partial(ctl.vdpactl, timeout=30)
+leases = functools.partial(ctl.leases, timeout=30)
 
 
 def with_intent(xml, uuid, nics):
