@@ -51,6 +51,7 @@ from vatest import pairreport as rep  # noqa: E402
 from vatest import pairsriov as sriov  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
+from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 BRIDGE = "br-pair"
@@ -70,29 +71,20 @@ GUESTS = {
             "sriov": ("52:54:00:70:02:03", "192.171.0.193")},
 }
 
-SIM_CONFIG = """# written by tests/pair/pairbench.py: the reference's two networks on the
-# simulated ConnectX-6 Dx
-[simulate]
-pfs=1
-vfs=4
 
-[pool accel]
-match-vendor=15b3
-max-vqp=1
-
-[network vpc2]
-mode=vdpa
-pool=accel
-%(vlan2)s
-fallback-bridge=%(bridge)s
-fallback-bridge-type=%(type)s
-
-[network vpc1]
-mode=virtio
-%(vlan1)s
-fallback-bridge=%(bridge)s
-fallback-bridge-type=%(type)s
-"""
+def sim_text(ovs):
+    """The reference's two networks on the simulated ConnectX-6 Dx, on
+    BRIDGE; untagged without OVS: a Linux bridge here could not carry the
+    tags."""
+    kind = "ovs" if ovs else "linux"
+    return sim_config(
+        pfs=1, vfs=4, pools={"accel": ACCEL},
+        networks={NET2["name"]: dict(mode="vdpa", pool="accel", vlan=NET2["vlan"] if ovs else None,
+                                     fallback_bridge=BRIDGE, fallback_bridge_type=kind),
+                  NET1["name"]: dict(mode="virtio", vlan=NET1["vlan"] if ovs else None,
+                                     fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
+        comment="written by tests/pair/pairbench.py: the reference's two networks on the\nsimulated ConnectX-6 Dx"
+                + ("" if ovs else "\nuntagged: this host carries no VLANs"))
 
 
 def log(msg):
@@ -198,11 +190,7 @@ class Bench:
             with open(os.path.join(self.args.config, "vdpa-allocator.conf")) as f:
                 text = f.read()
         else:
-            text = SIM_CONFIG % {
-                "bridge": BRIDGE, "type": "ovs" if self.ovs else "linux",
-                # a Linux bridge here could not carry the tags: no VLANs then
-                "vlan1": "vlan=%d" % NET1["vlan"] if self.ovs else "# untagged: this host carries no VLANs",
-                "vlan2": "vlan=%d" % NET2["vlan"] if self.ovs else "# untagged: this host carries no VLANs"}
+            text = sim_text(self.ovs)
         self.config_text = text
         with open(path, "w") as f:
             f.write(text)

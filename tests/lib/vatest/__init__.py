@@ -6,6 +6,7 @@ PYTHONPATH, and lab_host.py passes it into the lab host; by hand:
 
     paths    where the programs under test and the source tree are
     ctl      vdpactl as a test runs it, its -j form, the lease list
+    simconf  vdpa-allocator.conf for the simulated NIC, from keywords
     bus      a private system bus, mocked polkit, the daemon on it
     libvirt  libvirtd, virtlogd and a bus in private namespaces
     guest    the tiny test guest's domain XML, command line and console
