@@ -24,6 +24,7 @@ import time
 import unittest
 
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call
+from vatest.simconf import ACCEL, sim_config
 from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
 
 KEYS_PER_CLIENT = 6  # 2 domains x 3 NICs
@@ -33,20 +34,8 @@ QUEUES = 4
 
 # 64 slots for 48 keys: no exhaustion, so every daemon error is a failure,
 # and slots are reused often.
-CONFIG = """[simulate]
-pfs=2
-vfs=32
-numa-nodes=2
-
-[pool accel]
-match-vendor=15b3
-max-vqp=4
-
-[network vpc2]
-mode=vdpa
-pool=accel
-vlan=2334
-"""
+CONFIG = sim_config(pfs=2, vfs=32, numa_nodes=2, pools={POOL: dict(ACCEL, max_vqp=QUEUES)},
+                    networks={"vpc2": dict(mode="vdpa", pool=POOL, vlan=VLAN)})
 
 # answers that say the request never reached a daemon, or that the daemon
 # went away with it: neither says whether it was applied

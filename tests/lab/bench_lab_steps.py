@@ -25,16 +25,13 @@ simulator has, comes on top (docs/connectx-hosts.md)."""
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import test_lab_sim as sim  # noqa: E402  beside this file: netdevsim helpers
-import test_lab_vlan as vlan  # noqa: E402  Open vSwitch start-up
-import vatest.bus as busfixture  # noqa: E402
-from gi.repository import GLib  # noqa: E402
+import vatest.bus as busfixture
+from gi.repository import GLib
+from vatest import ctl, lab  # lab: netdevsim helpers, Open vSwitch start-up
+from vatest.paths import SRCDIR
 
 ROUNDS = int(os.environ.get("VA_BENCH_ROUNDS", "3"))
 VFS = 4
@@ -50,7 +47,7 @@ STEPS = ("create", "bind", "node", "vlan")
 
 def hook_budget_ms():
     # its one home: va-config.h ([hook] timeout-ms overrides it on a host)
-    path = os.path.join(os.environ.get("VA_SRCDIR", os.path.join(HERE, "..", "..")), "vdpa-allocator", "common", "va-config.h")
+    path = os.path.join(SRCDIR, "vdpa-allocator", "common", "va-config.h")
     with open(path) as f:
         return int(re.search(r"^#define VA_HOOK_TIMEOUT_MS_DEFAULT (\d+)$", f.read(), re.M).group(1))
 
@@ -68,15 +65,15 @@ def config():
 def make_pfs():
     ifindex = {}
     for n in [n for _, n, _ in POOLS] + [PEER]:
-        sim.write("/sys/bus/netdevsim/new_device", "%d 1" % n)
+        lab.write("/sys/bus/netdevsim/new_device", "%d 1" % n)
         net = "/sys/bus/netdevsim/devices/netdevsim%d/net" % n
-        sim.wait_for(net)
-        sim.run("ip", "link", "set", os.listdir(net)[0], "name", "nsim%d" % n)
-        sim.run("ip", "link", "set", "nsim%d" % n, "up")
-        ifindex[n] = sim.link("nsim%d" % n)["ifindex"]
-    sim.link_peers([(ifindex[11], ifindex[12]), (ifindex[13], ifindex[PEER])])
-    sim.run("ip", "link", "add", BRIDGES["bridge"], "type", "bridge", "vlan_filtering", "1")
-    sim.run("ip", "link", "set", BRIDGES["bridge"], "up")
+        lab.wait_for(net)
+        lab.run("ip", "link", "set", os.listdir(net)[0], "name", "nsim%d" % n)
+        lab.run("ip", "link", "set", "nsim%d" % n, "up")
+        ifindex[n] = lab.link("nsim%d" % n)["ifindex"]
+    lab.link_peers([(ifindex[11], ifindex[12]), (ifindex[13], ifindex[PEER])])
+    lab.run("ip", "link", "add", BRIDGES["bridge"], "type", "bridge", "vlan_filtering", "1")
+    lab.run("ip", "link", "set", BRIDGES["bridge"], "up")
 
 
 def ms(values):
@@ -84,19 +81,19 @@ def ms(values):
 
 
 def main():
-    if not os.path.exists("/sys/bus/netdevsim") and sim.run("modprobe", "netdevsim", check=False).returncode:
+    if not os.path.exists("/sys/bus/netdevsim") and lab.run("modprobe", "netdevsim", check=False).returncode:
         print("SKIP: no netdevsim: run under lab_host.py --sim-modules")
         return 77
     # netdevsim's VF limit is debugfs' max_vfs (no sriov_totalvfs)
     if not os.path.isdir("/sys/kernel/debug/netdevsim"):
-        sim.run("mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug", check=False)
-    sim.run("modprobe", "-a", "netdevsim", "vdpa_sim_net", "vhost_vdpa", "bridge")
+        lab.run("mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug", check=False)
+    lab.run("modprobe", "-a", "netdevsim", "vdpa_sim_net", "vhost_vdpa", "bridge")
     procs = []
     bus = daemon = None
     failed = False
     try:
         make_pfs()
-        vlan.start_ovs(procs, BRIDGES["ovs"])
+        lab.start_ovs(procs, BRIDGES["ovs"])
         os.environ["G_MESSAGES_DEBUG"] = "va-allocator-lease"
         bus = busfixture.Bus()
         daemon = busfixture.Daemon(bus, config=config())
@@ -104,7 +101,7 @@ def main():
         daemon.start()
         start_s = time.monotonic() - t0
         for method, _, _ in POOLS:
-            pool = sim.json.loads(sim.run(sim.VDPACTL, "pool", "show", method, "-j").stdout)
+            pool = ctl.vdpactl_json("pool", "show", method, merge=True, timeout=None)
             if (pool["total"], pool["healthy"]) != (VFS, True):
                 raise AssertionError("pool %s not ready: %s" % (method, pool))
         calls = {m: [] for m, _, _ in POOLS}
@@ -156,7 +153,7 @@ def main():
             p.terminate()
         for n in [n for _, n, _ in POOLS] + [PEER]:
             if os.path.exists("/sys/bus/netdevsim/devices/netdevsim%d" % n):
-                sim.write("/sys/bus/netdevsim/del_device", "%d" % n)
+                lab.write("/sys/bus/netdevsim/del_device", "%d" % n)
         if rc:
             print("FAIL: vdpa-allocatord exited %d:\n%s" % (rc, daemon.read_log()[-4000:]))
             failed = True

@@ -10,10 +10,11 @@ caps locked memory and has no vhost-vdpa).
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_daemon.py [-v] [TEST...]
 
 The module's fixture (Lab, started once by setUpModule) brings everything
-up and tears it down; the helpers start_vduse(), vdpactl(), virsh() and
-wait_until() are for the test classes here and for those to come (VLAN
-isolation, the hook's Linux-bridge path, module unloading): add a
-unittest.TestCase to this file and use LAB.
+up and tears it down; the helpers start_vduse() and wait_until()
+(vatest.lab), vdpactl() (vatest.ctl) and virsh() (vatest.libvirt) are for
+the test classes here and for those to come (VLAN isolation, the hook's
+Linux-bridge path, module unloading): add a unittest.TestCase to this file
+and use LAB.
 
 It refuses to run anywhere but in the lab host: it loads modules, starts
 udevd and a system bus, and writes below /etc."""
@@ -23,15 +24,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
-import sys
 import time
 import unittest
 
-from vatest.libvirt import NS_ENV, Libvirt, run
-from vatest.paths import DAEMON, HOOK, SRCDIR, SYSCONFDIR, VDPACTL, VDUSE_NET
+from vatest import lab
+from vatest.lab import (AUTO, BRIDGE, CONFIG, DEVICE_GROUP, DEVICE_MODE, NETWORK, PLAIN, PLAIN_VLAN, POOL, SLOTS, VLAN,
+                        WORK, Timer, bridge_vlans, domain_xml, holds_for, in_lab_host, log, master, start_vduse,
+                        stop_vduse, vdpa_devices, vdpa_driver, wait_until)
+from vatest.ctl import leases, vdpactl, vdpactl_json  # on the default system bus
+from vatest.libvirt import NS_ENV, Libvirt, run, virsh
+from vatest.paths import DAEMON, HOOK, SRCDIR, SYSCONFDIR, VDPACTL
 
 UDEV_RULE = os.path.join(SRCDIR, "udev-rules", "90-vdpa-allocator.rules")
 BUS_POLICY = os.path.join(SRCDIR, "contrib", "org.vdpa_allocator.Allocator1.conf")
@@ -40,114 +44,6 @@ BUS_POLICY = os.path.join(SRCDIR, "contrib", "org.vdpa_allocator.Allocator1.conf
 CONFIG_DIR = os.path.join(SYSCONFDIR, "vdpa-allocator")
 # the default run directory: the udev rule reads RUN/nodes/
 RUN_DIR = "/run/vdpa-allocator"
-WORK = "/var/tmp/va-lab"  # a fresh tmpfs in the lab host
-NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
-
-POOL = "lab"
-BRIDGE = "br-lab"
-NETWORK = "accel"
-VLAN = 10
-PLAIN = "plain"  # virtio only, on the Linux bridge: the hook tags the tap
-PLAIN_VLAN = 20
-AUTO = "auto"  # vdpa while the pool has room, else virtio on the same VLAN
-DEVICE_GROUP = "disk"
-DEVICE_MODE = 0o660
-SLOTS = ["vduse0", "vduse1"]
-
-CONFIG = """# written by tests/lab/test_lab_daemon.py
-[pool %(pool)s]
-type=vduse-test
-vlan-method=bridge
-uplink-bridge=%(bridge)s
-device-group=%(group)s
-device-mode=%(mode)04o
-
-[network %(network)s]
-mode=vdpa
-pool=%(pool)s
-vlan=%(vlan)d
-fallback-bridge=%(bridge)s
-
-[network %(plain)s]
-mode=virtio
-vlan=%(plain_vlan)d
-fallback-bridge=%(bridge)s
-
-[network %(auto)s]
-mode=auto
-pool=%(pool)s
-vlan=%(vlan)d
-fallback-bridge=%(bridge)s
-""" % dict(pool=POOL, bridge=BRIDGE, group=DEVICE_GROUP, mode=DEVICE_MODE, network=NETWORK, vlan=VLAN, plain=PLAIN,
-           plain_vlan=PLAIN_VLAN, auto=AUTO)
-
-
-def log(fmt, *args):
-    sys.stderr.write("lab-daemon: " + (fmt % args if args else fmt) + "\n")
-    sys.stderr.flush()
-
-
-def in_lab_host():
-    # lab-init.sh runs the command with /lab shared and LAB_CWD set
-    return os.path.exists("/lab/cmd") and "LAB_CWD" in os.environ
-
-
-def wait_until(pred, timeout, what, interval=0.1):
-    """Calls pred until it returns something true, and returns that; raises
-    TimeoutError naming what after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError("%s: not within %d s" % (what, timeout))
-        time.sleep(interval)
-
-
-def holds_for(pred, seconds, what, interval=0.2):
-    """Checks pred for seconds; raises AssertionError naming what the first
-    time it is false."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not pred():
-            raise AssertionError("%s: no longer true" % what)
-        time.sleep(interval)
-
-
-class Timer:
-    """with Timer("what"): logs how long the block took."""
-
-    def __init__(self, what):
-        self.what = what
-
-    def __enter__(self):
-        self.t0 = time.monotonic()
-        return self
-
-    def __exit__(self, *exc):
-        self.s = time.monotonic() - self.t0
-        log("%-40s %6.1f s%s", self.what, self.s, "" if exc[0] is None else " (failed)")
-
-
-def vdpactl(*args, check=True, timeout=60):
-    """vdpactl on the default system bus; a CompletedProcess."""
-    r = subprocess.run([VDPACTL] + list(args), capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise RuntimeError("vdpactl %s failed (%d): %s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
-
-
-def vdpactl_json(*args):
-    return json.loads(vdpactl(*(list(args) + ["-j"])).stdout)
-
-
-def virsh(*args, check=True, timeout=120):
-    return LAB.lv.virsh(*args, check=check, timeout=timeout)
-
-
-def leases():
-    return vdpactl_json("lease", "list")["leases"]
 
 
 def pool(name=POOL):
@@ -155,37 +51,6 @@ def pool(name=POOL):
         if p["name"] == name:
             return p
     raise KeyError("no pool %s in vdpactl pool list" % name)
-
-
-def vdpa_devices():
-    try:
-        return sorted(os.listdir("/sys/bus/vdpa/devices"))
-    except FileNotFoundError:
-        return []
-
-
-def vdpa_driver(device):
-    link = "/sys/bus/vdpa/devices/%s/driver" % device
-    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
-
-
-def bridge_vlans(port):
-    """[(vid, flags)] of a bridge port, from bridge -j vlan show."""
-    out = json.loads(run(["bridge", "-j", "vlan", "show", "dev", port]).stdout or "[]")
-    return [(v["vlan"], sorted(v.get("flags", []))) for entry in out for v in entry["vlans"]]
-
-
-def master(ifname):
-    link = "/sys/class/net/%s/master" % ifname
-    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
 
 class Lab:
@@ -196,7 +61,7 @@ class Lab:
 
     def __init__(self):
         self.lv = None
-        self.vduse = {}  # slot -> Popen of its vduse-net
+        self.vduse = lab.VDUSE  # slot -> Popen of its vduse-net (vatest.lab)
         self.daemon = None
         self.daemon_log = None
         self.udevd = False
@@ -331,41 +196,6 @@ class Lab:
 LAB = Lab()
 
 
-def start_vduse(slot, timeout=30):
-    """A slot of the vduse-test pool: the VDUSE device va-SLOT (vduse-net),
-    and the netdev SLOT that stands in for its VF representor (one end of a
-    veth pair; the other end is SLOT-peer)."""
-    ready = os.path.join(WORK, "vduse-%s.ready" % slot)
-    logf = open(os.path.join(WORK, "vduse-%s.log" % slot), "w")
-    p = subprocess.Popen([VDUSE_NET, "-n", "va-" + slot, "-r", ready, "-v"], stdin=subprocess.DEVNULL, stdout=logf,
-                         stderr=subprocess.STDOUT)
-    logf.close()
-    LAB.vduse[slot] = p
-
-    def made():
-        if p.poll() is not None:
-            raise RuntimeError("vduse-net for %s exited %d" % (slot, p.returncode))
-        return os.path.exists(ready) and os.path.getsize(ready) > 0
-    wait_until(made, timeout, "VDUSE device va-" + slot)
-    run(["ip", "link", "add", slot, "type", "veth", "peer", "name", slot + "-peer"])
-    run(["ip", "link", "set", slot, "up"])
-    run(["ip", "link", "set", slot + "-peer", "up"])
-
-
-def stop_vduse(slot, timeout=30):
-    """Destroys the VDUSE device of slot (vduse-net retries while a vdpa
-    device still sits on it) and its representor stand-in."""
-    p = LAB.vduse.pop(slot, None)
-    if p and p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-    run(["ip", "link", "del", slot], check=False)
-
-
 def setUpModule():
     if not in_lab_host():
         raise unittest.SkipTest("runs only inside the lab host: lab_host.py -- /usr/bin/python3 %s" % __file__)
@@ -450,39 +280,10 @@ class DaemonInLab(unittest.TestCase):
         self.assertIsNone(master(lease["mgmtdev"]))
         self.assertEqual(pool()["free"], len(SLOTS))
 
-    def domain_xml(self, name, network=NETWORK, form="accelerated", acpi=False):
-        """A domain that cannot boot anything (no disk, no kernel, 64 MiB)
-        with one NIC marked for @network, in @form as vdpactl rewrite makes
-        it."""
-        xml = """<domain type='qemu'>
-  <name>%(name)s</name>
-  <uuid>%(uuid)s</uuid>
-  <metadata>
-    <vdpa:nics xmlns:vdpa='%(ns)s'>
-      <vdpa:nic mac='%(mac)s' network='%(network)s'/>
-    </vdpa:nics>
-  </metadata>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-  </os>
-  %(features)s<on_poweroff>destroy</on_poweroff>
-  <on_reboot>destroy</on_reboot>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <interface type='bridge'>
-      <mac address='%(mac)s'/>
-      <source bridge='%(bridge)s'/>
-      <model type='virtio'/>
-    </interface>
-    <controller type='usb' model='none'/>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-""" % dict(name=name, uuid=self.UUID, ns=NS, mac=self.MAC, network=network, bridge=BRIDGE,
-           features="<features><acpi/></features>\n  " if acpi else "")
+    def rewritten(self, name, network=NETWORK, form="accelerated", acpi=False):
+        """A domain that cannot boot anything (vatest.lab.domain_xml) with
+        one NIC marked for @network, in @form as vdpactl rewrite makes it."""
+        xml = domain_xml(name, self.UUID, self.MAC, network, acpi=acpi)
         r = subprocess.run([VDPACTL, "rewrite", "--to", form, "--config", CONFIG_DIR, "-"], input=xml,
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -491,7 +292,7 @@ class DaemonInLab(unittest.TestCase):
     def test_3_virsh_start_paused_runs_qemu_on_vhost_vdpa(self):
         name = "lab-accel"
         with Timer("vdpactl rewrite"):
-            xml = self.domain_xml(name)
+            xml = self.rewritten(name)
         port = os.path.join(RUN_DIR, "ports", self.UUID, self.MAC)
         self.assertIn("<interface type=\"vdpa\">", xml)
         self.assertIn("<source dev=\"%s\"/>" % port, xml)
@@ -568,7 +369,7 @@ class DaemonInLab(unittest.TestCase):
         # libvirt puts a tap on a Linux bridge with the bridge's default
         # VLAN 1; at "start begin" the hook makes it VLAN 20, untagged, alone
         name = "lab-plain"
-        xml = self.domain_xml(name, PLAIN, "portable")
+        xml = self.rewritten(name, PLAIN, "portable")
         self.assertIn("<source bridge=\"%s\"/>" % BRIDGE, xml)
         LAB.lv.define(xml)
         self.start_paused(name)
@@ -585,7 +386,7 @@ class DaemonInLab(unittest.TestCase):
         # hook puts its tap in the network's VLAN, the one a vDPA NIC of
         # the network gets
         name = "lab-auto"
-        LAB.lv.define(self.domain_xml(name, AUTO, "portable"))
+        LAB.lv.define(self.rewritten(name, AUTO, "portable"))
         vdpactl("pool", "drain", POOL)
         try:
             vdpactl("domain", "accelerate", name)
@@ -613,7 +414,7 @@ class DaemonInLab(unittest.TestCase):
         # QEMU cannot load that virtio-net into vhost-vdpa ("saved image
         # requires TUN_F_UFO support"), so the hook keeps it on the bridge
         name = "lab-restore"
-        LAB.lv.define(self.domain_xml(name, AUTO, "portable"))
+        LAB.lv.define(self.rewritten(name, AUTO, "portable"))
         vdpactl("pool", "drain", POOL)
         try:
             self.start_paused(name)
@@ -633,7 +434,7 @@ class DaemonInLab(unittest.TestCase):
         # dirty-page logging (VHOST_F_LOG_ALL), which VDUSE lacks: the
         # guest goes on, its lease and device with it
         name = "lab-nosave"
-        LAB.lv.define(self.domain_xml(name, AUTO, "accelerated"))
+        LAB.lv.define(self.rewritten(name, AUTO, "accelerated"))
         self.start_paused(name)
         (lease,) = leases()
         r = virsh("managedsave", name, check=False, timeout=180)
@@ -650,7 +451,7 @@ class DaemonInLab(unittest.TestCase):
         # the lease's domain is defined, so reconciliation with the real
         # libvirtd keeps its lease
         name = "lab-keep"
-        LAB.lv.define(self.domain_xml(name, NETWORK, "accelerated"))
+        LAB.lv.define(self.rewritten(name, NETWORK, "accelerated"))
         lease = json.loads(vdpactl("allocate", "-j", "--uuid", self.UUID, "--domain", name, "--mac", self.MAC,
                                    "--network", NETWORK).stdout)
         other = "va-" + [slot for slot in SLOTS if slot != lease["mgmtdev"]][0]
@@ -689,7 +490,7 @@ class DaemonInLab(unittest.TestCase):
         # that tried would hang the daemon; it is refused, quickly, with one
         # line, the lease and the device kept
         name = "lab-busy"
-        LAB.lv.define(self.domain_xml(name, NETWORK, "accelerated"))
+        LAB.lv.define(self.rewritten(name, NETWORK, "accelerated"))
         self.start_paused(name)
         (lease,) = leases()
         with Timer("vdpactl release, refused"):
@@ -710,7 +511,7 @@ class DaemonInLab(unittest.TestCase):
         # libvirt calls no hook for hot-plug: vdpactl leases, then attaches
         mac = "52:54:00:1a:b0:0a"
         name = "lab-hotplug"
-        LAB.lv.define(self.domain_xml(name, PLAIN, "portable", acpi=True))
+        LAB.lv.define(self.rewritten(name, PLAIN, "portable", acpi=True))
         self.start_paused(name)
         with Timer("vdpactl domain attach"):
             vdpactl("domain", "attach", name, "--network", NETWORK, "--mac", mac, timeout=120)
@@ -735,7 +536,7 @@ class DaemonInLab(unittest.TestCase):
         # vhost-vdpa fd it was given (QEMU 7.2, libvirt 9.0)
         mac = "52:54:00:1a:b0:0b"
         name = "lab-nohotplug"
-        LAB.lv.define(self.domain_xml(name, PLAIN, "portable"))
+        LAB.lv.define(self.rewritten(name, PLAIN, "portable"))
         self.start_paused(name)
         r = vdpactl("domain", "attach", name, "--network", NETWORK, "--mac", mac, check=False, timeout=120)
         log("attach: %s", r.stderr.strip())

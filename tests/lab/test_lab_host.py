@@ -1,27 +1,27 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The lab host harness (lab_host.py): the command runs on the 6.12 kernel
-over the build machine's root, its status and output come back, writes land
-in the tmpfs overlay and not on the build machine, and a lab host that does
-not finish within its bound is killed and reported."""
+"""The lab host harness (lab_host.py, vatest.labhost): the command runs on
+the 6.12 kernel over the build machine's root, its status and output come
+back, writes land in the tmpfs overlay and not on the build machine, and a
+lab host that does not finish within its bound is killed and reported."""
 
 import os
 import sys
 import unittest
 
-import lab_host  # beside this file: the script's own folder is on sys.path
+from vatest import labhost
 
 
 class LabHost(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        miss = lab_host.missing_tools()
+        miss = labhost.missing_tools()
         if miss:
             raise unittest.SkipTest("missing " + " ".join(miss))
 
     def test_command_status_and_output(self):
         marker = "/etc/lab-host-overlay-probe.%d" % os.getpid()
-        r = lab_host.run(["sh", "-c", "uname -r; touch %s && echo wrote; "
+        r = labhost.run(["sh", "-c", "uname -r; touch %s && echo wrote; "
                           "ls /lib/modules/$(uname -r)/modules.dep; exit 3" % marker], timeout=300)
         print("lab-host:", r.summary(), file=sys.stderr)
         self.assertFalse(r.timed_out, r.console[-3000:])
@@ -33,7 +33,7 @@ class LabHost(unittest.TestCase):
         self.assertIsNotNone(r.boot_s)
 
     def test_time_bound(self):
-        r = lab_host.run(["sleep", "3600"], timeout=15)
+        r = labhost.run(["sleep", "3600"], timeout=15)
         self.assertTrue(r.timed_out)
         self.assertIsNone(r.rc)
 

@@ -20,6 +20,7 @@ re-accelerating it under the installed unit; remove and purge; no AppArmor denia
 The cases run in order and share what the earlier ones made; one that
 fails makes the later ones that need its result skip or fail."""
 
+import functools
 import json
 import os
 import re
@@ -30,11 +31,10 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-import test_lab_daemon as lab  # beside this file: the pool's config, VDUSE helpers
-from test_lab_daemon import log, wait_until, Timer
+from vatest import ctl, lab, libvirt  # lab: the VDUSE lab's pool, its configuration and devices
+from vatest.lab import Timer, log, wait_until
+from vatest.paths import SRCDIR
 
-SRCDIR = lab.SRCDIR
 README = os.path.join(SRCDIR, "README.md")
 DEB = os.environ.get("LAB_DEB", "")
 # where the package puts things (tests/package checks the package itself)
@@ -47,7 +47,6 @@ UNIT = "vdpa-allocatord.service"
 UNIT_FILE = "/lib/systemd/system/" + UNIT
 POLKIT_EXAMPLE = "/usr/share/doc/vdpa-allocator/examples/50-vdpa-allocator-libvirt.rules"
 POLKIT_RULES_D = "/etc/polkit-1/rules.d"
-URI = "qemu:///system"
 # the include lines the postinst adds to the admin's local files
 AA_LOCAL = {"/etc/apparmor.d/local/abstractions/libvirt-qemu": "include if exists <vdpa-allocator/libvirt-qemu>",
             "/etc/apparmor.d/local/usr.sbin.libvirtd": "include if exists <vdpa-allocator/usr.sbin.libvirtd>"}
@@ -87,16 +86,10 @@ def systemctl(*args, check=True, timeout=180):
     return sh(["systemctl"] + list(args), check=check, timeout=timeout)
 
 
-def virsh(*args, check=True, timeout=180):
-    return sh(["virsh", "-q", "-c", URI] + list(args), check=check, timeout=timeout)
-
-
-def vdpactl_json(*args):
-    return json.loads(sh([VDPACTL] + list(args) + ["-j"]).stdout)
-
-
-def leases():
-    return vdpactl_json("lease", "list")["leases"]
+# the installed vdpactl on the host's system bus; virsh on qemu:///system
+virsh = functools.partial(libvirt.virsh, timeout=180)
+vdpactl_json = functools.partial(ctl.vdpactl_json, binary=VDPACTL, timeout=120)
+leases = functools.partial(ctl.leases, binary=VDPACTL, timeout=120)
 
 
 def pool(name=lab.POOL):
@@ -207,35 +200,6 @@ def held_open_probe(chardev, caps):
     log("held_open probe with %s: %s", " ".join(caps), r.stdout.strip())
     seen, denied = r.stdout.split()
     return ([] if seen == "none" else [h.split(":")[0] for h in seen.split(",")]), int(denied)
-
-
-def domain_xml(name, uuid, mac):
-    """A VM as an operator has it, its NIC on a Linux bridge, marked with
-    the metadata that asks for the accelerated network."""
-    return """<domain type='qemu'>
-  <name>%(name)s</name>
-  <uuid>%(uuid)s</uuid>
-  <metadata>
-    <vdpa:nics xmlns:vdpa='%(ns)s'>
-      <vdpa:nic mac='%(mac)s' network='%(network)s'/>
-    </vdpa:nics>
-  </metadata>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <interface type='bridge'>
-      <mac address='%(mac)s'/>
-      <source bridge='%(bridge)s'/>
-      <model type='virtio'/>
-    </interface>
-    <controller type='usb' model='none'/>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-""" % dict(name=name, uuid=uuid, ns=lab.NS, mac=mac, network=lab.NETWORK, bridge=lab.BRIDGE)
 
 
 def under_systemd():
@@ -353,7 +317,7 @@ class InstalledHost(unittest.TestCase):
     def test_03_marked_domain_starts_paused_under_its_profile(self):
         path = os.path.join(lab.WORK, "vm1.xml")
         with open(path, "w") as f:
-            f.write(domain_xml(self.NAME, self.UUID, self.MAC))
+            f.write(lab.domain_xml(self.NAME, self.UUID, self.MAC))
         virsh("define", path)  # README: virsh edit vm1, to add the metadata
         readme("vdpactl domain accelerate vm1")
         self.assertIn("type='vdpa'", virsh("dumpxml", "--inactive", self.NAME).stdout)

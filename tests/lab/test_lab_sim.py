@@ -25,18 +25,21 @@ rtnetlink VF settings, vdpa DEV_NEW/DEV_DEL, vhost_vdpa binding.
 One daemon start and one restart; every process costs about a second in
 the TCG guest."""
 
+import functools
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-import vatest.bus as busfixture  # noqa: E402
+import vatest.bus as busfixture
+from vatest import ctl
+from vatest.lab import eswitch, link, link_peers, pcivf_ports, read, run, wait_for, write
 
-VDPACTL = busfixture.VDPACTL
+# vdpactl with its output merged, no time bound of its own
+vdpactl = functools.partial(ctl.vdpactl, merge=True, timeout=None)
+leases = functools.partial(ctl.leases, merge=True, timeout=None)
 BRIDGE = "br-sim"
 UUID = "5e1f0000-0000-4000-8000-%012d"
 MAC = "52:54:00:5e:00:%02x"
@@ -60,57 +63,6 @@ uplink-bridge=%s
 device-group=disk
 device-mode=0660
 """ 
-
-
-def run(*argv, check=True):
-    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stdout))
-    return r
-
-
-def read(path):
-    with open(path) as f:
-        return f.read().strip()
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def eswitch(dev):
-    return json.loads(run("devlink", "-j", "dev", "eswitch", "show", "netdevsim/" + dev).stdout)["dev"]["netdevsim/" + dev]["mode"]
-
-
-def pcivf_ports(dev):
-    ports = json.loads(run("devlink", "-j", "port", "show").stdout)["port"]
-    return {v["vfnum"]: v.get("netdev") for k, v in ports.items()
-            if k.startswith("netdevsim/%s/" % dev) and v["flavour"] == "pcivf"}
-
-
-def link(port):
-    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0]
-
-
-def link_peers(pairs):
-    """Links netdevsim ports by ifindex, (a, b) each: netdevsim has
-    carrier only when linked to a peer (drivers/net/netdevsim/bus.c,
-    link_device); without it a PF is down and unhealthy."""
-    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-    try:
-        for a, b in pairs:
-            write("/sys/bus/netdevsim/link_device", "%d:%d %d:%d" % (fd, a, fd, b))
-    finally:
-        os.close(fd)
-
-
-def wait_for(path, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise RuntimeError("%s did not appear" % path)
-        time.sleep(0.05)
 
 
 class SimulatedConnectX(unittest.TestCase):
@@ -172,11 +124,8 @@ class SimulatedConnectX(unittest.TestCase):
         if log:
             print("# daemon log:\n" + "\n".join("#   " + l for l in log.splitlines()[-30:]), file=sys.stderr)
 
-    def vdpactl(self, *args, check=True):
-        return run(VDPACTL, *args, check=check)
-
     def pools(self):
-        return {p["name"]: p for p in json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]}
+        return {p["name"]: p for p in json.loads(vdpactl("pool", "list", "-j").stdout)["pools"]}
 
     def reload(self, until):
         if not self.daemon.reload(lambda: until(self.pools())):
@@ -195,7 +144,7 @@ class SimulatedConnectX(unittest.TestCase):
             time.sleep(0.1)
 
     def allocate(self, n, pool, vlan):
-        return json.loads(self.vdpactl("allocate", "-j", "-u", UUID % n, "-m", MAC % n, "-p", pool,
+        return json.loads(vdpactl("allocate", "-j", "-u", UUID % n, "-m", MAC % n, "-p", pool,
                                        "--vlan", str(vlan)).stdout)
 
     def test_1_start_leaves_legacy_pf_and_switches_the_other(self):
@@ -243,10 +192,10 @@ class SimulatedConnectX(unittest.TestCase):
                          [(20, ["PVID", "Egress Untagged"])])
 
     def test_3_restart_refuses_changes_under_live_devices(self):
-        leases = json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]
-        self.assertEqual(len(leases), 2)
-        slot7 = [l for l in leases if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
-        slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
+        held = leases()
+        self.assertEqual(len(held), 2)
+        slot7 = [l for l in held if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
+        slot8 = [l for l in held if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
         self.daemon.stop()
         # leg: only the stored lease is left to guard its PF
         run("vdpa", "dev", "del", "va-" + slot7)
@@ -267,18 +216,18 @@ class SimulatedConnectX(unittest.TestCase):
         self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
         self.assertEqual(eswitch("netdevsim8"), "switchdev")
         self.assertTrue(os.path.exists("/sys/bus/vdpa/devices/va-" + slot8))
-        self.assertEqual(len(json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]), 2)
+        self.assertEqual(len(leases()), 2)
 
     def test_4_release_resets(self):
-        leases = json.loads(self.vdpactl("lease", "list", "-j").stdout)["leases"]
+        held = leases()
         for n in (1, 2):
-            self.vdpactl("release", "-u", UUID % n, "-m", MAC % n)
-        for l in leases:
+            vdpactl("release", "-u", UUID % n, "-m", MAC % n)
+        for l in held:
             self.assertFalse(os.path.exists("/sys/bus/vdpa/devices/va-" + l["mgmtdev"]))
-        slot7 = [l for l in leases if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
+        slot7 = [l for l in held if l["mgmtdev"].startswith("netdevsim7")][0]["mgmtdev"]
         info = link("nsim7")["vfinfo_list"][int(slot7[-1])]
         self.assertEqual((info["address"], info["vlan_list"][0].get("vlan", 0)), ("00:00:00:00:00:00", 0))
-        slot8 = [l for l in leases if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
+        slot8 = [l for l in held if l["mgmtdev"].startswith("netdevsim8")][0]["mgmtdev"]
         self.assertIsNone(link(pcivf_ports("netdevsim8")[int(slot8[-1])]).get("master"))
 
     def configure(self, leg_vfs):
@@ -307,7 +256,7 @@ class SimulatedConnectX(unittest.TestCase):
         self.assertIn("PF netdevsim7: refusing to change sriov_numvfs from 3 to 2: vdpa device va-netdevsim7v",
                       self.pools()["leg"]["health_reason"])
         self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "3")
-        self.vdpactl("release", "-u", UUID % 3, "-m", MAC % 3)
+        vdpactl("release", "-u", UUID % 3, "-m", MAC % 3)
         self.reload(lambda pools: pools["leg"]["total"] == 2 and pools["leg"]["healthy"])
         self.assertEqual(read("/sys/bus/netdevsim/devices/netdevsim7/sriov_numvfs"), "2")
 

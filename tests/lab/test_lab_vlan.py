@@ -17,19 +17,21 @@ an allocation must fail with its one line and leave no vdpa device behind.
 The vdpa netlink family exists only in the initial network namespace, so
 the daemon runs there; only the representors' peers move out."""
 
+import functools
 import json
 import os
 import subprocess
 import time
 import unittest
 
+from vatest import ctl
 from vatest.bus import Bus, Daemon
-from vatest.paths import VDPACTL, VDUSE_NET
+from vatest.lab import link, run, start_ovs, vdpa_devices
+from vatest.paths import VDUSE_NET
 
 BRIDGE = "br-lab"
 SLOTS = ("vduse0", "vduse1", "vduse2")
 UUID = "7ab1e5e0-0000-4000-8000-%012d"
-OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 CONFIG = """[pool lab]
 type=vduse-test
@@ -39,20 +41,11 @@ device-group=disk
 device-mode=0660
 """
 
-
-def run(*argv, check=True):
-    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stdout))
-    return r
-
+# vdpactl with its output merged, no time bound of its own
+vdpactl = functools.partial(ctl.vdpactl, merge=True, timeout=None)
 
 def in_lab_host():
     return os.path.exists("/sys/module/vduse") or run("modprobe", "-n", "vduse", check=False).returncode == 0
-
-
-def link(port):
-    return json.loads(run("ip", "-j", "link", "show", "dev", port).stdout)[0]
 
 
 def is_up(port):
@@ -62,33 +55,6 @@ def is_up(port):
 def ping(ns, addr):
     # busybox's: the build machine need not have iputils
     return run("ip", "netns", "exec", ns, "busybox", "ping", "-c", "1", "-W", "2", addr, check=False).returncode == 0
-
-
-def vdpa_devices():
-    return sorted(os.listdir("/sys/bus/vdpa/devices")) if os.path.isdir("/sys/bus/vdpa/devices") else []
-
-
-def start_ovs(procs, bridge):
-    """ovsdb-server and ovs-vswitchd on the lab host's tmpfs /run, the
-    kernel datapath, and @bridge; the daemons are added to @procs."""
-    d = "/run/openvswitch"
-    os.makedirs(d, exist_ok=True)
-    run("modprobe", "openvswitch")
-    run("ovsdb-tool", "create", d + "/conf.db", OVS_SCHEMA)
-    procs.append(subprocess.Popen(["ovsdb-server", d + "/conf.db", "--remote=punix:" + d + "/db.sock",
-                                   "--pidfile=" + d + "/ovsdb-server.pid", "--log-file=" + d + "/ovsdb.log"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    deadline = time.monotonic() + 20
-    while not os.path.exists(d + "/db.sock"):
-        if time.monotonic() > deadline:
-            raise RuntimeError("ovsdb-server did not come up")
-        time.sleep(0.05)
-    run("ovs-vsctl", "--no-wait", "init")
-    procs.append(subprocess.Popen(["ovs-vswitchd", "unix:" + d + "/db.sock", "--pidfile=" + d + "/ovs-vswitchd.pid",
-                                   "--log-file=" + d + "/ovs-vswitchd.log"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    run("ovs-vsctl", "--timeout=30", "add-br", bridge)
-    run("ip", "link", "set", bridge, "up")
 
 
 class VlanMethod:
@@ -154,19 +120,16 @@ class VlanMethod:
         if rc:
             raise AssertionError("vdpa-allocatord exited %d:\n%s" % (rc, log[-6000:]))
 
-    def vdpactl(self, *args, check=True):
-        return run(VDPACTL, *args, check=check)
-
     def allocate(self, n, vlan):
-        out = self.vdpactl("allocate", "-j", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n,
+        out = vdpactl("allocate", "-j", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n,
                            "-p", "lab", "--vlan", str(vlan)).stdout
         return json.loads(out)
 
     def release(self, n):
-        self.vdpactl("release", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n)
+        vdpactl("release", "-u", UUID % n, "-m", "52:54:00:77:00:%02x" % n)
 
     def test_1_pool_has_the_vduse_slots(self):
-        pools = json.loads(self.vdpactl("pool", "list", "-j").stdout)["pools"]
+        pools = json.loads(vdpactl("pool", "list", "-j").stdout)["pools"]
         self.assertEqual([(p["name"], p["total"], p["free"], p["healthy"]) for p in pools], [("lab", 3, 3, True)])
         if self.METHOD == "bridge":
             self.assertIsNone(pools[0]["warning"])  # VDUSE: no uplink to miss
@@ -200,12 +163,12 @@ class VlanMethod:
         for n, lease in leases.items():
             self.assertFalse(self.in_uplink(lease["mgmtdev"]), "release left %s in the bridge" % lease["mgmtdev"])
             self.assertNotIn(lease["device"], vdpa_devices())
-        self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
+        self.assertEqual(vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
 
     def test_3_vhost_vdpa_not_loaded(self):
         run("modprobe", "-r", "vhost_vdpa")
         try:
-            r = self.vdpactl("allocate", "-u", UUID % 9, "-m", "52:54:00:77:00:09", "-p", "lab", "--vlan", "10", check=False)
+            r = vdpactl("allocate", "-u", UUID % 9, "-m", "52:54:00:77:00:09", "-p", "lab", "--vlan", "10", check=False)
             self.assertNotEqual(r.returncode, 0)
             lines = r.stdout.strip().splitlines()
             self.assertEqual(len(lines), 1, r.stdout)
@@ -213,7 +176,7 @@ class VlanMethod:
                              r"the vhost_vdpa module is not loaded \(modprobe vhost_vdpa\)$")
             # not half made: no device, no lease, the slot free again
             self.assertEqual([d for d in vdpa_devices() if d.startswith("va-")], [])
-            self.assertEqual(self.vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
+            self.assertEqual(vdpactl("lease", "list", "-j").stdout.count('"mgmtdev"'), 0)
         finally:
             run("modprobe", "vhost_vdpa")
         # loaded again: the same request succeeds
@@ -264,7 +227,7 @@ class OpenVSwitch(VlanMethod, unittest.TestCase):
         return run("ovs-vsctl", "port-to-br", port, check=False).stdout.strip() == BRIDGE
 
     def warning(self):
-        return json.loads(self.vdpactl("pool", "show", "lab", "-j").stdout)["warning"]
+        return json.loads(vdpactl("pool", "show", "lab", "-j").stdout)["warning"]
 
     def test_4_hw_offload_off_is_a_warning_until_set(self):
         # the pool serves without hardware offload, and says it is not

@@ -19,6 +19,7 @@ import unittest
 from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path
 from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
 from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
+from vatest.simconf import ACCEL, sim_config
 
 enter_namespaces()
 
@@ -29,28 +30,10 @@ from gi.repository import Gio, GLib  # noqa: E402
 
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
-CONFIG = """[simulate]
-pfs=1
-vfs=1
-
-[pool accel]
-match-vendor=15b3
-max-vqp=1
-
-[network vpc2]
-mode=vdpa
-pool=accel
-vlan=2334
-
-[network lan]
-mode=virtio
-fallback-bridge=%s
-
-[network lan30]
-mode=virtio
-vlan=30
-fallback-bridge=%s
-""" % (BRIDGE, BRIDGE)
+CONFIG = sim_config(pools={"accel": ACCEL},
+                    networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334),
+                              "lan": dict(mode="virtio", fallback_bridge=BRIDGE),
+                              "lan30": dict(mode="virtio", vlan=30, fallback_bridge=BRIDGE)})
 
 
 def with_intent(xml, uuid, nics):

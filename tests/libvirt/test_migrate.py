@@ -16,6 +16,7 @@ import unittest
 from vatest import twohosts
 from vatest.libvirt import build_guest, enter_namespaces, skip_reason
 from vatest.paths import HOOK, SRCDIR, SYSCONFDIR
+from vatest.simconf import ACCEL, sim_config
 from vatest.twohosts import TwoHosts, domain_xml, ethernet_nic, portable_nic
 
 enter_namespaces()
@@ -28,27 +29,11 @@ UUID = "9c000000-0000-4000-8000-000000000001"
 OTHER_UUID = "9c000000-0000-4000-8000-000000000002"
 VA_NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 # each host's allocator: one simulated VF, so one lease fills the pool
-ALLOCATOR_CONF = """[simulate]
-pfs=1
-vfs=1
-
-[pool accel]
-match-vendor=15b3
-max-vqp=1
-
-[network vpc40]
-mode=vdpa
-pool=accel
-vlan=40
-fallback-bridge=%s
-fallback-bridge-type=ovs
-
-[network lan30]
-mode=virtio
-vlan=30
-fallback-bridge=%s
-fallback-bridge-type=ovs
-""" % (twohosts.BRIDGE, twohosts.BRIDGE)
+ALLOCATOR_CONF = sim_config(
+    pools={"accel": ACCEL},
+    networks={"vpc40": dict(mode="vdpa", pool="accel", vlan=40, fallback_bridge=twohosts.BRIDGE,
+                            fallback_bridge_type="ovs"),
+              "lan30": dict(mode="virtio", vlan=30, fallback_bridge=twohosts.BRIDGE, fallback_bridge_type="ovs")})
 
 
 def _schema():

@@ -21,6 +21,7 @@ import unittest
 
 from vatest.libvirt import Libvirt, SkipTier, enter_namespaces, run, skip_reason
 from vatest.paths import DAEMON, NETWORK_HELPER
+from vatest.simconf import sim_config
 
 enter_namespaces()
 
@@ -30,13 +31,7 @@ PCI_DEVICES = "/sys/bus/pci/devices"
 
 # the simulated backend's PF 0000:3b:00.0 has its VFs at 0000:3c:00.N
 # (vdpa-allocator/daemon/va-backend-sim.c)
-SIM_CONFIG = """[simulate]
-pfs=1
-vfs=2
-[pool pt]
-kind=sriov
-match-pci=0000:3b:00.0
-"""
+SIM_CONFIG = sim_config(vfs=2, pools={"pt": dict(kind="sriov", match_pci="0000:3b:00.0")})
 
 
 def fake_vfs():

@@ -4,7 +4,7 @@
 guests, each with a NIC on the reference's "VPC network1" (virtio, VLAN
 2200) and one on "VPC network2" (vDPA, VLAN 2334, virtio fallback), booted
 with `virsh start` through our hook in a real libvirtd, iperf3 between them,
-and a report (report.py) as a table, JSON and a plot (SVG, PNG).
+and a report (vatest/pairreport.py) as a table, JSON and a plot (SVG, PNG).
 
     pairbench.py [--time SECONDS] [--out DIR] [--show] [--config DIR]
 
@@ -15,9 +15,9 @@ kernel module) all start here and end with the run; no traffic leaves.
 
 A third network, vpc3 (mode=sriov, a VF of a kind=sriov pool passed
 through, the guest running the VF's own driver), joins only where the
-configuration has it and the host can run it (sriov.py decides and says
-why not); the default simulated configuration has none, so its rows read
-"unavailable: no kind=sriov pool on this host".
+configuration has it and the host can run it (vatest/pairsriov.py decides
+and says why not); the default simulated configuration has none, so its
+rows read "unavailable: no kind=sriov pool on this host".
 
 network2 gets its accelerated (vDPA) form only when the host has a
 vhost-vdpa device and the daemon a real backend; otherwise (this machine:
@@ -30,6 +30,7 @@ Exit status 0 when every vNIC test delivered packets, the domains are gone,
 every lease came back and (on OVS) the VLANs did not cross."""
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -45,10 +46,12 @@ from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_rea
 # still reachable)
 enter_namespaces()
 
-import report as rep  # noqa: E402
-import sriov  # noqa: E402
+from vatest import ctl  # noqa: E402
+from vatest import pairreport as rep  # noqa: E402
+from vatest import pairsriov as sriov  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
+from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 BRIDGE = "br-pair"
@@ -68,29 +71,20 @@ GUESTS = {
             "sriov": ("52:54:00:70:02:03", "192.171.0.193")},
 }
 
-SIM_CONFIG = """# written by tests/pair/pairbench.py: the reference's two networks on the
-# simulated ConnectX-6 Dx
-[simulate]
-pfs=1
-vfs=4
 
-[pool accel]
-match-vendor=15b3
-max-vqp=1
-
-[network vpc2]
-mode=vdpa
-pool=accel
-%(vlan2)s
-fallback-bridge=%(bridge)s
-fallback-bridge-type=%(type)s
-
-[network vpc1]
-mode=virtio
-%(vlan1)s
-fallback-bridge=%(bridge)s
-fallback-bridge-type=%(type)s
-"""
+def sim_text(ovs):
+    """The reference's two networks on the simulated ConnectX-6 Dx, on
+    BRIDGE; untagged without OVS: a Linux bridge here could not carry the
+    tags."""
+    kind = "ovs" if ovs else "linux"
+    return sim_config(
+        pfs=1, vfs=4, pools={"accel": ACCEL},
+        networks={NET2["name"]: dict(mode="vdpa", pool="accel", vlan=NET2["vlan"] if ovs else None,
+                                     fallback_bridge=BRIDGE, fallback_bridge_type=kind),
+                  NET1["name"]: dict(mode="virtio", vlan=NET1["vlan"] if ovs else None,
+                                     fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
+        comment="written by tests/pair/pairbench.py: the reference's two networks on the\nsimulated ConnectX-6 Dx"
+                + ("" if ovs else "\nuntagged: this host carries no VLANs"))
 
 
 def log(msg):
@@ -98,13 +92,9 @@ def log(msg):
     sys.stderr.flush()
 
 
-def vdpactl(*args, check=True):
-    return run([VDPACTL] + list(args), check=check, timeout=30)
-
-
-def leases():
-    out = vdpactl("lease", "list", "-j").stdout
-    return json.loads(out)["leases"] if out else []
+# vdpactl on the private bus, 30 s at most a call
+vdpactl = functools.partial(ctl.vdpactl, timeout=30)
+leases = functools.partial(ctl.leases, timeout=30)
 
 
 def with_intent(xml, uuid, nics):
@@ -200,11 +190,7 @@ class Bench:
             with open(os.path.join(self.args.config, "vdpa-allocator.conf")) as f:
                 text = f.read()
         else:
-            text = SIM_CONFIG % {
-                "bridge": BRIDGE, "type": "ovs" if self.ovs else "linux",
-                # a Linux bridge here could not carry the tags: no VLANs then
-                "vlan1": "vlan=%d" % NET1["vlan"] if self.ovs else "# untagged: this host carries no VLANs",
-                "vlan2": "vlan=%d" % NET2["vlan"] if self.ovs else "# untagged: this host carries no VLANs"}
+            text = sim_text(self.ovs)
         self.config_text = text
         with open(path, "w") as f:
             f.write(text)

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import unittest
 
-import report as rep  # beside this file: the script's own folder is on sys.path
+from vatest import pairreport as rep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""report.py on committed iperf3 -J fixtures: the numbers, the ratio
+"""vatest/pairreport.py on committed iperf3 -J fixtures: the numbers, the ratio
 column, unavailable and fallback rows, the SR-IOV rows, the table, the
 schema and the plot (SVG and PNG, matplotlib).
 No root, no guests."""
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-import report as rep  # beside this file: the script's own folder is on sys.path
+from vatest import pairreport as rep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""sriov.py: the decision whether the paired-guest benchmark runs its SR-IOV
-path, fed with configurations, `vdpactl status -j` documents, libvirt
+"""vatest/pairsriov.py: the decision whether the paired-guest benchmark runs
+its SR-IOV path, fed with configurations, `vdpactl status -j` documents, libvirt
 network XML and a fake sysfs root (a temporary directory), one case per
 reason. No root, no daemon."""
 
@@ -8,7 +8,7 @@ import os
 import tempfile
 import unittest
 
-import sriov  # beside this file: the script's own folder is on sys.path
+from vatest import pairsriov as sriov
 
 CONF = """# an igb PF's VFs for the benchmark's third network
 [pool accel]

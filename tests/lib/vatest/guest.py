@@ -17,9 +17,33 @@ def serial_path(name):
     return "/var/log/libvirt/qemu/%s-serial.log" % name
 
 
-def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc", uuid=None, interfaces=""):
+NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
+
+
+def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc", uuid=None, interfaces="",
+               intent=(), memory=256, acpi=True, serial=True):
     """A guest with no disk: a NIC on bridge per MAC of macs, then the
-    <interface> elements of interfaces (XML text); machine: pc or q35."""
+    <interface> elements of interfaces (XML text); machine: pc or q35.
+    intent: [(mac, network)], the vdpa-allocator metadata marking those
+    NICs. kernel None: a domain that boots nothing (no kernel, initrd or
+    command line); serial False: no console file; memory in MiB."""
+    meta = "".join("""
+      <vdpa:nic mac='%s' network='%s'/>""" % nic for nic in intent)
+    if meta:
+        meta = """
+  <metadata>
+    <vdpa:nics xmlns:vdpa='%s'>%s
+    </vdpa:nics>
+  </metadata>""" % (NS, meta)
+    boot = """
+    <kernel>%s</kernel>
+    <initrd>%s</initrd>
+    <cmdline>%s</cmdline>""" % (kernel, initrd, cmdline) if kernel is not None else ""
+    console = """
+    <serial type='file'>
+      <source path='%s'/>
+      <target port='0'/>
+    </serial>""" % serial_path(name) if serial else ""
     nics = "".join("""
     <interface type='bridge'>
       <source bridge='%s'/>
@@ -27,31 +51,24 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc",
       <model type='virtio'/>
     </interface>""" % (bridge, mac) for mac in macs)
     return """<domain type='qemu'>
-  <name>%(name)s</name>%(uuid)s
-  <memory unit='MiB'>256</memory>
+  <name>%(name)s</name>%(uuid)s%(meta)s
+  <memory unit='MiB'>%(memory)d</memory>
   <vcpu>1</vcpu>
   <os>
-    <type arch='x86_64' machine='%(machine)s'>hvm</type>
-    <kernel>%(kernel)s</kernel>
-    <initrd>%(initrd)s</initrd>
-    <cmdline>%(cmdline)s</cmdline>
+    <type arch='x86_64' machine='%(machine)s'>hvm</type>%(boot)s
   </os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
+  %(features)s<on_poweroff>destroy</on_poweroff>
   <on_reboot>destroy</on_reboot>
   <on_crash>destroy</on_crash>
   <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>%(nics)s
-    <serial type='file'>
-      <source path='%(serial)s'/>
-      <target port='0'/>
-    </serial>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>%(nics)s%(console)s
     <controller type='usb' model='none'/>
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", machine=machine, kernel=kernel, initrd=initrd,
-           cmdline=cmdline, nics=nics + interfaces, serial=serial_path(name))
+""" % dict(name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", meta=meta, memory=memory, machine=machine,
+           boot=boot, features="<features><acpi/></features>\n  " if acpi else "", nics=nics + interfaces,
+           console=console)
 
 
 def guest_cmdline(name, **va):

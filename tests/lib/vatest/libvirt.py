@@ -160,6 +160,16 @@ def run(cmd, check=True, timeout=60, **kw):
     return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, **kw)
 
 
+def virsh(*args, check=True, timeout=120, input=None):
+    """virsh -q on qemu:///system (a Libvirt's, or the host's); a
+    CompletedProcess. check: a non-zero status raises RuntimeError."""
+    r = subprocess.run(["virsh", "-q", "-c", URI] + list(args), capture_output=True, text=True,
+                       timeout=timeout, input=input)
+    if check and r.returncode != 0:
+        raise RuntimeError("virsh %s failed (%d): %s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
 def _sigterm_to_interrupt(signum, frame):
     # meson's timeout sends SIGTERM: unittest lets KeyboardInterrupt (and
     # nothing else) end the whole run, and the atexit hook then tears down
@@ -376,12 +386,9 @@ class Libvirt:
         except OSError as e:
             return "(%s)" % e
 
-    def virsh(self, *args, check=True, timeout=120, input=None):
-        r = subprocess.run(["virsh", "-q", "-c", URI] + list(args), capture_output=True, text=True,
-                           timeout=timeout, input=input)
-        if check and r.returncode != 0:
-            raise RuntimeError("virsh %s failed (%d): %s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
-        return r
+    def virsh(self, *args, **kw):
+        """virsh() on this libvirtd."""
+        return virsh(*args, **kw)
 
     def define(self, xml):
         path = os.path.join(self.root, "define-%d.xml" % time.monotonic_ns())

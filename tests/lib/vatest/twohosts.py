@@ -41,9 +41,9 @@ import sys
 import tempfile
 import time
 
-from vatest import guest
+from vatest import ctl, guest
 from vatest.libvirt import HOOK_RECORD_DIR, RECORD_HOOK, Libvirt, hook_calls, run, wait_for_console
-from vatest.paths import DAEMON, VDPACTL
+from vatest.paths import DAEMON
 
 # run as a module, not as a file: a script's folder goes first on sys.path,
 # and this one's libvirt.py would hide libvirt's own Python binding
@@ -431,12 +431,10 @@ class TwoHosts:
         return env
 
     def vdpactl(self, name, *args, check=True, timeout=300):
-        """vdpactl on host NAME (its bus, its libvirtd)."""
-        r = subprocess.run(["nsenter", "-t", str(self.pids[name]), "-m", "-n", "-u", "--", VDPACTL] + list(args),
-                           capture_output=True, text=True, timeout=timeout, env=self._bus_env(name))
-        if check and r.returncode != 0:
-            raise RuntimeError("host %s: vdpactl %s failed (%d): %s%s" % (name, " ".join(args), r.returncode, r.stdout, r.stderr))
-        return r
+        """vdpactl on host NAME (its bus, its libvirtd): vatest.ctl's, in
+        the host's namespaces."""
+        return ctl.vdpactl(*args, check=check, timeout=timeout, env=self._bus_env(name),
+                           wrapper=["nsenter", "-t", str(self.pids[name]), "-m", "-n", "-u", "--"])
 
     def virsh(self, name, *args, check=True, timeout=120):
         return self.exec(name, ["virsh", "-q", "-c", "qemu:///system"] + list(args), check=check, timeout=timeout)

@@ -4,7 +4,7 @@ documents in, one row per test and NIC kind out, as a table printed like the
 reference's (REFERENCE.md), one JSON document (docs/pairbench-report.schema.json,
 described in docs/pairbench.md) and a plot (matplotlib, SVG and PNG).
 
-Pure functions, no I/O but the write_* helpers, so that test_report.py can
+Pure functions, no I/O but the write_* helpers, so that tests/pair/test_report.py can
 feed it fixtures.
 
 NIC kinds:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Whether this host can run the paired-guest benchmark's SR-IOV path
-(docs/pairbench.md), as one pure decision that test_report.py feeds with
-documents and a fake sysfs root:
+(docs/pairbench.md), as one pure decision that tests/pair/test_sriov.py
+feeds with documents and a fake sysfs root:
 
   - the configuration has a network vpc3 of mode=sriov on a kind=sriov pool;
   - the daemon serves that configuration (this version refuses kind=sriov

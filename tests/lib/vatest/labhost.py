@@ -1,0 +1,359 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The lab host (issue 7, docs/test-tiers.md): Debian's 6.12 kernel booted
+under QEMU TCG with the build machine's own root filesystem, read-only over
+virtio-9p under a tmpfs overlay, running one command and powering off.
+
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
+
+runs COMMAND inside the lab host in the current directory (which must be on
+the build machine's root filesystem: the lab host sees that, not the
+caller's mount namespace), prints its output, and exits with its status; 124
+when the lab host does not finish within --timeout seconds. The environment
+passed in is PATH, every VA_* and LAB_* variable and the --env names, and
+PYTHONPATH with tests/lib (the shared test fixtures, vatest) first.
+Timings go to stderr as "lab-host: ..." lines. --sim-modules first builds
+(or finds cached) netdevsim and vdpa_sim_net with build-sim-modules.sh,
+which puts them into the lab kernel's module tree: `modprobe netdevsim`
+works inside, and LAB_SIM_MODULES names the directory of their .ko files.
+
+--systemd boots the same root with systemd as PID 1 and AppArmor on (an
+installed host: Debian's units, as the build machine has them enabled), and
+runs COMMAND as the unit lab-command.service once multi-user.target is up;
+its output and status come back the same way.
+
+--deb first builds the Debian package with contrib/build-deb.sh, or reuses
+the one built from the same tree content (tests/lib/vatest/package.py, in
+the test cache), and names its .deb in LAB_DEB.
+
+--guest first builds (or finds cached) the tiny test guest of
+tests/guest/build-guest.sh, for a guest nested in the lab host, and names
+its kernel and initrd in LAB_GUEST_KERNEL and LAB_GUEST_INITRD.
+
+--igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
+found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
+(interrupt remapping, caching mode: what vfio-pci inside needs) and N
+Intel 82576 PFs with SR-IOV (-device igb, each behind a PCIe root port of
+its own: its VFs take devfn 0x80 and up on the PF's bus, 0000:01:10.0 and
+10.2 for the first, which a bus of its own leaves free), with
+intel_iommu=on iommu=pt on the kernel command line; LAB_IGB=N inside. The
+virtio-9p devices keep to guest-physical DMA (no iommu_platform, so the
+IOMMU does not translate for them; iommu=pt gives them identity domains
+anyway). Without --igb nothing changes.
+
+As a module (vatest.labhost; tests/lab/lab_host.py is its command):
+run(argv, timeout=..., env=...) returns a Result.
+
+Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from vatest import package
+from vatest.cache import cache_dir
+
+# the source tree this module is in (not VA_SRCDIR: by hand, the tree whose
+# tests/lab/lab_host.py was run), and the lab's scripts in it
+SRCDIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HERE = os.path.join(SRCDIR, "tests", "lab")
+QEMU = "/usr/bin/qemu-system-x86_64"
+
+# --systemd: systemd.unit= on the kernel command line starts lab.target,
+# which is multi-user.target plus the command. Debian's kernel has AppArmor
+# built in but not first among the major LSMs; security= picks it
+# (/sys/kernel/security/lsm says which came up).
+SYSTEMD_CMDLINE = "apparmor=1 security=apparmor systemd.unit=lab.target"
+# units the build machine has enabled that a lab host must not wait for;
+# and PackageKit, which apt's DPkg::Post-Invoke hook (20packagekit) wakes
+# over D-Bus at every dpkg run, to read the package lists under TCG
+SYSTEMD_MASK = ("postgresql.service", "openvswitch-switch.service", "ovsdb-server.service", "ovs-vswitchd.service",
+                "systemd-timesyncd.service", "e2scrub_reap.service", "packagekit.service")
+SYSTEMD_UNITS = {
+    "lab.target": """[Unit]
+Description=Lab host: the multi-user system and the command
+Requires=multi-user.target
+After=multi-user.target
+Wants=lab-command.service
+AllowIsolate=yes
+""",
+    "lab-command.service": """[Unit]
+Description=Lab host command (lab_host.py)
+After=multi-user.target
+
+[Service]
+Type=exec
+ExecStart=/bin/sh /lab/lab-init.sh command
+StandardOutput=journal+console
+StandardError=inherit
+TimeoutStartSec=infinity
+""",
+}
+
+
+class Result:
+    def __init__(self, rc, output, console, timed_out, boot_s, guest_uptime_s, total_s, rundir):
+        self.rc = rc                            # the command's status, None if it never ended
+        self.output = output                    # what it printed (from the shared folder)
+        self.console = console                  # the whole serial console
+        self.timed_out = timed_out
+        self.boot_s = boot_s                    # QEMU start to the command's start, wall clock
+        self.guest_uptime_s = guest_uptime_s    # the same from the guest kernel's clock
+        self.total_s = total_s
+        self.rundir = rundir                    # kept only with keep=True
+
+    def summary(self):
+        f = lambda v: "?" if v is None else "%.1f s" % v
+        return "boot-to-command %s (guest uptime %s), total %s, rc %s%s" % (
+            f(self.boot_s), f(self.guest_uptime_s), f(self.total_s), self.rc,
+            ", TIMED OUT" if self.timed_out else "")
+
+
+def build_kernel():
+    """Builds (or finds in the cache) the lab kernel; returns its paths."""
+    r = subprocess.run(["sh", os.path.join(HERE, "build-lab-kernel.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-lab-kernel.sh failed (%d)" % r.returncode)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
+def build_sim_modules():
+    """Builds (or finds in the cache) the simulated drivers for the lab
+    kernel (issue 17); returns their paths, prints the time taken."""
+    t0 = time.monotonic()
+    r = subprocess.run(["sh", os.path.join(HERE, "build-sim-modules.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError("build-sim-modules.sh failed (%d)" % r.returncode)
+    print("lab-host: simulated drivers ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
+def build_deb():
+    """The package of this tree (vatest.package: built, or found in the
+    test cache); returns the .deb's path."""
+    b = package.build()
+    if b.rc != 0 or not b.deb:
+        raise RuntimeError("contrib/build-deb.sh failed (%d):\n%s" % (b.rc, b.log[-4000:]))
+    return b.deb
+
+
+def build_guest():
+    """The tiny test guest (tests/guest/build-guest.sh, cached in the test
+    cache): {"KERNEL": path, "INITRD": path}; prints the time taken."""
+    t0 = time.monotonic()
+    r = subprocess.run(["nice", "-n", "10", "sh", os.path.join(SRCDIR, "tests", "guest", "build-guest.sh"), cache_dir()],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-guest.sh failed (%d)" % r.returncode)
+    vals = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    print("lab-host: test guest %s ready in %.1f s" % (vals["INITRD"], time.monotonic() - t0), file=sys.stderr)
+    return vals
+
+
+def build_qemu10():
+    """Builds (or finds in the cache) Debian 13's QEMU 10 for --igb;
+    returns the path of its wrapper, prints the time taken."""
+    r = subprocess.run(["sh", os.path.join(HERE, "build-qemu10.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError("build-qemu10.sh failed (%d)" % r.returncode)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)["QEMU"]
+
+
+def igb_machine(n):
+    """QEMU 10's arguments for q35, the emulated IOMMU and n igb PFs."""
+    # intel-iommu first: QEMU wants it created before the PCI devices
+    args = ["-machine", "q35,kernel-irqchip=split",
+            "-device", "intel-iommu,intremap=on,caching-mode=on"]
+    for i in range(n):
+        args += ["-device", "pcie-root-port,id=igbport%d,chassis=%d,slot=%d" % (i, i + 1, i + 1),
+                 "-device", "igb,bus=igbport%d,mac=52:54:00:15:00:%02x" % (i, i + 1)]
+    return args
+
+
+def missing_tools():
+    need = [QEMU, "/bin/busybox"]
+    return [t for t in need if not os.access(t, os.X_OK)] + \
+        [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
+
+
+def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, **kw):
+    """Boots the lab host and runs argv in it. A kernel that dies before the
+    command starts (seen once in many runs: an int3 oops while it patches
+    its own text, under TCG with 2 vCPUs) is no result of the command: that
+    boot is tried once more. sim_modules=True: build-sim-modules.sh first;
+    deb=True: build_deb() first, its path in LAB_DEB; guest=True:
+    build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD."""
+    kw["extra_env"] = dict(kw.get("extra_env") or {})
+    if sim_modules:
+        kw["extra_env"]["LAB_SIM_MODULES"] = build_sim_modules()["SIM_MODULES"]
+    if deb:
+        kw["extra_env"]["LAB_DEB"] = build_deb()
+    if guest:
+        g = build_guest()
+        kw["extra_env"].update(LAB_GUEST_KERNEL=g["KERNEL"], LAB_GUEST_INITRD=g["INITRD"])
+    r = boot_and_run(argv, timeout=timeout, **kw)
+    if r.boot_s is None and not r.timed_out:
+        tail = [l for l in r.console.splitlines() if l.strip()][-3:] or ["(nothing)"]
+        print("lab-host: the lab kernel died before the command started; booting again. Console tail:\n  %s"
+              % "\n  ".join(tail), file=sys.stderr)
+        r = boot_and_run(argv, timeout=timeout, **kw)
+    return r
+
+
+def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False,
+                 extra_env=None, igb=0):
+    extra_env = dict(extra_env or {})
+    # tests inside find the same cache
+    extra_env.setdefault("VA_TEST_CACHE", cache_dir())
+    k = build_kernel()
+    qemu_bin = QEMU
+    if igb:
+        t0 = time.monotonic()
+        qemu_bin = build_qemu10()
+        print("lab-host: QEMU 10 ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        extra_env["LAB_IGB"] = str(igb)
+    cwd = os.path.abspath(cwd or os.getcwd())
+    base = os.path.join(cache_dir(), "lab", "runs")
+    os.makedirs(base, exist_ok=True)
+    rundir = tempfile.mkdtemp(prefix="run.", dir=base)
+    os.chmod(rundir, 0o755)
+    shutil.copy(os.path.join(HERE, "lab-init.sh"), os.path.join(rundir, "lab-init.sh"))
+    with open(os.path.join(rundir, "cmd"), "w") as f:
+        f.write("exec %s\n" % shlex.join(argv))
+    names = ({"PATH"} | {n for n in os.environ if n.startswith(("VA_", "LAB_"))} | set(env)) - {"PYTHONPATH"}
+    # the tests in the lab host import vatest, whether meson or a person started this
+    pythonpath = [os.path.join(SRCDIR, "tests", "lib")] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    with open(os.path.join(rundir, "env"), "w") as f:
+        for n in sorted(names):
+            if n in os.environ:
+                f.write("export %s=%s\n" % (n, shlex.quote(os.environ[n])))
+        for n, v in sorted(extra_env.items()):
+            f.write("export %s=%s\n" % (n, shlex.quote(v)))
+        f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
+        f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
+    append = "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
+    if systemd:
+        append += " lab.systemd=1 " + SYSTEMD_CMDLINE
+        units = os.path.join(rundir, "systemd")
+        os.mkdir(units)
+        for name, text in SYSTEMD_UNITS.items():
+            with open(os.path.join(units, name), "w") as f:
+                f.write(text)
+        for name in SYSTEMD_MASK:
+            os.symlink("/dev/null", os.path.join(units, name))
+    if igb:
+        append += " intel_iommu=on iommu=pt"
+
+    qemu = [qemu_bin, "-accel", "tcg", "-smp", smp, "-m", mem, "-nodefaults", "-display", "none",
+            "-no-reboot", "-serial", "stdio", "-monitor", "none",
+            "-kernel", k["KERNEL"], "-initrd", k["INITRD"],
+            "-append", append,
+            # multidevs=remap: / spans several host filesystems
+            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+            "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
+    if igb:
+        qemu[1:1] = igb_machine(igb)
+    console = []
+    marks = {}
+    t0 = time.monotonic()
+    p = subprocess.Popen(qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+
+    def reader():
+        for raw in p.stdout:
+            line = raw.decode(errors="replace")
+            console.append(line)
+            if echo:
+                sys.stderr.write(line)
+            # under systemd the line comes through journald, behind a prefix
+            if "LAB-READY uptime=" in line and "ready" not in marks:
+                marks["ready"] = time.monotonic() - t0
+                try:
+                    marks["uptime"] = float(line.split("uptime=")[1].split()[0])
+                except (IndexError, ValueError):
+                    pass
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    timed_out = False
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        p.kill()
+        p.wait()
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    th.join(5)
+    p.stdout.close()
+    total = time.monotonic() - t0
+    rc = None
+    try:
+        with open(os.path.join(rundir, "rc")) as f:
+            rc = int(f.read().strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(os.path.join(rundir, "output"), errors="replace") as f:
+            output = f.read()
+    except OSError:
+        output = ""
+    if keep:
+        with open(os.path.join(rundir, "console"), "w") as f:
+            f.write("".join(console))
+    else:
+        shutil.rmtree(rundir, ignore_errors=True)
+    return Result(rc, output, "".join(console), timed_out, marks.get("ready"), marks.get("uptime"),
+                  total, rundir if keep else None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--env", action="append", default=[], metavar="NAME")
+    ap.add_argument("--keep", action="store_true", help="keep the run's shared folder")
+    ap.add_argument("--console", action="store_true", help="echo the serial console to stderr")
+    ap.add_argument("--mem", default="2048")
+    ap.add_argument("--sim-modules", action="store_true",
+                    help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
+    ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
+    ap.add_argument("--deb", action="store_true",
+                    help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
+    ap.add_argument("--guest", action="store_true",
+                    help="build (or find cached) the tiny test guest first; its files in LAB_GUEST_KERNEL/INITRD")
+    ap.add_argument("--igb", type=int, default=0, metavar="N",
+                    help="QEMU 10 (build-qemu10.sh) on q35 with an emulated IOMMU and N igb SR-IOV PFs")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        ap.error("no command")
+    miss = missing_tools()
+    if miss:
+        sys.exit("lab-host: missing %s" % " ".join(miss))
+    r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
+            systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
+    if not a.console:
+        sys.stdout.write(r.output)
+    sys.stdout.flush()
+    print("lab-host: %s" % r.summary(), file=sys.stderr)
+    if r.rundir:
+        print("lab-host: shared folder kept in %s" % r.rundir, file=sys.stderr)
+    if r.timed_out:
+        print("lab-host: did not finish within %d s; console tail:\n%s" % (a.timeout, r.console[-3000:]),
+              file=sys.stderr)
+        sys.exit(124)
+    if r.rc is None:
+        print("lab-host: the command left no status; console tail:\n%s" % r.console[-3000:], file=sys.stderr)
+        sys.exit(125)
+    sys.exit(r.rc)
