@@ -133,8 +133,10 @@ for path in sys.argv[2:]:
             skipped += 1
         else:
             failed += 1
-        if any(s.split(":")[-1].startswith("lab") for s in t.get("suite", [])):
-            lab.append((t["name"], t.get("duration", 0), r))
+        # "project:suite+suite / name"
+        suites = t["name"].split(" / ")[0].split(":")[-1].split("+")
+        if any(s.startswith("lab") for s in suites):
+            lab.append((t["name"].split(" / ")[-1], t.get("duration", 0), r))
 if lab:
     print("Lab tiers (minutes each adds):")
     for name, d, r in sorted(lab, key=lambda x: -x[1]):
