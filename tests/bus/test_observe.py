@@ -30,7 +30,7 @@ JOURNAL = "/run/systemd/journal"
 UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 NOBODY = 65534
 
-# vdpa-allocator/daemon/va-events.h; contrib/vdpa-allocator.catalog explains each
+# vdpa-allocator/daemon/va-daemon-events.h; contrib/vdpa-allocator.catalog explains each
 IDS = {
     "allocate": "d73213d9ccab4db7b837ac41c78e9183",
     "release": "df37de9a4776449e87d7a29642093ed7",
@@ -295,7 +295,7 @@ class Observe(unittest.TestCase):
 class Catalog(unittest.TestCase):
     def test_every_event_is_explained_and_the_catalog_parses(self):
         src = os.environ.get("VA_SRCDIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-        with open(os.path.join(src, "vdpa-allocator", "daemon", "va-events.h")) as f:
+        with open(os.path.join(src, "vdpa-allocator", "daemon", "va-daemon-events.h")) as f:
             header = {line.split()[1]: line.split()[2].strip('"') for line in f if line.startswith("#define VA_EVENT_")}
         self.assertEqual(sorted(header.values()), sorted(IDS.values()), "this test's IDs are the header's")
         root = tempfile.mkdtemp(prefix="va-catalog-")

@@ -14,7 +14,7 @@
 #include "va-allocator.h"
 #include "va-backend.h"
 #include "va-error.h"
-#include "va-events.h"
+#include "va-daemon-events.h"
 #include "va-host-view.h"
 #include "va-paths.h"
 #include "va-store.h"
@@ -46,7 +46,7 @@ typedef struct
   guint repaired;
 } Fixture;
 
-/* The daemon's journal events (va-events.c), as GLib hands them to its
+/* The daemon's journal events (va-daemon-events.c), as GLib hands them to its
  * writer: field name → value, one table per event. */
 static GPtrArray *journal;
 

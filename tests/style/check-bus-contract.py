@@ -17,7 +17,7 @@ import sys
 
 SRC = os.environ.get("VA_SRCDIR") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INTERFACE = "vdpa-allocator/daemon/dbus/org.vdpa_allocator.Allocator1.xml"
-ADAPTER = "vdpa-allocator/daemon/va-dbus.c"
+ADAPTER = "vdpa-allocator/daemon/va-daemon-dbus.c"
 CLIENT = "vdpa-allocator/common/va-client.c"
 CODEC = "vdpa-allocator/common/va-alloc-request.c"
 LEASE = "vdpa-allocator/common/va-lease.c"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* VaSwapBack with a stub helper (swap-stub.c, found beside this test by
+/* VaDaemonSwapBack with a stub helper (swap-stub.c, found beside this test by
  * va_path_libexec): SIGTERM at a helper's bound and SIGKILL after the kill
- * delay, and the daemon's stop (va_swap_back_stop), each end one journal
+ * delay, and the daemon's stop (va_daemon_swap_back_stop), each end one journal
  * event. Bounds of a second or two; every wait is generous and ends on
  * what happened, never on a time. */
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "va-error.h"
-#include "va-events.h"
-#include "va-swapback.h"
+#include "va-daemon-events.h"
+#include "va-daemon-swapback.h"
 
 #define UUID1 "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
 #define WAIT_S 60
@@ -41,7 +41,7 @@ typedef struct
 {
   char *dir;
   char *file; /* what the stub wrote */
-  VaSwapBack *sb;
+  VaDaemonSwapBack *sb;
 } Fixture;
 
 static void
@@ -53,14 +53,14 @@ setup (Fixture *f, gconstpointer mode)
   g_assert_nonnull (f->dir);
   f->file = g_build_filename (f->dir, "stub.log", NULL);
   uri = g_strdup_printf ("%s:%s", (const char *) mode, f->file);
-  f->sb = va_swap_back_new (uri);
+  f->sb = va_daemon_swap_back_new (uri);
   g_ptr_array_set_size (results, 0);
 }
 
 static void
 teardown (Fixture *f, gconstpointer mode)
 {
-  g_clear_pointer (&f->sb, va_swap_back_free);
+  g_clear_pointer (&f->sb, va_daemon_swap_back_free);
   g_unlink (f->file);
   g_rmdir (f->dir);
   g_free (f->file);
@@ -143,7 +143,7 @@ start (Fixture *f)
 {
   g_autoptr (GError) error = NULL;
 
-  g_assert_true (va_swap_back_start (f->sb, UUID1, "moved", &error));
+  g_assert_true (va_daemon_swap_back_start (f->sb, UUID1, "moved", &error));
   g_assert_no_error (error);
   g_assert_true (run_until (stub_started, f));
 }
@@ -155,8 +155,8 @@ test_bound_sigterm (Fixture *f, gconstpointer mode)
   g_autofree char *text = NULL;
   int pid;
 
-  va_swap_back_set_timeout (f->sb, 1);
-  va_swap_back_set_bounds (f->sb, 0, WAIT_S);
+  va_daemon_swap_back_set_timeout (f->sb, 1);
+  va_daemon_swap_back_set_bounds (f->sb, 0, WAIT_S);
   start (f);
   pid = stub_pid (f);
   g_assert_true (run_until (one_event, f));
@@ -175,8 +175,8 @@ test_bound_sigkill (Fixture *f, gconstpointer mode)
   g_autofree char *text = NULL;
   int pid;
 
-  va_swap_back_set_timeout (f->sb, 1);
-  va_swap_back_set_bounds (f->sb, 0, 1);
+  va_daemon_swap_back_set_timeout (f->sb, 1);
+  va_daemon_swap_back_set_bounds (f->sb, 0, 1);
   start (f);
   pid = stub_pid (f);
   g_assert_true (run_until (one_event, f));
@@ -201,14 +201,14 @@ test_stop_sigterm (Fixture *f, gconstpointer mode)
 
   start (f);
   pid = stub_pid (f);
-  va_swap_back_stop (f->sb, WAIT_S);
+  va_daemon_swap_back_stop (f->sb, WAIT_S);
   text = stub_log (f);
   g_assert_nonnull (strstr (text, "TERM\nexit\n"));
   g_assert_cmpuint (results->len, ==, 1);
   g_assert_cmpstr (results->pdata[0], ==,
                    "stopped as the daemon stopped; the NICs not swapped yet stay portable: 52:54:00:6b:3c:58 accelerated");
   assert_gone (pid);
-  g_assert_false (va_swap_back_start (f->sb, UUID1, "moved", &error));
+  g_assert_false (va_daemon_swap_back_start (f->sb, UUID1, "moved", &error));
   g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
   g_assert_cmpstr (error->message, ==, "the daemon is stopping");
 }
@@ -222,7 +222,7 @@ test_stop_sigkill (Fixture *f, gconstpointer mode)
 
   start (f);
   pid = stub_pid (f);
-  va_swap_back_stop (f->sb, 1);
+  va_daemon_swap_back_stop (f->sb, 1);
   text = stub_log (f);
   g_assert_nonnull (strstr (text, "TERM\n"));
   g_assert_null (strstr (text, "exit"));
@@ -240,7 +240,7 @@ test_free_reaps (Fixture *f, gconstpointer mode)
 
   start (f);
   pid = stub_pid (f);
-  g_clear_pointer (&f->sb, va_swap_back_free);
+  g_clear_pointer (&f->sb, va_daemon_swap_back_free);
   g_assert_cmpuint (results->len, ==, 1);
   g_assert_nonnull (strstr (results->pdata[0], "SIGKILL 0 s after SIGTERM"));
   assert_gone (pid);
@@ -301,14 +301,14 @@ nth_pid (Fixture *f, guint nth)
 static void
 test_resume_queues_past_the_limit (Fixture *f, gconstpointer mode)
 {
-  g_assert_true ((va_swap_back_resume (f->sb), run_until (eight_started, f)));
+  g_assert_true ((va_daemon_swap_back_resume (f->sb), run_until (eight_started, f)));
   /* one ends by itself: the ninth starts */
   g_assert_cmpint (kill (nth_pid (f, 0), SIGTERM), ==, 0);
   g_assert_true (run_until (nine_started, f));
   g_assert_cmpint (kill (nth_pid (f, 1), SIGTERM), ==, 0);
   g_assert_true (run_until (ten_started, f));
   g_assert_true (run_until (two_events, f));
-  va_swap_back_stop (f->sb, WAIT_S);
+  va_daemon_swap_back_stop (f->sb, WAIT_S);
   g_assert_cmpuint (results->len, ==, 10);
   g_assert_cmpuint (starts (f), ==, 10);
 }

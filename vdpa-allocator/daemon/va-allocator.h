@@ -144,7 +144,7 @@ gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean drain
 
 /* This host as the engine sees it now, live free capacity included: a
  * snapshot, which RewriteDomain hands the engine off the main loop
- * (va-rewriter.c); the core itself never parses a document. */
+ * (va-daemon-rewriter.c); the core itself never parses a document. */
 VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device

@@ -21,13 +21,13 @@
 
 #include "va-allocator.h"
 #include "va-bus.h"
-#include "va-dbus.h"
+#include "va-daemon-dbus.h"
 #include "va-error.h"
-#include "va-events.h"
+#include "va-daemon-events.h"
 #include "va-ids.h"
-#include "va-metrics.h"
+#include "va-daemon-metrics.h"
 #include "va-paths.h"
-#include "va-swapback.h"
+#include "va-daemon-swapback.h"
 
 typedef struct
 {
@@ -37,7 +37,7 @@ typedef struct
   VaConfig *config; /* the allocator's: va_allocator_get_config() */
   VaMetrics *metrics;
   VaDbus *dbus;
-  VaSwapBack *swap_back; /* or NULL before the bus */
+  VaDaemonSwapBack *swap_back; /* or NULL before the bus */
   int lock_fd;
   int exit_code;
 } Daemon;
@@ -49,7 +49,7 @@ static void
 daemon_clear (Daemon *d)
 {
   g_clear_pointer (&d->dbus, va_dbus_free);
-  g_clear_pointer (&d->swap_back, va_swap_back_free);
+  g_clear_pointer (&d->swap_back, va_daemon_swap_back_free);
   g_clear_pointer (&d->metrics, va_metrics_free);
   g_clear_object (&d->alloc);
   g_clear_pointer (&d->loop, g_main_loop_unref);
@@ -237,7 +237,7 @@ on_hup (gpointer user_data)
     }
   config = d->config;
   if (d->swap_back)
-    va_swap_back_set_timeout (d->swap_back, config->swap_back_timeout_s);
+    va_daemon_swap_back_set_timeout (d->swap_back, config->swap_back_timeout_s);
   {
     char pools[16], networks[16];
     const char *fields[] = { "VA_CONFIG_DIR", d->config_dir, "VA_POOLS", pools, "VA_NETWORKS", networks, NULL };
@@ -274,7 +274,7 @@ reconciled (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr (VaReconcileReport) r = va_allocator_reconcile_finish (VA_ALLOCATOR (source), res, &error);
 
   /* after the leases are right: the swaps back a stop or a crash cut short */
-  va_swap_back_resume (d->swap_back);
+  va_daemon_swap_back_resume (d->swap_back);
   if (!r)
     {
       g_warning ("reconciliation failed: %s", error->message);
@@ -451,8 +451,8 @@ va_daemon_main (int argc, char **argv)
   if (!d.dbus)
     goto fail;
   va_dbus_set_metrics (d.dbus, d.metrics);
-  d.swap_back = va_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
-  va_swap_back_set_timeout (d.swap_back, d.config->swap_back_timeout_s);
+  d.swap_back = va_daemon_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
+  va_daemon_swap_back_set_timeout (d.swap_back, d.config->swap_back_timeout_s);
   va_dbus_set_swap_back (d.dbus, d.swap_back);
 
   d.loop = g_main_loop_new (NULL, FALSE);
@@ -465,7 +465,7 @@ va_daemon_main (int argc, char **argv)
   g_main_loop_run (d.loop);
 
   /* still on the bus: a helper finishes its NIC with a lease of ours */
-  va_swap_back_stop (d.swap_back, VA_SWAP_BACK_STOP_S);
+  va_daemon_swap_back_stop (d.swap_back, VA_DAEMON_SWAP_BACK_STOP_S);
   g_bus_unown_name (owner);
   if (!va_allocator_flush (d.alloc, &error))
     {

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #define G_LOG_DOMAIN "va-rewriter"
 
-#include "va-rewriter.h"
+#include "va-daemon-rewriter.h"
 
 #include <errno.h>
 #include <malloc.h>

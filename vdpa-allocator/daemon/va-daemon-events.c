@@ -3,7 +3,7 @@
 
 #include "config.h"
 
-#include "va-events.h"
+#include "va-daemon-events.h"
 
 #include <stdarg.h>
 #include <string.h>

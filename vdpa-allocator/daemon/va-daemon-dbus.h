@@ -4,8 +4,8 @@
 #include <gio/gio.h>
 
 #include "va-allocator.h"
-#include "va-metrics.h"
-#include "va-swapback.h"
+#include "va-daemon-metrics.h"
+#include "va-daemon-swapback.h"
 
 G_BEGIN_DECLS
 
@@ -20,7 +20,7 @@ void va_dbus_free (VaDbus *self);
 void va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics);
 
 /* SwapBack runs @swap_back's helpers (not owned; outlives @self). */
-void va_dbus_set_swap_back (VaDbus *self, VaSwapBack *swap_back);
+void va_dbus_set_swap_back (VaDbus *self, VaDaemonSwapBack *swap_back);
 
 GVariant *va_dbus_report_to_variant (const VaReconcileReport *report);
 

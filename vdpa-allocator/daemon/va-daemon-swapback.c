@@ -4,20 +4,20 @@
  * SWAP_BACK_MAX_RUNNING in all (the rest queued), each killed past its
  * bound. The main loop never waits for one: the hook that asked has long
  * returned to libvirtd, which must go on to finish the incoming migration
- * the helper waits for. Only the daemon's stop waits (va_swap_back_stop),
+ * the helper waits for. Only the daemon's stop waits (va_daemon_swap_back_stop),
  * serving the bus meanwhile: the helper leases through it. Each ends as
  * one journal event. */
 #define G_LOG_DOMAIN "va-swapback"
 
 #include "config.h"
 
-#include "va-swapback.h"
+#include "va-daemon-swapback.h"
 
 #include <signal.h>
 #include <string.h>
 
 #include "va-error.h"
-#include "va-events.h"
+#include "va-daemon-events.h"
 #include "va-ids.h"
 #include "va-paths.h"
 
@@ -33,13 +33,13 @@
 #define SWAP_BACK_SCAN_S 60
 #define SWAP_BACK_QUEUE_MAX 1024
 
-struct _VaSwapBack
+struct _VaDaemonSwapBack
 {
   char *uri; /* or NULL */
   guint timeout_s;
   guint grace_s;
   guint kill_s;
-  gboolean stopping; /* va_swap_back_stop: no new helper */
+  gboolean stopping; /* va_daemon_swap_back_stop: no new helper */
   GMainContext *ctx;
   GHashTable *running; /* uuid → Run* */
   GQueue queued;       /* Queued*: those past SWAP_BACK_MAX_RUNNING */
@@ -48,7 +48,7 @@ struct _VaSwapBack
 
 typedef struct Scan
 {
-  VaSwapBack *owner;
+  VaDaemonSwapBack *owner;
   GSubprocess *proc;
   GCancellable *cancel;
   GSource *timer;
@@ -68,7 +68,7 @@ queued_free (Queued *q)
   g_free (q);
 }
 
-static void start_queued (VaSwapBack *self);
+static void start_queued (VaDaemonSwapBack *self);
 
 typedef enum
 {
@@ -79,7 +79,7 @@ typedef enum
 
 typedef struct
 {
-  VaSwapBack *owner;
+  VaDaemonSwapBack *owner;
   char *uuid;
   char *name;
   GSubprocess *proc;
@@ -196,17 +196,17 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
   else
     va_event (G_LOG_LEVEL_WARNING, VA_EVENT_SWAP_BACK, NULL, fields, "domain %s: swap back after its move incomplete: %s", r->name, result);
   {
-    VaSwapBack *self = r->owner;
+    VaDaemonSwapBack *self = r->owner;
 
     g_hash_table_remove (self->running, r->uuid); /* frees @r */
     start_queued (self);
   }
 }
 
-VaSwapBack *
-va_swap_back_new (const char *uri)
+VaDaemonSwapBack *
+va_daemon_swap_back_new (const char *uri)
 {
-  VaSwapBack *self = g_new0 (VaSwapBack, 1);
+  VaDaemonSwapBack *self = g_new0 (VaDaemonSwapBack, 1);
 
   self->uri = g_strdup (uri);
   self->timeout_s = 300;
@@ -218,7 +218,7 @@ va_swap_back_new (const char *uri)
 }
 
 void
-va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s)
+va_daemon_swap_back_set_timeout (VaDaemonSwapBack *self, guint timeout_s)
 {
   g_return_if_fail (self != NULL);
 
@@ -226,7 +226,7 @@ va_swap_back_set_timeout (VaSwapBack *self, guint timeout_s)
 }
 
 void
-va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s)
+va_daemon_swap_back_set_bounds (VaDaemonSwapBack *self, guint grace_s, guint kill_s)
 {
   g_return_if_fail (self != NULL);
   g_return_if_fail (kill_s > 0);
@@ -237,7 +237,7 @@ va_swap_back_set_bounds (VaSwapBack *self, guint grace_s, guint kill_s)
 
 /* Runs the helper for @canon now. */
 static gboolean
-spawn (VaSwapBack *self, const char *canon, const char *name, GError **error)
+spawn (VaDaemonSwapBack *self, const char *canon, const char *name, GError **error)
 {
   g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
   g_autofree char *wait = g_strdup_printf ("%u", self->timeout_s);
@@ -280,7 +280,7 @@ spawn (VaSwapBack *self, const char *canon, const char *name, GError **error)
 }
 
 static gboolean
-is_queued (VaSwapBack *self, const char *canon)
+is_queued (VaDaemonSwapBack *self, const char *canon)
 {
   for (GList *l = self->queued.head; l; l = l->next)
     if (strcmp (((Queued *) l->data)->uuid, canon) == 0)
@@ -289,7 +289,7 @@ is_queued (VaSwapBack *self, const char *canon)
 }
 
 gboolean
-va_swap_back_start (VaSwapBack *self, const char *uuid, const char *name, GError **error)
+va_daemon_swap_back_start (VaDaemonSwapBack *self, const char *uuid, const char *name, GError **error)
 {
   char canon[VA_UUID_STRING_LEN];
   Queued *q;
@@ -339,7 +339,7 @@ set_flag (gpointer user_data)
 
 /* Runs the context until no helper runs or @seconds pass. */
 static void
-wait_running (VaSwapBack *self, guint seconds)
+wait_running (VaDaemonSwapBack *self, guint seconds)
 {
   g_autoptr (GSource) timer = g_timeout_source_new_seconds (seconds);
   gboolean expired = FALSE;
@@ -352,7 +352,7 @@ wait_running (VaSwapBack *self, guint seconds)
 }
 
 void
-va_swap_back_stop (VaSwapBack *self, guint wait_s)
+va_daemon_swap_back_stop (VaDaemonSwapBack *self, guint wait_s)
 {
   GHashTableIter iter;
   gpointer value;
@@ -411,7 +411,7 @@ va_swap_back_stop (VaSwapBack *self, guint wait_s)
 }
 
 static void
-start_queued (VaSwapBack *self)
+start_queued (VaDaemonSwapBack *self)
 {
   while (!self->stopping && self->queued.length > 0 && g_hash_table_size (self->running) < SWAP_BACK_MAX_RUNNING)
     {
@@ -438,7 +438,7 @@ static void
 scanned (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   Scan *scan = user_data;
-  VaSwapBack *self = scan->owner;
+  VaDaemonSwapBack *self = scan->owner;
   g_autoptr (GError) error = NULL;
   g_autofree char *out = NULL, *err = NULL;
   g_auto (GStrv) lines = NULL;
@@ -469,7 +469,7 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
             continue;
           *sp = '\0';
           /* Busy: the hook's SwapBack came first, or the stop began */
-          if (va_swap_back_start (self, lines[i], sp + 1, &local))
+          if (va_daemon_swap_back_start (self, lines[i], sp + 1, &local))
             n++;
           else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
             g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
@@ -492,7 +492,7 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 void
-va_swap_back_resume (VaSwapBack *self)
+va_daemon_swap_back_resume (VaDaemonSwapBack *self)
 {
   g_autofree char *helper = va_path_libexec ("vdpa-allocator-libvirt-swap");
   g_autoptr (GError) error = NULL;
@@ -530,12 +530,12 @@ va_swap_back_resume (VaSwapBack *self)
 }
 
 void
-va_swap_back_free (VaSwapBack *self)
+va_daemon_swap_back_free (VaDaemonSwapBack *self)
 {
   if (!self)
     return;
-  /* no helper outlives its owner (va_swap_back_stop waits first) */
-  va_swap_back_stop (self, 0);
+  /* no helper outlives its owner (va_daemon_swap_back_stop waits first) */
+  va_daemon_swap_back_stop (self, 0);
   g_hash_table_unref (self->running);
   g_main_context_unref (self->ctx);
   g_free (self->uri);

@@ -3,7 +3,7 @@
 
 #include "config.h"
 
-#include "va-metrics.h"
+#include "va-daemon-metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,17 +6,17 @@
 
 #include "config.h"
 
-#include "va-dbus.h"
+#include "va-daemon-dbus.h"
 
 #include <polkit/polkit.h>
 #include <string.h>
 
 #include "va-bus.h"
 #include "va-dbus-resources.h"
-#include "va-rewriter.h"
-#include "va-swapback.h"
+#include "va-daemon-rewriter.h"
+#include "va-daemon-swapback.h"
 #include "va-error.h"
-#include "va-events.h"
+#include "va-daemon-events.h"
 #include "va-lease.h"
 
 struct _VaDbus
@@ -32,10 +32,10 @@ struct _VaDbus
   VaRewriter *rewriter;
   guint name_owner_sub;
   gulong handlers[5];
-  VaMetrics *metrics;    /* or NULL */
-  VaSwapBack *swap_back; /* or NULL */
-  GHashTable *denials;   /* uid ("unknown" without one) → Denials* */
-  guint denials_timer;   /* sums them up each minute while some are counted */
+  VaMetrics *metrics;          /* or NULL */
+  VaDaemonSwapBack *swap_back; /* or NULL */
+  GHashTable *denials;         /* uid ("unknown" without one) → Denials* */
+  guint denials_timer;         /* sums them up each minute while some are counted */
 };
 
 /* The denials of one uid since its last journal line: any local user can
@@ -473,7 +473,7 @@ do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
 {
   g_autoptr (VaHostView) view = va_allocator_get_host_view (self->alloc);
 
-  /* open to everyone, so off the main loop (va-rewriter.h) */
+  /* open to everyone, so off the main loop (va-daemon-rewriter.h) */
   va_rewriter_submit (self->rewriter, inv, view);
 }
 
@@ -486,7 +486,7 @@ do_swap_back (VaDbus *self, GDBusMethodInvocation *inv)
   g_variant_get (g_dbus_method_invocation_get_parameters (inv), "(&s&s)", &uuid, &name);
   if (!self->swap_back)
     g_set_error_literal (&error, VA_ERROR, VA_ERROR_FAILED, "this daemon runs no swap back");
-  if (error || !va_swap_back_start (self->swap_back, uuid, name, &error))
+  if (error || !va_daemon_swap_back_start (self->swap_back, uuid, name, &error))
     {
       g_dbus_method_invocation_return_gerror (inv, error);
       return;
@@ -771,7 +771,7 @@ va_dbus_set_metrics (VaDbus *self, VaMetrics *metrics)
 }
 
 void
-va_dbus_set_swap_back (VaDbus *self, VaSwapBack *swap_back)
+va_dbus_set_swap_back (VaDbus *self, VaDaemonSwapBack *swap_back)
 {
   g_return_if_fail (self != NULL);
 
