@@ -13,26 +13,20 @@ import time
 
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call
 from vatest.paths import BENCH_LOAD as LOAD
+from vatest.simconf import ACCEL, sim_config
 from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
 
 SECONDS = float(os.environ.get("VA_BENCH_SECONDS", "2"))
 
-# the simulated NIC with PFS x VFS slots, one pool, one network
-SIM_CONFIG = """[simulate]
-pfs=%d
-vfs=%d
 
-[pool accel]
-match-vendor=15b3
-max-vqp=4
+def sim_nic(pfs, vfs):
+    """The simulated NIC with pfs x vfs slots, one pool, one network."""
+    return sim_config(pfs=pfs, vfs=vfs, pools={"accel": dict(ACCEL, max_vqp=4)},
+                      networks={"bench": dict(mode="vdpa", pool="accel", vlan=10)})
 
-[network bench]
-mode=vdpa
-pool=accel
-vlan=10
-"""
-LOAD_CONFIG = SIM_CONFIG % (2, 64)
-BIG_CONFIG = SIM_CONFIG % (4, 1024)
+
+LOAD_CONFIG = sim_nic(2, 64)
+BIG_CONFIG = sim_nic(4, 1024)
 
 
 def c_load(clients):

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from test_hook import CONFIG, domain
+from vatest.hookdoc import CONFIG, domain
 from vatest.bus import Bus, Daemon
 from vatest.paths import HOOK
 

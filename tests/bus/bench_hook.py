@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from test_hook import CONFIG, PLAIN, domain
+from vatest.hookdoc import CONFIG, PLAIN, domain
 from vatest.bus import Bus, Daemon
 from vatest.paths import HOOK
 

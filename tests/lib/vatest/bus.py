@@ -14,7 +14,8 @@ import gi
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
-from vatest.paths import DAEMON, VDPACTL  # noqa: E402
+from vatest import ctl  # noqa: E402
+from vatest.paths import DAEMON  # noqa: E402
 
 NAME = "org.vdpa_allocator.Allocator1"
 PATH = "/org/vdpa_allocator/Allocator1"
@@ -209,7 +210,12 @@ def dbus_error_name(err):
 
 
 def vdpactl(*args, user=None, check=False):
-    cmd = [VDPACTL] + list(args)
-    if user is not None:
-        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=60)
+    """vatest.ctl.vdpactl as the bus tier calls it: a failure is the
+    case's to read (check off), and as uid @user when given."""
+    wrapper = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] if user is not None else ()
+    return ctl.vdpactl(*args, check=check, timeout=60, wrapper=wrapper)
+
+
+def leases(bus):
+    """ListLeases's records, straight off the bus."""
+    return call(bus, "ListLeases")[0]

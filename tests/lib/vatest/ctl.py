@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """vdpactl as the Python tiers run it: one vdpactl(), its -j form and the
-lease list (virsh() is vatest.libvirt's; vatest.bus.vdpactl is the bus
-tier's, as a user of its private bus)."""
+lease list (virsh() is vatest.libvirt's; vatest.bus.vdpactl calls this
+one as the bus tier wants it)."""
 
 import json
 import subprocess
