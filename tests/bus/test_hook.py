@@ -15,6 +15,7 @@ from vatest import hookdoc
 from vatest.bus import Bus, Daemon, call, leases, vdpactl
 from vatest.hookdoc import CONFIG, PLAIN, UUID, domain
 from vatest.paths import HOOK
+from vatest.simconf import sim_config
 
 
 def hook(xml, op, sub, name="vm1", hook_path=HOOK, env=None):
@@ -274,29 +275,10 @@ class HookTest(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["leases"], [])
 
 
-SRIOV_CONFIG = """[simulate]
-pfs=2
-vfs=2
-
-[pool accel]
-match-pci=0000:3b:00.0
-
-[pool pt]
-kind=sriov
-match-pci=0001:3b:00.0
-
-[network pt2334]
-mode=sriov
-pool=pt
-vlan=2334
-
-[network ptauto]
-mode=auto
-pool=pt
-vlan=2334
-fallback-bridge=br-ovs
-fallback-bridge-type=ovs
-"""
+SRIOV_CONFIG = sim_config(
+    pfs=2, vfs=2, pools={"accel": {"match_pci": "0000:3b:00.0"}, "pt": {"kind": "sriov", "match_pci": "0001:3b:00.0"}},
+    networks={"pt2334": dict(mode="sriov", pool="pt", vlan=2334),
+              "ptauto": dict(mode="auto", pool="pt", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs")})
 UUID2 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 
 

@@ -17,29 +17,16 @@ from gi.repository import GLib
 
 from vatest.bus import Bus, Daemon, call, dbus_error_name, NAME, PATH, IFACE
 from vatest.paths import HOOK
+from vatest.simconf import ACCEL, sim_config
 
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
 TRIED_UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fb1"
 NOBODY = 65534
 
-CONFIG = """[simulate]
-pfs=1
-vfs=2
-
-[pool accel]
-match-vendor=15b3
-max-vqp=4
-
-[network vpc2]
-mode=vdpa
-pool=accel
-vlan=2334
-fallback-bridge=br-ovs
-fallback-bridge-type=ovs
-
-[hook]
-swap-back-timeout-s=2
-"""
+CONFIG = sim_config(
+    pfs=1, vfs=2, pools={"accel": dict(ACCEL, max_vqp=4)},
+    networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs")},
+    groups={"hook": {"swap-back-timeout-s": 2}})
 
 # a NIC vdpactl made portable for a move, as libvirt's live XML shows it
 DOMAIN = """<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>

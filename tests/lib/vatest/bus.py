@@ -16,6 +16,7 @@ from gi.repository import Gio, GLib  # noqa: E402
 
 from vatest import ctl  # noqa: E402
 from vatest.paths import DAEMON  # noqa: E402
+from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 NAME = "org.vdpa_allocator.Allocator1"
 PATH = "/org/vdpa_allocator/Allocator1"
@@ -43,33 +44,11 @@ BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configur
 </busconfig>
 """
 
-CONFIG = """[simulate]
-pfs=2
-vfs=4
-numa-nodes=2
-
-[pool accel]
-match-vendor=15b3
-max-vqp=4
-low-watermark=3
-
-[network vpc2]
-mode=vdpa
-pool=accel
-vlan=2334
-
-[network capped]
-mode=vdpa
-pool=accel
-vlan=100
-quota=1
-
-[network vpc1]
-mode=virtio
-vlan=2200
-fallback-bridge=br-bond0
-fallback-bridge-type=ovs
-"""
+CONFIG = sim_config(
+    pfs=2, vfs=4, numa_nodes=2, pools={"accel": dict(ACCEL, max_vqp=4, low_watermark=3)},
+    networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334),
+              "capped": dict(mode="vdpa", pool="accel", vlan=100, quota=1),
+              "vpc1": dict(mode="virtio", vlan=2200, fallback_bridge="br-bond0", fallback_bridge_type="ovs")})
 
 
 class Bus:

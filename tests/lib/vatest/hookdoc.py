@@ -5,34 +5,18 @@ hook's bus tests (tests/bus/test_hook.py) and its benchmarks
 PORT_ROOT unless given port_root; a test with its own daemon sets
 PORT_ROOT to that daemon's."""
 
+from vatest.simconf import ACCEL, sim_config
+
+# the fallback of the hook's networks
+OVS = {"fallback_bridge": "br-ovs", "fallback_bridge_type": "ovs"}
+
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
 
-CONFIG = """[simulate]
-pfs=1
-vfs=2
-
-[pool accel]
-match-vendor=15b3
-max-vqp=4
-
-[network vpc2]
-mode=vdpa
-pool=accel
-vlan=2334
-fallback-bridge=br-ovs
-fallback-bridge-type=ovs
-
-[network vpc1]
-mode=virtio
-vlan=2200
-fallback-bridge=br-ovs
-fallback-bridge-type=ovs
-
-[network lan]
-mode=virtio
-vlan=30
-fallback-bridge=br0
-"""
+CONFIG = sim_config(
+    pfs=1, vfs=2, pools={"accel": dict(ACCEL, max_vqp=4)},
+    networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334, **OVS),
+              "vpc1": dict(mode="virtio", vlan=2200, **OVS),
+              "lan": dict(mode="virtio", vlan=30, fallback_bridge="br0")})
 
 
 # where the daemon under test makes port links: set from its run directory,

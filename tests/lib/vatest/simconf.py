@@ -22,12 +22,12 @@ def _section(header, keys):
     return "\n".join(lines) + "\n"
 
 
-def sim_config(pfs=1, vfs=1, numa_nodes=None, pools=None, networks=None, comment=None, path=None):
+def sim_config(pfs=1, vfs=1, numa_nodes=None, pools=None, networks=None, groups=None, comment=None, path=None):
     """The text of a vdpa-allocator.conf: [simulate] with pfs PFs of vfs
     VFs each (numa_nodes: numa-nodes=), then a [pool NAME] per entry of
-    pools and a [network NAME] per entry of networks ({name: {key: value}});
-    comment: lines written first, each as "# ...". path: also written
-    there."""
+    pools and a [network NAME] per entry of networks ({name: {key: value}}),
+    then any other group of groups ({"hook": {...}}); comment: lines
+    written first, each as "# ...". path: also written there."""
     parts = []
     if comment:
         parts.append("".join("# %s\n" % line for line in comment.splitlines()))
@@ -36,6 +36,8 @@ def sim_config(pfs=1, vfs=1, numa_nodes=None, pools=None, networks=None, comment
         parts.append("\n" + _section("pool %s" % name, keys))
     for name, keys in (networks or {}).items():
         parts.append("\n" + _section("network %s" % name, keys))
+    for name, keys in (groups or {}).items():
+        parts.append("\n" + _section(name, keys))
     text = "".join(parts)
     if path:
         with open(path, "w") as f:
