@@ -35,7 +35,7 @@ if [ ! -f "$builddir/build.ninja" ]; then
 else
     meson configure "$builddir" -Dfuzzing=true -Db_lundef=false
 fi
-ninja -C "$builddir" tests/fuzz/fuzz-rewrite
+ninja -C "$builddir" tests/fuzz/fuzz-rewrite tests/fuzz/fuzz-codec
 
 corpus=$builddir/fuzz-corpus
 artifacts=$builddir/fuzz-artifacts
@@ -96,5 +96,22 @@ fi
 if [ "$status" -ne 0 ]; then
     echo "FAIL: fuzz-rewrite exited with status $status" >&2
     exit "$status"
+fi
+
+# the bus codecs (fuzz-codec.c), a quarter of the time, from nothing
+codec_seconds=$(( seconds / 4 > 0 ? seconds / 4 : 1 ))
+codec_corpus=$builddir/fuzz-codec-corpus
+codec_log=$builddir/fuzz-codec.log
+rm -rf "$codec_corpus"
+mkdir -p "$codec_corpus"
+"$builddir/tests/fuzz/fuzz-codec" -max_total_time="$codec_seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$artifacts/" -print_final_stats=1 "$codec_corpus" >"$codec_log" 2>&1 || status=$?
+runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$codec_log" | tail -n 1)
+echo "fuzz-codec: ${runs:-unknown} executions in ${codec_seconds} s; log: $codec_log"
+if [ "$status" -ne 0 ] || [ -n "$(ls -A "$artifacts")" ] ||
+    grep -q -E 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|ERROR: libFuzzer' "$codec_log"; then
+    tail -n 30 "$codec_log" >&2
+    echo "FAIL: fuzz-codec (status $status)" >&2
+    exit $(( status ? status : 1 ))
 fi
 echo "PASS"
