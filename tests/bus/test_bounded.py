@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """What reloads and refused callers may cost the daemon (issue 25): memory
-that stays flat over reloads, and journal lines and metrics that do not grow
-with the calls an unprivileged user makes."""
+that stays flat over reloads, journal lines and metrics that do not grow
+with the calls an unprivileged user makes, and the methods open to every
+user bounded per user, never taking the slots of root's calls."""
+
+import json
 
 import os
 import re
@@ -11,7 +14,8 @@ import time
 import unittest
 from unittest import mock
 
-from vatest.bus import Bus, Daemon, call
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, vdpactl
+from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 NOBODY = 65534
@@ -51,6 +55,45 @@ for _ in range(min(32, n)):
 loop.run()
 print(state["refused"])
 """.replace("@UUID@", UUID)
+# An unprivileged user's open calls: argv[1] connections, each with argv[2]
+# calls of argv[3] (RewriteDomain of a document near the node bound, or
+# ListLeases) in flight, sent again as each is answered until argv[4]
+# seconds have passed (0: once); prints {error name or "ok": count}.
+OPEN_FLOOD = r"""
+import json, os, sys, time
+from gi.repository import Gio, GLib
+conns, per, method, seconds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+doc = "<domain>" + "<a/>" * 199000 + "</domain>"
+args = GLib.Variant("(ss)", (doc, "portable")) if method == "RewriteDomain" else None
+end = time.monotonic() + seconds
+loop, results, state = GLib.MainLoop(), {}, {"inflight": 0}
+def send(c):
+    state["inflight"] += 1
+    c.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+           method, args, None, 0, 120000, None, done, None)
+def done(c, res, _):
+    state["inflight"] -= 1
+    try:
+        c.call_finish(res)
+        key = "ok"
+    except GLib.Error as e:
+        key = Gio.DBusError.get_remote_error(e) or e.message
+    results[key] = results.get(key, 0) + 1
+    if time.monotonic() < end:
+        send(c)
+    elif state["inflight"] == 0:
+        loop.quit()
+for _ in range(conns):
+    c = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+        Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+    for _ in range(per):
+        send(c)
+print("ready", flush=True)
+loop.run()
+print(json.dumps(results))
+"""
+BUSY = "org.vdpa_allocator.Error.Busy"
+SRC = os.environ.get("VA_SRCDIR") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNDER_WRAPPER = bool(os.environ.get("VA_DAEMON_WRAPPER"))
 
 
@@ -193,6 +236,143 @@ class Denials(unittest.TestCase):
         self.assertEqual(summed, 399, "\n".join(lines))
         self.assertLessEqual(len(lines), 2 + int((time.monotonic() - t0) // 60))
         print("# %d refused calls in %.1f s: %d line(s)" % (refused, elapsed, len(lines)))
+
+
+
+class OpenCalls(unittest.TestCase):
+    """issue 25 (3, 4): the methods open to every user were bounded per bus
+    connection, and root's calls (the hook's migrate begin, the swap
+    helper's) shared their slots: one user with 8 connections took all 32
+    and every RewriteDomain of the hook was Busy."""
+
+    def setUp(self):
+        if UNDER_WRAPPER:
+            self.skipTest("the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
+        self.bus = Bus()
+        self.addCleanup(self.bus.close)
+        self.daemon = Daemon(self.bus, config=big_config(0))
+        self.daemon.start()
+        self.addCleanup(self.daemon.remove)
+        self.addCleanup(self.daemon.stop)
+
+    def flood(self, conns, per, method, seconds, uid=NOBODY):
+        p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", sys.executable, "-c",
+                              OPEN_FLOOD, str(conns), str(per), method, str(seconds)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        return p
+
+    def results(self, p):
+        out, err = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0, err)
+        return json.loads(out)
+
+    def test_open_calls_are_bounded_per_user_not_per_connection(self):
+        # 8 connections of one user, 4 calls each at once: 4 of the user's
+        # are taken at a time, most of the 32 refused at once (all 32 were
+        # taken when the bound was a connection's)
+        results = self.results(self.flood(8, 4, "RewriteDomain", 0))
+        self.assertEqual(sum(results.values()), 32, results)
+        self.assertGreaterEqual(results.get(BUSY, 0), 16, results)
+        self.assertEqual(results.get("ok", 0) + results.get(BUSY, 0), 32, results)
+
+    def test_root_never_competes_with_a_user_flood(self):
+        # users keep their slots busy with both open methods, from more
+        # connections than the slots of all users together
+        floods = [self.flood(8, 4, "RewriteDomain", 8, uid) for uid in (NOBODY, 1, 2, 3)]  # nobody, daemon, bin, sys
+        floods.append(self.flood(8, 4, "ListLeases", 8))
+        time.sleep(1)
+        domain = "<domain><name>vm</name><uuid>%s</uuid><devices/></domain>" % UUID
+        refused = []
+        for _ in range(10):
+            for method, args, sig in (("RewriteDomain", (domain, "portable"), "(ss)"), ("ListLeases", None, None)):
+                try:
+                    call(self.bus, method, args, sig)
+                except Exception as e:  # noqa: BLE001 (a GLib.Error, or an assertion of call)
+                    if "Busy" in str(e):
+                        refused.append("%s: %s" % (method, e))
+            time.sleep(0.2)
+        flooded = [self.results(p) for p in floods]
+        self.assertEqual(refused, [])
+        # the flood was one: the user was refused some of its calls
+        self.assertGreater(sum(r.get(BUSY, 0) for r in flooded), 0, flooded)
+        # and the daemon still answers its user
+        self.assertEqual(call(self.bus, "ListLeases")[0], [])
+
+
+
+def fill(bus, n, network="vpc2"):
+    """@n leases of other domains, 64 calls in flight (group commit)."""
+    loop = GLib.MainLoop()
+    state = {"sent": 0, "done": 0, "error": None}
+
+    def send():
+        i = state["sent"]
+        state["sent"] += 1
+        args = GLib.Variant("(ssssa{sv})", ("b4%06x-0000-4000-8000-000000000000" % (i // 250), "filler",
+                                            "52:54:00:b4:%02x:%02x" % (i // 250, i % 250), network, {}))
+        bus.conn.call(NAME, PATH, IFACE, "Allocate", args, None, 0, 60000, None, done)
+
+    def done(c, res):
+        try:
+            c.call_finish(res)
+        except GLib.Error as e:
+            state["error"] = e.message
+        state["done"] += 1
+        if state["sent"] < n and not state["error"]:
+            send()
+        elif state["done"] == state["sent"]:
+            loop.quit()
+
+    for _ in range(min(64, n)):
+        send()
+    loop.run()
+    if state["error"]:
+        raise RuntimeError("filling: %s" % state["error"])
+
+
+class LeaseListCost(unittest.TestCase):
+    """issue 25 (15): one ListLeases of 4,096 leases left the daemon 35 MiB
+    larger for good, and vdpactl status -j downloaded the whole list to
+    print its length."""
+
+    LEASES = 1024
+
+    def setUp(self):
+        # ListLeases refused by the bus: what status needs must not be it
+        self.bus = Bus(extra_policy='<policy user="nobody"><deny send_destination="org.vdpa_allocator.Allocator1" send_interface="org.vdpa_allocator.Allocator1" send_member="ListLeases"/></policy>')
+        self.addCleanup(self.bus.close)
+        self.daemon = Daemon(self.bus, config=big_config(0).replace("pfs=1\nvfs=4", "pfs=2\nvfs=%d" % (self.LEASES // 2 + 8)))
+        # the environment the unit gives it (G_SLICE: GLib before 2.76)
+        with open(os.path.join(SRC, "contrib", "vdpa-allocatord.service.in")) as f:
+            env = re.findall(r"^Environment=(.*)$", f.read(), re.M)
+        self.daemon.start(wrapper=["env"] + env if env and not UNDER_WRAPPER else None)
+        self.addCleanup(self.daemon.remove)
+        self.addCleanup(self.daemon.stop)
+        fill(self.bus, self.LEASES)
+
+    def test_status_counts_the_leases_without_listing_them(self):
+        r = vdpactl("status", "-j", user=NOBODY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["lease_count"], self.LEASES)
+        r = vdpactl("status", user=NOBODY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("%d lease(s)" % self.LEASES, r.stdout)
+        # the bus does refuse it ListLeases
+        self.assertNotEqual(vdpactl("list", user=NOBODY).returncode, 0)
+
+    def test_rss_back_after_a_big_list(self):
+        if UNDER_WRAPPER:
+            self.skipTest("the RSS of a daemon under VA_DAEMON_WRAPPER is the wrapper's")
+        time.sleep(3)
+        before = rss_kib(self.daemon.proc.pid)
+        for _ in range(3):
+            self.assertEqual(len(call(self.bus, "ListLeases")[0]), self.LEASES)
+        time.sleep(3)  # the copy of the leases the replies were built from is dropped after 2 s
+        after = rss_kib(self.daemon.proc.pid)
+        print("# RSS before 3 ListLeases of %d leases: %d KiB; after: %d KiB" % (self.LEASES, before, after))
+        self.assertLessEqual(after, before * 1.2 + 1024, "%d KiB, then %d KiB" % (before, after))
 
 
 if __name__ == "__main__":

@@ -401,9 +401,9 @@ print(json.dumps(results))
         r = self.flood(4, leave=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         deadline = time.monotonic() + 60
-        while "not parsed: the caller left the bus" not in self.daemon.read_log() and time.monotonic() < deadline:
+        while "not run: the caller left the bus" not in self.daemon.read_log() and time.monotonic() < deadline:
             time.sleep(0.1)
-        self.assertIn("not parsed: the caller left the bus", self.daemon.read_log())
+        self.assertIn("not run: the caller left the bus", self.daemon.read_log())
         self.assertServing()
 
 

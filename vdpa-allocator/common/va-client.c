@@ -265,6 +265,14 @@ va_client_get_properties (VaClient *self, const char *path, GError **error)
                               g_variant_new ("(s)", path ? VA_BUS_POOL_IFACE : VA_BUS_IFACE), "(a{sv})", error));
 }
 
+gboolean
+va_client_lookup_lease_count (GVariant *props, guint32 *count)
+{
+  g_return_val_if_fail (props != NULL && count != NULL, FALSE);
+
+  return g_variant_lookup (props, "LeaseCount", "u", count);
+}
+
 /* ---- the rewrite --------------------------------------------------------- */
 
 char *

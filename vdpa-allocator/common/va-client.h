@@ -62,6 +62,9 @@ GVariant *va_client_reconcile (VaClient *self, GError **error);
  * a{sv}. A pool that is not there is GDBus's UNKNOWN_OBJECT (or
  * UNKNOWN_METHOD, UNKNOWN_INTERFACE), as the bus said it. */
 GVariant *va_client_get_properties (VaClient *self, const char *path, GError **error);
+/* The manager's LeaseCount in @props (its GetAll), which a daemon older
+ * than it does not have: FALSE then. */
+gboolean va_client_lookup_lease_count (GVariant *props, guint32 *count);
 
 /* RewriteDomain: @xml rewritten by the daemon to @to ("accelerated",
  * "portable", "auto" or "saved"), with its pools' live room. */

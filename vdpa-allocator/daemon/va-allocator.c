@@ -50,6 +50,14 @@ va_allocator_list_leases (VaAllocator *self)
   return out;
 }
 
+guint
+va_allocator_get_n_leases (VaAllocator *self)
+{
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), 0);
+
+  return g_hash_table_size (self->entries);
+}
+
 const char *
 va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
 {

@@ -128,6 +128,9 @@ gint va_allocator_claim (VaAllocator *self, const char *uuid, GError **error);
 
 /* VaLease*, committed leases only, ordered by creation. */
 GPtrArray *va_allocator_list_leases (VaAllocator *self);
+/* How many leases are held or being made (those va_allocator_list_leases()
+ * lists, and the ones whose commit is under way), in O(1). */
+guint va_allocator_get_n_leases (VaAllocator *self);
 
 /* Why the lease of (@uuid, @mac) is broken (its slot left the host, or came
  * back without its device), or NULL when it is not, or there is none. */

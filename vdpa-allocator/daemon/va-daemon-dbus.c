@@ -8,12 +8,13 @@
 
 #include "va-daemon-dbus.h"
 
+#include <malloc.h>
 #include <polkit/polkit.h>
 #include <string.h>
 
 #include "va-bus.h"
 #include "va-dbus-resources.h"
-#include "va-daemon-rewriter.h"
+#include "va-daemon-open.h"
 #include "va-daemon-swapback.h"
 #include "va-error.h"
 #include "va-daemon-events.h"
@@ -27,11 +28,15 @@ struct _VaDbus
   guint manager_id;
   GHashTable *pool_ids;   /* pool name → registration id */
   GHashTable *pool_cache; /* pool name → GVariant a{sv} of last sent props */
+  GHashTable *pool_names; /* object path → pool name */
   PolkitAuthority *authority;
-  GHashTable *uids; /* unique bus name → uid: a connection's uid never changes */
-  VaRewriter *rewriter;
+  GHashTable *uids;           /* unique bus name → uid: a connection's uid never changes */
+  VaOpen *open;               /* the open calls' workers and bounds */
+  struct _Snapshot *snapshot; /* the leases as ListLeases last saw them, or NULL */
+  guint snapshot_timer;       /* drops it */
+  GVariant *pools_paths;      /* the Pools property */
   guint name_owner_sub;
-  gulong handlers[5];
+  gulong handlers[6];
   VaMetrics *metrics;          /* or NULL */
   VaDaemonSwapBack *swap_back; /* or NULL */
   GHashTable *denials;         /* uid ("unknown" without one) → Denials* */
@@ -59,12 +64,16 @@ static gsize resources_registered;
 /* ---- authorization ------------------------------------------------------- */
 
 typedef void (*AuthorizedFunc) (VaDbus *self, GDBusMethodInvocation *inv);
+/* A method open to everyone, given its caller's uid (G_MAXUINT32 when the
+ * bus did not tell it). */
+typedef void (*OpenFunc) (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid);
 
 typedef struct
 {
   VaDbus *self;
   GDBusMethodInvocation *inv;
-  AuthorizedFunc func;
+  AuthorizedFunc func; /* a change: needs uid 0 or polkit's yes */
+  OpenFunc open_func;  /* or an open method */
 } AuthCall;
 
 static void
@@ -196,6 +205,23 @@ check_polkit (AuthCall *c)
   polkit_authority_check_authorization (c->self->authority, subject, VA_BUS_MANAGE_ACTION, NULL, flags, NULL, polkit_checked, c);
 }
 
+/* @c's caller is uid @uid: a change is run or checked with polkit, an
+ * open method is run with it. */
+static void
+with_uid (AuthCall *c, guint32 uid)
+{
+  if (c->open_func)
+    c->open_func (c->self, c->inv, uid);
+  else if (uid == 0)
+    c->func (c->self, c->inv);
+  else
+    {
+      check_polkit (c);
+      return;
+    }
+  auth_call_free (c);
+}
+
 static void
 got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -206,36 +232,38 @@ got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (!ret)
     {
-      deny (c->self, c->inv, error->message);
+      if (c->open_func)
+        c->open_func (c->self, c->inv, G_MAXUINT32);
+      else
+        deny (c->self, c->inv, error->message);
       auth_call_free (c);
       return;
     }
   g_variant_get (ret, "(u)", &uid);
   g_hash_table_insert (c->self->uids, g_strdup (g_dbus_method_invocation_get_sender (c->inv)), GUINT_TO_POINTER (uid));
-  if (uid == 0)
-    {
-      c->func (c->self, c->inv);
-      auth_call_free (c);
-    }
-  else
-    check_polkit (c);
+  with_uid (c, uid);
 }
 
+/* Runs @func (a change) or @open_func (an open method) once the caller's
+ * uid is known: from the bus, once per connection. */
 static void
-authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
+authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func, OpenFunc open_func)
 {
   AuthCall *c = g_new0 (AuthCall, 1);
   const char *sender = g_dbus_method_invocation_get_sender (inv);
+  gpointer cached;
 
   c->self = self;
   c->inv = g_object_ref (inv);
   c->func = func;
-  gpointer cached;
-
+  c->open_func = open_func;
   if (!sender)
     {
       /* a peer-to-peer connection has no bus to vouch for it */
-      deny (self, inv, "unknown caller");
+      if (open_func)
+        open_func (self, inv, G_MAXUINT32);
+      else
+        deny (self, inv, "unknown caller");
       auth_call_free (c);
       return;
     }
@@ -243,13 +271,7 @@ authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func)
    * shares a commit with the others of the turn. */
   if (g_hash_table_lookup_extended (self->uids, sender, NULL, &cached))
     {
-      if (GPOINTER_TO_UINT (cached) == 0)
-        {
-          func (self, inv);
-          auth_call_free (c);
-        }
-      else
-        check_polkit (c);
+      with_uid (c, GPOINTER_TO_UINT (cached));
       return;
     }
   g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
@@ -446,35 +468,132 @@ do_drain (VaDbus *self, GDBusMethodInvocation *inv)
   g_dbus_method_invocation_return_value (inv, NULL);
 }
 
-static void
-do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
+/* ---- the open methods ---------------------------------------------------- */
+
+/* The leases as a ListLeases call found them, shared by the workers that
+ * answer from it: taken on the main loop (a copy, no reply built), kept
+ * until a lease changes or for SNAPSHOT_KEEP_S, so that a flood of calls
+ * costs the main loop one copy per change at most. */
+#define SNAPSHOT_KEEP_S 2
+/* a reply of this many leases leaves the heap grown: give it back */
+#define SNAPSHOT_TRIM_ABOVE 256
+
+typedef struct _Snapshot
 {
-  g_autoptr (GPtrArray) leases = va_allocator_list_leases (self->alloc);
-  GVariantBuilder b;
+  gint ref_count;
+  GPtrArray *leases; /* VaLease* */
+  GPtrArray *broken; /* its reason, or NULL, for each */
+} Snapshot;
 
-  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
-  for (guint i = 0; i < leases->len; i++)
-    {
-      const VaLease *lease = g_ptr_array_index (leases, i);
-      const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
-      g_autoptr (GVariant) v = g_variant_ref_sink (va_lease_to_variant (lease));
-      GVariantDict d;
-
-      g_variant_dict_init (&d, v);
-      g_variant_dict_insert (&d, "broken", "b", broken != NULL);
-      g_variant_dict_insert (&d, "broken_reason", "s", broken ? broken : "");
-      g_variant_builder_add_value (&b, g_variant_dict_end (&d));
-    }
-  g_dbus_method_invocation_return_value (inv, g_variant_new ("(aa{sv})", &b));
+static Snapshot *
+snapshot_ref (Snapshot *snap)
+{
+  g_atomic_int_inc (&snap->ref_count);
+  return snap;
 }
 
 static void
-do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
+snapshot_unref (Snapshot *snap)
+{
+  gboolean big;
+
+  if (!g_atomic_int_dec_and_test (&snap->ref_count))
+    return;
+  big = snap->leases->len > SNAPSHOT_TRIM_ABOVE;
+  g_ptr_array_unref (snap->leases);
+  g_ptr_array_unref (snap->broken);
+  g_free (snap);
+  if (big)
+    malloc_trim (0);
+}
+
+static gboolean
+snapshot_expire (gpointer user_data)
+{
+  VaDbus *self = user_data;
+
+  g_clear_pointer (&self->snapshot, snapshot_unref);
+  self->snapshot_timer = 0;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+snapshot_invalidate (VaDbus *self)
+{
+  g_clear_pointer (&self->snapshot, snapshot_unref);
+  g_clear_handle_id (&self->snapshot_timer, g_source_remove);
+}
+
+static Snapshot *
+snapshot_get (VaDbus *self)
+{
+  Snapshot *snap = self->snapshot;
+
+  if (!snap)
+    {
+      snap = g_new0 (Snapshot, 1);
+      snap->ref_count = 1;
+      snap->leases = va_allocator_list_leases (self->alloc);
+      snap->broken = g_ptr_array_new_full (snap->leases->len, g_free);
+      for (guint i = 0; i < snap->leases->len; i++)
+        {
+          const VaLease *lease = g_ptr_array_index (snap->leases, i);
+          g_ptr_array_add (snap->broken, g_strdup (va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac)));
+        }
+      self->snapshot = snap;
+      self->snapshot_timer = g_timeout_add_seconds (SNAPSHOT_KEEP_S, snapshot_expire, self);
+    }
+  return snapshot_ref (snap);
+}
+
+/* On a worker: the reply, serialized here; the tree it was built as is
+ * freed here too, and the worker trims its heap after a large one (the
+ * serialized reply is one block, mapped and unmapped whole: va-daemon.c). */
+static GVariant *
+list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
+{
+  Snapshot *snap = data;
+  g_autoptr (GVariant) tree = NULL;
+  g_autoptr (GBytes) data_bytes = NULL;
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < snap->leases->len; i++)
+    {
+      const char *broken = g_ptr_array_index (snap->broken, i);
+      g_autoptr (GVariant) v = g_variant_ref_sink (va_lease_to_variant (g_ptr_array_index (snap->leases, i)));
+      GVariantIter iter;
+      GVariant *child;
+
+      g_variant_builder_open (&b, G_VARIANT_TYPE_VARDICT);
+      g_variant_iter_init (&iter, v);
+      while ((child = g_variant_iter_next_value (&iter)))
+        {
+          g_variant_builder_add_value (&b, child);
+          g_variant_unref (child);
+        }
+      g_variant_builder_add (&b, "{sv}", "broken", g_variant_new_boolean (broken != NULL));
+      g_variant_builder_add (&b, "{sv}", "broken_reason", g_variant_new_string (broken ? broken : ""));
+      g_variant_builder_close (&b);
+    }
+  tree = g_variant_ref_sink (g_variant_new ("(aa{sv})", &b));
+  data_bytes = g_variant_get_data_as_bytes (tree);
+  *bytes = g_bytes_get_size (data_bytes);
+  return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv})"), data_bytes, TRUE);
+}
+
+static void
+do_list_leases (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
+{
+  va_open_submit (self->open, inv, uid, list_leases_reply, snapshot_get (self), (GDestroyNotify) snapshot_unref);
+}
+
+static void
+do_rewrite (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
 {
   g_autoptr (VaHostView) view = va_allocator_get_host_view (self->alloc);
 
-  /* open to everyone, so off the main loop (va-daemon-rewriter.h) */
-  va_rewriter_submit (self->rewriter, inv, view);
+  va_open_submit_rewrite (self->open, inv, uid, view);
 }
 
 static void
@@ -502,30 +621,26 @@ manager_method (GDBusConnection *conn, const char *sender, const char *path, con
   static const struct
   {
     const char *name;
-    AuthorizedFunc func;
-    gboolean needs_auth;
+    AuthorizedFunc func; /* a change */
+    OpenFunc open_func;  /* or open to everyone: VaOpen bounds it */
   } methods[] = {
-    { "Allocate", do_allocate, TRUE },  { "Release", do_release, TRUE },         { "ReleaseDomain", do_release_domain, TRUE },
-    { "Claim", do_claim, TRUE },        { "Reconcile", do_reconcile, TRUE },     { "Drain", do_drain, TRUE },
-    { "SwapBack", do_swap_back, TRUE }, { "ListLeases", do_list_leases, FALSE }, { "RewriteDomain", do_rewrite, FALSE },
+    { "Allocate", do_allocate, NULL },  { "Release", do_release, NULL },        { "ReleaseDomain", do_release_domain, NULL },
+    { "Claim", do_claim, NULL },        { "Reconcile", do_reconcile, NULL },    { "Drain", do_drain, NULL },
+    { "SwapBack", do_swap_back, NULL }, { "ListLeases", NULL, do_list_leases }, { "RewriteDomain", NULL, do_rewrite },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (methods); i++)
     if (strcmp (method, methods[i].name) == 0)
       {
-        if (methods[i].needs_auth)
-          authorize (self, inv, methods[i].func);
-        else
-          methods[i].func (self, inv);
+        authorize (self, inv, methods[i].func, methods[i].open_func);
         return;
       }
   g_dbus_method_invocation_return_error (inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
 }
 
 static GVariant *
-pools_variant (VaDbus *self)
+pools_variant (GPtrArray *pools)
 {
-  g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
   GVariantBuilder b;
 
   g_variant_builder_init (&b, G_VARIANT_TYPE_OBJECT_PATH_ARRAY);
@@ -548,7 +663,9 @@ manager_get_property (GDBusConnection *conn, const char *sender, const char *pat
   if (strcmp (prop, "Backend") == 0)
     return g_variant_new_string (va_allocator_get_backend_name (self->alloc));
   if (strcmp (prop, "Pools") == 0)
-    return pools_variant (self);
+    return g_variant_ref (self->pools_paths);
+  if (strcmp (prop, "LeaseCount") == 0)
+    return g_variant_new_uint32 (va_allocator_get_n_leases (self->alloc));
   g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
   return NULL;
 }
@@ -573,29 +690,23 @@ pool_props (const VaPoolStatus *st)
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
+/* Property reads are open to everyone: answered from what sync_pools()
+ * last saw (and sent in PropertiesChanged), at a cost that does not grow
+ * with the slots or the leases. */
 static GVariant *
 pool_get_property (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *prop, GError **error,
                    gpointer user_data)
 {
   VaDbus *self = user_data;
-  const char *name = g_hash_table_lookup (self->pool_cache, path) ? path : NULL;
-  GHashTableIter iter;
-  const char *pool;
-  g_autoptr (VaPoolStatus) st = NULL;
-  g_autoptr (GVariant) props = NULL;
+  const char *name = g_hash_table_lookup (self->pool_names, path);
+  GVariant *props = name ? g_hash_table_lookup (self->pool_cache, name) : NULL;
   GVariant *v;
 
-  g_hash_table_iter_init (&iter, self->pool_ids);
-  while (!name && g_hash_table_iter_next (&iter, (gpointer *) &pool, NULL))
+  if (!props)
     {
-      g_autofree char *p = va_bus_pool_path (pool);
-      if (strcmp (p, path) == 0)
-        name = pool;
+      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool at %s", path);
+      return NULL;
     }
-  st = name ? va_allocator_get_pool (self->alloc, name, error) : NULL;
-  if (!st)
-    return NULL;
-  props = pool_props (st);
   v = g_variant_lookup_value (props, prop, NULL);
   if (!v)
     g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
@@ -628,6 +739,7 @@ sync_pools (VaDbus *self, gboolean emit)
           GDBusInterfaceInfo *iface = g_dbus_node_info_lookup_interface (self->info, VA_BUS_POOL_IFACE);
           guint id = g_dbus_connection_register_object (self->conn, path, iface, &vtable, self, NULL, NULL);
           g_hash_table_insert (self->pool_ids, g_strdup (st->name), GUINT_TO_POINTER (id));
+          g_hash_table_insert (self->pool_names, g_strdup (path), g_strdup (st->name));
           added = TRUE;
         }
       if (emit && old && !g_variant_equal (old, props))
@@ -650,11 +762,13 @@ sync_pools (VaDbus *self, gboolean emit)
         }
       g_hash_table_insert (self->pool_cache, g_strdup (st->name), g_steal_pointer (&props));
     }
+  g_clear_pointer (&self->pools_paths, g_variant_unref);
+  self->pools_paths = g_variant_ref_sink (pools_variant (pools));
   if (emit && added)
     {
       GVariantBuilder b;
       g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
-      g_variant_builder_add (&b, "{sv}", "Pools", pools_variant (self));
+      g_variant_builder_add (&b, "{sv}", "Pools", self->pools_paths);
       emit_props_changed (self, VA_BUS_PATH, VA_BUS_IFACE, g_variant_builder_end (&b));
     }
 }
@@ -664,6 +778,7 @@ sync_pools (VaDbus *self, gboolean emit)
 static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  snapshot_invalidate (self);
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded",
                                  g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
 }
@@ -671,6 +786,7 @@ on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 static void
 on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  snapshot_invalidate (self);
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved",
                                  g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
 }
@@ -678,8 +794,15 @@ on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 static void
 on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, VaDbus *self)
 {
+  snapshot_invalidate (self);
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseBroken",
                                  g_variant_new ("(@a{sv}s)", va_lease_to_variant (lease), reason), NULL);
+}
+
+static void
+on_lease_repaired (VaAllocator *alloc, VaLease *lease, VaDbus *self)
+{
+  snapshot_invalidate (self);
 }
 
 static void
@@ -705,7 +828,7 @@ on_name_owner_changed (GDBusConnection *conn, const char *sender, const char *pa
   if (!*new_owner)
     {
       g_hash_table_remove (self->uids, name);
-      va_rewriter_sender_gone (self->rewriter, name);
+      va_open_sender_gone (self->open, name);
     }
 }
 
@@ -734,9 +857,10 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->conn = g_object_ref (conn);
   self->pool_ids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+  self->pool_names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->denials = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) denials_free);
-  self->rewriter = va_rewriter_new ();
+  self->open = va_open_new ();
   self->name_owner_sub
     = g_dbus_connection_signal_subscribe (conn, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
                                           NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_name_owner_changed, self, NULL);
@@ -759,6 +883,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->handlers[2] = g_signal_connect (alloc, "low-watermark", G_CALLBACK (on_low_watermark), self);
   self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools_changed), self);
   self->handlers[4] = g_signal_connect (alloc, "lease-broken", G_CALLBACK (on_lease_broken), self);
+  self->handlers[5] = g_signal_connect (alloc, "lease-repaired", G_CALLBACK (on_lease_repaired), self);
   return self;
 }
 
@@ -795,7 +920,9 @@ va_dbus_free (VaDbus *self)
     g_dbus_connection_unregister_object (self->conn, GPOINTER_TO_UINT (id));
   if (self->name_owner_sub)
     g_dbus_connection_signal_unsubscribe (self->conn, self->name_owner_sub);
-  g_clear_pointer (&self->rewriter, va_rewriter_free);
+  g_clear_pointer (&self->open, va_open_free);
+  snapshot_invalidate (self);
+  g_clear_pointer (&self->pools_paths, g_variant_unref);
   /* the denials counted since the last line are told at stop too */
   if (self->denials_timer)
     {
@@ -809,6 +936,7 @@ va_dbus_free (VaDbus *self)
   g_hash_table_unref (self->uids);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
+  g_hash_table_unref (self->pool_names);
   g_clear_pointer (&self->info, g_dbus_node_info_unref);
   g_clear_object (&self->authority);
   g_object_unref (self->conn);

@@ -39,7 +39,8 @@ struct _VaMetrics
   VaAllocator *alloc;
   char *path;
   gulong handlers[6];
-  guint idle;
+  guint idle;     /* the next write, while one is due */
+  gint64 written; /* monotonic µs of the last, 0 before it */
   guint64 allocations;
   guint64 failures[VA_ERROR_LAST];
   guint64 failures_other; /* errors of another domain */
@@ -64,16 +65,29 @@ write_idle (gpointer user_data)
   g_autoptr (GError) error = NULL;
 
   self->idle = 0;
+  self->written = g_get_monotonic_time ();
   if (!va_metrics_write (self, &error))
     g_warning ("%s", error->message);
   return G_SOURCE_REMOVE;
 }
 
+/* The file is rendered whole, at a cost that grows with the leases: at
+ * most once per WRITE_EVERY_US, when the main loop is idle, whatever the
+ * rate of changes; a scrape sees a change at most that late. */
+#define WRITE_EVERY_US G_USEC_PER_SEC
+
 static void
 changed (VaMetrics *self)
 {
-  if (!self->idle)
+  gint64 due;
+
+  if (self->idle)
+    return;
+  due = self->written ? self->written + WRITE_EVERY_US - g_get_monotonic_time () : 0;
+  if (due <= 0)
     self->idle = g_idle_add_full (G_PRIORITY_LOW, write_idle, self, NULL);
+  else
+    self->idle = g_timeout_add_full (G_PRIORITY_LOW, (guint) ((due + 999) / 1000), write_idle, self, NULL);
 }
 
 static void
