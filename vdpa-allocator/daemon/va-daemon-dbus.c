@@ -547,8 +547,8 @@ snapshot_get (VaDbus *self)
 }
 
 /* On a worker: the reply, serialized here; the tree it was built as is
- * freed here too, and the worker trims its heap after a large one (the
- * serialized reply is one block, mapped and unmapped whole: va-daemon.c). */
+ * freed here too (the serialized reply is one block, mapped and unmapped
+ * whole: va-daemon.c). */
 static GVariant *
 list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
 {
@@ -578,7 +578,8 @@ list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GErr
     }
   tree = g_variant_ref_sink (g_variant_new ("(aa{sv})", &b));
   data_bytes = g_variant_get_data_as_bytes (tree);
-  *bytes = g_bytes_get_size (data_bytes);
+  /* no trim per reply: snapshot_unref() trims once the copy is dropped,
+   * at most once per SNAPSHOT_KEEP_S however many calls read it */
   return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv})"), data_bytes, TRUE);
 }
 

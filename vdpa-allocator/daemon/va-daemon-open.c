@@ -13,7 +13,7 @@
 #include "va-error.h"
 
 /* a job this large leaves the heap grown: give it back */
-#define TRIM_ABOVE (256 * 1024)
+#define TRIM_ABOVE (1024 * 1024)
 
 struct _VaOpen
 {

@@ -27,7 +27,7 @@ typedef struct _VaOpen VaOpen;
 
 /* Runs on a worker thread: the reply to @inv's call ("(…)" tuple,
  * floating or not) or NULL and @error. @data is the job's. Sets @bytes to
- * the size of what it read or built: above 256 KiB, the worker gives
+ * the size of what it read or built: above a megabyte, the worker gives
  * the heap it grew back once the reply is sent. */
 typedef GVariant *(*VaOpenFunc) (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error);
 

@@ -383,10 +383,6 @@ va_daemon_main (int argc, char **argv)
    * own and unmapped when freed, rather than let glibc raise this threshold
    * after the first one and keep the next ones in the heap for good. */
   mallopt (M_MMAP_THRESHOLD, 128 * 1024);
-  /* and one heap for all threads: malloc_trim() gives back the free pages
-   * inside the main heap, but leaves a thread's heap as it grew, and the
-   * open calls' workers build those replies (va-daemon-open.h) */
-  mallopt (M_ARENA_MAX, 1);
 
   setlocale (LC_ALL, "");
   g_option_context_add_main_entries (ctx, entries, NULL);
