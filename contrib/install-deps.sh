@@ -6,7 +6,7 @@ set -eu
 
 packages="
     build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
-    clang-format valgrind git
+    clang-format valgrind git ccache
     libglib2.0-dev libglib2.0-bin libxml2-dev libxml2-utils
     libudev-dev libmnl-dev libsqlite3-dev sqlite3 libjson-glib-dev
     libpolkit-gobject-1-dev libvirt-dev libvirt-clients
