@@ -53,6 +53,8 @@ setup (Fixture *f, gconstpointer data)
   fake_devlink_for (data);
   if (data)
     load (f, data);
+  /* a kernel that ships mlx5_vdpa, not loaded: the hint names modprobe */
+  testbed_mlx5_modules (umockdev_testbed_get_root_dir (f->bed), TRUE, FALSE);
   /* the vdpa bus files the kernel has and a testbed lacks */
   bus = g_build_filename (umockdev_testbed_get_sys_dir (f->bed), "bus", "vdpa", NULL);
   g_assert_cmpint (g_mkdir_with_parents (bus, 0755), ==, 0);
@@ -156,7 +158,8 @@ test_discover_vf_reasons (Fixture *f, gconstpointer data)
   g_assert_nonnull (pf->vf_reasons);
   g_assert_cmpuint (pf->vf_reasons->len, ==, pf->vfs->len);
   g_assert_null (g_ptr_array_index (pf->vf_reasons, 0));
-  g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==, "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==,
+                   "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
   g_clear_pointer (&pfs, g_ptr_array_unref);
 
   /* every VF has one: no reasons at all */

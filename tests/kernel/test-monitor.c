@@ -127,6 +127,8 @@ setup (Fixture *f, gconstpointer data)
   g_assert_true (umockdev_in_mock_environment ());
   if (data)
     load (f, data);
+  /* a kernel that ships mlx5_vdpa, not loaded: the hint names modprobe */
+  testbed_mlx5_modules (umockdev_testbed_get_root_dir (f->bed), TRUE, FALSE);
   f->tmp = g_dir_make_tmp ("va-monitor-XXXXXX", &error);
   g_assert_no_error (error);
   f->conf_dir = g_build_filename (f->tmp, "etc", NULL);
@@ -539,13 +541,14 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   start (f);
   assert_pool (f, 7, 7, 0, TRUE, ""); /* total: the slots not lost */
   /* healthy, but the missing slot is not silent */
-  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded?");
+  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded? "
+                     "(modprobe mlx5_vdpa)");
 
   mark = f->changes;
   fake_devlink.no_mgmtdevs = TRUE;
   uevent (f, PF_NET_SYS, "change");
   g_assert_true (settle (f, mark));
-  assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: VF 0000:3b:00.2 has no vdpa management device: is mlx5_vdpa loaded?");
+  assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: VF 0000:3b:00.2 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
 
   /* mlx5_vdpa loaded: its management devices come (the auxiliary
    * device's bind), and the slots with them */
@@ -565,7 +568,8 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   uevent (f, PF_NET_SYS, "change");
   g_assert_true (settle (f, mark));
   fake_devlink.no_mgmtdev = NULL;
-  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.4 has no vdpa management device: is mlx5_vdpa loaded?");
+  assert_warning (f, "1 of 8 VFs of PF enp59s0f0np0 take no lease: VF 0000:3b:00.4 has no vdpa management device: is mlx5_vdpa loaded? "
+                     "(modprobe mlx5_vdpa)");
   assert_field (event (VA_EVENT_POOL_WARNING, 1), "VA_POOL", "accel");
   assert_field (event (VA_EVENT_POOL_WARNING, 1), "PRIORITY", "4");
 }

@@ -9,7 +9,9 @@
  * netdev, and an external host's pcivf port (a BlueField's) that is no
  * representor of ours. The real drivers answer in the lab tier
  * (tests/lab/lab-simdrivers.sh, test_lab_sim.py). */
+#include <glib/gstdio.h>
 #include <linux/devlink.h>
+#include <sys/utsname.h>
 
 #include "va-error.h"
 #include "va-kernel.h"
@@ -28,6 +30,34 @@ typedef struct
 } FakeDevlink;
 
 static FakeDevlink fake_devlink;
+
+/* The running kernel's modules.dep in the testbed (va_path_get
+ * (VA_PATH_MODULES)/RELEASE), naming mlx5_vdpa where @ships (a kernel
+ * built with CONFIG_MLX5_VDPA_NET; depmod's line form, as in
+ * /lib/modules/RELEASE/modules.dep) and only mlx5_core where not, as in
+ * Debian's 6.12 kernels; @loaded adds /sys/module/mlx5_vdpa. */
+static inline void
+testbed_mlx5_modules (const char *root, gboolean ships, gboolean loaded)
+{
+  struct utsname u;
+  g_autofree char *dir = NULL;
+  g_autofree char *dep = NULL;
+  g_autofree char *mod = g_build_filename (root, "sys", "module", "mlx5_vdpa", NULL);
+  const char *core = "kernel/drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.ko.xz: kernel/net/psample/psample.ko.xz\n";
+  const char *vdpa = "kernel/drivers/vdpa/mlx5/mlx5_vdpa.ko.xz: kernel/drivers/vdpa/vdpa.ko.xz "
+                     "kernel/drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.ko.xz\n";
+  g_autofree char *text = g_strconcat (core, ships ? vdpa : "", NULL);
+
+  g_assert_cmpint (uname (&u), ==, 0);
+  dir = g_build_filename (root, "lib", "modules", u.release, NULL);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  dep = g_build_filename (dir, "modules.dep", NULL);
+  g_assert_true (g_file_set_contents (dep, text, -1, NULL));
+  if (loaded)
+    g_assert_cmpint (g_mkdir_with_parents (mod, 0755), ==, 0);
+  else
+    g_rmdir (mod);
+}
 
 static gboolean
 fake_no_family (GError **error)

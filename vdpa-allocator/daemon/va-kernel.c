@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "va-config.h"
@@ -209,6 +210,7 @@ typedef struct
   char *error;
   gboolean mgmt_asked;
   GPtrArray *mgmtdevs; /* VaVdpaMgmtdev*; NULL when the dump failed (no vdpa family: DEV_NEW will say so) */
+  char *mlx5_hint;     /* mlx5_vdpa_hint (), asked once */
 } PortDump;
 
 static void
@@ -217,7 +219,66 @@ port_dump_clear (PortDump *d)
   g_clear_pointer (&d->ports, g_ptr_array_unref);
   g_clear_pointer (&d->error, g_free);
   g_clear_pointer (&d->mgmtdevs, g_ptr_array_unref);
+  g_clear_pointer (&d->mlx5_hint, g_free);
   d->asked = d->mgmt_asked = FALSE;
+}
+
+#define MLX5_VDPA_KO "mlx5_vdpa.ko" /* then .xz, .zst or nothing */
+
+/* Whether the running kernel ships mlx5_vdpa: its modules.dep names the
+ * module (depmod writes one line per module, "kernel/.../mlx5_vdpa.ko[.xz]:
+ * deps"), read with a bound. */
+static gboolean
+kernel_ships_mlx5_vdpa (const char *release)
+{
+  g_autofree char *dep = g_build_filename (va_path_get (VA_PATH_MODULES), release, "modules.dep", NULL);
+  g_autoptr (GMappedFile) map = g_mapped_file_new (dep, FALSE, NULL);
+  const char *p, *end;
+
+  if (!map || g_mapped_file_get_length (map) > 64 * 1024 * 1024)
+    return FALSE;
+  p = g_mapped_file_get_contents (map);
+  end = p + g_mapped_file_get_length (map);
+  while (p && p < end)
+    {
+      const char *nl = memchr (p, '\n', end - p);
+      const char *colon = memchr (p, ':', (nl ? nl : end) - p);
+
+      /* the module's own path ends at the colon, after its last '/' */
+      if (colon)
+        {
+          const char *slash = g_strrstr_len (p, colon - p, "/");
+          const char *name = slash ? slash + 1 : p;
+
+          if ((size_t) (colon - name) >= strlen (MLX5_VDPA_KO) && strncmp (name, MLX5_VDPA_KO, strlen (MLX5_VDPA_KO)) == 0)
+            return TRUE;
+        }
+      p = nl ? nl + 1 : NULL;
+    }
+  return FALSE;
+}
+
+/* What an operator does about a ConnectX VF without its management device,
+ * by what the kernel shows: mlx5_vdpa loaded (its /sys/module entry),
+ * shipped but not loaded, or not shipped at all. mlx5_core creates the
+ * "vnet" auxiliary device mlx5_vdpa binds to only when built with
+ * CONFIG_MLX5_VDPA_NET (drivers/net/ethernet/mellanox/mlx5/core/dev.c,
+ * mlx5_vnet_supported() in 6.12), and Debian's 6.1 and 6.12 kernels set neither. */
+static char *
+mlx5_vdpa_hint (void)
+{
+  g_autofree char *loaded = g_build_filename (va_path_get (VA_PATH_SYSFS), "module", "mlx5_vdpa", NULL);
+  struct utsname u;
+  const char *release = uname (&u) == 0 ? u.release : "?";
+
+  if (g_file_test (loaded, G_FILE_TEST_IS_DIR))
+    return g_strdup ("mlx5_vdpa is loaded but offers none (the VF not on mlx5_core, firmware without vDPA, or "
+                     "mlx5_core and mlx5_vdpa from different builds)");
+  if (kernel_ships_mlx5_vdpa (release))
+    return g_strdup ("is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
+  return g_strdup_printf ("kernel %s has no mlx5_vdpa (CONFIG_MLX5_VDPA_NET unset, as in Debian's kernels): "
+                          "see connectx-hosts.md, \"What the hardware must offer\"",
+                          release);
 }
 
 /* Why @vf cannot carry vDPA by the management-device dump, or NULL: a
@@ -241,7 +302,11 @@ vf_reason (PortDump *d, const VaKernelVf *vf, gboolean sim)
               : (g_strcmp0 (m->bus, "pci") == 0 && g_strcmp0 (m->dev, vf->pci) == 0))
         return NULL;
     }
-  return g_strdup_printf ("VF %s has no vdpa management device: is %s loaded?", vf->pci, sim ? "vdpa_sim_net" : "mlx5_vdpa");
+  if (sim)
+    return g_strdup_printf ("VF %s has no vdpa management device: is vdpa_sim_net loaded?", vf->pci);
+  if (!d->mlx5_hint)
+    d->mlx5_hint = mlx5_vdpa_hint ();
+  return g_strdup_printf ("VF %s has no vdpa management device: %s", vf->pci, d->mlx5_hint);
 }
 
 static GPtrArray *
