@@ -52,7 +52,7 @@ iotlb_miss (VaRelayMem *mem, guint64 iova, gpointer user_data)
   int fd = ioctl (dev->dev_fd, VDUSE_IOTLB_GET_FD, &entry);
   if (fd < 0)
     {
-      g_debug ("no IOTLB entry at 0x%" G_GINT64_MODIFIER "x: %s", iova, g_strerror (errno));
+      g_debug ("no IOTLB entry at 0x%" G_GINT64_MODIFIER "x: %s", iova, strerror (errno));
       return FALSE;
     }
   int prot = 0;
@@ -82,7 +82,7 @@ iotlb_miss (VaRelayMem *mem, guint64 iova, gpointer user_data)
   if (p == MAP_FAILED)
     {
       g_warning ("mmap of IOVA 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x: %s", (guint64) entry.start, (guint64) entry.last,
-                 g_strerror (errno));
+                 strerror (errno));
       return FALSE;
     }
   g_autoptr (GError) error = NULL;
@@ -145,7 +145,7 @@ start_queues (Dev *dev)
   guint64 features = 0;
   if (ioctl (dev->dev_fd, VDUSE_DEV_GET_FEATURES, &features) < 0)
     {
-      g_warning ("VDUSE_DEV_GET_FEATURES: %s", g_strerror (errno));
+      g_warning ("VDUSE_DEV_GET_FEATURES: %s", strerror (errno));
       return;
     }
   if (features & (1ULL << VIRTIO_F_RING_PACKED))
@@ -158,7 +158,7 @@ start_queues (Dev *dev)
       struct vduse_vq_info info = { .index = q };
       if (ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) < 0)
         {
-          g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, g_strerror (errno));
+          g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, strerror (errno));
           continue;
         }
       if (!info.ready)
@@ -174,7 +174,7 @@ start_queues (Dev *dev)
       struct vduse_vq_eventfd ev = { .index = q, .fd = efd };
       if (efd < 0 || ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev) < 0)
         {
-          g_warning ("kick eventfd of queue %u: %s", q, g_strerror (errno));
+          g_warning ("kick eventfd of queue %u: %s", q, strerror (errno));
           if (efd >= 0)
             close (efd);
           va_vring_reset (&dev->vq[q]);
@@ -190,7 +190,7 @@ inject_irq (Dev *dev, guint q)
 {
   guint32 index = q;
   if (ioctl (dev->dev_fd, VDUSE_VQ_INJECT_IRQ, &index) < 0)
-    g_debug ("VDUSE_VQ_INJECT_IRQ %u: %s", q, g_strerror (errno));
+    g_debug ("VDUSE_VQ_INJECT_IRQ %u: %s", q, strerror (errno));
 }
 
 /* One message from the kernel, answered. FALSE: the device fd failed. */
@@ -205,7 +205,7 @@ serve_message (Dev *dev, GError **error)
     return TRUE;
   if (n != (ssize_t) sizeof req)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the device's message: %s", n < 0 ? g_strerror (errno) : "short read");
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the device's message: %s", n < 0 ? strerror (errno) : "short read");
       return FALSE;
     }
   memset (&resp, 0, sizeof resp);
@@ -244,7 +244,7 @@ serve_message (Dev *dev, GError **error)
     }
   if (write (dev->dev_fd, &resp, sizeof resp) != (ssize_t) sizeof resp)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "answering the device: %s", g_strerror (errno));
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "answering the device: %s", strerror (errno));
       return FALSE;
     }
   return TRUE;
@@ -305,7 +305,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
   if (fcntl (dev_fd, F_SETFL, fcntl (dev_fd, F_GETFL) | O_NONBLOCK) < 0
       || fcntl (tap_fd, F_SETFL, fcntl (tap_fd, F_GETFL) | O_NONBLOCK) < 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "making the fds non-blocking: %s", g_strerror (errno));
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "making the fds non-blocking: %s", strerror (errno));
       return FALSE;
     }
 
@@ -323,7 +323,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
         {
           if (errno == EINTR)
             continue;
-          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "poll: %s", g_strerror (errno));
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "poll: %s", strerror (errno));
           ok = FALSE;
           break;
         }

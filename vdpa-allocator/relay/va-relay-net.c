@@ -127,7 +127,7 @@ va_relay_net_rx (VaVring *rx, int fd, guint budget, VaRelayNetStats *stats, gboo
           va_vring_unpop (rx);
           if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             {
-              g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading a frame: %s", g_strerror (errno));
+              g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading a frame: %s", strerror (errno));
               return FALSE;
             }
           break;

@@ -9,6 +9,7 @@
 #include <linux/vduse.h>
 #include <pwd.h>
 #include <seccomp.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -35,7 +36,7 @@ va_relay_drop_privileges (const char *user, GError **error)
   if ((geteuid () == 0 && setgroups (0, NULL) < 0) || setresgid (pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0
       || setresuid (pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "becoming %s: %s", user, g_strerror (errno));
+      g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "becoming %s: %s", user, strerror (errno));
       return FALSE;
     }
   /* no way back */
@@ -68,7 +69,7 @@ va_relay_limit_memory (guint64 max_bytes, GError **error)
       struct rlimit rl = { limits[i].value, limits[i].value };
       if (setrlimit (limits[i].resource, &rl) < 0)
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: %s", limits[i].name, g_strerror (errno));
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s: %s", limits[i].name, strerror (errno));
           return FALSE;
         }
     }
@@ -110,7 +111,7 @@ va_relay_seccomp (GError **error)
   seccomp_release (ctx);
   if (rc != 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "loading the seccomp filter: %s", g_strerror (-rc));
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "loading the seccomp filter: %s", strerror (-rc));
       return FALSE;
     }
   return TRUE;

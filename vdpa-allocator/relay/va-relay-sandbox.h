@@ -4,7 +4,9 @@
  * (RLIMIT_DATA: the heap and private mappings; the guest's memory is
  * shared file mappings, bounded by VA_RELAY_MAX_REGIONS), file descriptors
  * beyond a few, new processes, and every system call but the device loop's
- * (seccomp, libseccomp: anything else kills the process). */
+ * (seccomp, libseccomp: anything else kills the process). After the
+ * filter, the relay's code reports errors with libc's strerror, not
+ * g_strerror, which may open charset and iconv files on first use. */
 #pragma once
 
 #include <glib.h>

@@ -78,7 +78,7 @@ open_tap (const char *name, GError **error)
   int fd = open ("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "/dev/net/tun: %s", g_strerror (errno));
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "/dev/net/tun: %s", strerror (errno));
       return -1;
     }
   /* no IFF_VNET_HDR: the relay writes and strips the header itself */
@@ -86,7 +86,7 @@ open_tap (const char *name, GError **error)
   g_strlcpy (ifr.ifr_name, name, IFNAMSIZ);
   if (ioctl (fd, TUNSETIFF, &ifr) < 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "tap %s: %s", name, g_strerror (errno));
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "tap %s: %s", name, strerror (errno));
       close (fd);
       return -1;
     }
@@ -142,7 +142,7 @@ main (int argc, char **argv)
       dev_fd = open (device, O_RDWR | O_CLOEXEC | O_NONBLOCK);
       if (dev_fd < 0)
         {
-          g_printerr ("vdpa-allocator-relay: %s: %s\n", device, g_strerror (errno));
+          g_printerr ("vdpa-allocator-relay: %s: %s\n", device, strerror (errno));
           return 1;
         }
     }
