@@ -142,7 +142,7 @@ relay_ns (gsize frame_len, double seconds, guint64 *sent)
     {
       guint64 buf = 0x10000 + (guint64) i * SLOT;
       make_frame (guest + buf + VA_RELAY_NET_HDR_LEN, frame_len);
-      desc[i] = (struct vring_desc) { .addr = BASE + buf, .len = (guint32) (VA_RELAY_NET_HDR_LEN + frame_len) };
+      desc[i] = (struct vring_desc){ .addr = BASE + buf, .len = (guint32) (VA_RELAY_NET_HDR_LEN + frame_len) };
     }
 
   VaRelayNetStats stats = { 0 };
@@ -191,8 +191,7 @@ main (void)
       relay_ns (sizes[i], seconds / 10, &sent);
       double f = floor_ns (sizes[i], seconds);
       double r = relay_ns (sizes[i], seconds, &sent);
-      printf ("%-8s %12.0f %12.0f %7.2fx%s\n", sizes[i] == 64 ? "64 B" : "1,500 B", f, r, r / f,
-              r / f <= 1.5 ? "" : "  (target 1.5x)");
+      printf ("%-8s %12.0f %12.0f %7.2fx%s\n", sizes[i] == 64 ? "64 B" : "1,500 B", f, r, r / f, r / f <= 1.5 ? "" : "  (target 1.5x)");
     }
   return 0;
 }
