@@ -258,8 +258,8 @@ drain_eventfd (int fd)
     ;
 }
 
-static gboolean
-do_tx (Dev *dev, GError **error)
+static void
+do_tx (Dev *dev)
 {
   g_autoptr (GError) local = NULL;
   gboolean irq = FALSE;
@@ -267,7 +267,6 @@ do_tx (Dev *dev, GError **error)
     queue_broke (dev, VA_RELAY_TXQ, local);
   if (irq)
     inject_irq (dev, VA_RELAY_TXQ);
-  return TRUE;
 }
 
 static gboolean
@@ -347,7 +346,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       if (p[2].revents & POLLIN)
         {
           drain_eventfd (p[2].fd);
-          do_tx (&dev, error);
+          do_tx (&dev);
         }
       if (p[1].revents & POLLIN)
         {
@@ -364,7 +363,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       /* a budget's worth may not have been all: look again without waiting
        * for a kick the driver will not send */
       if (va_vring_is_running (&dev.vq[VA_RELAY_TXQ]))
-        do_tx (&dev, error);
+        do_tx (&dev);
     }
   g_message ("transmitted %" G_GUINT64_FORMAT " frames (%" G_GUINT64_FORMAT " dropped), received %" G_GUINT64_FORMAT, dev.tx_stats.frames,
              dev.tx_stats.dropped, dev.rx_stats.frames);
