@@ -117,7 +117,7 @@ main (int argc, char **argv)
     { "tap", 0, 0, G_OPTION_ARG_STRING, &tap, "Open or create the tap NAME instead (root)", "NAME" },
     { "user", 0, 0, G_OPTION_ARG_STRING, &user, "Run as USER (when started as root)", "USER" },
     { "max-memory", 0, 0, G_OPTION_ARG_INT, &max_mib, "Bound the relay's own memory (default 64)", "MIB" },
-    { "no-sandbox", 0, 0, G_OPTION_ARG_NONE, &no_sandbox, "Load no seccomp filter (debugging, valgrind)", NULL },
+    { "no-sandbox", 0, 0, G_OPTION_ARG_NONE, &no_sandbox, "No seccomp filter, no limits (debugging, valgrind)", NULL },
     { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Log each message from the device", NULL },
     { NULL },
   };
@@ -159,9 +159,11 @@ main (int argc, char **argv)
   sigaction (SIGHUP, &sa, NULL);
   signal (SIGPIPE, SIG_IGN);
 
-  if (!va_relay_drop_privileges (user, &error) || !va_relay_limit_memory ((guint64) max_mib << 20, &error))
+  if (!va_relay_drop_privileges (user, &error))
     goto fail;
-  if (!no_sandbox && !va_relay_seccomp (&error))
+  /* valgrind refuses RLIMIT_NOFILE (it keeps fds of its own above it) and
+   * runs no seccomp-filtered program: --no-sandbox is for it */
+  if (!no_sandbox && (!va_relay_limit_memory ((guint64) max_mib << 20, &error) || !va_relay_seccomp (&error)))
     goto fail;
   g_message ("serving the device (fd %d) on the tap (fd %d)%s", dev_fd, tap_fd, no_sandbox ? ", no sandbox" : "");
   if (!va_relay_dev_run (dev_fd, tap_fd, &stop, &error))
