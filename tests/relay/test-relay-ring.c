@@ -212,6 +212,35 @@ test_across_regions (Fixture *f, gconstpointer data)
   g_assert_cmpuint (chain.iov[1].iov_len, ==, 20);
 }
 
+/* kicks off while the relay takes chains, back on after; what was offered
+ * meanwhile is seen */
+static void
+test_notify (Fixture *f, gconstpointer data)
+{
+  VaVringChain chain;
+  g_autoptr (GError) error = NULL;
+
+  /* before the first pop the areas are not looked up: "look" */
+  g_assert_true (va_vring_has_avail (&f->vr));
+  g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_EMPTY);
+  g_assert_false (va_vring_has_avail (&f->vr));
+  va_vring_set_notify (&f->vr, FALSE);
+  g_assert_cmpuint (used (f)->flags, ==, VRING_USED_F_NO_NOTIFY);
+  set_desc (f, 0, BUF, 10, 0, 0);
+  offer (f, 0);
+  va_vring_set_notify (&f->vr, TRUE);
+  g_assert_cmpuint (used (f)->flags, ==, 0);
+  g_assert_true (va_vring_has_avail (&f->vr));
+  g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_CHAIN);
+  g_assert_false (va_vring_has_avail (&f->vr));
+  /* a stopped queue has nothing, and its flags are left alone */
+  avail (f)->idx = 100;
+  g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_BROKEN);
+  g_assert_false (va_vring_has_avail (&f->vr));
+  va_vring_set_notify (&f->vr, FALSE);
+  g_assert_cmpuint (used (f)->flags, ==, 0);
+}
+
 static void
 test_avail_index_ahead (Fixture *f, gconstpointer data)
 {
@@ -558,6 +587,7 @@ main (int argc, char **argv)
   RING_TEST ("zero-length", test_zero_length);
   RING_TEST ("across-regions", test_across_regions);
   RING_TEST ("longest-chain", test_longest_chain);
+  RING_TEST ("notify", test_notify);
   RING_TEST ("malformed/avail-index-ahead", test_avail_index_ahead);
   RING_TEST ("malformed/avail-index-behind", test_avail_index_behind);
   RING_TEST ("malformed/head-out-of-range", test_head_out_of_range);

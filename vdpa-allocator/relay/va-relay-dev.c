@@ -258,15 +258,26 @@ drain_eventfd (int fd)
     ;
 }
 
+/* Takes what the driver offers, with its kicks off meanwhile; at most a few
+ * budgets, then the caller's poll does not wait while more is offered */
 static void
 do_tx (Dev *dev)
 {
-  g_autoptr (GError) local = NULL;
-  gboolean irq = FALSE;
-  if (!va_relay_net_tx (&dev->vq[VA_RELAY_TXQ], dev->tap_fd, BUDGET, &dev->tx_stats, &irq, &local))
-    queue_broke (dev, VA_RELAY_TXQ, local);
-  if (irq)
-    inject_irq (dev, VA_RELAY_TXQ);
+  VaVring *tx = &dev->vq[VA_RELAY_TXQ];
+  for (guint round = 0; round < 4 && va_vring_is_running (tx); round++)
+    {
+      g_autoptr (GError) local = NULL;
+      gboolean irq = FALSE;
+      va_vring_set_notify (tx, FALSE);
+      gboolean ok = va_relay_net_tx (tx, dev->tap_fd, BUDGET, &dev->tx_stats, &irq, &local);
+      va_vring_set_notify (tx, TRUE);
+      if (!ok)
+        queue_broke (dev, VA_RELAY_TXQ, local);
+      if (irq)
+        inject_irq (dev, VA_RELAY_TXQ);
+      if (!va_vring_has_avail (tx))
+        break;
+    }
 }
 
 static gboolean
@@ -317,7 +328,9 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
         /* the tap only while the receive queue has room */
         { .fd = va_vring_is_running (&dev.vq[VA_RELAY_RXQ]) && !dev.rx_starved ? tap_fd : -1, .events = POLLIN },
       };
-      int r = poll (p, G_N_ELEMENTS (p), -1);
+      /* chains offered and not taken (a budget's end, or offered while
+       * kicks were off): look again at once */
+      int r = poll (p, G_N_ELEMENTS (p), va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]) ? 0 : -1);
       if (r < 0)
         {
           if (errno == EINTR)
@@ -360,9 +373,8 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
             ok = FALSE;
             break;
           }
-      /* a budget's worth may not have been all: look again without waiting
-       * for a kick the driver will not send */
-      if (va_vring_is_running (&dev.vq[VA_RELAY_TXQ]))
+      /* what was offered while kicks were off, or beyond the budgets */
+      if (va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]))
         do_tx (&dev);
     }
   g_message ("transmitted %" G_GUINT64_FORMAT " frames (%" G_GUINT64_FORMAT " dropped), received %" G_GUINT64_FORMAT, dev.tx_stats.frames,

@@ -209,3 +209,31 @@ va_vring_wants_irq (VaVring *vr)
   __atomic_thread_fence (__ATOMIC_SEQ_CST);
   return !(le16toh (READ_ONCE (vr->avail->flags)) & VRING_AVAIL_F_NO_INTERRUPT);
 }
+
+/* the areas of the current generation, if they were looked up: no lookup
+ * here, so no error to report */
+static gboolean
+areas_current (const VaVring *vr)
+{
+  return va_vring_is_running (vr) && vr->desc != NULL && vr->generation == vr->mem->generation;
+}
+
+gboolean
+va_vring_has_avail (VaVring *vr)
+{
+  g_return_val_if_fail (vr != NULL, FALSE);
+  if (!areas_current (vr))
+    return va_vring_is_running (vr); /* let the next pop look */
+  return le16toh (READ_ONCE (vr->avail->idx)) != vr->last_avail;
+}
+
+void
+va_vring_set_notify (VaVring *vr, gboolean enable)
+{
+  g_return_if_fail (vr != NULL);
+  if (!areas_current (vr))
+    return;
+  WRITE_ONCE (vr->used->flags, htole16 (enable ? 0 : VRING_USED_F_NO_NOTIFY));
+  /* the flag before the caller reads the avail index again (2.7.10) */
+  __atomic_thread_fence (__ATOMIC_SEQ_CST);
+}

@@ -66,5 +66,12 @@ VaVringResult va_vring_pop (VaVring *vr, VaVringChain *chain, GError **error);
 void va_vring_unpop (VaVring *vr);
 /* the chain is done: `written` bytes of its writable part were filled */
 void va_vring_push (VaVring *vr, const VaVringChain *chain, guint32 written);
+/* whether the driver has offered chains not yet taken (no error: a ring
+ * that cannot be read says FALSE, and the next pop reports it) */
+gboolean va_vring_has_avail (VaVring *vr);
+/* 2.7.10: VRING_USED_F_NO_NOTIFY off (FALSE) while the relay takes chains
+ * anyway, so the driver need not kick; back on (TRUE), then the caller must
+ * look again (va_vring_has_avail), or a chain offered meanwhile waits */
+void va_vring_set_notify (VaVring *vr, gboolean enable);
 /* whether the driver wants an interrupt now (VRING_AVAIL_F_NO_INTERRUPT) */
 gboolean va_vring_wants_irq (VaVring *vr);
