@@ -68,7 +68,7 @@ class Package(unittest.TestCase):
         for path in ["/usr/sbin/vdpa-allocatord", "/usr/bin/vdpactl",
                      "/usr/libexec/vdpa-allocator-hook", "/usr/libexec/vdpa-allocator-hook-helper",
                      "/usr/libexec/vdpa-allocator-libvirt-domains", "/usr/libexec/vdpa-allocator-libvirt-network",
-                     "/usr/libexec/vdpa-allocator-libvirt-swap"]:
+                     "/usr/libexec/vdpa-allocator-libvirt-swap", "/usr/libexec/vdpa-allocator-relay"]:
             self.assertIn(path, self.files)
             self.assertTrue(self.files[path][0].startswith("-rwxr-xr-x"), path)
 
