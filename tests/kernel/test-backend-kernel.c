@@ -346,6 +346,66 @@ test_discover_igb (Fixture *f, gconstpointer data)
   g_assert_true (va_pool_config_matches (&f->pool, pf));
 }
 
+#define CX4LX_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
+
+/* A ConnectX-4 Lx: mlx5_core binds it, it cannot carry vDPA, and a
+ * kind=sriov pool takes it with its VFs as slots (README offers it first
+ * for kind=sriov). */
+static void
+test_discover_cx4lx (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+  VaPfInfo *pf;
+
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpstr (pf->name, ==, "enp59s0f0np0");
+  g_assert_cmphex (pf->vendor, ==, 0x15b3);
+  g_assert_cmphex (pf->device, ==, 0x1015);
+  g_assert_false (pf->healthy);
+  g_assert_cmpstr (pf->health_reason, ==,
+                   "ConnectX-4 Lx (15b3:1015) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-4 Lx lacks");
+  g_assert_null (pf->sriov_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.match_vendor = 0;
+  f->pool.match_device = 0x1015;
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  autoprobe = bed_read (f, CX4LX_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 3), ==, "0000:3b:00.5");
+  g_assert_null (pf->vf_reasons);
+  g_assert_null (pf->sriov_reason);
+}
+
+/* A 15b3 PF with VFs that the model table does not name (a card newer
+ * than the table) is still a kind=sriov candidate; its VFs are not PFs. */
+static void
+test_discover_mlx_unknown (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+
+  umockdev_testbed_set_attribute (f->bed, CX4LX_SYS, "device", "0x1029");
+  pfs = discover (f);
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmphex (pf->device, ==, 0x1029);
+  g_assert_false (pf->healthy);
+  g_assert_cmpstr (pf->health_reason, ==, "15b3:1029 is no ConnectX model known to carry vDPA: only kind=sriov pools take it");
+  g_assert_null (pf->sriov_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+}
+
 /* kind=sriov on igb: legacy is all it has, so eswitch=legacy is no error;
  * VF driver autoprobe goes off (libvirt binds vfio-pci itself); the VFs
  * are the slots, with no vdpa reasons. */
@@ -829,6 +889,8 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/prepare/mode-unknown-untouched", "cx6dx-legacy.umockdev", test_prepare_mode_unknown);
   ADD ("/backend-kernel/prepare/refused-with-leases", "cx6dx-legacy.umockdev", test_prepare_refused_with_leases);
   ADD ("/backend-kernel/prepare/refused-under-vdpa", "cx6dx-vdpa.umockdev", test_prepare_refused_under_vdpa);
+  ADD ("/backend-kernel/discover/cx4lx-sriov", "cx4lx-legacy.umockdev", test_discover_cx4lx);
+  ADD ("/backend-kernel/discover/mlx-unknown-sriov", "cx4lx-legacy.umockdev", test_discover_mlx_unknown);
   ADD ("/backend-kernel/discover/igb-sriov-only", "igb-legacy.umockdev", test_discover_igb);
   ADD ("/backend-kernel/prepare-sriov/igb", "igb-legacy.umockdev", test_prepare_sriov_igb);
   ADD ("/backend-kernel/prepare-sriov/igb-no-switchdev", "igb-legacy.umockdev", test_prepare_sriov_igb_switchdev);

@@ -55,13 +55,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevEnumerate, udev_enumerate_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevDevice, udev_device_free)
 
 /* PCI ids from the kernel's mlx5_core pci table
- * (drivers/net/ethernet/mellanox/mlx5/core/main.c). The table only finds
- * the PFs: whether a VF carries vDPA is its management device pci/<VF>
- * (mlx5_vdpa registers one where the firmware offers the virtio queue
- * object). ConnectX-5 lacks it; the rest are "vdpa" here and the
- * management device decides (plain ConnectX-6 and ConnectX-6 Lx: not
- * verified on hardware). */
+ * (drivers/net/ethernet/mellanox/mlx5/core/main.c, mlx5_core_pci_table,
+ * Linux 6.1 and 6.12), the one home of the ConnectX ids: the udev rules
+ * mark every 15b3 PF that can make VFs (tests/udev/check-rules.py holds
+ * the two together). The table says only what a model can do for vDPA:
+ * every 15b3 PF with sriov_totalvfs > 0, in the table or not, is a
+ * candidate for kind=sriov pools. Whether a VF carries vDPA is its
+ * management device pci/<VF> (mlx5_vdpa registers one where the firmware
+ * offers the virtio queue object). ConnectX-4, ConnectX-4 Lx, ConnectX-5
+ * and BlueField (its ConnectX-5) lack it; the rest are "vdpa" here and the
+ * management device decides (plain ConnectX-6, ConnectX-6 Lx, ConnectX-9
+ * and -10: not verified on hardware). */
 static const VaKernelModel models[] = {
+  { 0x1013, "ConnectX-4", FALSE, FALSE },
+  { 0x1014, "ConnectX-4 VF", TRUE, FALSE },
+  { 0x1015, "ConnectX-4 Lx", FALSE, FALSE },
+  { 0x1016, "ConnectX-4 Lx VF", TRUE, FALSE },
   { 0x1017, "ConnectX-5", FALSE, FALSE },
   { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
   { 0x1019, "ConnectX-5 Ex", FALSE, FALSE },
@@ -73,6 +82,10 @@ static const VaKernelModel models[] = {
   { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },
   { 0x1021, "ConnectX-7", FALSE, TRUE },
   { 0x1023, "ConnectX-8", FALSE, TRUE },
+  { 0x1025, "ConnectX-9", FALSE, TRUE },
+  { 0x1027, "ConnectX-10", FALSE, TRUE },
+  { 0xa2d2, "BlueField (ConnectX-5)", FALSE, FALSE },
+  { 0xa2d3, "BlueField VF", TRUE, FALSE },
   { 0xa2d6, "BlueField-2 (ConnectX-6 Dx)", FALSE, TRUE },
   { 0xa2dc, "BlueField-3 (ConnectX-7)", FALSE, TRUE },
   { 0xa2df, "BlueField-4 (ConnectX-8)", FALSE, TRUE },
@@ -304,6 +317,10 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
 static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
 /* another vendor's SR-IOV PF (igb, ixgbe, ice...): VF passthrough only */
 static const VaKernelModel sriov_model = { 0, "SR-IOV NIC", FALSE, FALSE };
+/* a 15b3 PF with VFs that the table does not name (a newer card, or one
+ * mlx5_core binds by its class): VF passthrough only, until the table
+ * says what it can do for vDPA */
+static const VaKernelModel mlx_other_model = { 0, "ConnectX (model not in the table)", FALSE, FALSE };
 static const VaKernelModel netdevsim_model = { 0, "netdevsim (test)", FALSE, TRUE };
 
 static VaKernelPf *
@@ -321,7 +338,7 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
   pf->syspath = g_strdup (udev_device_get_syspath (d));
   pf->vendor = MLX_VENDOR;
   pf->device = model->device;
-  if (model == &sriov_model)
+  if (model == &sriov_model || model == &mlx_other_model)
     {
       attr_hex16 (d, "vendor", &pf->vendor);
       attr_hex16 (d, "device", &pf->device);
@@ -423,9 +440,11 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
 
   if (model == &sriov_model)
     pf->reason = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+  else if (model == &mlx_other_model)
+    pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
   else if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks",
-                                  model->name, model->device);
+    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks", model->name,
+                                  model->device, model->name);
   else if (!pf->netdev)
     pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
   /* netdevsim reports no link state: operstate unknown, carrier on */
@@ -552,7 +571,13 @@ va_kernel_discover (GError **error)
     if (!d || !attr_hex16 (d, "device", &device))
       continue;
     model = va_kernel_model_lookup (device);
-    if (!model || model->is_vf)
+    if (model && model->is_vf)
+      continue;
+    /* mlx5_core binds more ids than the table names; a VF shows no
+     * sriov_totalvfs (drivers/pci/iov.c makes it on PFs only) */
+    if (!model && attr_int (d, "sriov_totalvfs", 0) > 0)
+      model = &mlx_other_model;
+    if (!model)
       continue;
     g_ptr_array_add (pfs, read_pf (udev, d, model, &dump));
   }
