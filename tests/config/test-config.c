@@ -306,6 +306,10 @@ static const BadCase bad_cases[] = {
   { "[network n]\nmode=vdpa\npool=a\n[pool a]\nkind=sriov\n",
     "[network n] pool: mode=vdpa needs a pool of kind vdpa, and 'a' is kind sriov" },
   { "[network n]\nmode=auto\npool=a\n[pool a]\nkind=sriov\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
+  /* mlx5 in switchdev refuses a VF VLAN through the PF (esw/legacy.c) */
+  { "[network n]\nmode=sriov\npool=a\nvlan=100\n[pool a]\nkind=sriov\neswitch=switchdev\n",
+    "[network n] vlan: pool 'a' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it vlan-method=bridge or "
+    "ovs (and uplink-bridge)" },
   /* igb takes VLAN 4095 for a VF: the range is ours to check */
   { "[network n]\nmode=sriov\npool=a\nvlan=4095\n[pool a]\nkind=sriov\n", "[network n] vlan: '4095' is not a number from 1 to 4094" },
   { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, sriov, virtio or auto)" },

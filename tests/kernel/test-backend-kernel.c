@@ -510,6 +510,117 @@ test_prepare_sriov_connectx (Fixture *f, gconstpointer data)
   g_assert_cmpuint (fake_devlink.sets, ==, 0);
 }
 
+/* A PF already in switchdev (eswitch unset in the pool) takes no VF VLAN
+ * through the PF: a kind=sriov pool whose network has a VLAN and whose
+ * VLAN method is none would fail every start in libvirt, and a vst pool
+ * every lease; both are refused at preparation with one line. */
+static void
+test_prepare_vlan_on_switchdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vlan_network = (char *) "tenant";
+  f->pool.vlan_network_vlan = 100;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but network tenant's VLAN 100 goes to libvirt's "
+                   "<vlan>: set vlan-method=bridge or ovs with uplink-bridge in [pool accel], or eswitch=legacy");
+  g_clear_error (&error);
+
+  /* the representor carries it */
+  f->pool.vlan_method = VA_VLAN_METHOD_BRIDGE;
+  f->pool.uplink_bridge = (char *) "br-up";
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+
+  /* no VLAN anywhere: libvirt's VLAN 0 is taken ("compatibility with libvirt") */
+  f->pool.vlan_method = VA_VLAN_METHOD_NONE;
+  f->pool.vlan_network_vlan = 0;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+
+  /* a vdpa pool's vst on the same PF */
+  f->pool.kind = VA_POOL_KIND_VDPA;
+  f->pool.vlan_method = VA_VLAN_METHOD_VST;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but vlan-method=vst: set vlan-method=bridge or ovs "
+                   "with uplink-bridge in [pool accel], or eswitch=legacy");
+}
+
+/* A BlueField's host PF in DPU mode is not its eswitch manager: devlink's
+ * ESWITCH_GET answers EOPNOTSUPP, and a VF VLAN through it EPERM. */
+static void
+test_prepare_vlan_dpu_mode (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+
+  fake_devlink.not_manager = TRUE;
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vlan_method = VA_VLAN_METHOD_VST;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is not its eswitch manager (a BlueField in DPU mode) and takes no VF VLAN, but vlan-method=vst: tag "
+                   "on the Arm side's representor and give the pool's networks no vlan, or put the card in NIC mode");
+  g_clear_error (&error);
+  /* untagged passthrough works there */
+  f->pool.vlan_method = VA_VLAN_METHOD_NONE;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+}
+
+/* A PF whose pool changed from kind=sriov to kind=vdpa: its VFs were made
+ * without a driver; preparing it for vdpa turns autoprobe on and makes
+ * them again (refused while leases sit on them). And back. */
+static void
+test_prepare_autoprobe_follows_kind (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autofree char *numvfs = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_drivers_autoprobe", "0");
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+
+  pf->leases = 1;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: refusing to change its VFs' driver (made without one, for a kind=sriov pool): 1 lease(s) on its VFs");
+  g_clear_error (&error);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+
+  pf->leases = 0;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_free (autoprobe);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "1");
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+
+  /* back to kind=sriov: off again, without a VF count in the pool */
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_free (autoprobe);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+}
+
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
  * eswitch change, whatever the configuration asks. */
 static void
@@ -896,6 +1007,9 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/prepare-sriov/igb-no-switchdev", "igb-legacy.umockdev", test_prepare_sriov_igb_switchdev);
   ADD ("/backend-kernel/prepare-sriov/refused-with-leases", "igb-legacy.umockdev", test_prepare_sriov_refused_with_leases);
   ADD ("/backend-kernel/prepare-sriov/connectx-no-vf-driver", "cx6dx-legacy.umockdev", test_prepare_sriov_connectx);
+  ADD ("/backend-kernel/prepare/vlan-on-switchdev", "cx6dx-switchdev.umockdev", test_prepare_vlan_on_switchdev);
+  ADD ("/backend-kernel/prepare/vlan-dpu-mode", "cx6dx-legacy.umockdev", test_prepare_vlan_dpu_mode);
+  ADD ("/backend-kernel/prepare/autoprobe-follows-kind", "cx6dx-legacy.umockdev", test_prepare_autoprobe_follows_kind);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

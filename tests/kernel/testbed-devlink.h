@@ -25,6 +25,7 @@ typedef struct
   const char *no_mgmtdev; /* a VF without its management device */
   gboolean no_mgmtdevs;   /* none at all: mlx5_vdpa not loaded */
   gboolean last_set_switchdev;
+  gboolean not_manager; /* ESWITCH_GET's EOPNOTSUPP: a BlueField's host PF in DPU mode */
 } FakeDevlink;
 
 static FakeDevlink fake_devlink;
@@ -50,6 +51,16 @@ fake_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError 
     }
   if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
     return fake_no_family (error);
+  /* as va_nl_eswitch_get words mlx5's EOPNOTSUPP
+   * (eswitch_offloads.c, mlx5_devlink_eswitch_get) */
+  if (fake_devlink.not_manager)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED,
+                   "devlink %s/%s: reading the eswitch mode: %s is not its eswitch manager (EOPNOTSUPP: a BlueField in DPU mode, "
+                   "whose Arm side owns the eswitch)",
+                   bus, dev, dev);
+      return FALSE;
+    }
   g_assert_cmpstr (bus, ==, "pci");
   *switchdev = fake_devlink.mode == VA_KERNEL_ESWITCH_SWITCHDEV;
   return TRUE;

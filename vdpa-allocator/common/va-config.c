@@ -48,6 +48,7 @@ pool_config_free (VaPoolConfig *p)
   g_strfreev (p->match_pf);
   g_strfreev (p->match_pci);
   g_free (p->uplink_bridge);
+  g_free (p->vlan_network);
   g_free (p->device_group);
   g_free (p);
 }
@@ -881,6 +882,27 @@ va_config_load (const char *dir, GError **error)
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: mode=%s needs a pool of kind %s, and '%s' is kind %s",
                        e->file, g->name, va_mode_to_string (n->net.mode), va_pool_kind_to_string (want), n->net.pool,
                        va_pool_kind_to_string (p->kind));
+          return NULL;
+        }
+      if (p && n->net.vlan && !p->vlan_network)
+        {
+          VaPoolConfig *mp = (VaPoolConfig *) p;
+
+          mp->vlan_network = g_strdup (n->net.name);
+          mp->vlan_network_vlan = n->net.vlan;
+        }
+      /* mlx5 refuses a non-zero VF VLAN through the PF in switchdev mode
+       * (esw/legacy.c, mlx5_eswitch_set_vport_vlan: EOPNOTSUPP): libvirt's
+       * <vlan> would fail every start */
+      if (p && n->net.vlan && p->kind == VA_POOL_KIND_SRIOV && p->eswitch == VA_ESWITCH_SWITCHDEV && p->vlan_method != VA_VLAN_METHOD_BRIDGE
+          && p->vlan_method != VA_VLAN_METHOD_OVS)
+        {
+          const Entry *v = g_hash_table_lookup (g->entries, "vlan");
+
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                       "%s: [%s] vlan: pool '%s' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it "
+                       "vlan-method=bridge or ovs (and uplink-bridge)",
+                       v ? v->file : g->file, g->name, p->name);
           return NULL;
         }
     }

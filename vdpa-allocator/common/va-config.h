@@ -55,6 +55,11 @@ typedef struct
   guint low_watermark;
   char *device_group; /* group of the /dev/vhost-vdpa-N nodes; default kvm */
   guint device_mode;  /* their mode; default 0660 */
+  /* the first network on this pool with a VLAN, and its VLAN (0: none):
+   * where that VLAN goes depends on the PF's eswitch mode, which the
+   * backend reads at preparation (va_pool_config_vlan_place) */
+  char *vlan_network;
+  guint16 vlan_network_vlan;
 } VaPoolConfig;
 
 typedef struct

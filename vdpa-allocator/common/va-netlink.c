@@ -779,6 +779,12 @@ va_nl_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError
       if (kerr == ENODEV)
         g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: %s has no devlink instance (its driver offers legacy SR-IOV only)", what,
                      dev);
+      /* mlx5 answers EOPNOTSUPP where the function is no eswitch manager
+       * (eswitch_offloads.c, mlx5_devlink_eswitch_get): the host PF of a
+       * BlueField in DPU mode, whose Arm cores own the eswitch */
+      else if (kerr == EOPNOTSUPP)
+        g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED,
+                     "%s: %s is not its eswitch manager (EOPNOTSUPP: a BlueField in DPU mode, whose Arm side owns the eswitch)", what, dev);
       else
         g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;

@@ -211,7 +211,8 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
  * netdevsim drops to legacy when they go in switchdev mode), then the mode
  * is read again and set where it differs. The caller makes the new VFs. */
 static gboolean
-change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboolean change_mode, guint want_vfs, GError **error)
+change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboolean change_mode, guint want_vfs, gboolean reprobe,
+           GError **error)
 {
   gboolean want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
   g_autoptr (GString) change = g_string_new (NULL);
@@ -222,6 +223,8 @@ change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboole
     g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
   if (want_vfs != kpf->numvfs)
     g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", kpf->numvfs, want_vfs);
+  if (reprobe)
+    g_string_append_printf (change, "%sits VFs' driver (made without one, for a kind=sriov pool)", change->len ? " and " : "");
   if ((busy = change_refused (kpf, pf)))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
@@ -252,21 +255,71 @@ change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboole
 static gboolean prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
 static gboolean refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error);
 
+static gboolean prepare_vdpa (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+static gboolean make_vfs (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, guint want_vfs, GError **error);
+
+/* Where the pool's VLAN goes, against the PF's eswitch as read now (never
+ * as configured: a PF may be in switchdev with eswitch unset). libvirt's
+ * <vlan> for a kind=sriov pool's VF, and vlan-method=vst, set the VLAN
+ * through the PF (ndo_set_vf_vlan), which mlx5 takes only in legacy mode
+ * and only on its eswitch manager
+ * (drivers/net/ethernet/mellanox/mlx5/core/esw/legacy.c,
+ * mlx5_eswitch_set_vport_vlan, Linux 6.1 and 6.12: EOPNOTSUPP in switchdev
+ * for a non-zero VLAN, EPERM where mlx5_esw_allowed fails). One line that
+ * says what to set, or NULL. */
+static char *
+vlan_place_refused (const VaKernelPf *kpf, const VaPoolConfig *pool)
+{
+  g_autofree char *what = NULL;
+
+  if (pool->vlan_method == VA_VLAN_METHOD_VST)
+    what = g_strdup ("vlan-method=vst");
+  else if (pool->kind == VA_POOL_KIND_SRIOV && pool->vlan_method == VA_VLAN_METHOD_NONE && pool->vlan_network_vlan)
+    what = g_strdup_printf ("network %s's VLAN %u goes to libvirt's <vlan>", pool->vlan_network, pool->vlan_network_vlan);
+  else
+    return NULL;
+  if (kpf->not_manager)
+    return g_strdup_printf ("PF %s is not its eswitch manager (a BlueField in DPU mode) and takes no VF VLAN, but %s: tag on the Arm "
+                            "side's representor and give the pool's networks no vlan, or put the card in NIC mode",
+                            kpf->pci, what);
+  if (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV)
+    return g_strdup_printf ("PF %s is in eswitch mode switchdev and takes no VF VLAN, but %s: set vlan-method=bridge or ovs with "
+                            "uplink-bridge in [pool %s], or eswitch=legacy",
+                            kpf->pci, what, pool->name);
+  return NULL;
+}
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   VaKernelPf *kpf = lookup_pf (self, pf->pci);
-  gboolean change_mode, want_switchdev;
-  guint want_vfs;
+  g_autofree char *refused = NULL;
 
   if (!kpf)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci);
       return FALSE;
     }
-  if (pool->kind == VA_POOL_KIND_SRIOV)
-    return prepare_sriov (self, kpf, pf, pool, error);
+  if (!(pool->kind == VA_POOL_KIND_SRIOV ? prepare_sriov (self, kpf, pf, pool, error) : prepare_vdpa (self, kpf, pf, pool, error)))
+    return FALSE;
+  /* the mode as it is now, after any change: a rediscovery may have
+   * replaced the PF's record */
+  kpf = lookup_pf (self, pf->pci);
+  if (kpf && (refused = vlan_place_refused (kpf, pool)))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, refused);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+prepare_vdpa (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  gboolean change_mode, want_switchdev;
+  guint want_vfs;
+
   if (!kpf->model->vdpa)
     return TRUE; /* discovery gave the reason; nothing to make on it */
   if (va_kernel_pf_is_vduse (kpf))
@@ -283,19 +336,40 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     }
   change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
   want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
+  /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
+   * management device. A PF that served a kind=sriov pool has
+   * sriov_drivers_autoprobe 0 and VFs without a driver: whenever the PF
+   * is prepared, not only when VFs are made, autoprobe follows the kind,
+   * and such VFs are made again so that mlx5_core probes them. */
+  if (!va_kernel_pf_is_netdevsim (kpf))
+    {
+      g_autofree char *path = g_build_filename (kpf->syspath, "sriov_drivers_autoprobe", NULL);
+      g_autofree char *autoprobe = va_sysfs_read (path, NULL);
+
+      if (g_strcmp0 (autoprobe, "0") == 0)
+        {
+          if ((kpf->numvfs || change_mode || want_vfs) && !change_pf (kpf, pf, pool, change_mode, want_vfs, kpf->numvfs != 0, error))
+            return FALSE;
+          if (!va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+            return FALSE;
+          return make_vfs (self, kpf, pf, want_vfs, error);
+        }
+    }
   if (!change_mode && want_vfs == kpf->numvfs)
     return TRUE;
-  if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+  if (!change_pf (kpf, pf, pool, change_mode, want_vfs, FALSE, error))
     return FALSE;
-  if (want_vfs)
-    {
-      /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
-       * management device */
-      if (!va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
-        return FALSE;
-      if (!va_kernel_set_numvfs (kpf, want_vfs, error))
-        return FALSE;
-    }
+  if (want_vfs && !va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+    return FALSE;
+  return make_vfs (self, kpf, pf, want_vfs, error);
+}
+
+/* After change_pf: the pool's VFs, which are its slots. */
+static gboolean
+make_vfs (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, guint want_vfs, GError **error)
+{
+  if (want_vfs && !va_kernel_set_numvfs (kpf, want_vfs, error))
+    return FALSE;
 
   /* the VFs just made are the pool's slots */
   return refresh_pf (self, pf, FALSE, error);
@@ -381,7 +455,7 @@ prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoo
 
   if (change_mode || want_vfs != have_vfs)
     {
-      if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+      if (!change_pf (kpf, pf, pool, change_mode, want_vfs, FALSE, error))
         return FALSE;
       have_vfs = 0;
     }

@@ -292,6 +292,7 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
       /* no devlink family, or no instance for the PF (igb): no eswitch
        * mode to set, the PF is legacy SR-IOV only */
       pf->no_devlink = local->code == VA_ERROR_NOT_FOUND;
+      pf->not_manager = local->code == VA_ERROR_PERMISSION_DENIED;
       return reps;
     }
   pf->eswitch = switchdev ? VA_KERNEL_ESWITCH_SWITCHDEV : VA_KERNEL_ESWITCH_LEGACY;

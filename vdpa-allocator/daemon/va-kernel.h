@@ -65,6 +65,7 @@ typedef struct
   VaKernelEswitch eswitch; /* as devlink ESWITCH_GET says */
   char *eswitch_error;     /* why eswitch is UNKNOWN; NULL otherwise */
   gboolean no_devlink;     /* UNKNOWN because there is no devlink (family or instance): legacy SR-IOV only */
+  gboolean not_manager;    /* UNKNOWN because the PF is not its eswitch manager (a BlueField in DPU mode) */
   gboolean admin_up;       /* the uplink's IFF_UP */
   guint numvfs;
   guint totalvfs;
