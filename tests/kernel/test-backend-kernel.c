@@ -621,6 +621,63 @@ test_prepare_autoprobe_follows_kind (Fixture *f, gconstpointer data)
   g_assert_cmpstr (autoprobe, ==, "0");
 }
 
+/* A passed-through VF in legacy mode: spoofchk and trust through the PF
+ * as the network says; a driver that does not keep them fails the lease. */
+static void
+test_secure_vf_legacy (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.4", &f->pool, FALSE, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0 vf 1 spoofchk on trust off\nenp59s0f0 vf 2 spoofchk off trust on\n");
+
+  fake_devlink.flags_ignored = TRUE;
+  g_assert_false (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+}
+
+/* In switchdev mode, and on a host PF in DPU mode, mlx5 refuses spoofchk
+ * and trust (esw/legacy.c): nothing is sent, and repair_vf resets only
+ * the MAC and VLAN there. */
+static void
+test_secure_vf_switchdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *repaired = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "");
+
+  fake_devlink.vf_vlan = 100;
+  fake_devlink.vf_mac[5] = 0x42;
+  g_assert_true (va_backend_repair_vf (f->backend, "0000:3b:00.3", "enp59s0f0np0", &repaired, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (repaired);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0np0 vf 1 mac 00:00:00:00:00:00 vlan 0\n");
+}
+
+static void
+test_repair_vf_legacy (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *repaired = NULL;
+
+  fake_devlink.vf_vlan = 100;
+  g_assert_true (va_backend_repair_vf (f->backend, "0000:3b:00.3", "enp59s0f0", &repaired, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (repaired, ==, "VF 0000:3b:00.3 (enp59s0f0 vf 1): no lease, left with VLAN 100 and MAC 00:00:00:00:00:00: reset");
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0 vf 1 mac 00:00:00:00:00:00 vlan 0 spoofchk on trust off\n");
+}
+
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
  * eswitch change, whatever the configuration asks. */
 static void
@@ -1010,6 +1067,9 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/prepare/vlan-on-switchdev", "cx6dx-switchdev.umockdev", test_prepare_vlan_on_switchdev);
   ADD ("/backend-kernel/prepare/vlan-dpu-mode", "cx6dx-legacy.umockdev", test_prepare_vlan_dpu_mode);
   ADD ("/backend-kernel/prepare/autoprobe-follows-kind", "cx6dx-legacy.umockdev", test_prepare_autoprobe_follows_kind);
+  ADD ("/backend-kernel/secure-vf/legacy", "cx6dx-legacy.umockdev", test_secure_vf_legacy);
+  ADD ("/backend-kernel/secure-vf/switchdev-nothing-sent", "cx6dx-switchdev.umockdev", test_secure_vf_switchdev);
+  ADD ("/backend-kernel/repair-vf/legacy", "cx6dx-legacy.umockdev", test_repair_vf_legacy);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

@@ -575,6 +575,8 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
   gboolean mode_set = FALSE;
 
   n->net.name = g_strdup (name);
+  n->spoofchk = TRUE; /* safe defaults: the guest keeps the MAC it was given */
+  n->trust = FALSE;
   for (guint i = 0; i < g->keys->len; i++)
     {
       const char *key = g_ptr_array_index (g->keys, i);
@@ -613,6 +615,17 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
         {
           if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
             return FALSE;
+        }
+      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0)
+        {
+          gboolean *out = key[0] == 's' ? &n->spoofchk : &n->trust;
+
+          if (g_strcmp0 (it.entry->value, "true") == 0)
+            *out = TRUE;
+          else if (g_strcmp0 (it.entry->value, "false") == 0)
+            *out = FALSE;
+          else
+            return item_error (&it, error, "'%.*s' is not true or false", VA_CUT (it.entry->value, 64));
         }
       else
         return item_error (&it, error, "unknown key");
@@ -920,6 +933,21 @@ va_config_lookup_pool (const VaConfig *self, const char *name)
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
       if (strcmp (p->name, name) == 0)
         return p;
+    }
+  return NULL;
+}
+
+const VaNetworkConfig *
+va_config_lookup_network (const VaConfig *self, const char *name)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  for (guint i = 0; i < self->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (self->networks, i);
+      if (strcmp (n->net.name, name) == 0)
+        return n;
     }
   return NULL;
 }

@@ -89,6 +89,18 @@ lookup_pf (VaBackendKernel *self, const char *pci)
   return NULL;
 }
 
+static VaKernelPf *
+lookup_pf_by_netdev (VaBackendKernel *self, const char *netdev)
+{
+  for (guint i = 0; self->pfs && i < self->pfs->len; i++)
+    {
+      VaKernelPf *pf = g_ptr_array_index (self->pfs, i);
+      if (g_strcmp0 (pf->netdev, netdev) == 0)
+        return pf;
+    }
+  return NULL;
+}
+
 static gboolean
 lookup_vf_once (VaBackendKernel *self, const char *slot, VaKernelPf **pf_out, VaKernelVf **vf_out)
 {
@@ -990,6 +1002,7 @@ kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **r
   guint8 mac[6];
   guint16 vlan = 0;
   int vf = vf_index (slot);
+  const VaKernelPf *kpf = lookup_pf_by_netdev (VA_BACKEND_KERNEL (backend), pf);
 
   if (vf < 0)
     {
@@ -1009,15 +1022,45 @@ kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **r
   drv = g_file_read_link (drvlink, NULL);
   if (drv && g_str_has_suffix (drv, "/vfio-pci"))
     return TRUE;
-  if (!va_nl_vf_get (pf, (guint32) vf, mac, &vlan, error))
+  /* a host PF in DPU mode sets nothing of its VFs (EPERM): the Arm side
+   * owns them */
+  if (kpf && kpf->not_manager)
+    return TRUE;
+  if (!va_kernel_vf_get (pf, (guint32) vf, mac, &vlan, error))
     return FALSE;
   if (vlan == 0 && memcmp (mac, zero, 6) == 0)
     return TRUE;
-  if (!va_nl_vf_set (pf, (guint32) vf, zero, 0, TRUE, FALSE, error))
+  /* spoofchk and trust only where the eswitch takes them: mlx5 in
+   * switchdev refuses them after it applied the MAC and VLAN */
+  if (!va_kernel_vf_set (pf, (guint32) vf, zero, 0, !kpf || va_kernel_pf_takes_vf_settings (kpf), error))
     return FALSE;
   *repaired = g_strdup_printf ("VF %s (%s vf %d): no lease, left with VLAN %u and MAC %02x:%02x:%02x:%02x:%02x:%02x: reset", slot, pf, vf,
                                vlan, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
   return TRUE;
+}
+
+/* A passed-through VF of a kind=sriov pool whose eswitch takes VF settings
+ * through the PF (legacy): spoofchk and trust as the network says, read
+ * back. In switchdev mode, or on a host PF in DPU mode, nothing is sent:
+ * mlx5 refuses both there (esw/legacy.c), and the representor's port (the
+ * pool's bridge or OVS port) is what filters. */
+static gboolean
+kernel_secure_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+
+  if (!lookup_vf (self, slot, &pf, &vf, error))
+    return FALSE;
+  if (!va_kernel_pf_takes_vf_settings (pf))
+    return TRUE;
+  if (!pf->netdev)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: PF %s has no netdev to set its spoofchk on", slot, pf->pci);
+      return FALSE;
+    }
+  return va_kernel_vf_set_flags (pf->netdev, vf->index, spoofchk, trust, error);
 }
 
 /* A passed-through VF of a switchdev kind=sriov pool: its representor on
@@ -1300,6 +1343,7 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->repair_vf = kernel_repair_vf;
   backend_class->attach_vf = kernel_attach_vf;
   backend_class->detach_vf = kernel_detach_vf;
+  backend_class->secure_vf = kernel_secure_vf;
 }
 
 static void

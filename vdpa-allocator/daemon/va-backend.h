@@ -106,6 +106,11 @@ struct _VaBackendClass
    * device's VF does; detach_vf takes the representor out again. */
   gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
   gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+  /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
+   * trust through the PF where its eswitch takes them (legacy), read back;
+   * nothing where it does not (switchdev: the representor's port filters).
+   * A backend without it sets nothing. */
+  gboolean (*secure_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -125,6 +130,8 @@ char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const 
 gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
+                               GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */
 gboolean va_pool_config_representor_vlan (const VaPoolConfig *pool);
 

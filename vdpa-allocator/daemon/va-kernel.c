@@ -91,7 +91,14 @@ static const VaKernelModel models[] = {
   { 0xa2df, "BlueField-4 (ConnectX-8)", FALSE, TRUE },
 };
 
-static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs };
+static gboolean
+kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error)
+{
+  return flags ? va_nl_vf_set (pf, vf, mac, vlan, TRUE, FALSE, error) : va_nl_vf_set_mac_vlan (pf, vf, mac, vlan, error);
+}
+
+static const VaKernelDevlink kernel_devlink
+  = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs, va_nl_vf_get, kernel_vf_set, va_nl_vf_set_flags };
 static const VaKernelDevlink *devlink = &kernel_devlink;
 
 void
@@ -114,6 +121,32 @@ va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error)
   g_return_val_if_fail (pf != NULL && pf->devlink_bus != NULL, FALSE);
 
   return devlink->eswitch_set (pf->devlink_bus, pf->devlink_dev, switchdev, error);
+}
+
+gboolean
+va_kernel_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error)
+{
+  return devlink->vf_get (pf, vf, mac, vlan, error);
+}
+
+gboolean
+va_kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error)
+{
+  return devlink->vf_set (pf, vf, mac, vlan, flags, error);
+}
+
+gboolean
+va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error)
+{
+  return devlink->vf_set_flags (pf, vf, spoofchk, trust, error);
+}
+
+gboolean
+va_kernel_pf_takes_vf_settings (const VaKernelPf *pf)
+{
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  return pf->eswitch == VA_KERNEL_ESWITCH_LEGACY || pf->no_devlink;
 }
 
 const VaKernelModel *

@@ -33,6 +33,12 @@ typedef struct
   gboolean (*eswitch_set) (const char *bus, const char *dev, gboolean switchdev, GError **error);
   GPtrArray *(*ports) (GError **error);    /* VaDevlinkPort* */
   GPtrArray *(*mgmtdevs) (GError **error); /* VaVdpaMgmtdev*: vdpa's, asked here too */
+  /* and the VF settings through the PF (rtnetlink), which the testbeds
+   * record: MAC and VLAN; the same with spoofchk on and trust off
+   * (@flags); spoofchk and trust alone, read back */
+  gboolean (*vf_get) (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
+  gboolean (*vf_set) (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
+  gboolean (*vf_set_flags) (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
 } VaKernelDevlink;
 
 /* NULL: back to va-netlink.c's. */
@@ -108,6 +114,16 @@ gboolean va_kernel_pf_is_netdevsim (const VaKernelPf *pf);
 /* The vdpa device on @vf, or NULL: a child of the VF's PCI device; on a
  * netdevsim PF, the device va-SLOT on the vdpa bus. */
 char *va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf);
+
+/* VF @vf of the PF netdev @pf, through the ops above. */
+gboolean va_kernel_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
+gboolean va_kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
+gboolean va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
+/* Whether the PF's eswitch takes spoofchk, trust and a VF VLAN through
+ * the PF: legacy mode on its eswitch manager, or a PF without devlink
+ * (legacy SR-IOV only). mlx5 refuses them in switchdev (EOPNOTSUPP) and
+ * on a host PF in DPU mode (EPERM), esw/legacy.c. */
+gboolean va_kernel_pf_takes_vf_settings (const VaKernelPf *pf);
 
 /* The PF's eswitch mode now, and setting it, on its devlink instance. */
 gboolean va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error);
