@@ -15,6 +15,7 @@ typedef enum
   VA_PATH_SYSFS,  /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
   VA_PATH_DEV,    /* $UMOCKDEV_DIR/dev likewise, else /dev */
   VA_PATH_HOOKS,  /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
+  VA_PATH_BOOT,   /* $UMOCKDEV_DIR/boot likewise, else /boot: the kernel's config-RELEASE */
 } VaPath;
 
 /* The root for @which; the string lives as long as the process. */

@@ -1098,11 +1098,31 @@ kernel_detach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool
   return reset_vlan (pf, vf, pool, who, error);
 }
 
+/* Whether any of the PFs @pcis is a ConnectX that mlx5_core drives (not
+ * a test PF, not another vendor's). */
+static gboolean
+mlx5_in (VaBackendKernel *self, const char *const *pcis)
+{
+  for (guint i = 0; pcis[i]; i++)
+    {
+      const VaKernelPf *kpf = lookup_pf (self, pcis[i]);
+
+      if (kpf && kpf->vendor == 0x15b3 && va_kernel_pf_is_connectx (kpf) && !va_kernel_pf_is_netdevsim (kpf)
+          && !va_kernel_pf_is_vduse (kpf))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static char *
 kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *const *pcis)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
 
+  if (pool->vlan_method == VA_VLAN_METHOD_OVS && mlx5_in (self, pcis) && va_kernel_mlx5_tc_offload () == VA_KERNEL_TC_NONE)
+    return g_strdup ("vlan-method=ovs: this kernel's mlx5 offloads no TC rule (CONFIG_MLX5_CLS_ACT is not set, as in Debian's 6.12 "
+                     "kernels), so the VFs' traffic crosses the host's CPU in Open vSwitch whatever hw-offload says: use "
+                     "vlan-method=bridge, which this kernel offloads (CONFIG_MLX5_BRIDGE)");
   if (pool->vlan_method == VA_VLAN_METHOD_OVS)
     {
       g_autofree char *why = NULL;

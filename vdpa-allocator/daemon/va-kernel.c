@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "va-config.h"
@@ -147,6 +148,27 @@ va_kernel_pf_takes_vf_settings (const VaKernelPf *pf)
   g_return_val_if_fail (pf != NULL, FALSE);
 
   return pf->eswitch == VA_KERNEL_ESWITCH_LEGACY || pf->no_devlink;
+}
+
+/* drivers/net/ethernet/mellanox/mlx5/core/Kconfig: MLX5_CLS_ACT depends
+ * on NET_TC_SKB_EXT, which Debian's 6.12 kernels leave unset, so their
+ * mlx5 offloads no TC rule (en_tc.c is not built); MLX5_BRIDGE, the
+ * bridge offload, is set. */
+VaKernelTc
+va_kernel_mlx5_tc_offload (void)
+{
+  struct utsname u;
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+
+  if (uname (&u) < 0)
+    return VA_KERNEL_TC_UNKNOWN;
+  path = g_strdup_printf ("%s/config-%s", va_path_get (VA_PATH_BOOT), u.release);
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return VA_KERNEL_TC_UNKNOWN;
+  if (strstr (text, "\nCONFIG_MLX5_CLS_ACT=y\n"))
+    return VA_KERNEL_TC_OFFLOAD;
+  return VA_KERNEL_TC_NONE;
 }
 
 const VaKernelModel *

@@ -125,6 +125,18 @@ gboolean va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, 
  * on a host PF in DPU mode (EPERM), esw/legacy.c. */
 gboolean va_kernel_pf_takes_vf_settings (const VaKernelPf *pf);
 
+/* Whether the running kernel's mlx5_core offloads TC flower rules (what
+ * Open vSwitch's hw-offload asks of it): CONFIG_MLX5_CLS_ACT in
+ * VA_PATH_BOOT/config-RELEASE. VA_KERNEL_TC_UNKNOWN where that file cannot be
+ * read. */
+typedef enum
+{
+  VA_KERNEL_TC_UNKNOWN,
+  VA_KERNEL_TC_OFFLOAD,
+  VA_KERNEL_TC_NONE,
+} VaKernelTc;
+VaKernelTc va_kernel_mlx5_tc_offload (void);
+
 /* The PF's eswitch mode now, and setting it, on its devlink instance. */
 gboolean va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error);
 gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error);
