@@ -22,6 +22,7 @@ struct _PfState
   VaPoolKind prepared_kind;
   VaVlanMethod prepared_vlan_method;
   guint16 prepared_vlan;
+  int prepared_eswitch_seen; /* the PF's mode as discovered then */
 };
 
 void
@@ -342,8 +343,8 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
       pc = va_config_lookup_pool (self->config, pool);
       if (pc
           && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs || pc->eswitch != st->prepared_eswitch
-              || pc->kind != st->prepared_kind || pc->vlan_method != st->prepared_vlan_method
-              || pc->vlan_network_vlan != st->prepared_vlan))
+              || pc->kind != st->prepared_kind || pc->vlan_method != st->prepared_vlan_method || pc->vlan_network_vlan != st->prepared_vlan
+              || pf->eswitch_seen != st->prepared_eswitch_seen))
         {
           /* new, or back (a PF that returns comes back as the kernel
            * probes it, without the VFs or eswitch mode it had), or its
@@ -362,6 +363,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
               st->prepared_kind = pc->kind;
               st->prepared_vlan_method = pc->vlan_method;
               st->prepared_vlan = pc->vlan_network_vlan;
+              st->prepared_eswitch_seen = pf->eswitch_seen;
             }
           else
             st->prepare_error = g_strdup (prep->message);

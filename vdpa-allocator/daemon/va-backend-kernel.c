@@ -193,6 +193,7 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
       g_ptr_array_add (out, pf);
     }
   return out;

@@ -27,6 +27,10 @@ typedef struct
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
   gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
   char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
+  /* the PF's eswitch as discovery read it, opaque to the allocator: a
+   * change (an operator's devlink) prepares the PF again, where the VLAN's
+   * place is checked; 0 for a backend that does not say */
+  int eswitch_seen;
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
