@@ -592,6 +592,8 @@ test_prepare_autoprobe_follows_kind (Fixture *f, gconstpointer data)
   g_autofree char *numvfs = NULL;
 
   umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_drivers_autoprobe", "0");
+  /* VF 0 made without a driver: no netdev */
+  umockdev_testbed_remove_device (f->bed, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/net/enp59s0f0v0");
   pfs = discover (f);
   pf = g_ptr_array_index (pfs, 0);
 

@@ -359,12 +359,22 @@ prepare_vdpa (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPool
       g_autofree char *path = g_build_filename (kpf->syspath, "sriov_drivers_autoprobe", NULL);
       g_autofree char *autoprobe = va_sysfs_read (path, NULL);
 
-      if (g_strcmp0 (autoprobe, "0") == 0)
+      gboolean driverless = FALSE;
+
+      for (guint i = 0; i < kpf->vfs->len; i++)
+        driverless = driverless || !((VaKernelVf *) g_ptr_array_index (kpf->vfs, i))->netdev;
+      if (g_strcmp0 (autoprobe, "0") == 0 && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+        return FALSE;
+      /* VFs bound by hand are left as they are */
+      if (g_strcmp0 (autoprobe, "0") == 0 && driverless)
         {
-          if ((kpf->numvfs || change_mode || want_vfs) && !change_pf (kpf, pf, pool, change_mode, want_vfs, kpf->numvfs != 0, error))
-            return FALSE;
-          if (!va_kernel_set_vf_autoprobe (kpf, TRUE, error))
-            return FALSE;
+          if (!change_pf (kpf, pf, pool, change_mode, want_vfs, TRUE, error))
+            {
+              /* refused (leases on them): autoprobe as it was, so that
+               * the next try sees the same */
+              va_kernel_set_vf_autoprobe (kpf, FALSE, NULL);
+              return FALSE;
+            }
           return make_vfs (self, kpf, pf, want_vfs, error);
         }
     }

@@ -147,7 +147,9 @@ va_kernel_pf_takes_vf_settings (const VaKernelPf *pf)
 {
   g_return_val_if_fail (pf != NULL, FALSE);
 
-  return pf->eswitch == VA_KERNEL_ESWITCH_LEGACY || pf->no_devlink;
+  /* an unreadable mode is tried: the driver refuses what it does not
+   * take, and the lease fails closed */
+  return pf->eswitch != VA_KERNEL_ESWITCH_SWITCHDEV && !pf->not_manager;
 }
 
 /* drivers/net/ethernet/mellanox/mlx5/core/Kconfig: MLX5_CLS_ACT depends

@@ -120,9 +120,9 @@ gboolean va_kernel_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *v
 gboolean va_kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
 gboolean va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
 /* Whether the PF's eswitch takes spoofchk, trust and a VF VLAN through
- * the PF: legacy mode on its eswitch manager, or a PF without devlink
- * (legacy SR-IOV only). mlx5 refuses them in switchdev (EOPNOTSUPP) and
- * on a host PF in DPU mode (EPERM), esw/legacy.c. */
+ * the PF: not in switchdev mode (mlx5: EOPNOTSUPP), nor on a host PF in
+ * DPU mode (EPERM), esw/legacy.c; legacy, a PF without devlink (legacy
+ * SR-IOV only) and a mode that cannot be read are tried. */
 gboolean va_kernel_pf_takes_vf_settings (const VaKernelPf *pf);
 
 /* Whether the running kernel's mlx5_core offloads TC flower rules (what
