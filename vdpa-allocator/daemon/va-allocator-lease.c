@@ -158,6 +158,18 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
   return FALSE;
 }
 
+/* A passed-through VF's spoofchk and trust, as its network says (an
+ * inline NIC: spoofchk on, trust off). */
+static gboolean
+secure_vf (VaAllocator *self, const char *slot, const VaPoolConfig *pc, const char *network, GError **error)
+{
+  const VaNetworkConfig *n = network ? va_config_lookup_network (self->config, network) : NULL;
+
+  if (!pc)
+    return TRUE;
+  return va_backend_secure_vf (self->backend, slot, pc, n ? n->spoofchk : TRUE, n ? n->trust : FALSE, error);
+}
+
 static VaLease *
 provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
 {
@@ -200,8 +212,11 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
       lease->device = g_strdup ("");
       lease->chardev = g_strdup ("");
       lease->port = g_strdup ("");
-      /* fail closed: the guest must not reach the bridge off its VLAN */
-      if (va_pool_config_representor_vlan (pc) && !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error))
+      /* fail closed: the guest must not reach the bridge off its VLAN, nor
+       * send from another MAC where the eswitch can stop it (libvirt
+       * never sets spoofchk) */
+      if (va_pool_config_representor_vlan (pc) ? !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error)
+                                               : !secure_vf (self, lease->slot, pc, network, error))
         {
           va_pools_release (self->pools, uuid, mac, NULL);
           g_prefix_error (error, "pool '%s': ", plan.pool);

@@ -15,9 +15,14 @@ struct _PfState
   char *reason;        /* current health reason; NULL when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
   char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
-  gboolean prepared;   /* prepare_pf succeeded for the two below */
+  gboolean prepared;   /* prepare_pf succeeded for the fields below */
   guint prepared_vfs;
   VaEswitchMode prepared_eswitch;
+  /* what decides the VFs' driver autoprobe and the VLAN's place */
+  VaPoolKind prepared_kind;
+  VaVlanMethod prepared_vlan_method;
+  guint16 prepared_vlan;
+  int prepared_eswitch_seen; /* the PF's mode as discovered then */
 };
 
 void
@@ -337,8 +342,9 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
         }
       pc = va_config_lookup_pool (self->config, pool);
       if (pc
-          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs
-              || pc->eswitch != st->prepared_eswitch))
+          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs || pc->eswitch != st->prepared_eswitch
+              || pc->kind != st->prepared_kind || pc->vlan_method != st->prepared_vlan_method || pc->vlan_network_vlan != st->prepared_vlan
+              || pf->eswitch_seen != st->prepared_eswitch_seen))
         {
           /* new, or back (a PF that returns comes back as the kernel
            * probes it, without the VFs or eswitch mode it had), or its
@@ -354,6 +360,10 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
             {
               st->prepared_vfs = pc->vfs;
               st->prepared_eswitch = pc->eswitch;
+              st->prepared_kind = pc->kind;
+              st->prepared_vlan_method = pc->vlan_method;
+              st->prepared_vlan = pc->vlan_network_vlan;
+              st->prepared_eswitch_seen = pf->eswitch_seen;
             }
           else
             st->prepare_error = g_strdup (prep->message);

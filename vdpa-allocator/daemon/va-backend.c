@@ -171,6 +171,18 @@ va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *poo
   return !klass->detach_vf || klass->detach_vf (self, slot, pool, error);
 }
 
+gboolean
+va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pool != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return !klass->secure_vf || klass->secure_vf (self, slot, pool, spoofchk, trust, error);
+}
+
 static gboolean
 strv_has (char **v, const char *s)
 {

@@ -27,6 +27,10 @@ typedef struct
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
   gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
   char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
+  /* the PF's eswitch as discovery read it, opaque to the allocator: a
+   * change (an operator's devlink) prepares the PF again, where the VLAN's
+   * place is checked; 0 for a backend that does not say */
+  int eswitch_seen;
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
@@ -106,6 +110,11 @@ struct _VaBackendClass
    * device's VF does; detach_vf takes the representor out again. */
   gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
   gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+  /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
+   * trust through the PF where its eswitch takes them (legacy), read back;
+   * nothing where it does not (switchdev: the representor's port filters).
+   * A backend without it sets nothing. */
+  gboolean (*secure_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -125,6 +134,8 @@ char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const 
 gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
+                               GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */
 gboolean va_pool_config_representor_vlan (const VaPoolConfig *pool);
 

@@ -343,9 +343,15 @@ print_check (const VaConfig *config)
   for (guint i = 0; i < config->networks->len; i++)
     {
       const VaNetworkConfig *n = g_ptr_array_index (config->networks, i);
-      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
+      const VaPoolConfig *p = n->net.pool ? va_config_lookup_pool (config, n->net.pool) : NULL;
+      /* a passed-through VF's filter, where its pool passes VFs through */
+      g_autofree char *vf = p && p->kind == VA_POOL_KIND_SRIOV
+                              ? g_strdup_printf (" spoofchk=%s trust=%s", n->spoofchk ? "on" : "off", n->trust ? "on" : "off")
+                              : NULL;
+
+      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
                n->net.pool ? n->net.pool : "-", n->net.vlan, n->net.bridge ? n->net.bridge : "-", n->net.bridge ? " " : "",
-               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "");
+               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "", vf ? vf : "");
     }
 }
 
