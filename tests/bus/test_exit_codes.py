@@ -11,6 +11,7 @@ import tempfile
 import unittest
 
 from vatest.bus import NAME, PATH, IFACE, Bus, Daemon, vdpactl
+from vatest.simconf import ACCEL, sim_config
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -82,6 +83,28 @@ class ExitCodeTest(unittest.TestCase):
             self.assertExit(vdpactl("pool", "drain", "accel"), 4, "the system bus's policy refused the call")
             # reads stay open to everyone
             self.assertEqual(vdpactl("lease", "list", user=NOBODY).returncode, 0)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_a_pool_no_pf_matches_is_not_exhausted(self):
+        # issue 26: the example configuration on a host without its NIC;
+        # before, "pool cx6-p1 is exhausted: 0 slots, 0 leased, ...", the
+        # key that matched nothing unnamed
+        bus = Bus()
+        daemon = Daemon(bus, config=sim_config(pools={"cx6-p1": dict(ACCEL, match_pf="enp179s0f1")},
+                                               networks={"vpc2": dict(mode="vdpa", pool="cx6-p1", vlan=2334)}))
+        try:
+            daemon.start()
+            self.assertExit(vdpactl("allocate", "-u", UUID, "-m", MAC, "--network", "vpc2"), 1,
+                            "no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3)")
+            self.assertExit(vdpactl("allocate", "-u", UUID, "-m", MAC, "--pool", "cx6-p1", "--vlan", "5"), 1,
+                            "no PF matches pool cx6-p1 (match-pf=enp179s0f1")
+            # a draining pool's refusal names the command that helps
+            vdpactl("pool", "drain", "cx6-p1", check=True)
+            self.assertExit(vdpactl("allocate", "-u", UUID, "-m", MAC, "--network", "vpc2"), 1, "is draining",
+                            "'vdpactl pool undrain cx6-p1'", "'vdpactl domain portable DOMAIN'")
         finally:
             daemon.stop()
             daemon.remove()
