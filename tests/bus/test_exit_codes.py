@@ -5,6 +5,7 @@ our words, never GDBus's. The real daemon on a private bus, a bus whose
 policy denies a call, and a python3-dbusmock stand-in that answers with
 errors the real daemon never sends."""
 
+import json
 import os
 import subprocess
 import tempfile
@@ -39,7 +40,16 @@ class ExitCodeTest(unittest.TestCase):
                      ["allocate", "-u", UUID, "-m", MAC, "-n", "x", "--vlan", "5000"], ["release", "-u", UUID],
                      ["release", "-u", UUID, "--vlan"], ["domain", "frob"], ["domain"], ["domain", "attach", "vm1"],
                      ["domain", "detach", "vm1"], ["rewrite", "--to", "fast"], ["rewrite", "a", "b"],
-                     ["rewrite", "--capacity", "x"], ["version", "x"], ["reconcile", "--queues", "2"]):
+                     ["rewrite", "--capacity", "x"], ["version", "x"], ["reconcile", "--queues", "2"],
+                     # issue 26: malformed identifiers are usage errors, as the page says
+                     ["allocate", "-u", "6f1e2a3b", "-m", MAC, "-n", "vpc2"], ["allocate", "-u", UUID, "-m", "52:54", "-n", "vpc2"],
+                     ["release", "-u", "6f1e2a3b", "--all"], ["release", "-u", UUID, "-m", "52:54"],
+                     # an option that would be ignored is refused
+                     ["allocate", "-u", UUID, "-m", MAC, "-n", "vpc2", "--vlan", "5"],
+                     ["release", "-u", UUID, "--domain", "web5", "--all"], ["release", "--domain", "web5"],
+                     # global options where they mean nothing
+                     ["-j", "release", "-u", UUID, "--all"], ["pool", "drain", "accel", "-j"], ["-j", "version"],
+                     ["--connect", "test:///default", "status"], ["--connect"], ["help", "frob"]):
             r = vdpactl(*args)
             self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
             self.assertEqual(len(r.stderr.splitlines()), 1, (args, r.stderr))
@@ -79,10 +89,39 @@ class ExitCodeTest(unittest.TestCase):
             # 4: polkit said no to an unprivileged caller...
             self.assertExit(vdpactl("release", "-u", UUID, "-m", MAC, user=NOBODY), 4,
                             "needs root or the polkit action org.vdpa_allocator.manage")
+            # in the words of the command typed, not of the D-Bus method
+            r = vdpactl("release", "-u", UUID, "--all", user=NOBODY)
+            self.assertExit(r, 4, "not authorized: 'vdpactl release' needs root or the polkit action org.vdpa_allocator.manage")
+            self.assertNotIn("ReleaseDomain", r.stderr)
             # ...or the bus's policy did, before the daemon saw the call
             self.assertExit(vdpactl("pool", "drain", "accel"), 4, "the system bus's policy refused the call")
             # reads stay open to everyone
             self.assertEqual(vdpactl("lease", "list", user=NOBODY).returncode, 0)
+
+            # issue 26: nothing released is not "released", exit 0
+            other = "52:54:00:00:00:50"
+            self.assertExit(vdpactl("release", "--uuid", UUID, "--mac", other), 1, "no lease of NIC %s" % other,
+                            "nothing was released")
+            self.assertEqual(len(json.loads(vdpactl("lease", "list", "-j").stdout)["leases"]), 1)
+            self.assertExit(vdpactl("release", "--uuid", UUID.replace("6f", "7f", 1), "--all"), 1, "holds no lease")
+            self.assertExit(vdpactl("release", "--domain", "web6", "--all"), 1, "domain 'web6' holds no lease")
+            # -j before the command, as ip -j takes it
+            self.assertEqual(json.loads(vdpactl("-j", "status").stdout)["lease_count"], 1)
+            # release by the name lease list shows
+            self.assertEqual(vdpactl("allocate", "-u", UUID, "-d", "web5", "-m", other, "-n", "vpc2").returncode, 0)
+            r = vdpactl("release", "--domain", "web5", "--mac", other)
+            self.assertEqual((r.returncode, r.stdout), (0, "released the lease of NIC %s of domain web5\n" % other), r.stderr)
+            r = vdpactl("release", "--domain", UUID, "--all")
+            self.assertEqual((r.returncode, r.stdout), (0, "released 1 lease(s) of domain %s\n" % UUID), r.stderr)
+
+            # 5: done in part. libvirt is down (the daemon's URI reaches
+            # nothing): devices were checked, vanished domains not. Before:
+            # exit 0, as if all was checked.
+            r = vdpactl("reconcile", "-j")
+            self.assertEqual(r.returncode, 5, r.stderr)
+            self.assertFalse(json.loads(r.stdout)["libvirt_reachable"])
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertIn("reconcile done in part: libvirt did not answer", r.stderr)
         finally:
             daemon.stop()
             daemon.remove()

@@ -32,6 +32,9 @@ typedef struct
   GPtrArray *nics; /* VaSwapNic* */
   GStrv blockers;  /* NULL: not known */
   gboolean done;
+  /* done, but NICs it was to change are left as they were: each NIC's
+   * form_after and note say which (exit status 5) */
+  guint left;
   char *error;
   gint64 downtime_ms; /* < 0: not known */
 } Report;
@@ -94,7 +97,7 @@ maybe_ms (double v)
 static int
 report_print (VaLibvirt *lv, Report *r, gboolean json)
 {
-  int rc = r->done ? VA_CTL_EXIT_OK : VA_CTL_EXIT_FAILED;
+  int rc = !r->done ? VA_CTL_EXIT_FAILED : r->left ? VA_CTL_EXIT_PARTIAL : VA_CTL_EXIT_OK;
   const char *name = virDomainGetName (lv->dom);
 
   if (json)
@@ -117,7 +120,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
       else
         json_builder_add_null_value (b);
       json_builder_set_member_name (b, "done");
-      json_builder_add_boolean_value (b, r->done);
+      json_builder_add_boolean_value (b, r->done && !r->left);
+      json_builder_set_member_name (b, "partial");
+      json_builder_add_boolean_value (b, r->done && r->left);
       json_builder_set_member_name (b, "error");
       if (r->error)
         json_builder_add_string_value (b, r->error);
@@ -191,7 +196,7 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
             g_print ("; %s", n->dest_note);
           g_print ("\n");
         }
-      if (r->done)
+      if (r->done && !r->left)
         {
           g_print ("domain %s: %s done", name, r->operation);
           if (r->destination)
@@ -203,6 +208,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
     }
   if (r->error)
     g_printerr ("vdpactl: %s\n", r->error);
+  else if (r->done && r->left)
+    g_printerr ("vdpactl: domain %s: %s done in part: %u of its NICs %s as %s (the report says why)\n", name, r->operation, r->left,
+                r->left == 1 ? "stays" : "stay", r->operation[0] == 'p' ? "accelerated" : "portable");
   return rc;
 }
 
@@ -558,7 +566,6 @@ domain_restore (int argc, char **argv, const char *uri)
     { NULL },
   };
   Report r = { .operation = "restore", .downtime_ms = -1 };
-  g_autoptr (GHashTable) only = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "FILE|--managed DOMAIN - restore a saved domain, then swap its NICs back",
@@ -608,42 +615,43 @@ domain_restore (int argc, char **argv, const char *uri)
     }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
-  for (guint i = 0; i < r.nics->len; i++)
-    {
-      /* here the destination is this host: what the daemon swapped back
-       * is this restore's swap */
-      VaSwapNic *n = g_ptr_array_index (r.nics, i);
-
-      if (n->dest_known && n->dest_form == VA_FORM_ACCELERATED)
-        {
-          n->path = VA_SWAP_PATH_SWAP;
-          n->after = VA_FORM_ACCELERATED;
-        }
-    }
   {
-    /* the portable NICs without a swap-back marker: the daemon's helper
-     * swaps the marked ones */
-    g_autoptr (VaDomain) d = va_swap_live_domain (lv, NULL);
+    /* Only the NICs a swap marked (save, migrate) go back, and the
+     * daemon's helper swaps them (the hook asks it): two swaps of one NIC
+     * at once would share its lease (the lab tier saw that). A portable
+     * NIC without the marker is portable by the operator's choice and
+     * stays so. Here the destination is this host: what the daemon
+     * swapped back is this restore's swap. */
+    g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
     GPtrArray *nics = d ? va_domain_get_nics (d) : NULL;
 
-    only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-    for (guint i = 0; nics && i < nics->len; i++)
+    if (!d)
+      {
+        r.error = g_strdup_printf ("restored, but %s", error->message);
+        goto out;
+      }
+    for (guint i = 0; i < nics->len; i++)
       {
         const VaNic *nic = g_ptr_array_index (nics, i);
         VaSwapNic *n = va_swap_nic (r.nics, nic);
 
-        /* a marked NIC is the daemon's, settled or not: two swaps of one
-         * NIC at once would share its lease (the lab tier saw that) */
-        if (nic->form == VA_FORM_PORTABLE && !nic->swap_back)
-          g_hash_table_add (only, g_strdup (nic->mac));
-        else if (nic->form == VA_FORM_PORTABLE && !n->settled)
-          va_swap_note (n, "left to the daemon's swap back, unfinished after --swap-back-timeout %d s", swap_back_timeout);
+        if (n->dest_known && n->dest_form == VA_FORM_ACCELERATED)
+          {
+            n->path = VA_SWAP_PATH_SWAP;
+            n->after = VA_FORM_ACCELERATED;
+          }
+        else if (nic->form == VA_FORM_PORTABLE && nic->swap_back)
+          {
+            r.left++;
+            if (!n->settled && !n->dest_note)
+              va_swap_note (n, "left to the daemon's swap back, unfinished after --swap-back-timeout %d s", swap_back_timeout);
+          }
+        else if (nic->form == VA_FORM_PORTABLE)
+          va_swap_note (n, "portable, and not marked by a swap: left as it is ('vdpactl domain accelerate --live' swaps it)");
       }
   }
-  if (!va_swap_to_accelerated (lv, r.nics, only, &error))
-    r.error = g_strdup_printf ("restored, but %s", error->message);
-  else
-    r.done = TRUE;
+  r.done = TRUE;
+out:
   rc = report_print (lv, &r, json);
   report_clear (&r);
   return rc;
@@ -661,6 +669,19 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
 
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running: --live swaps a running domain's NICs");
+  {
+    g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
+
+    if (!d)
+      return va_ctl_fail (error);
+    if (va_domain_get_nics (d)->len == 0)
+      {
+        g_autofree char *msg = g_strdup_printf ("domain %s marks no NIC in its vdpa:nics metadata: there is nothing to swap (see "
+                                                "vdpactl(8), DESCRIPTION)",
+                                                virDomainGetName (lv->dom));
+        return va_ctl_fail_msg (msg);
+      }
+  }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   ok = form == VA_FORM_ACCELERATED ? va_swap_to_accelerated (lv, r.nics, NULL, &error) : va_swap_to_portable (lv, r.nics, FALSE, &error);
   if (!ok)
@@ -671,6 +692,14 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
     }
   else
     r.done = TRUE;
+  for (guint i = 0; r.done && i < r.nics->len; i++)
+    {
+      /* a NIC the swap was for that stays as it was; a NIC of mode
+       * virtio is not one */
+      VaSwapNic *n = g_ptr_array_index (r.nics, i);
+      if (n->after != form && n->outcome)
+        r.left++;
+    }
   rc = report_print (lv, &r, json);
   report_clear (&r);
   return rc;

@@ -25,6 +25,27 @@ print_line (const char *msg)
   g_printerr ("vdpactl: %s\n", p);
 }
 
+/* The daemon's polkit refusal names its D-Bus method ("not authorized:
+ * ReleaseDomain needs root or the polkit action A"); the operator typed a
+ * command: "not authorized: 'vdpactl release' needs root or ...". FALSE
+ * when @msg is not in that form. */
+static gboolean
+say_denied (const char *msg)
+{
+  static const char needs[] = " needs root or the polkit action ";
+  const char *at = strstr (msg, needs);
+  const char *method = at;
+
+  if (!at)
+    return FALSE;
+  while (method > msg && g_ascii_isalpha (method[-1]))
+    method--;
+  if (method == at || !g_ascii_isupper (*method) || (method > msg && method[-1] != ' '))
+    return FALSE;
+  g_printerr ("vdpactl: %.*s'%s'%s\n", (int) (method - msg), msg, g_get_prgname () ? g_get_prgname () : "vdpactl", at);
+  return TRUE;
+}
+
 int
 va_ctl_fail (const GError *error)
 {
@@ -32,6 +53,8 @@ va_ctl_fail (const GError *error)
 
   if (error->domain == VA_ERROR)
     {
+      if (error->code == VA_ERROR_PERMISSION_DENIED && say_denied (error->message))
+        return VA_CTL_EXIT_DENIED;
       print_line (error->message);
       if (error->code == VA_ERROR_UNREACHABLE)
         return VA_CTL_EXIT_UNREACHABLE;

@@ -392,7 +392,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           const VaNic *nic = g_ptr_array_index (nics, i);
           VaSwapNic *n = va_swap_nic (report, nic);
 
-          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)) || !nic_may_accelerate (nic))
             continue;
           va_swap_note (n, "stays portable: %s", local->message);
           n->outcome = "refused";
@@ -425,6 +425,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       if (!nic->network)
         {
           va_swap_note (n, "stays portable: an inline intent has no network to lease on");
+          n->outcome = "refused";
           continue;
         }
       req.uuid = uuid;
