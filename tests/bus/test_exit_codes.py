@@ -7,6 +7,8 @@ errors the real daemon never sends."""
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -126,6 +128,20 @@ class ExitCodeTest(unittest.TestCase):
             daemon.stop()
             daemon.remove()
             bus.close()
+
+    def test_4_libvirt_refused_is_not_unreachable(self):
+        # issue 26: a non-root "domain show" read "Permission denied" with
+        # 3, "unreachable"; a refusal is 4, as polkit's
+        d = tempfile.mkdtemp(prefix="va-lv-")
+        self.addCleanup(shutil.rmtree, d)
+        os.chmod(d, 0o700)
+        sock = socket.socket(socket.AF_UNIX)
+        self.addCleanup(sock.close)
+        sock.bind(os.path.join(d, "sock"))
+        sock.listen(1)
+        uri = "qemu+unix:///system?socket=" + os.path.join(d, "sock")
+        self.assertExit(vdpactl("domain", "show", "vm1", "--connect", uri, user=NOBODY), 4, "refused the connection",
+                        "Permission denied")
 
     def test_a_pool_no_pf_matches_is_not_exhausted(self):
         # issue 26: the example configuration on a host without its NIC;
