@@ -5,6 +5,8 @@ accept."""
 
 import json
 import os
+import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -237,6 +239,25 @@ class DomainCliTest(unittest.TestCase):
         finally:
             daemon.stop()
             daemon.remove()
+            bus.close()
+
+    def test_issue26_progress_on_a_terminal_only(self):
+        # a save said nothing until it ended (42 s in the issue); on a
+        # terminal each phase is a line with its elapsed time, and nothing
+        # of that in a pipe or with -j
+        image = os.path.join(self.dir, "vm1.save")
+        cmd = [VDPACTL, "domain", "save", "vm1", image, "--connect", self.uri]
+        bus = Bus()  # no daemon: nothing is accelerated, nothing to lease
+        try:
+            r = subprocess.run(["script", "-qec", " ".join(shlex.quote(a) for a in cmd), "/dev/null"], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertRegex(r.stdout, r"vdpactl: \[ *\d+\.\d s\] saving the domain to %s\r?\n" % re.escape(image))
+            self.assertRegex(r.stdout, r"vdpactl: \[ *\d+\.\d s\] saved\r?\n")
+            os.unlink(image)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+        finally:
             bus.close()
 
 

@@ -17,6 +17,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "va-config.h"
 #include "va-domain.h"
@@ -83,6 +84,15 @@ migration_blockers (VaLibvirt *lv, GError **error)
           g_strv_builder_add (b, json_array_get_string_element (a, i));
     }
   return g_strv_builder_end (b);
+}
+
+/* Progress lines for an operator at a terminal: not with -j, not into a
+ * pipe or a file (va_swap_progress()). */
+static void
+progress_on (gboolean json)
+{
+  if (!json && isatty (STDERR_FILENO))
+    va_swap_set_progress ("vdpactl: ");
 }
 
 /* ---- output ------------------------------------------------------------ */
@@ -271,18 +281,27 @@ migrate_with_timeout (VaLibvirt *lv, const char *uri, unsigned int flags, int ti
   g_mutex_lock (&job.lock);
   while (!job.finished)
     {
-      if (timeout > 0 && !aborted)
+      /* every 2 s: libvirt's job percentage, for the progress line */
+      gint64 tick = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
+      gboolean by_deadline = timeout > 0 && !aborted && deadline <= tick;
+
+      if (g_cond_wait_until (&job.cond, &job.lock, by_deadline ? deadline : tick) || job.finished)
+        continue;
+      g_mutex_unlock (&job.lock);
+      if (by_deadline)
         {
-          if (!g_cond_wait_until (&job.cond, &job.lock, deadline) && !job.finished)
-            {
-              g_mutex_unlock (&job.lock);
-              virDomainAbortJob (lv->dom);
-              aborted = TRUE;
-              g_mutex_lock (&job.lock);
-            }
+          virDomainAbortJob (lv->dom);
+          aborted = TRUE;
         }
       else
-        g_cond_wait (&job.cond, &job.lock);
+        {
+          virDomainJobInfo info;
+
+          if (virDomainGetJobInfo (lv->dom, &info) == 0 && info.dataTotal > 0)
+            va_swap_progress ("migrating to %s: %.0f%% of the memory sent", uri,
+                              100.0 * (double) info.dataProcessed / (double) info.dataTotal);
+        }
+      g_mutex_lock (&job.lock);
     }
   g_mutex_unlock (&job.lock);
   g_thread_join (thread);
@@ -426,6 +445,7 @@ domain_migrate (int argc, char **argv, const char *uri)
     return va_ctl_fail (error);
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running");
+  progress_on (json);
   if (live)
     flags |= VIR_MIGRATE_LIVE;
   if (persistent)
@@ -470,6 +490,7 @@ domain_migrate (int argc, char **argv, const char *uri)
       goto out;
     }
 
+  va_swap_progress ("migrating to %s", argv[2]);
   if (!migrate_with_timeout (lv, argv[2], flags, timeout, &error))
     {
       r.error = g_strdup (error->message);
@@ -531,6 +552,7 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
     return va_ctl_fail (error);
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running");
+  progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
     {
@@ -538,7 +560,10 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
       va_swap_roll_back (lv, r.nics);
       goto out;
     }
+  va_swap_progress ("saving the domain%s%s", managed ? " (managed save)" : " to ", managed ? "" : argv[2]);
   ok = managed ? virDomainManagedSave (lv->dom, 0) : virDomainSaveFlags (lv->dom, argv[2], NULL, 0);
+  if (ok == 0)
+    va_swap_progress ("saved");
   if (ok < 0)
     {
       r.error = g_strdup_printf ("libvirt: the save failed: %s", virGetLastErrorMessage ());
@@ -579,6 +604,8 @@ domain_restore (int argc, char **argv, const char *uri)
     return va_ctl_usage ("--swap-back-timeout must be 0 to 3600 seconds");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)))
     return va_ctl_fail (error);
+  progress_on (json);
+  va_swap_progress ("restoring %s", argv[1]);
   if (managed)
     {
       if (!va_libvirt_lookup (lv, argv[1], &error))
@@ -614,6 +641,7 @@ domain_restore (int argc, char **argv, const char *uri)
         return error ? va_ctl_fail (error) : va_ctl_fail_msg ("the save image names no domain");
     }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
+  va_swap_progress ("restored; waiting at most %d s for the daemon's swap back of the NICs a swap marked", swap_back_timeout);
   watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
   {
     /* Only the NICs a swap marked (save, migrate) go back, and the
@@ -682,6 +710,7 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
         return va_ctl_fail_msg (msg);
       }
   }
+  progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   ok = form == VA_FORM_ACCELERATED ? va_swap_to_accelerated (lv, r.nics, NULL, &error) : va_swap_to_portable (lv, r.nics, FALSE, &error);
   if (!ok)
