@@ -88,6 +88,30 @@ class ExitCodeTest(unittest.TestCase):
             # 1: the daemon refused the operation itself
             self.assertExit(vdpactl("allocate", "-u", UUID, "-m", MAC, "-n", "nope"), 1, "nope")
             self.assertExit(vdpactl("pool", "show", "ghost"), 1, "no pool named 'ghost'")
+            # issue 26, human output: words, not property names; local
+            # ISO 8601 times, not epochs; the columns a script picks
+            r = vdpactl("allocate", "-u", UUID, "-m", MAC, "-n", "vpc2")
+            self.assertRegex(r.stdout, r"(?m)^leased since +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$")
+            self.assertRegex(r.stdout, r"(?m)^domain UUID +%s$" % UUID)
+            for raw in ("domain_name", "created", "chardev"):
+                self.assertNotRegex(r.stdout, r"(?m)^%s " % raw)
+            r = vdpactl("pool", "show", "accel")
+            self.assertIn("VLAN method", r.stdout)
+            self.assertNotIn("VlanMethod", r.stdout)
+            self.assertNotIn("HealthReason", r.stdout)
+            self.assertIn("VLAN-METHOD", vdpactl("status").stdout)
+            r = vdpactl("lease", "list", "-o", "mac,Device,pool", "--no-headers")
+            self.assertRegex(r.stdout, r"^%s +vdpa\S+ +accel\n$" % MAC)
+            self.assertNotIn("/ports/", vdpactl("lease", "list").stdout)  # the port path only with -o
+            self.assertIn("/ports/", vdpactl("lease", "list", "-o", "PORT").stdout)
+            for args in (("lease", "list", "-o", "FROB"), ("lease", "list", "-j", "-o", "MAC"), ("pool", "list", "--no-headers", "-j")):
+                self.assertExit(vdpactl(*args), 2)
+            # -j: one key order, whatever order the daemon's dictionary had
+            for doc in (json.loads(vdpactl("pool", "show", "accel", "-j").stdout), json.loads(vdpactl("status", "-j").stdout)["pools"][0],
+                        json.loads(vdpactl("lease", "list", "-j").stdout)["leases"][0]):
+                keys = [k for k in doc if k != "version"]
+                self.assertEqual(keys, sorted(keys))
+
             # 4: polkit said no to an unprivileged caller...
             self.assertExit(vdpactl("release", "-u", UUID, "-m", MAC, user=NOBODY), 4,
                             "needs root or the polkit action org.vdpa_allocator.manage")

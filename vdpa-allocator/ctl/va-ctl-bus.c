@@ -25,15 +25,43 @@ get_all (const char *path, GError **error)
   return va_client_get_properties (CLIENT, path, error);
 }
 
+/* The columns of the tables: a title says what the column holds; an
+ * extra one (TRUE) only with -o. */
 static const VaCtlColumn pool_cols[] = {
-  { "Name", "POOL" },         { "Total", "TOTAL" },     { "Free", "FREE" },           { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },
-  { "Draining", "DRAINING" }, { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { "Warning", "WARNING" }, { NULL },
+  { "Name", "POOL" },
+  { "Total", "TOTAL" },
+  { "Free", "FREE" },
+  { "Leased", "LEASED" },
+  { "Healthy", "HEALTHY" },
+  { "Draining", "DRAINING" },
+  { "VlanMethod", "VLAN-METHOD" },
+  { "HealthReason", "REASON" },
+  { "Warning", "WARNING" },
+  { NULL },
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "kind", "KIND" },     { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
-  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" }, { "broken", "BROKEN" },   { "port", "PORT" }, { NULL },
+  { "domain_name", "DOMAIN" },  { "mac", "MAC" },         { "kind", "KIND" },          { "network", "NETWORK" }, { "pool", "POOL" },
+  { "vlan", "VLAN" },           { "queues", "QUEUES" },   { "slot", "SLOT" },          { "device", "DEVICE" },   { "broken", "BROKEN" },
+  { "created", "SINCE", TRUE }, { "uuid", "UUID", TRUE }, { "chardev", "NODE", TRUE }, { "port", "PORT", TRUE }, { NULL },
 };
+
+/* -o COLS and --no-headers of a command that prints a table */
+#define TABLE_ENTRIES(output, no_headers)                                                                                                  \
+  { "output", 'o', 0, G_OPTION_ARG_STRING, &output, "Only the columns COLS, in that order (their titles, comma-separated)", "COLS" },      \
+  {                                                                                                                                        \
+    "no-headers", 0, 0, G_OPTION_ARG_NONE, &no_headers, "Print no header line", NULL                                                       \
+  }
+
+/* After the options: -o names columns of @cols, and neither goes with -j. */
+static int
+table_options (const char *output, gboolean no_headers, gboolean json, const VaCtlColumn *cols)
+{
+  if (json && (output || no_headers))
+    return va_ctl_usage ("-o and --no-headers are for the table, not -j");
+  va_ctl_table_options (output, no_headers);
+  return va_ctl_table_check (cols);
+}
 
 /* aa{sv} of every pool's properties. */
 static GVariant *
@@ -123,10 +151,13 @@ pool_list (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) pools = NULL;
-  gboolean json = FALSE;
+  g_autofree char *output = NULL;
+  gboolean json = FALSE, no_headers = FALSE;
+  const GOptionEntry entries[] = { TABLE_ENTRIES (output, no_headers), { NULL } };
   int rc;
 
-  if ((rc = va_ctl_parse (&argc, &argv, "- list the pools", "Lists every pool with its slots.", NULL, &json, 0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the pools", "Lists every pool with its slots.", entries, &json, 0, 0))
+      || (rc = table_options (output, no_headers, json, pool_cols)))
     return rc;
   pools = pools_records (&error);
   if (!pools)
@@ -211,10 +242,11 @@ va_ctl_cmd_lease (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) list = NULL;
-  g_autofree char *domain = NULL;
-  gboolean json = FALSE;
+  g_autofree char *domain = NULL, *output = NULL;
+  gboolean json = FALSE, no_headers = FALSE;
   const GOptionEntry entries[] = {
     { "domain", 'd', 0, G_OPTION_ARG_STRING, &domain, "Only the leases of this domain (name or UUID)", "DOMAIN" },
+    TABLE_ENTRIES (output, no_headers),
     { NULL },
   };
   GVariantBuilder b;
@@ -232,8 +264,11 @@ va_ctl_cmd_lease (int argc, char **argv)
       g_printerr ("vdpactl: unknown lease command '%.*s'; use list\n", VA_CUT (argv[1], 64));
       return VA_CTL_EXIT_USAGE;
     }
-  if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
-                          0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the leases",
+                          "Lists every lease: which VM NIC holds which slot and device. The columns SINCE, UUID, NODE\n"
+                          "and PORT are shown with -o only.",
+                          entries, &json, 0, 0))
+      || (rc = table_options (output, no_headers, json, lease_cols)))
     return rc;
   list = va_client_list_leases (CLIENT, &error);
   if (!list)

@@ -48,7 +48,14 @@ typedef struct
 {
   const char *key;
   const char *title;
+  gboolean extra; /* shown with -o only */
 } VaCtlColumn;
+
+/* -o COLS (titles, comma-separated) and --no-headers of the next table;
+ * va_ctl_table_check() says whether -o names columns of @cols (0, or the
+ * exit status after its line on stderr). */
+void va_ctl_table_options (const char *output, gboolean no_headers);
+int va_ctl_table_check (const VaCtlColumn *cols);
 
 /* @records: aa{sv}; aligned columns, or with @json_member the JSON
  * document that lists them under that member. */
