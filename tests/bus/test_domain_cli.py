@@ -16,6 +16,7 @@ import unittest
 from vatest import ctl
 from vatest.bus import Bus, Daemon, vdpactl
 from vatest.paths import HOOK, SRCDIR, VDPACTL
+from vatest.simconf import ACCEL, sim_config
 
 EXAMPLES = os.path.join(SRCDIR, "contrib", "examples")
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
@@ -236,6 +237,31 @@ class DomainCliTest(unittest.TestCase):
                 self.assertEqual((n["path"], n["form_after"]), ("as-is", "portable"), n)
                 self.assertIn("not marked by a swap", n["note"])
             self.assertEqual(json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"], [])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_issue26_a_refusal_says_why_the_pool_has_no_room(self):
+        # "pool 'cx6-p1' has no free slot and its network allows no
+        # fallback" for a draining pool with free slots: now the reason
+        # and the command that helps; and for a pool that no PF matches
+        bus = Bus()
+        daemon = Daemon(bus, config=sim_config(
+            pfs=1, vfs=2, pools={"cx6-p1": ACCEL, "nopf": dict(ACCEL, match_pf="enp179s0f1")},
+            networks={"vpc2": dict(mode="vdpa", pool="cx6-p1", vlan=2334), "vpc1": dict(mode="vdpa", pool="nopf", vlan=2200)}))
+        try:
+            daemon.start()
+            vdpactl("pool", "drain", "cx6-p1", check=True)
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+            self.assertIn("pool 'cx6-p1' has no free slot (it is draining: 'vdpactl pool undrain cx6-p1' ends that; "
+                          "'vdpactl domain portable DOMAIN' runs the domain without acceleration)", r.stderr)
+            vdpactl("pool", "undrain", "cx6-p1", check=True)
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+            self.assertIn("pool 'nopf' has no free slot (no PF matches pool nopf (match-pf=enp179s0f1 match-vendor=15b3))",
+                          r.stderr)
         finally:
             daemon.stop()
             daemon.remove()

@@ -160,8 +160,8 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
 
 /* "match-pf=a,b match-vendor=15b3": the keys of @pc that pick its PFs,
  * for the refusal of a pool that no PF matches. */
-static char *
-pool_match_keys (const VaPoolConfig *pc)
+char *
+va_allocator_pool_match_keys (const VaPoolConfig *pc)
 {
   GString *s = g_string_new (NULL);
 
@@ -216,7 +216,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
           && c.pfs == 0)
         {
           /* empty, not full: say which keys matched nothing */
-          g_autofree char *keys = pool_match_keys (pc);
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
 
           g_clear_error (error);
           g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s (%s); 'vdpactl status' lists the pools", plan.pool,
