@@ -68,6 +68,11 @@ gboolean va_host_view_has_pool (const VaHostView *self, const char *name);
 guint va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name);
 gint64 va_host_view_get_pool_free (const VaHostView *self, const char *name);
 gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error);
+/* Why the pool has no room, when it is not just full (draining, no PF
+ * matches it) and what helps, in the daemon's words; the rewrite's
+ * refusal quotes it. NULL: full, or unknown (offline). */
+gboolean va_host_view_set_pool_why_full (VaHostView *self, const char *name, const char *why, GError **error);
+const char *va_host_view_get_pool_why_full (const VaHostView *self, const char *name);
 /* A pool is of kind vdpa until set otherwise. */
 gboolean va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind, GError **error);
 VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name);

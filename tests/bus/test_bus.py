@@ -491,6 +491,17 @@ class CommandLineTest(unittest.TestCase):
         finally:
             d.remove()
 
+    def test_check_config_without_a_configuration(self):
+        # issue 26: "configuration in (null) is valid" when the default
+        # directory is missing
+        missing = os.path.join(tempfile.gettempdir(), "va-no-such-config-dir")
+        r = subprocess.run([DAEMON, "--check-config"], capture_output=True, text=True,
+                           env=dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=missing))
+        self.assertEqual((r.returncode, r.stdout),
+                         (0, "no configuration: %s does not exist; the daemon would serve no pools (see vdpa-allocator.conf(5))\n"
+                          % missing), r.stderr)
+        self.assertNotIn("(null)", r.stdout + r.stderr)
+
     def test_an_sriov_pool_is_served(self):
         # it used to be refused until the daemon tracked its leases
         d = Daemon(None)

@@ -412,11 +412,14 @@ class SriovHookTest(unittest.TestCase):
                             ("0001:3c:00.1.held", "")):
             with open(os.path.join(vfdir, slot), "w") as f:
                 f.write(state)
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        # libvirt is down here: done in part (5), the report still printed
+        r = vdpactl("reconcile", "-j")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        doc = json.loads(r.stdout)
         self.assertEqual(doc["repaired"], ["VF 0001:3c:00.0 (sim1): no lease, left with VLAN and MAC 2334 52:54:00:00:00:09: reset"])
         self.assertFalse(os.path.exists(os.path.join(vfdir, "0001:3c:00.0")))
         self.assertTrue(os.path.exists(os.path.join(vfdir, "0001:3c:00.1")))
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        doc = json.loads(vdpactl("reconcile", "-j").stdout)
         self.assertEqual(doc["repaired"], [])
 
     def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):

@@ -170,6 +170,32 @@ secure_vf (VaAllocator *self, const char *slot, const VaPoolConfig *pc, const ch
   return va_backend_secure_vf (self->backend, slot, pc, n ? n->spoofchk : TRUE, n ? n->trust : FALSE, error);
 }
 
+/* "match-pf=a,b match-vendor=15b3": the keys of @pc that pick its PFs,
+ * for the refusal of a pool that no PF matches. */
+char *
+va_allocator_pool_match_keys (const VaPoolConfig *pc)
+{
+  GString *s = g_string_new (NULL);
+
+  if (pc && pc->match_pf)
+    {
+      g_autofree char *v = g_strjoinv (",", pc->match_pf);
+      g_string_append_printf (s, "%smatch-pf=%s", s->len ? " " : "", v);
+    }
+  if (pc && pc->match_pci)
+    {
+      g_autofree char *v = g_strjoinv (",", pc->match_pci);
+      g_string_append_printf (s, "%smatch-pci=%s", s->len ? " " : "", v);
+    }
+  if (pc && pc->match_vendor)
+    g_string_append_printf (s, "%smatch-vendor=%04x", s->len ? " " : "", pc->match_vendor);
+  if (pc && pc->match_device)
+    g_string_append_printf (s, "%smatch-device=%04x", s->len ? " " : "", pc->match_device);
+  if (!s->len)
+    g_string_append (s, "no match key: any PF of its type");
+  return g_string_free (s, FALSE);
+}
+
 static VaLease *
 provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
 {
@@ -195,7 +221,21 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.slot = req->vf;
   slot = va_pools_allocate (self->pools, &preq, &existed, error);
   if (!slot)
-    return NULL;
+    {
+      VaPoolCounts c;
+
+      if (error && g_error_matches (*error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) && va_pools_get_counts (self->pools, plan.pool, &c, NULL)
+          && c.pfs == 0)
+        {
+          /* empty, not full: say which keys matched nothing */
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
+
+          g_clear_error (error);
+          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s (%s); 'vdpactl status' lists the pools", plan.pool,
+                       keys);
+        }
+      return NULL;
+    }
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);

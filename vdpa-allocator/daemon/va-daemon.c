@@ -330,8 +330,14 @@ lock_state_dir (const char *dir, GError **error)
 }
 
 static void
-print_check (const VaConfig *config)
+print_check (const VaConfig *config, const char *dir)
 {
+  if (!config->dir)
+    {
+      /* the default directory is not there: what the daemon would do */
+      g_print ("no configuration: %s does not exist; the daemon would serve no pools (see vdpa-allocator.conf(5))\n", dir);
+      return;
+    }
   g_print ("configuration in %s is valid: %u file(s), %u pool(s), %u network(s)%s\n", config->dir, config->files->len, config->pools->len,
            config->networks->len, config->simulate ? ", simulated NIC" : "");
   for (guint i = 0; i < config->pools->len; i++)
@@ -413,7 +419,7 @@ va_daemon_main (int argc, char **argv)
     goto fail;
   if (check_config)
     {
-      print_check (d.config);
+      print_check (d.config, d.config_dir);
       daemon_clear (&d);
       return 0;
     }

@@ -26,6 +26,31 @@
 
 static const char *const path_names[] = { "as-is", "native", "swap" };
 
+static char *progress_prefix;
+static gint64 progress_since;
+
+void
+va_swap_set_progress (const char *prefix)
+{
+  g_free (progress_prefix);
+  progress_prefix = g_strdup (prefix);
+  progress_since = g_get_monotonic_time ();
+}
+
+void
+va_swap_progress (const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *text = NULL;
+
+  if (!progress_prefix)
+    return;
+  va_start (ap, fmt);
+  text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_printerr ("%s[%5.1f s] %s\n", progress_prefix, (g_get_monotonic_time () - progress_since) / (double) G_USEC_PER_SEC, text);
+}
+
 const char *
 va_swap_path_name (VaSwapPath path)
 {
@@ -251,6 +276,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
   gint64 t0 = g_get_monotonic_time (), t1;
 
   n->unplug_at = t0;
+  va_swap_progress ("NIC %s: unplugging it; waiting (at most %.0f s) for the guest to let go", mac, unplug_timeout ());
   if (virDomainDetachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the unplug: %s", virGetLastErrorMessage ());
@@ -260,6 +286,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
     return FALSE; /* still plugged in its old form */
   t1 = g_get_monotonic_time ();
   n->unplug_s = (t1 - t0) / (double) G_USEC_PER_SEC;
+  va_swap_progress ("NIC %s: the guest let go after %.1f s; plugging the other form", mac, n->unplug_s);
   if (virDomainAttachDeviceFlags (lv->dom, new, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
@@ -282,6 +309,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
     return FALSE;
   n->plug_s = (g_get_monotonic_time () - t1) / (double) G_USEC_PER_SEC;
   n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+  va_swap_progress ("NIC %s: plugged, %.1f s without it", mac, n->offline_s);
   announce (lv);
   return TRUE;
 }
@@ -463,7 +491,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           const VaNic *nic = g_ptr_array_index (nics, i);
           VaSwapNic *n = va_swap_nic (report, nic);
 
-          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)) || !nic_may_accelerate (nic))
             continue;
           va_swap_note (n, "stays portable: %s", local->message);
           n->outcome = "refused";
@@ -496,6 +524,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       if (!nic->network)
         {
           va_swap_note (n, "stays portable: an inline intent has no network to lease on");
+          n->outcome = "refused";
           continue;
         }
       if (want->accel_kind == VA_POOL_KIND_SRIOV)
