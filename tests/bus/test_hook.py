@@ -163,6 +163,43 @@ class HookTest(unittest.TestCase):
         r = hook(detached.replace("<uuid>%s</uuid>" % UUID, ""), "reconnect", "begin")
         self.assertNeverFails(r, "no lease claimed")
 
+    def test_a_configuration_that_does_not_load_is_never_taken_as_empty(self):
+        # issue 25 (9): a typo in any conf.d file made every start of a
+        # domain with a portable NIC on a Linux bridge fail as "no network
+        # named 'lan'", and [hook] timeout-ms went back to 10 s unsaid
+        d = tempfile.mkdtemp(prefix="va-hook-")
+        self.addCleanup(shutil.rmtree, d)
+        conf = os.path.join(d, "etc")
+        shutil.copytree(self.daemon.conf_dir, conf)
+        os.makedirs(os.path.join(conf, "conf.d"), exist_ok=True)
+        bad = os.path.join(conf, "conf.d", "50-typo.conf")
+        with open(bad, "w") as f:
+            f.write("[hook]\ntimeout-ms=1500\n\n[network lan]\nvlna=31\n")
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=conf)
+        a = "52:54:00:00:00:01"
+        xml = domain([(a, "vpc2", "vdpa"), ("52:54:00:00:00:02", "lan", "bridge")])
+        # what starts or moves a guest fails with the loader's line
+        for op in ("prepare", "start", "restore", "migrate"):
+            with self.subTest(op=op):
+                r = hook(xml, op, "begin", env=env)
+                self.assertOneLine(r, "domain vm1: the configuration does not load: %s: [network lan] vlna: unknown key" % bad)
+        self.assertEqual(self.leases(), [])
+        # what never fails goes on with the default budget, and says so
+        self.assertEqual(hook(xml, "prepare", "begin").returncode, 0)
+        (lease,) = self.leases()
+        os.unlink(lease["port"])
+        r = hook(xml, "reconnect", "begin", env=env)
+        self.assertNeverFails(r, "domain vm1: leases claimed (the configuration does not load, so the default budget of 10000 ms",
+                              bad)
+        self.assertTrue(os.path.lexists(lease["port"]))
+        r = hook(xml, "stopped", "end", env=env)
+        self.assertNeverFails(r, "domain vm1: leases released (the configuration does not load", bad)
+        self.assertEqual(self.leases(), [])
+        # no configuration directory at all is a host not yet set up: empty
+        env["VDPA_ALLOCATOR_CONFIG_DIR"] = os.path.join(d, "none")
+        r = hook(xml, "prepare", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
     def test_restore_and_migrate_rewrite_for_this_host(self):
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "bridge")])
         for op in ("restore", "migrate"):

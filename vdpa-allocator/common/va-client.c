@@ -282,25 +282,30 @@ va_client_rewrite (VaClient *self, const char *xml, const char *to, GError **err
   return out;
 }
 
-VaHostView *
-va_client_offline_view (const char *config_dir, GError **error)
+VaConfig *
+va_client_load_config (const char *config_dir, GError **error)
 {
   g_autoptr (GError) local = NULL;
-  g_autoptr (VaConfig) config = NULL;
-  g_autofree char *ports = NULL;
+  VaConfig *config;
 
   /* A configuration that is there but broken is an error, never an empty
    * one: an empty one would only fail later, on a NIC, in other words. */
   if (config_dir)
-    config = va_config_load (config_dir, error);
-  else
-    {
-      config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
-      if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
-        config = va_config_new_empty ();
-      else if (!config)
-        g_propagate_error (error, g_steal_pointer (&local));
-    }
+    return va_config_load (config_dir, error);
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
+  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+    return va_config_new_empty ();
+  if (!config)
+    g_propagate_error (error, g_steal_pointer (&local));
+  return config;
+}
+
+VaHostView *
+va_client_offline_view (const char *config_dir, GError **error)
+{
+  g_autoptr (VaConfig) config = va_client_load_config (config_dir, error);
+  g_autofree char *ports = NULL;
+
   if (!config)
     return NULL;
   ports = va_path_ports (va_path_get (VA_PATH_RUN));
