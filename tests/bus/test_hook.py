@@ -456,6 +456,71 @@ class SriovHookTest(unittest.TestCase):
         doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
         self.assertEqual(doc["repaired"], [])
 
+    def test_a_lease_whose_vf_libvirt_holds_is_not_released(self):
+        # issue 25 (8): a kind=sriov lease has no chardev, so release took
+        # it under a running guest and the VF counted free while in use
+        mac, vf = "52:54:00:15:23:34", "0001:3c:00.1"
+        live = sriov_domain([(mac, "pt2334", vf, 2334)])
+        self.assertEqual(self.start(live).returncode, 0)
+        held = os.path.join(self.daemon.run_dir, "sim", "vf", vf + ".held")
+        os.makedirs(os.path.dirname(held), exist_ok=True)
+        open(held, "w").close()
+        r = vdpactl("release", "--uuid", UUID, "--mac", mac)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("its VF %s is passed through (libvirt holds it): a guest runs on it" % vf, r.stderr)
+        # libvirt calls stopped end before it gives the VF back, then
+        # release end: the first says why in one line, the second releases
+        r = hook(live, "stopped", "end", env=self.env)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("leases not released now", r.stderr)
+        self.assertEqual([x["slot"] for x in self.leases()], [vf])
+        self.assertEqual(self.pool()["free"], 1)
+        os.unlink(held)
+        r = hook(live, "release", "end", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.leases(), [])
+        self.assertEqual(self.pool()["free"], 2)
+
+    def test_reconcile_leaves_a_vf_a_host_driver_holds_and_does_not_offer_it(self):
+        # issue 25 (6): a free VF on igbvf or mlx5_core (a container's VF,
+        # a host storage VF) counted as left by a crash: its VLAN and MAC
+        # were reset at every daemon start
+        vfdir = os.path.join(self.daemon.run_dir, "sim", "vf")
+        os.makedirs(vfdir, exist_ok=True)
+        deadline = time.monotonic() + 60
+        while "reconciled:" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        vf = "0001:3c:00.0"
+        for name, text in ((vf, "100 52:54:00:00:00:09"), (vf + ".driver", "igbvf\n")):
+            with open(os.path.join(vfdir, name), "w") as f:
+                f.write(text)
+        line = "VF %s is bound to host driver igbvf: in use by the host, not offered" % vf
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual((doc["repaired"], doc["host_held"]), ([], [line]))
+        with open(os.path.join(vfdir, vf)) as f:
+            self.assertEqual(f.read(), "100 52:54:00:00:00:09")
+        p = self.pool()
+        self.assertEqual((p["leased"], p["free"]), (0, 1))
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", vf, 2334)]))
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "VF %s" % vf)
+        self.assertEqual(self.leases(), [])
+        # the next discovery (here: a restart) says so on the pool too, and
+        # the daemon's own reconcile resets nothing
+        self.daemon.stop()
+        self.daemon.start()
+        deadline = time.monotonic() + 60
+        while self.daemon.read_log().count("reconciled:") < 2:
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        with open(os.path.join(vfdir, vf)) as f:
+            self.assertEqual(f.read(), "100 52:54:00:00:00:09")
+        self.assertEqual(self.pool()["free"], 1)
+        # let go: offered again
+        os.unlink(os.path.join(vfdir, vf + ".driver"))
+        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        self.assertEqual(doc["host_held"], [])
+
     def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):
         self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)
         self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", "0001:3c:00.1", 2334)], "vm2", UUID2),

@@ -269,7 +269,8 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "- compare leases, devices and libvirt's domains",
                           "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
                           "releases leases of domains libvirt no longer has (only when libvirt answers), and resets\n"
-                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC.",
+                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC;\n"
+                          "a VF a host driver holds is left alone, reported (host_held) and not offered.",
                           NULL, &json, 0, 0)))
     return rc;
   report = va_client_reconcile (CLIENT, &error);

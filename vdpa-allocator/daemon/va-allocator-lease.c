@@ -339,11 +339,30 @@ va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **
 gboolean
 va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error)
 {
+  /* kind=sriov: libvirt holds the VF while it passes it through (from
+   * before QEMU starts until after it stops): a lease given back then
+   * would be offered to the next start, and on a switchdev pool its
+   * representor would leave the bridge under the running guest */
+  if (e->lease->sriov)
+    {
+      if (va_backend_vf_holder (self->backend, e->lease->slot, NULL) != VA_VF_LIBVIRT)
+        return FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                   "NIC %s of domain %s: its VF %s is passed through (libvirt holds it): a guest runs on it; stop the domain first",
+                   e->lease->mac, e->lease->uuid, e->lease->slot);
+      return TRUE;
+    }
   if (e->broken || !*e->lease->chardev || !va_backend_device_busy (self->backend, e->lease->chardev))
     return FALSE;
   g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first",
                e->lease->mac, e->lease->uuid, e->lease->device, e->lease->chardev);
   return TRUE;
+}
+
+char *
+va_allocator_host_held_line (const char *slot, const char *driver)
+{
+  return g_strdup_printf ("VF %s is bound to host driver %s: in use by the host, not offered", slot, driver ? driver : "(unknown)");
 }
 
 void
