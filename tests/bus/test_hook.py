@@ -200,6 +200,27 @@ class HookTest(unittest.TestCase):
         r = hook(xml, "prepare", "begin", env=env)
         self.assertEqual((r.returncode, r.stderr), (0, ""))
 
+    def test_any_name_libvirt_accepts_gets_a_lease(self):
+        # issue 25 (7): café-vm, a name with a tab or over 256 bytes were
+        # refused at commit, after the device was made; the name is
+        # informational: stored escaped or cut, never refused
+        for i, (name, shown) in enumerate((("caf\u00e9-vm", "caf\u00e9-vm"), ("a\tb", "a\\tb"),
+                                           ("n" * 300, "n" * 253 + "..."))):
+            with self.subTest(name=name[:20]):
+                uuid = "4dea22b3-1d52-d8f3-2516-782e98ab3f%02x" % i
+                xml = domain([("52:54:00:00:01:%02x" % i, "vpc2", "vdpa")], name, uuid)
+                r = hook(xml, "prepare", "begin", name=name)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                (lease,) = self.leases()
+                self.assertEqual(lease["domain_name"], shown)
+                self.assertTrue(os.path.exists(lease["port"]))
+                # found by the name as libvirt spells it
+                doc = json.loads(vdpactl("lease", "list", "--domain", name, "-j", check=True).stdout)
+                self.assertEqual([x["domain_name"] for x in doc["leases"]], [shown])
+                r = hook(xml, "stopped", "end", name=name)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertEqual(self.leases(), [])
+
     def test_restore_and_migrate_rewrite_for_this_host(self):
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "bridge")])
         for op in ("restore", "migrate"):

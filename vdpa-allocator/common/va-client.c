@@ -228,10 +228,13 @@ gboolean
 va_client_swap_back (VaClient *self, const char *uuid, const char *name, GError **error)
 {
   g_autoptr (GVariant) reply = NULL;
+  g_autofree char *shown = NULL;
 
   g_return_val_if_fail (uuid != NULL && name != NULL, FALSE);
 
-  reply = call (self, "SwapBack", g_variant_new ("(ss)", uuid, name), "()", error);
+  /* a bus string is UTF-8; the daemon shows the name in this form anyway */
+  shown = va_domain_name_display (name);
+  reply = call (self, "SwapBack", g_variant_new ("(ss)", uuid, shown), "()", error);
   return reply != NULL;
 }
 

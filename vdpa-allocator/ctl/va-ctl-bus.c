@@ -217,6 +217,7 @@ va_ctl_cmd_lease (int argc, char **argv)
     { "domain", 'd', 0, G_OPTION_ARG_STRING, &domain, "Only the leases of this domain (name or UUID)", "DOMAIN" },
     { NULL },
   };
+  g_autofree char *shown = NULL;
   GVariantBuilder b;
   GVariantIter iter;
   GVariant *rec;
@@ -238,6 +239,9 @@ va_ctl_cmd_lease (int argc, char **argv)
   list = va_client_list_leases (CLIENT, &error);
   if (!list)
     return va_ctl_fail (error);
+  /* a lease holds a name's display form: the name as libvirt spells it
+   * (a tab, over 256 bytes) finds it too */
+  shown = domain ? va_domain_name_display (domain) : NULL;
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   g_variant_iter_init (&iter, list);
   while ((rec = g_variant_iter_next_value (&iter)))
@@ -247,7 +251,8 @@ va_ctl_cmd_lease (int argc, char **argv)
 
       g_variant_lookup (rec, "uuid", "&s", &uuid);
       g_variant_lookup (rec, "domain_name", "&s", &name);
-      if (!domain || strcmp (domain, name) == 0 || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
+      if (!domain || strcmp (domain, name) == 0 || strcmp (shown, name) == 0
+          || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
         g_variant_builder_add_value (&b, rec);
       g_variant_unref (rec);
     }

@@ -15,11 +15,6 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
 {
   if (!va_uuid_check (req->uuid, uuid, error) || !va_mac_check (req->mac, mac, error))
     return FALSE;
-  if (req->domain_name && (strlen (req->domain_name) > VA_DOMAIN_NAME_MAX || !g_utf8_validate (req->domain_name, -1, NULL)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_DOMAIN_NAME_MAX);
-      return FALSE;
-    }
   if (req->network && *req->network && !va_name_is_valid (req->network))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (req->network, 64));
@@ -187,7 +182,8 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);
-  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  /* informational: any name libvirt accepts, never refused */
+  lease->domain_name = va_domain_name_display (req->domain_name);
   lease->mac = g_strdup (mac);
   lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan.pool);

@@ -292,18 +292,16 @@ gboolean
 va_daemon_swap_back_start (VaDaemonSwapBack *self, const char *uuid, const char *name, GError **error)
 {
   char canon[VA_UUID_STRING_LEN];
+  g_autofree char *shown = NULL;
   Queued *q;
 
   g_return_val_if_fail (self != NULL, FALSE);
 
   if (!va_uuid_check (uuid, canon, error))
     return FALSE;
-  if (!name || strlen (name) > VA_DOMAIN_NAME_MAX || strpbrk (name, "\r\n"))
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                           "the domain name must be one line of at most " G_STRINGIFY (VA_DOMAIN_NAME_MAX) " bytes");
-      return FALSE;
-    }
+  /* for the journal only: any name libvirt accepts, escaped and cut */
+  shown = va_domain_name_display (name);
+  name = shown;
   if (self->stopping)
     {
       g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
