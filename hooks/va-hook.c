@@ -257,7 +257,7 @@ on_started (Hook *h)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
 
-      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+      if (va_nic_swap_back_pending (nic))
         any = TRUE;
     }
   if (!any)

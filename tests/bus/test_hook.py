@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -331,6 +332,107 @@ class HookTest(unittest.TestCase):
         self.assertEqual(len(json.loads(r.stdout)["leases"]), 1)
         r = vdpactl("lease", "list", "--domain", "other", "-j", check=True)
         self.assertEqual(json.loads(r.stdout)["leases"], [])
+
+
+# A daemon at its bounds: answers TryAgain to its first N calls of each
+# method, then as vdpa-allocatord would; writes each call's name to a log.
+BUSY_DAEMON = r"""
+import sys
+from gi.repository import Gio, GLib
+XML = ("<node><interface name='org.vdpa_allocator.Allocator1'>"
+       "<method name='Allocate'><arg type='s' direction='in'/><arg type='s' direction='in'/><arg type='s' direction='in'/>"
+       "<arg type='s' direction='in'/><arg type='a{sv}' direction='in'/><arg type='a{sv}' direction='out'/></method>"
+       "<method name='SwapBack'><arg type='s' direction='in'/><arg type='s' direction='in'/></method>"
+       "</interface></node>")
+refusals, log = int(sys.argv[1]), sys.argv[2]
+seen = {}
+def call(conn, sender, path, iface, method, params, inv):
+    seen[method] = seen.get(method, 0) + 1
+    with open(log, "a") as f:
+        f.write(method + "\n")
+    if seen[method] <= refusals:
+        inv.return_dbus_error("org.vdpa_allocator.Error.TryAgain", "32 RewriteDomain calls are in progress already; try again")
+    elif method == "SwapBack":
+        inv.return_value(None)
+    else:
+        uuid, name, mac, network, _ = params.unpack()
+        s, q = (lambda v: GLib.Variant("s", v)), (lambda v: GLib.Variant("q", v))
+        lease = {"uuid": s(uuid), "domain_name": s(name), "mac": s(mac), "network": s(network), "pool": s("accel"),
+                 "slot": s("0000:3c:00.0"), "device": s("va-0000:3c:00.0"), "chardev": s("/dev/vhost-vdpa-0"),
+                 "port": s("/run/x"), "vlan": q(2334), "queues": q(1), "created": GLib.Variant("t", 1), "kind": s("vdpa")}
+        inv.return_value(GLib.Variant("(a{sv})", (lease,)))
+def acquired(conn, name):
+    print("ready", flush=True)
+conn = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+conn.register_object("/org/vdpa_allocator/Allocator1", Gio.DBusNodeInfo.new_for_xml(XML).interfaces[0], call, None, None)
+Gio.bus_own_name_on_connection(conn, "org.vdpa_allocator.Allocator1", 0, acquired, None)
+GLib.MainLoop().run()
+"""
+
+
+class BusyDaemonTest(unittest.TestCase):
+    """issue 25 (4): Busy is never a failure for a caller acting for
+    libvirt. A daemon whose slots anyone can fill answers TryAgain; the
+    hook waited for nothing and failed the start (migrate begin, 5 of 5)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def busy_daemon(self, refusals):
+        d = tempfile.mkdtemp(prefix="va-busy-")
+        self.addCleanup(shutil.rmtree, d)
+        log = os.path.join(d, "calls")
+        proc = subprocess.Popen([sys.executable, "-c", BUSY_DAEMON, str(refusals), log], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.terminate)
+        self.assertEqual(proc.stdout.readline().strip(), "ready")
+        conf = os.path.join(d, "etc")
+        os.makedirs(conf)
+        with open(os.path.join(conf, "vdpa-allocator.conf"), "w") as f:
+            f.write("[hook]\ntimeout-ms=1500\n")
+        return log, dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=conf)
+
+    def calls(self, log):
+        with open(log) as f:
+            return f.read().split()
+
+    def test_prepare_and_started_wait_out_try_again(self):
+        log, env = self.busy_daemon(2)
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        r = hook(xml, "prepare", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # a portable NIC marked for a swap back, as after a move
+        moved = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+        r = hook(moved, "started", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.calls(log), ["Allocate"] * 3 + ["SwapBack"] * 3)
+
+    def test_try_again_past_the_budget_fails_what_may_fail_in_one_line(self):
+        log, env = self.busy_daemon(1000)
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        t0 = time.monotonic()
+        r = hook(xml, "prepare", "begin", env=env)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("NIC 52:54:00:00:00:01: still refused after", r.stderr)
+        self.assertIn("try again", r.stderr)
+        self.assertGreaterEqual(elapsed, 1.4)  # waited its budget (1.5 s), not the default's 10 s
+        self.assertGreater(len(self.calls(log)), 2)
+        # started never fails: the NIC keeps its mark, unmarked by an
+        # outcome, for the daemon's resume or the next started begin
+        moved = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+        r = hook(moved, "started", "begin", env=env)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("no swap back of its portable NICs", r.stderr)
+        self.assertIn("still refused after", r.stderr)
 
 
 SRIOV_CONFIG = sim_config(

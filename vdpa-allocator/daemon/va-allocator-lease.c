@@ -297,7 +297,7 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
             g_ptr_array_add (e->waiters, g_steal_pointer (&task));
             return;
           case ENTRY_RELEASING:
-            g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            g_task_return_new_error (task, VA_ERROR, VA_ERROR_TRY_AGAIN, "NIC %s of domain %s is being released", mac, uuid);
             return;
         }
     }
