@@ -416,3 +416,17 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
     plan->queues = nic->queues;
   return TRUE;
 }
+
+gboolean
+va_swap_back_outcome_is_valid (const char *outcome)
+{
+  return outcome && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0);
+}
+
+gboolean
+va_nic_swap_back_pending (const VaNic *nic)
+{
+  g_return_val_if_fail (nic != NULL, FALSE);
+
+  return nic->swap_back && nic->form == VA_FORM_PORTABLE && (!nic->swap_back_outcome || strcmp (nic->swap_back_outcome, "busy") == 0);
+}

@@ -124,12 +124,21 @@ typedef struct
    * wants its accelerated form back on the host it lands on. Kept by every
    * rewrite that leaves it portable, dropped by one that accelerates it. */
   gboolean swap_back;
-  /* swap-back-outcome: why the host it landed on left it portable
-   * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
-   * NULL while it has not tried. Dropped with swap-back, and by the
-   * rewrite for a restore or an incoming migration (a new try). */
+  /* swap-back-outcome: why the host it landed on left it portable,
+   * written there by vdpa-allocator-libvirt-swap: "no-room" and
+   * "refused" are final there; "busy" (the daemon was at a bound, or
+   * mid-way through the same operation, for the whole budget) is not:
+   * the daemon's resume and the next started begin try again. NULL
+   * while it has not tried. Dropped with swap-back, and by the rewrite
+   * for a restore or an incoming migration (a new try). */
   char *swap_back_outcome;
 } VaNic;
+
+/* "no-room", "refused" or "busy". */
+gboolean va_swap_back_outcome_is_valid (const char *outcome);
+/* Whether @nic waits for a swap back on this host: marked, portable, and
+ * not tried, or tried while the daemon was busy. */
+gboolean va_nic_swap_back_pending (const VaNic *nic);
 
 /* The resolved intent of one NIC against a host view. */
 typedef struct

@@ -112,8 +112,8 @@ class DomainCliTest(unittest.TestCase):
             return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=60)
 
         clients = {
-            "hook migrate begin": ([HOOK, "vm1", "migrate", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
-            "hook restore begin": ([HOOK, "vm1", "restore", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
+            "hook migrate begin": ([HOOK, "vm1", "migrate", "begin", "-"], xml, "vdpa-allocator: domain vm1: the configuration does not load: "),
+            "hook restore begin": ([HOOK, "vm1", "restore", "begin", "-"], xml, "vdpa-allocator: domain vm1: the configuration does not load: "),
             "vdpactl domain accelerate": ([VDPACTL, "domain", "--connect", self.uri, "accelerate", "vm1"], None, "vdpactl: "),
             "vdpactl domain portable": ([VDPACTL, "domain", "--connect", self.uri, "portable", "vm1"], None, "vdpactl: "),
             "vdpactl rewrite": ([VDPACTL, "rewrite", "-"], xml, "vdpactl: "),

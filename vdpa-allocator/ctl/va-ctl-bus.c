@@ -249,6 +249,7 @@ va_ctl_cmd_lease (int argc, char **argv)
     TABLE_ENTRIES (output, no_headers),
     { NULL },
   };
+  g_autofree char *shown = NULL;
   GVariantBuilder b;
   GVariantIter iter;
   GVariant *rec;
@@ -273,6 +274,9 @@ va_ctl_cmd_lease (int argc, char **argv)
   list = va_client_list_leases (CLIENT, &error);
   if (!list)
     return va_ctl_fail (error);
+  /* a lease holds a name's display form: the name as libvirt spells it
+   * (a tab, over 256 bytes) finds it too */
+  shown = domain ? va_domain_name_display (domain) : NULL;
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   g_variant_iter_init (&iter, list);
   while ((rec = g_variant_iter_next_value (&iter)))
@@ -282,7 +286,8 @@ va_ctl_cmd_lease (int argc, char **argv)
 
       g_variant_lookup (rec, "uuid", "&s", &uuid);
       g_variant_lookup (rec, "domain_name", "&s", &name);
-      if (!domain || strcmp (domain, name) == 0 || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
+      if (!domain || strcmp (domain, name) == 0 || strcmp (shown, name) == 0
+          || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
         g_variant_builder_add_value (&b, rec);
       g_variant_unref (rec);
     }
@@ -304,7 +309,8 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "- compare leases, devices and libvirt's domains",
                           "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
                           "releases leases of domains libvirt no longer has (only when libvirt answers), and resets\n"
-                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC.",
+                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC;\n"
+                          "a VF a host driver holds is left alone, reported (host_held) and not offered.",
                           NULL, &json, 0, 0)))
     return rc;
   report = va_client_reconcile (CLIENT, &error);

@@ -370,6 +370,9 @@ watch_swap_back (VaLibvirt *dest, Report *r, int timeout_s, gint64 since)
           n->settled = nic->form == VA_FORM_ACCELERATED || nic->swap_back_outcome;
           if (nic->form == VA_FORM_ACCELERATED)
             n->dest_note = g_strdup_printf ("accelerated again on the destination, %.2f s without acceleration", n->unaccelerated_s);
+          else if (g_strcmp0 (nic->swap_back_outcome, "busy") == 0)
+            n->dest_note = g_strdup ("stays portable on its VLAN on the destination for now: its daemon was busy for the whole budget; "
+                                     "it tries again at its next start, or 'vdpactl domain accelerate --live' there does it by hand");
           else if (g_strcmp0 (nic->swap_back_outcome, "no-room") == 0)
             n->dest_note = g_strdup ("stays portable on its VLAN on the destination: no room in its pool there");
           else if (nic->swap_back_outcome)

@@ -15,11 +15,6 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
 {
   if (!va_uuid_check (req->uuid, uuid, error) || !va_mac_check (req->mac, mac, error))
     return FALSE;
-  if (req->domain_name && (strlen (req->domain_name) > VA_DOMAIN_NAME_MAX || !g_utf8_validate (req->domain_name, -1, NULL)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_DOMAIN_NAME_MAX);
-      return FALSE;
-    }
   if (req->network && *req->network && !va_name_is_valid (req->network))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (req->network, 64));
@@ -239,7 +234,8 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);
-  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  /* informational: any name libvirt accepts, never refused */
+  lease->domain_name = va_domain_name_display (req->domain_name);
   lease->mac = g_strdup (mac);
   lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan.pool);
@@ -356,7 +352,7 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
             g_ptr_array_add (e->waiters, g_steal_pointer (&task));
             return;
           case ENTRY_RELEASING:
-            g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            g_task_return_new_error (task, VA_ERROR, VA_ERROR_TRY_AGAIN, "NIC %s of domain %s is being released", mac, uuid);
             return;
         }
     }
@@ -394,11 +390,30 @@ va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **
 gboolean
 va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error)
 {
+  /* kind=sriov: libvirt holds the VF while it passes it through (from
+   * before QEMU starts until after it stops): a lease given back then
+   * would be offered to the next start, and on a switchdev pool its
+   * representor would leave the bridge under the running guest */
+  if (e->lease->sriov)
+    {
+      if (va_backend_vf_holder (self->backend, e->lease->slot, NULL) != VA_VF_LIBVIRT)
+        return FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                   "NIC %s of domain %s: its VF %s is passed through (libvirt holds it): a guest runs on it; stop the domain first",
+                   e->lease->mac, e->lease->uuid, e->lease->slot);
+      return TRUE;
+    }
   if (e->broken || !*e->lease->chardev || !va_backend_device_busy (self->backend, e->lease->chardev))
     return FALSE;
   g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first",
                e->lease->mac, e->lease->uuid, e->lease->device, e->lease->chardev);
   return TRUE;
+}
+
+char *
+va_allocator_host_held_line (const char *slot, const char *driver)
+{
+  return g_strdup_printf ("VF %s is bound to host driver %s: in use by the host, not offered", slot, driver ? driver : "(unknown)");
 }
 
 void

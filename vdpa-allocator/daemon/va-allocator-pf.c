@@ -278,6 +278,31 @@ slots_warning (const VaPfInfo *pf)
   return n ? g_strdup_printf ("%u of %u VFs of PF %s take no lease: %s", n, pf->vf_reasons->len, pf->name, first) : NULL;
 }
 
+/* A kind=sriov pool's VFs that a host driver holds (its VFs are made on
+ * no driver, so someone bound it: a container's VF, a host storage VF):
+ * in use by the host, and not offered; NULL when there is none. */
+static GPtrArray *
+host_held_reasons (VaAllocator *self, GPtrArray *vfs)
+{
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  gboolean any = FALSE;
+
+  for (guint i = 0; i < vfs->len; i++)
+    {
+      const char *vf = g_ptr_array_index (vfs, i);
+      g_autofree char *driver = NULL;
+
+      if (va_backend_vf_holder (self->backend, vf, &driver) == VA_VF_HOST)
+        {
+          g_ptr_array_add (reasons, va_allocator_host_held_line (vf, driver));
+          any = TRUE;
+        }
+      else
+        g_ptr_array_add (reasons, NULL);
+    }
+  return any ? g_steal_pointer (&reasons) : NULL;
+}
+
 /* The leases the allocator holds on the VFs of @pf (a restart with guests
  * running): the backend must then change neither its VF count nor its
  * eswitch mode. */
@@ -376,6 +401,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           g_free (pf->health_reason);
           pf->health_reason = g_strdup (pf->sriov_reason);
           g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
+          pf->vf_reasons = host_held_reasons (self, pf->vfs);
         }
       if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
         goto next;

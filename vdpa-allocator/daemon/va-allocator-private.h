@@ -155,6 +155,8 @@ void va_allocator_finish_inflight (VaAllocator *self);
 /* ---- va-allocator-lease.c ------------------------------------------------ */
 
 gboolean va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error);
+/* "VF SLOT is bound to host driver DRIVER: in use by the host, not offered" */
+char *va_allocator_host_held_line (const char *slot, const char *driver);
 gboolean va_allocator_queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError **error);
 
 /* ---- va-allocator-pf.c --------------------------------------------------- */

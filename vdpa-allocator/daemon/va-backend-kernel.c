@@ -1003,13 +1003,45 @@ vf_index (const char *slot)
   return -1;
 }
 
+/* libvirt passes the VF through now (its saved state is there from
+ * before it changes the VF until after it restores it, and a managed
+ * hostdev is on vfio-pci meanwhile); else a host driver holds it (a
+ * kind=sriov pool makes its VFs with sriov_drivers_autoprobe 0, so a
+ * driver there was bound by someone: a container's VF, a host storage
+ * VF); else no one does. */
+static VaVfHolder
+kernel_vf_holder (VaBackend *backend, const char *slot, char **driver)
+{
+  g_autofree char *pfdir = va_sysfs_path ("/sys/bus/pci/devices");
+  g_autofree char *physfn = g_strdup_printf ("%s/%s/physfn/net", pfdir, slot);
+  g_autoptr (GDir) nets = g_dir_open (physfn, 0, NULL);
+  g_autofree char *drv = va_kernel_pci_driver (slot);
+  const char *pf = nets ? g_dir_read_name (nets) : NULL;
+  int vf = vf_index (slot);
+
+  if (pf && vf >= 0)
+    {
+      g_autofree char *saved = g_strdup_printf ("%s/%s_vf%d", LIBVIRT_HOSTDEVMGR_DIR, pf, vf);
+
+      if (g_file_test (saved, G_FILE_TEST_EXISTS))
+        return VA_VF_LIBVIRT;
+    }
+  if (!drv)
+    return VA_VF_NOBODY;
+  if (strcmp (drv, "vfio-pci") == 0)
+    return VA_VF_LIBVIRT;
+  if (driver)
+    *driver = g_steal_pointer (&drv);
+  return VA_VF_HOST;
+}
+
+/* Called for a VF that no one holds (kernel_vf_holder): one left with a
+ * VLAN or an administrative MAC is a passthrough whose restore never ran
+ * (a crash), and gets both reset. */
 static gboolean
 kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
 {
   static const guint8 zero[6] = { 0 };
-  g_autofree char *drvlink = NULL;
-  g_autofree char *drv = NULL;
-  g_autofree char *saved = NULL;
   guint8 mac[6];
   guint16 vlan = 0;
   int vf = vf_index (slot);
@@ -1020,18 +1052,8 @@ kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **r
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: no virtfn link of its PF %s names it", slot, pf);
       return FALSE;
     }
-  /* held: libvirt passes it through now (its saved state is there from
-   * before it changes the VF until after it restores it), or something
-   * else does (vfio-pci); either restores or owns the VF's settings */
-  saved = g_strdup_printf ("%s/%s_vf%d", LIBVIRT_HOSTDEVMGR_DIR, pf, vf);
-  if (g_file_test (saved, G_FILE_TEST_EXISTS))
-    return TRUE;
-  {
-    g_autofree char *devs = va_sysfs_path ("/sys/bus/pci/devices");
-    drvlink = g_strdup_printf ("%s/%s/driver", devs, slot);
-  }
-  drv = g_file_read_link (drvlink, NULL);
-  if (drv && g_str_has_suffix (drv, "/vfio-pci"))
+  /* what is not ours to reset: checked again, right before */
+  if (kernel_vf_holder (backend, slot, NULL) != VA_VF_NOBODY)
     return TRUE;
   /* a host PF in DPU mode sets nothing of its VFs (EPERM): the Arm side
    * owns them */
@@ -1372,6 +1394,7 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->device_busy = kernel_device_busy;
   backend_class->pool_warning = kernel_pool_warning;
   backend_class->repair_vf = kernel_repair_vf;
+  backend_class->vf_holder = kernel_vf_holder;
   backend_class->attach_vf = kernel_attach_vf;
   backend_class->detach_vf = kernel_detach_vf;
   backend_class->secure_vf = kernel_secure_vf;

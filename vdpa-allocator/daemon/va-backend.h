@@ -61,6 +61,14 @@ typedef enum
 
 VA_ENUM_DECL (va_device_step, VaDeviceStep)
 
+/* Who holds a kind=sriov pool's VF. */
+typedef enum
+{
+  VA_VF_NOBODY,  /* on no driver, and libvirt keeps no state of it */
+  VA_VF_LIBVIRT, /* libvirt passes it through: its hostdevmgr state is there, or the VF is on vfio-pci */
+  VA_VF_HOST,    /* a host driver is bound (igbvf, mlx5_core, ...): a container's or the host's own VF */
+} VaVfHolder;
+
 /* A vDPA device that exists. */
 typedef struct
 {
@@ -104,6 +112,9 @@ struct _VaBackendClass
    * *@repaired says what it had; a VF that is right, or held (by libvirt,
    * or bound to vfio-pci), is left alone and *@repaired stays NULL. */
   gboolean (*repair_vf) (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+  /* Who holds VF @slot of a kind=sriov pool; for VA_VF_HOST, *@driver
+   * (when not NULL) names the driver. */
+  VaVfHolder (*vf_holder) (VaBackend *self, const char *slot, char **driver);
   /* A kind=sriov pool on a switchdev eswitch (vlan-method bridge or ovs):
    * VF @slot, which libvirt passes through, gets the NIC's VLAN (0:
    * untagged) on its representor with the pool's method, as a vDPA
@@ -132,6 +143,7 @@ GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
 char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
 gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+VaVfHolder va_backend_vf_holder (VaBackend *self, const char *slot, char **driver);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,

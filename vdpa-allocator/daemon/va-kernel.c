@@ -869,6 +869,21 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
   return TRUE;
 }
 
+char *
+va_kernel_pci_driver (const char *pci)
+{
+  g_autofree char *devs = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *target = NULL;
+
+  g_return_val_if_fail (pci != NULL, NULL);
+
+  devs = va_sysfs_path ("/sys/bus/pci/devices");
+  link = g_strdup_printf ("%s/%s/driver", devs, pci);
+  target = g_file_read_link (link, NULL);
+  return target ? g_path_get_basename (target) : NULL;
+}
+
 gboolean
 va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error)
 {

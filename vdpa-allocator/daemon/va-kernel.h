@@ -145,6 +145,9 @@ gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError
  * kernel requires; refuses while a vdpa device sits on a VF that would go. */
 gboolean va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error);
 gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error);
+/* The driver PCI device @pci (a VF) is bound to ("vfio-pci", "igbvf",
+ * "mlx5_core"), or NULL when none is. */
+char *va_kernel_pci_driver (const char *pci);
 /* The name of a vdpa device whose parent is the VF at @vf_syspath, or NULL. */
 char *va_kernel_vf_vdpa_device (const char *vf_syspath);
 

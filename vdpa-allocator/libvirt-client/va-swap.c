@@ -494,7 +494,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)) || !nic_may_accelerate (nic))
             continue;
           va_swap_note (n, "stays portable: %s", local->message);
-          n->outcome = "refused";
+          n->outcome = g_error_matches (local, VA_ERROR, VA_ERROR_TRY_AGAIN) ? "busy" : "refused";
         }
       return TRUE;
     }
@@ -541,7 +541,9 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       if (!lease)
         {
           va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
-          n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
+          n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room"
+                       : g_error_matches (nic_error, VA_ERROR, VA_ERROR_TRY_AGAIN)    ? "busy"
+                                                                                      : "refused";
           continue;
         }
       if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
