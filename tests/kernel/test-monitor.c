@@ -545,6 +545,7 @@ test_eswitch_flip_checks_vlan (Fixture *f, gconstpointer data)
                                       "[network tenant]\nmode=sriov\npool=accel\nvlan=100\n",
                                       -1, NULL));
   fake_devlink_for ("cx6dx-legacy");
+  testbed_unbind_vfs (umockdev_testbed_get_root_dir (f->bed), 0, 8);
   start (f);
   assert_pool (f, 8, 8, 0, TRUE, "");
 

@@ -36,6 +36,25 @@ typedef struct
 
 static FakeDevlink fake_devlink;
 
+/* VFs FIRST.. FIRST+N-1 of the testbed's PF 0000:3b:00.0 (its virtfnN
+ * links) with no driver, as a kind=sriov pool's preparation leaves them
+ * (sriov_drivers_autoprobe 0): a VF on a host driver is the host's, not a
+ * slot (issue 25, point 6). */
+static inline void
+testbed_unbind_vfs (const char *root, guint first, guint n)
+{
+  for (guint i = first; i < first + n; i++)
+    {
+      g_autofree char *virtfn = g_strdup_printf ("%s/sys/bus/pci/devices/0000:3b:00.0/virtfn%u", root, i);
+      g_autofree char *target = g_file_read_link (virtfn, NULL);
+      g_autofree char *vf = target ? g_path_get_basename (target) : NULL;
+      g_autofree char *link = vf ? g_strdup_printf ("%s/sys/bus/pci/devices/%s/driver", root, vf) : NULL;
+
+      g_assert_nonnull (link);
+      g_unlink (link);
+    }
+}
+
 /* The running kernel's modules.dep in the testbed (va_path_get
  * (VA_PATH_MODULES)/RELEASE), naming mlx5_vdpa where @ships (a kernel
  * built with CONFIG_MLX5_VDPA_NET; depmod's line form, as in
