@@ -119,7 +119,8 @@ class Package(unittest.TestCase):
 
     def test_conffiles(self):
         conffiles = sorted(self.read("DEBIAN/conffiles").split())
-        self.assertEqual(conffiles, ["/etc/apparmor.d/vdpa-allocator/libvirt-qemu",
+        self.assertEqual(conffiles, ["/etc/apparmor.d/abstractions/libvirt-qemu.d/vdpa-allocator",
+                                     "/etc/apparmor.d/vdpa-allocator/libvirt-qemu",
                                      "/etc/apparmor.d/vdpa-allocator/usr.sbin.libvirtd",
                                      "/etc/vdpa-allocator/vdpa-allocator.conf"])
         self.assertTrue(self.files["/etc/vdpa-allocator/conf.d"][0].startswith("d"))
