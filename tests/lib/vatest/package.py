@@ -23,7 +23,7 @@ from vatest import cache
 from vatest.paths import SRCDIR
 
 # what the build runs with: a new version of one of these is a new package
-BUILD_PACKAGES = ("debhelper", "dpkg-dev", "lintian", "gcc-12", "meson", "libglib2.0-dev", "libvirt-dev",
+BUILD_PACKAGES = ("debhelper", "dh-dkms", "dpkg-dev", "lintian", "gcc-12", "meson", "libglib2.0-dev", "libvirt-dev",
                   "libxml2-dev", "libsqlite3-dev", "libsystemd0")
 # the trees kept: switching between a few branches rebuilds nothing
 KEEP = 4
