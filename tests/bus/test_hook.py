@@ -607,6 +607,13 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual(self.leases(), [])
         self.assertEqual(self.pool()["free"], 2)
 
+    def reconcile_without_libvirt(self):
+        """vdpactl reconcile -j here, where libvirt does not answer: done in
+        part (status 5, vdpactl(8)), the report printed whole."""
+        r = vdpactl("reconcile", "-j", check=False)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        return json.loads(r.stdout)
+
     def test_reconcile_leaves_a_vf_a_host_driver_holds_and_does_not_offer_it(self):
         # issue 25 (6): a free VF on igbvf or mlx5_core (a container's VF,
         # a host storage VF) counted as left by a crash: its VLAN and MAC
@@ -622,7 +629,7 @@ class SriovHookTest(unittest.TestCase):
             with open(os.path.join(vfdir, name), "w") as f:
                 f.write(text)
         line = "VF %s is bound to host driver igbvf: in use by the host, not offered" % vf
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        doc = self.reconcile_without_libvirt()
         self.assertEqual((doc["repaired"], doc["host_held"]), ([], [line]))
         with open(os.path.join(vfdir, vf)) as f:
             self.assertEqual(f.read(), "100 52:54:00:00:00:09")
@@ -644,7 +651,7 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual(self.pool()["free"], 1)
         # let go: offered again
         os.unlink(os.path.join(vfdir, vf + ".driver"))
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        doc = self.reconcile_without_libvirt()
         self.assertEqual(doc["host_held"], [])
 
     def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):
