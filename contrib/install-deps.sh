@@ -6,9 +6,9 @@ set -eu
 
 packages="
     build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
-    clang-format valgrind git
+    clang-format valgrind git ccache
     libglib2.0-dev libglib2.0-bin libxml2-dev libxml2-utils
-    libudev-dev libmnl-dev libsqlite3-dev sqlite3 libjson-glib-dev
+    libudev-dev libmnl-dev libseccomp-dev libsqlite3-dev sqlite3 libjson-glib-dev
     libpolkit-gobject-1-dev libvirt-dev libvirt-clients
     dbus-daemon python3 python3-dbus python3-gi python3-dbusmock python3-jsonschema
     umockdev libumockdev-dev gir1.2-umockdev-1.0
@@ -16,7 +16,7 @@ packages="
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
     busybox-static iperf3 cpio zstd kmod gcc-12 make
     openvswitch-switch
-    debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
+    debhelper dh-dkms dpkg-dev lintian udev bash-completion libdbus-1-dev
     python3-matplotlib python3-prometheus-client
     apparmor libvirt-daemon-system polkitd
     mmdebstrap

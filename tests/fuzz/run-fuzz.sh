@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# Builds the libFuzzer target in its own build directory and runs it.
+# Builds the libFuzzer targets in their own build directory and runs them:
+# fuzz-rewrite for SECONDS, then fuzz-codec and fuzz-relay (the relay's
+# ring walker) for an eighth of it each.
 #
 #   tests/fuzz/run-fuzz.sh [SECONDS]
 #
@@ -35,7 +37,7 @@ if [ ! -f "$builddir/build.ninja" ]; then
 else
     meson configure "$builddir" -Dfuzzing=true -Db_lundef=false
 fi
-ninja -C "$builddir" tests/fuzz/fuzz-rewrite tests/fuzz/fuzz-codec
+ninja -C "$builddir" tests/fuzz/fuzz-rewrite tests/fuzz/fuzz-codec tests/fuzz/fuzz-relay
 
 corpus=$builddir/fuzz-corpus
 artifacts=$builddir/fuzz-artifacts
@@ -98,20 +100,25 @@ if [ "$status" -ne 0 ]; then
     exit "$status"
 fi
 
-# the bus codecs (fuzz-codec.c), a quarter of the time, from nothing
-codec_seconds=$(( seconds / 4 > 0 ? seconds / 4 : 1 ))
-codec_corpus=$builddir/fuzz-codec-corpus
-codec_log=$builddir/fuzz-codec.log
-rm -rf "$codec_corpus"
-mkdir -p "$codec_corpus"
-"$builddir/tests/fuzz/fuzz-codec" -max_total_time="$codec_seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$artifacts/" -print_final_stats=1 "$codec_corpus" >"$codec_log" 2>&1 || status=$?
-runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$codec_log" | tail -n 1)
-echo "fuzz-codec: ${runs:-unknown} executions in ${codec_seconds} s; log: $codec_log"
-if [ "$status" -ne 0 ] || [ -n "$(ls -A "$artifacts")" ] ||
-    grep -q -E 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|ERROR: libFuzzer' "$codec_log"; then
-    tail -n 30 "$codec_log" >&2
-    echo "FAIL: fuzz-codec (status $status)" >&2
-    exit $(( status ? status : 1 ))
-fi
+# then a quarter of the time, shared, from nothing: the bus codecs
+# (fuzz-codec.c) and the relay's ring walker (fuzz-relay.c)
+small_seconds=$(( seconds / 8 > 0 ? seconds / 8 : 1 ))
+for target in codec relay; do
+    small_corpus=$builddir/fuzz-$target-corpus
+    small_log=$builddir/fuzz-$target.log
+    max_len=4096
+    [ "$target" = codec ] || max_len=24576 # a ring image: 8 bytes, 16 KiB and 4 KiB
+    rm -rf "$small_corpus"
+    mkdir -p "$small_corpus"
+    "$builddir/tests/fuzz/fuzz-$target" -max_total_time="$small_seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/" -print_final_stats=1 "$small_corpus" >"$small_log" 2>&1 || status=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$small_log" | tail -n 1)
+    echo "fuzz-$target: ${runs:-unknown} executions in ${small_seconds} s; log: $small_log"
+    if [ "$status" -ne 0 ] || [ -n "$(ls -A "$artifacts")" ] ||
+        grep -q -E 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|INVARIANT BROKEN|ERROR: libFuzzer' "$small_log"; then
+        tail -n 30 "$small_log" >&2
+        echo "FAIL: fuzz-$target (status $status)" >&2
+        exit $(( status ? status : 1 ))
+    fi
+done
 echo "PASS"

@@ -6,6 +6,13 @@
  * vhost_vdpa and opened, and destroys the device when it is told to stop.
  *
  *   vduse-net [-n NAME] [-m MAC] [-q QUEUE_SIZE] [-r READY_FILE] [-v]
+ *   vduse-net -c [-n NAME] [-m MAC] [-q QUEUE_SIZE]   create, leave, exit
+ *   vduse-net -D [-n NAME]                           destroy, exit
+ *
+ * -c creates the device and sets its queues up, then closes it and exits 0,
+ * leaving it for another server (vdpa-allocator-relay, issue 28) to open
+ * /dev/vduse/NAME; -D destroys it (retrying while it is busy: a vdpa device
+ * on it, or a server holding it open).
  *
  * Once the device exists it writes its name to READY_FILE (if given) and
  * prints "vduse-net: NAME ready". SIGTERM or SIGINT: it destroys the device
@@ -149,10 +156,17 @@ main (int argc, char **argv)
   uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x7a, 0x00, 0x01 };
   unsigned qsize = 256;
   int opt;
+  int create_only = 0, destroy_only = 0;
 
-  while ((opt = getopt (argc, argv, "n:m:q:r:v")) != -1)
+  while ((opt = getopt (argc, argv, "cDn:m:q:r:v")) != -1)
     switch (opt)
       {
+        case 'c':
+          create_only = 1;
+          break;
+        case 'D':
+          destroy_only = 1;
+          break;
         case 'n':
           name = optarg;
           break;
@@ -173,7 +187,7 @@ main (int argc, char **argv)
           verbose = 1;
           break;
         default:
-          fprintf (stderr, "usage: vduse-net [-n NAME] [-m MAC] [-q QUEUE_SIZE] [-r READY_FILE] [-v]\n");
+          fprintf (stderr, "usage: vduse-net [-c|-D] [-n NAME] [-m MAC] [-q QUEUE_SIZE] [-r READY_FILE] [-v]\n");
           return 2;
       }
   if (strlen (name) >= VDUSE_NAME_MAX || qsize == 0 || qsize > 32768 || (qsize & (qsize - 1)))
@@ -194,6 +208,9 @@ main (int argc, char **argv)
       say ("VDUSE_SET_API_VERSION %llu: %s", (unsigned long long) version, strerror (errno));
       return 1;
     }
+
+  if (destroy_only)
+    goto destroy_dev;
 
   size_t cfg_len = sizeof (struct vduse_dev_config) + sizeof (struct virtio_net_config);
   struct vduse_dev_config *cfg = calloc (1, cfg_len);
@@ -246,6 +263,14 @@ main (int argc, char **argv)
         }
     }
 
+  if (create_only)
+    {
+      close (dev_fd);
+      close (ctl);
+      say ("%s created", name);
+      return 0;
+    }
+
   struct sigaction sa = { .sa_handler = on_signal };
   sigaction (SIGTERM, &sa, NULL);
   sigaction (SIGINT, &sa, NULL);
@@ -281,6 +306,8 @@ main (int argc, char **argv)
 destroy:
   if (dev_fd >= 0)
     close (dev_fd);
+destroy_dev:
+  rc = destroy_only ? 0 : rc;
   /* EBUSY while a vdpa device is still on it: wait for its deletion (which
    * is slow now: nobody answers the kernel's messages, so each times out;
    * delete the vdpa device first) */

@@ -55,12 +55,19 @@ typedef struct
   guint low_watermark;
   char *device_group; /* group of the /dev/vhost-vdpa-N nodes; default kvm */
   guint device_mode;  /* their mode; default 0660 */
+  /* the first network on this pool with a VLAN, and its VLAN (0: none):
+   * where that VLAN goes depends on the PF's eswitch mode, which the
+   * backend reads at preparation (va-backend-kernel.c) */
+  char *vlan_network;
+  guint16 vlan_network_vlan;
 } VaPoolConfig;
 
 typedef struct
 {
   VaNetwork net;
-  guint quota; /* 0: none */
+  guint quota;       /* 0: none */
+  gboolean spoofchk; /* a passed-through VF's, in legacy mode: default on */
+  gboolean trust;    /* likewise: default off */
 } VaNetworkConfig;
 
 typedef struct
@@ -104,6 +111,7 @@ VaConfig *va_config_new_empty (void);
 void va_config_free (VaConfig *self);
 
 const VaPoolConfig *va_config_lookup_pool (const VaConfig *self, const char *name);
+const VaNetworkConfig *va_config_lookup_network (const VaConfig *self, const char *name);
 
 /* The host view for the intent engine, pools at unknown (unlimited) free
  * capacity. */

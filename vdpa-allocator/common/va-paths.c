@@ -55,6 +55,10 @@ va_path_get (VaPath which)
         return testbed_path ("dev");
       case VA_PATH_HOOKS:
         return env_or ("VDPA_ALLOCATOR_HOOKS_DIR", VA_SYSCONFDIR "/libvirt/hooks");
+      case VA_PATH_MODULES:
+        return testbed_path ("lib/modules");
+      case VA_PATH_BOOT:
+        return testbed_path ("boot");
     }
   g_return_val_if_reached (NULL);
 }

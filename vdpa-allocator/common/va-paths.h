@@ -9,12 +9,14 @@ G_BEGIN_DECLS
  * against testbeds. Each honours an environment override. */
 typedef enum
 {
-  VA_PATH_CONFIG, /* VDPA_ALLOCATOR_CONFIG_DIR, else $sysconfdir/vdpa-allocator */
-  VA_PATH_STATE,  /* VDPA_ALLOCATOR_STATE_DIR, else $localstatedir/lib/vdpa-allocator */
-  VA_PATH_RUN,    /* VDPA_ALLOCATOR_RUN_DIR, else /run/vdpa-allocator */
-  VA_PATH_SYSFS,  /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
-  VA_PATH_DEV,    /* $UMOCKDEV_DIR/dev likewise, else /dev */
-  VA_PATH_HOOKS,  /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
+  VA_PATH_CONFIG,  /* VDPA_ALLOCATOR_CONFIG_DIR, else $sysconfdir/vdpa-allocator */
+  VA_PATH_STATE,   /* VDPA_ALLOCATOR_STATE_DIR, else $localstatedir/lib/vdpa-allocator */
+  VA_PATH_RUN,     /* VDPA_ALLOCATOR_RUN_DIR, else /run/vdpa-allocator */
+  VA_PATH_SYSFS,   /* $UMOCKDEV_DIR/sys when a umockdev testbed is active, else /sys */
+  VA_PATH_DEV,     /* $UMOCKDEV_DIR/dev likewise, else /dev */
+  VA_PATH_HOOKS,   /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
+  VA_PATH_MODULES, /* $UMOCKDEV_DIR/lib/modules in a testbed, else /lib/modules */
+  VA_PATH_BOOT,    /* $UMOCKDEV_DIR/boot likewise, else /boot: the kernel's config-RELEASE */
 } VaPath;
 
 /* The root for @which; the string lives as long as the process. */

@@ -166,8 +166,24 @@ va_allocator_get_host_view (VaAllocator *self)
   for (guint i = 0; names[i]; i++)
     {
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
+      VaPoolCounts counts;
+
       if (st)
         va_host_view_set_pool_free (view, names[i], st->free, NULL);
+      /* a refusal that says why and what helps, not only "no free slot" */
+      if (st && st->draining)
+        {
+          g_autofree char *why = g_strdup_printf ("it is draining: 'vdpactl pool undrain %s' ends that; 'vdpactl domain portable "
+                                                  "DOMAIN' runs the domain without acceleration",
+                                                  names[i]);
+          va_host_view_set_pool_why_full (view, names[i], why, NULL);
+        }
+      else if (va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
+        {
+          g_autofree char *keys = va_allocator_pool_match_keys (va_config_lookup_pool (self->config, names[i]));
+          g_autofree char *why = g_strdup_printf ("no PF matches pool %s (%s)", names[i], keys);
+          va_host_view_set_pool_why_full (view, names[i], why, NULL);
+        }
     }
   return view;
 }

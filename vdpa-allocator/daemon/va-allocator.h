@@ -61,6 +61,7 @@ typedef struct
   GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
   GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
   GPtrArray *repaired;    /* char*, a line for each kind=sriov VF no lease holds that was left with a VLAN or MAC, reset */
+  GPtrArray *host_held;   /* char*, a line for each kind=sriov VF no lease holds that a host driver holds: not offered */
   gboolean libvirt_reachable;
   char *libvirt_error; /* why not, or NULL */
 } VaReconcileReport;
@@ -147,7 +148,7 @@ gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean drain
 
 /* This host as the engine sees it now, live free capacity included: a
  * snapshot, which RewriteDomain hands the engine off the main loop
- * (va-daemon-rewriter.c); the core itself never parses a document. */
+ * (va-daemon-open.c); the core itself never parses a document. */
 VaHostView *va_allocator_get_host_view (VaAllocator *self);
 
 /* Devices without leases are removed (unless held open); leases whose device

@@ -162,13 +162,13 @@ va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenFun
   g_mutex_lock (&self->lock);
   n = GPOINTER_TO_UINT (g_hash_table_lookup (self->uids, GUINT_TO_POINTER (uid)));
   if (uid == 0 && self->root_queued >= VA_OPEN_ROOT_QUEUE)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_BUSY, "%d calls of uid 0 to %s and the other open methods are in progress already; try again",
-                 VA_OPEN_ROOT_QUEUE, method);
+    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN,
+                 "%d calls of uid 0 to %s and the other open methods are in progress already; try again", VA_OPEN_ROOT_QUEUE, method);
   else if (uid != 0 && n >= VA_OPEN_PER_UID)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_BUSY, "%d calls of uid %u to %s and the other open methods are in progress already",
+    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN, "%d calls of uid %u to %s and the other open methods are in progress already",
                  VA_OPEN_PER_UID, uid, method);
   else if (uid != 0 && self->queued >= VA_OPEN_QUEUE)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_BUSY,
+    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN,
                  "%d calls of unprivileged users to %s and the other open methods are in progress already; try again", VA_OPEN_QUEUE,
                  method);
   if (busy)

@@ -13,7 +13,7 @@ G_BEGIN_DECLS
  * likes, so what a user can cost is bounded by its uid, not by its bus
  * connections: each uid other than 0 may have VA_OPEN_PER_UID calls queued
  * or running, all of them together VA_OPEN_QUEUE, run on VA_OPEN_THREADS
- * threads below the main loop's priority; more get Busy at once. Calls of
+ * threads below the main loop's priority; more get TryAgain at once. Calls of
  * uid 0 (the libvirt hook, the daemon's helpers, the admin's vdpactl) never
  * share these slots nor these threads: they have their own
  * (VA_OPEN_ROOT_QUEUE, at normal priority). The queued calls of a caller
@@ -35,7 +35,7 @@ VaOpen *va_open_new (void);
 void va_open_free (VaOpen *self);
 
 /* Answers @inv (taking the handler's reference) from a worker with what
- * @func returns, or with Busy at once when @uid's slots or all are taken.
+ * @func returns, or with TryAgain at once when @uid's slots or all are taken.
  * @data is freed with @data_free, on the main context. */
 void va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenFunc func, gpointer data, GDestroyNotify data_free);
 

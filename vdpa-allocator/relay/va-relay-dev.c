@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#define G_LOG_DOMAIN "va-relay-dev"
+
+#include "va-relay-dev.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/vduse.h>
+#include <linux/virtio_config.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "va-error.h"
+#include "va-relay-net.h"
+#include "va-relay-ring.h"
+
+#define NUM_VQS 2
+/* frames per queue between two looks at the device's messages */
+#define BUDGET 256
+
+typedef struct
+{
+  int dev_fd;
+  int tap_fd;
+  VaRelayMem mem;
+  VaVring vq[NUM_VQS];
+  int kick_fd[NUM_VQS];
+  guint8 status;
+  gboolean rx_starved; /* no receive buffer: do not poll the tap */
+  VaRelayNetStats tx_stats, rx_stats;
+} Dev;
+
+/* an IOVA no region covers: ask the kernel for its map entry and mmap it.
+ * drivers/vdpa/vdpa_user/vduse_dev.c (6.12), VDUSE_IOTLB_GET_FD: the first
+ * entry of the device's IOTLB overlapping [start, last] comes back with its
+ * bounds, file offset and permission, and a new fd opened O_RDONLY,
+ * O_WRONLY or O_RDWR after that permission (perm_to_file_flags); -EINVAL
+ * when no entry overlaps. Under virtio_vdpa the entries are the bounce
+ * buffer (one, [0, bounce_size)) and the coherent allocations (the rings);
+ * under vhost_vdpa, what QEMU mapped (guest RAM: only file-backed memory
+ * has a file to hand out). */
+static gboolean
+iotlb_miss (VaRelayMem *mem, guint64 iova, gpointer user_data)
+{
+  Dev *dev = user_data;
+  struct vduse_iotlb_entry entry = { .start = iova, .last = iova };
+  int fd = ioctl (dev->dev_fd, VDUSE_IOTLB_GET_FD, &entry);
+  if (fd < 0)
+    {
+      g_debug ("no IOTLB entry at 0x%" G_GINT64_MODIFIER "x: %s", iova, strerror (errno));
+      return FALSE;
+    }
+  int prot = 0;
+  switch (entry.perm)
+    {
+      case VDUSE_ACCESS_RO:
+        prot = PROT_READ;
+        break;
+      case VDUSE_ACCESS_WO:
+        prot = PROT_WRITE; /* x86 cannot map write-only: reads are refused by the table */
+        break;
+      case VDUSE_ACCESS_RW:
+        prot = PROT_READ | PROT_WRITE;
+        break;
+      default:
+        close (fd);
+        return FALSE;
+    }
+  guint64 size = entry.last - entry.start + 1;
+  if (entry.last < entry.start || size == 0 || size > G_MAXSIZE || entry.offset > G_MAXINT64)
+    {
+      close (fd);
+      return FALSE;
+    }
+  void *p = mmap (NULL, size, prot, MAP_SHARED, fd, (off_t) entry.offset);
+  close (fd);
+  if (p == MAP_FAILED)
+    {
+      g_warning ("mmap of IOVA 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x: %s", (guint64) entry.start, (guint64) entry.last,
+                 strerror (errno));
+      return FALSE;
+    }
+  g_autoptr (GError) error = NULL;
+  if (!va_relay_mem_add (mem, entry.start, entry.last, p, entry.perm != VDUSE_ACCESS_WO, entry.perm != VDUSE_ACCESS_RO, p, size, &error))
+    {
+      g_warning ("%s", error->message);
+      munmap (p, size);
+      return FALSE;
+    }
+  g_debug ("mapped IOVA 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x perm %u", (guint64) entry.start, (guint64) entry.last,
+           entry.perm);
+  return TRUE;
+}
+
+static void
+iotlb_unmap (gpointer base, gsize len, gpointer user_data)
+{
+  munmap (base, len);
+}
+
+static void
+queue_broke (Dev *dev, guint q, const GError *error)
+{
+  /* the one event a broken queue gives: the ring stays stopped until the
+   * driver resets the device */
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "VA_RELAY_QUEUE", "%u", q, "MESSAGE", "%s", error->message);
+}
+
+static void
+kick_fd_close (Dev *dev, guint q)
+{
+  if (dev->kick_fd[q] < 0)
+    return;
+  struct vduse_vq_eventfd ev = { .index = q, .fd = VDUSE_EVENTFD_DEASSIGN };
+  ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev);
+  close (dev->kick_fd[q]);
+  dev->kick_fd[q] = -1;
+}
+
+static void
+stop_queues (Dev *dev)
+{
+  for (guint q = 0; q < NUM_VQS; q++)
+    {
+      kick_fd_close (dev, q);
+      va_vring_reset (&dev->vq[q]);
+    }
+  va_relay_mem_clear (&dev->mem);
+  dev->rx_starved = FALSE;
+}
+
+/* DRIVER_OK: the driver has set the queues up; read them
+ * (VDUSE_VQ_GET_INFO: addresses, size, ready, and the split ring's avail
+ * index the kernel was given with set_vq_state) and take their kicks. As
+ * QEMU's libvduse does it (subprojects/libvduse/libvduse.c,
+ * vduse_queue_enable), before answering SET_STATUS. */
+static void
+start_queues (Dev *dev)
+{
+  guint64 features = 0;
+  if (ioctl (dev->dev_fd, VDUSE_DEV_GET_FEATURES, &features) < 0)
+    {
+      g_warning ("VDUSE_DEV_GET_FEATURES: %s", strerror (errno));
+      return;
+    }
+  if (features & (1ULL << VIRTIO_F_RING_PACKED))
+    {
+      g_warning ("the driver negotiated packed rings, which the relay does not serve: queues stay stopped");
+      return;
+    }
+  for (guint q = 0; q < NUM_VQS; q++)
+    {
+      struct vduse_vq_info info = { .index = q };
+      if (ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) < 0)
+        {
+          g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, strerror (errno));
+          continue;
+        }
+      if (!info.ready)
+        continue;
+      g_autoptr (GError) error = NULL;
+      if (!va_vring_setup (&dev->vq[q], &dev->mem, q, info.num, info.desc_addr, info.driver_addr, info.device_addr, info.split.avail_index,
+                           &error))
+        {
+          queue_broke (dev, q, error);
+          continue;
+        }
+      int efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
+      struct vduse_vq_eventfd ev = { .index = q, .fd = efd };
+      if (efd < 0 || ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev) < 0)
+        {
+          g_warning ("kick eventfd of queue %u: %s", q, strerror (errno));
+          if (efd >= 0)
+            close (efd);
+          va_vring_reset (&dev->vq[q]);
+          continue;
+        }
+      dev->kick_fd[q] = efd;
+      g_debug ("queue %u: size %u, avail index %u", q, info.num, info.split.avail_index);
+    }
+}
+
+static void
+inject_irq (Dev *dev, guint q)
+{
+  guint32 index = q;
+  if (ioctl (dev->dev_fd, VDUSE_VQ_INJECT_IRQ, &index) < 0)
+    g_debug ("VDUSE_VQ_INJECT_IRQ %u: %s", q, strerror (errno));
+}
+
+/* One message from the kernel, answered. FALSE: the device fd failed. */
+static gboolean
+serve_message (Dev *dev, GError **error)
+{
+  struct vduse_dev_request req;
+  struct vduse_dev_response resp;
+  ssize_t n = read (dev->dev_fd, &req, sizeof req);
+
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return TRUE;
+  if (n != (ssize_t) sizeof req)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the device's message: %s", n < 0 ? strerror (errno) : "short read");
+      return FALSE;
+    }
+  memset (&resp, 0, sizeof resp);
+  resp.request_id = req.request_id;
+  resp.result = VDUSE_REQ_RESULT_OK;
+  switch (req.type)
+    {
+      case VDUSE_GET_VQ_STATE:
+        /* vduse_dev_get_vq_state_split: only split.avail_index is read, the
+         * next entry the device would take */
+        if (req.vq_state.index >= NUM_VQS)
+          resp.result = VDUSE_REQ_RESULT_FAILED;
+        else
+          {
+            resp.vq_state.index = req.vq_state.index;
+            resp.vq_state.split.avail_index = dev->vq[req.vq_state.index].last_avail;
+          }
+        break;
+      case VDUSE_SET_STATUS:
+        g_debug ("status 0x%02x", req.s.status);
+        if ((req.s.status & VIRTIO_CONFIG_S_DRIVER_OK) && !(dev->status & VIRTIO_CONFIG_S_DRIVER_OK))
+          start_queues (dev);
+        else if (req.s.status == 0)
+          stop_queues (dev); /* reset (vduse_dev_reset follows on the kernel's side) */
+        dev->status = req.s.status;
+        break;
+      case VDUSE_UPDATE_IOTLB:
+        /* vduse_dev_update_iotlb: [start, last] changed; drop what we mapped
+         * of it, the next access maps it again */
+        g_debug ("IOTLB update 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER "x", (guint64) req.iova.start, (guint64) req.iova.last);
+        va_relay_mem_invalidate (&dev->mem, req.iova.start, req.iova.last);
+        break;
+      default:
+        resp.result = VDUSE_REQ_RESULT_FAILED;
+        break;
+    }
+  if (write (dev->dev_fd, &resp, sizeof resp) != (ssize_t) sizeof resp)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "answering the device: %s", strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+drain_eventfd (int fd)
+{
+  guint64 v;
+  while (read (fd, &v, sizeof v) == (ssize_t) sizeof v)
+    ;
+}
+
+/* Takes what the driver offers, with its kicks off meanwhile; at most a few
+ * budgets, then the caller's poll does not wait while more is offered */
+static void
+do_tx (Dev *dev)
+{
+  VaVring *tx = &dev->vq[VA_RELAY_TXQ];
+  for (guint round = 0; round < 4 && va_vring_is_running (tx); round++)
+    {
+      g_autoptr (GError) local = NULL;
+      gboolean irq = FALSE;
+      va_vring_set_notify (tx, FALSE);
+      gboolean ok = va_relay_net_tx (tx, dev->tap_fd, BUDGET, &dev->tx_stats, &irq, &local);
+      va_vring_set_notify (tx, TRUE);
+      if (!ok)
+        queue_broke (dev, VA_RELAY_TXQ, local);
+      if (irq)
+        inject_irq (dev, VA_RELAY_TXQ);
+      if (!va_vring_has_avail (tx))
+        break;
+    }
+}
+
+static gboolean
+do_rx (Dev *dev, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  gboolean irq = FALSE, starved = FALSE;
+  VaVring *rx = &dev->vq[VA_RELAY_RXQ];
+  if (!va_relay_net_rx (rx, dev->tap_fd, BUDGET, &dev->rx_stats, &irq, &starved, &local))
+    {
+      if (!rx->stopped)
+        {
+          /* the tap failed, not the ring */
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+      queue_broke (dev, VA_RELAY_RXQ, local);
+    }
+  dev->rx_starved = starved;
+  if (irq)
+    inject_irq (dev, VA_RELAY_RXQ);
+  return TRUE;
+}
+
+gboolean
+va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **error)
+{
+  Dev dev = { .dev_fd = dev_fd, .tap_fd = tap_fd, .kick_fd = { -1, -1 } };
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail (dev_fd >= 0 && tap_fd >= 0 && stop != NULL, FALSE);
+  va_relay_mem_init (&dev.mem, iotlb_miss, iotlb_unmap, &dev);
+  for (guint q = 0; q < NUM_VQS; q++)
+    va_vring_reset (&dev.vq[q]);
+  if (fcntl (dev_fd, F_SETFL, fcntl (dev_fd, F_GETFL) | O_NONBLOCK) < 0
+      || fcntl (tap_fd, F_SETFL, fcntl (tap_fd, F_GETFL) | O_NONBLOCK) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "making the fds non-blocking: %s", strerror (errno));
+      return FALSE;
+    }
+
+  while (!*stop)
+    {
+      struct pollfd p[4] = {
+        { .fd = dev_fd, .events = POLLIN },
+        { .fd = dev.kick_fd[VA_RELAY_RXQ], .events = POLLIN },
+        { .fd = dev.kick_fd[VA_RELAY_TXQ], .events = POLLIN },
+        /* the tap only while the receive queue has room */
+        { .fd = va_vring_is_running (&dev.vq[VA_RELAY_RXQ]) && !dev.rx_starved ? tap_fd : -1, .events = POLLIN },
+      };
+      /* chains offered and not taken (a budget's end, or offered while
+       * kicks were off): look again at once */
+      int r = poll (p, G_N_ELEMENTS (p), va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]) ? 0 : -1);
+      if (r < 0)
+        {
+          if (errno == EINTR)
+            continue;
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "poll: %s", strerror (errno));
+          ok = FALSE;
+          break;
+        }
+      /* vduse_dev_poll: EPOLLERR once the device is broken (a message timed
+       * out); a closed socket in the tests hangs up */
+      if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))
+        {
+          g_message ("the device went (poll 0x%x): stopping", p[0].revents);
+          break;
+        }
+      if ((p[0].revents & POLLIN) && !serve_message (&dev, error))
+        {
+          ok = FALSE;
+          break;
+        }
+      if (p[3].revents & (POLLERR | POLLHUP | POLLNVAL))
+        {
+          g_message ("the tap went (poll 0x%x): stopping", p[3].revents);
+          break;
+        }
+      if (p[2].revents & POLLIN)
+        {
+          drain_eventfd (p[2].fd);
+          do_tx (&dev);
+        }
+      if (p[1].revents & POLLIN)
+        {
+          /* new receive buffers */
+          drain_eventfd (p[1].fd);
+          dev.rx_starved = FALSE;
+        }
+      if ((p[1].revents | p[3].revents) & POLLIN)
+        if (!do_rx (&dev, error))
+          {
+            ok = FALSE;
+            break;
+          }
+      /* what was offered while kicks were off, or beyond the budgets */
+      if (va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]))
+        do_tx (&dev);
+    }
+  g_message ("transmitted %" G_GUINT64_FORMAT " frames (%" G_GUINT64_FORMAT " dropped), received %" G_GUINT64_FORMAT, dev.tx_stats.frames,
+             dev.tx_stats.dropped, dev.rx_stats.frames);
+  stop_queues (&dev);
+  return ok;
+}
