@@ -14,7 +14,9 @@ import time
 import unittest
 from unittest import mock
 
+from vatest import hookdoc
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, vdpactl
+from vatest.paths import HOOK
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -93,6 +95,7 @@ loop.run()
 print(json.dumps(results))
 """
 TRY_AGAIN = "org.vdpa_allocator.Error.TryAgain"
+BUSY = "org.vdpa_allocator.Error.Busy"
 SRC = os.environ.get("VA_SRCDIR") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNDER_WRAPPER = bool(os.environ.get("VA_DAEMON_WRAPPER"))
 
@@ -268,14 +271,14 @@ class OpenCalls(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         return json.loads(out)
 
-    def test_open_calls_are_bounded_per_user_not_per_connection(self):
+    def test_open_calls_are_held_per_user_not_refused(self):
         # 8 connections of one user, 4 calls each at once: 4 of the user's
-        # are taken at a time, most of the 32 refused at once (all 32 were
-        # taken when the bound was a connection's)
+        # run at a time, the other 28 wait in its queue (22 MB of
+        # documents, within its bounds) and run in turn; none is refused.
+        # Before, all 32 were taken when the bound was a connection's, and
+        # then the 28 were refused at once, and sent again at once
         results = self.results(self.flood(8, 4, "RewriteDomain", 0))
-        self.assertEqual(sum(results.values()), 32, results)
-        self.assertGreaterEqual(results.get(TRY_AGAIN, 0), 16, results)
-        self.assertEqual(results.get("ok", 0) + results.get(TRY_AGAIN, 0), 32, results)
+        self.assertEqual(results, {"ok": 32})
 
     def test_root_never_competes_with_a_user_flood(self):
         # users keep their slots busy with both open methods, from more
@@ -295,11 +298,87 @@ class OpenCalls(unittest.TestCase):
             time.sleep(0.2)
         flooded = [self.results(p) for p in floods]
         self.assertEqual(refused, [])
-        # the flood was one: the user was refused some of its calls
-        self.assertGreater(sum(r.get(TRY_AGAIN, 0) for r in flooded), 0, flooded)
+        # the flood was one: more calls than the users may run at once
+        self.assertGreater(sum(sum(r.values()) for r in flooded), 5 * 32, flooded)
+        self.assertNotIn(BUSY, str(flooded))
         # and the daemon still answers its user
         self.assertEqual(call(self.bus, "ListLeases")[0], [])
 
+
+
+def hook(xml, op, sub, env=None):
+    """The hook as libvirt runs it (root)."""
+    t = time.monotonic()
+    r = subprocess.run([HOOK, "vm1", op, sub, "-"], input=xml, capture_output=True, text=True, timeout=120, env=env)
+    return r, time.monotonic() - t
+
+
+class HeldCalls(unittest.TestCase):
+    """issue 25 (3, 4), round 2: the calls over a user's bound were
+    refused at once, so a flood's callers sent their megabyte documents
+    again in a loop, and the hook's prepare begin (root) timed out while
+    it ran. Now they are held in the user's own queue, run when a slot of
+    that user frees, and answered TryAgain only when the queue is full or
+    they have waited VA_OPEN_HOLD_MS. The bounds themselves, whatever the
+    threads' timing: tests/open/test-open.c."""
+
+    def setUp(self):
+        if UNDER_WRAPPER:
+            self.skipTest("the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
+        self.bus = Bus()
+        self.addCleanup(self.bus.close)
+        self.daemon = Daemon(self.bus, config=hookdoc.CONFIG + "\n[hook]\ntimeout-ms=60000\n")
+        self.daemon.start()
+        self.addCleanup(self.daemon.remove)
+        self.addCleanup(self.daemon.stop)
+        hookdoc.PORT_ROOT = os.path.join(self.daemon.run_dir, "ports")
+
+    def flood(self, conns, per, method, seconds, uid=NOBODY):
+        p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", sys.executable, "-c",
+                              OPEN_FLOOD, str(conns), str(per), method, str(seconds)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        return p
+
+    def results(self, p):
+        out, err = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0, err)
+        return json.loads(out)
+
+    def test_a_flood_of_big_documents_fails_no_call_of_root(self):
+        # 8 connections of nobody, 4 documents of 0.8 MB in flight each,
+        # each sent again as soon as it is answered
+        flood = self.flood(8, 4, "RewriteDomain", 15)
+        time.sleep(1)
+        xml = hookdoc.domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        # the hook reads the daemon's configuration: a budget that outlasts
+        # a machine this test may share (what the calls need is below)
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
+        failed, took_all = [], []
+        for _ in range(2):
+            # the hook's prepare and release (Allocate, Release) and its
+            # migrate begin (RewriteDomain as root)
+            for op, sub in (("prepare", "begin"), ("migrate", "begin"), ("release", "end")):
+                r, took = hook(xml, op, sub, env=env)
+                took_all.append("%s %.1f s" % (op, took))
+                if r.returncode != 0:
+                    failed.append("%s %s after %.1f s: %s" % (op, sub, took, r.stderr.strip()))
+            # root's vdpactl, which retries TryAgain within its budget
+            for args in (("allocate", "-u", UUID, "-m", "52:54:00:00:00:02", "-n", "vpc2"), ("release", "-u", UUID, "--all")):
+                r = vdpactl(*args)
+                if r.returncode != 0:
+                    failed.append("vdpactl %s: %s" % (args[0], r.stderr.strip()))
+        results = self.results(flood)
+        print("# root's calls under the flood: %s; the flood's answers: %s" % (", ".join(took_all), results))
+        self.assertEqual(failed, [])
+        # the calls over the user's 4 running were held and run, not
+        # refused (28 documents of 0.8 MB are within its queue's bounds):
+        # so its callers sent nothing again but at the pace it was served,
+        # where before they were refused at once and sent again at once
+        self.assertEqual(list(results), ["ok"], results)
+        # it was a flood: more calls than the user may have running
+        self.assertGreater(results["ok"], 32, results)
 
 
 def fill(bus, n, network="vpc2"):

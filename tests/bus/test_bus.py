@@ -389,15 +389,16 @@ print(json.dumps(results))
         if os.environ.get("VA_DAEMON_WRAPPER"):
             self.skipTest("the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
 
-    def test_rewrite_domain_is_bounded_per_caller(self):
+    def test_rewrite_domain_over_the_callers_bound_is_held(self):
         self.skip_under_a_wrapper()
         r = self.flood(6)
         self.assertEqual(r.returncode, 0, r.stderr)
         results = json.loads(r.stdout)
-        self.assertEqual(len(results), 6)
-        # the first four are taken (the document parses; it is no domain
-        # with metadata, so the engine refuses it), the rest refused at once
-        self.assertGreaterEqual(results.count("org.vdpa_allocator.Error.TryAgain"), 2, results)
+        # 4 run at a time (the document parses; it has no vdpa:nics, so it
+        # comes back as it was), the other 2 wait for a slot of their user
+        # and run: none is refused. Which of them ran first is the
+        # scheduler's, so this is all a test can ask
+        self.assertEqual(results, ["ok"] * 6)
         self.assertServing()
 
     def test_rewrite_domain_of_a_caller_that_left_is_not_parsed(self):

@@ -232,7 +232,16 @@ got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
 
   if (!ret)
     {
-      if (c->open_func)
+      /* the caller left before its uid was known: as for a call queued
+       * when it left (va_open_sender_gone()), nothing is run */
+      if (c->open_func && g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
+        {
+          g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (c->inv),
+                     g_dbus_method_invocation_get_sender (c->inv));
+          /* the handler's reference: c holds one of its own */
+          g_dbus_method_invocation_return_error_literal (c->inv, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
+        }
+      else if (c->open_func)
         c->open_func (c->self, c->inv, G_MAXUINT32);
       else
         deny (c->self, c->inv, error->message);
@@ -584,18 +593,23 @@ list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GErr
   return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv})"), data_bytes, TRUE);
 }
 
+/* When the call gets its slot (it may have been held): the copy. */
+static gpointer
+list_leases_start (gpointer self)
+{
+  return snapshot_get (self);
+}
+
 static void
 do_list_leases (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
 {
-  va_open_submit (self->open, inv, uid, list_leases_reply, snapshot_get (self), (GDestroyNotify) snapshot_unref);
+  va_open_submit (self->open, inv, uid, list_leases_start, self, list_leases_reply, (GDestroyNotify) snapshot_unref);
 }
 
 static void
 do_rewrite (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
 {
-  g_autoptr (VaHostView) view = va_allocator_get_host_view (self->alloc);
-
-  va_open_submit_rewrite (self->open, inv, uid, view);
+  va_open_submit_rewrite (self->open, inv, uid, self->alloc);
 }
 
 static void

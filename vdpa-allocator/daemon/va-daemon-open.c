@@ -14,16 +14,32 @@
 
 /* a job this large leaves the heap grown: give it back */
 #define TRIM_ABOVE (1024 * 1024)
+/* how often the held calls are looked at for those held too long */
+#define SWEEP_MS 250
+
+/* A uid's calls: those running and those held. */
+typedef struct
+{
+  guint32 uid;
+  guint running;    /* queued on the workers or in progress */
+  GQueue held;      /* Job*, oldest first */
+  gsize held_bytes; /* their arguments' */
+} User;
 
 struct _VaOpen
 {
   GThreadPool *pool;      /* unprivileged callers' jobs, niced threads */
   GThreadPool *root_pool; /* uid 0's */
+  GMainContext *context;  /* where starts, admissions and expiries run */
   GMutex lock;            /* guards what follows: workers end their jobs */
-  GHashTable *senders;    /* unique name → GPtrArray of its Job* */
-  GHashTable *uids;       /* uid → its jobs queued or running (not uid 0) */
-  guint queued;           /* unprivileged jobs queued or running */
-  guint root_queued;      /* uid 0's */
+  GHashTable *senders;    /* unique name → GPtrArray of its Job*, running or held */
+  GHashTable *users;      /* uid → User*, while it has calls */
+  GQueue waiting;         /* User* with held calls, in the order they get a turn */
+  guint running;          /* jobs of uids other than 0 running */
+  guint held;             /* calls of uids other than 0 held */
+  gsize held_bytes;       /* their arguments' */
+  GSource *admit;         /* admits held calls after a slot freed, or NULL */
+  guint sweep_id;         /* main context only: expires held calls */
 };
 
 typedef struct
@@ -32,6 +48,11 @@ typedef struct
   GDBusMethodInvocation *inv;
   char *sender;
   guint32 uid;
+  gsize bytes; /* its arguments' */
+  gint64 since;
+  gboolean held; /* under lock: in its user's queue */
+  VaOpenStart start;
+  gpointer start_data;
   VaOpenFunc func;
   gpointer data;
   GDestroyNotify data_free;
@@ -43,14 +64,65 @@ job_free (Job *job)
 {
   g_clear_object (&job->inv);
   g_free (job->sender);
-  if (job->data_free)
+  if (job->data && job->data_free)
     job->data_free (job->data);
   g_free (job);
 }
 
-/* Under lock: @job's slot is free again. */
+static guint
+run_bound (guint32 uid)
+{
+  return uid == 0 ? VA_OPEN_ROOT_QUEUE : VA_OPEN_PER_UID;
+}
+
+/* Under lock: whether @user may have one more job running. */
+static gboolean
+may_run (VaOpen *self, User *user)
+{
+  if (user->running >= run_bound (user->uid))
+    return FALSE;
+  return user->uid == 0 || self->running < VA_OPEN_QUEUE;
+}
+
+/* Under lock: @uid's, made when absent. */
+static User *
+user_get (VaOpen *self, guint32 uid)
+{
+  User *user = g_hash_table_lookup (self->users, GUINT_TO_POINTER (uid));
+
+  if (!user)
+    {
+      user = g_new0 (User, 1);
+      user->uid = uid;
+      g_queue_init (&user->held);
+      g_hash_table_insert (self->users, GUINT_TO_POINTER (uid), user);
+    }
+  return user;
+}
+
+/* Under lock: @user is forgotten once it has no calls. */
 static void
-job_end (VaOpen *self, Job *job)
+user_settle (VaOpen *self, User *user)
+{
+  if (user->running == 0 && user->held.length == 0)
+    g_hash_table_remove (self->users, GUINT_TO_POINTER (user->uid));
+}
+
+static void
+sender_add (VaOpen *self, Job *job)
+{
+  GPtrArray *jobs = g_hash_table_lookup (self->senders, job->sender);
+
+  if (!jobs)
+    {
+      jobs = g_ptr_array_new ();
+      g_hash_table_insert (self->senders, g_strdup (job->sender), jobs);
+    }
+  g_ptr_array_add (jobs, job);
+}
+
+static void
+sender_remove (VaOpen *self, Job *job)
 {
   GPtrArray *jobs = g_hash_table_lookup (self->senders, job->sender);
 
@@ -60,27 +132,83 @@ job_end (VaOpen *self, Job *job)
       if (jobs->len == 0)
         g_hash_table_remove (self->senders, job->sender);
     }
-  if (job->uid == 0)
-    self->root_queued--;
-  else
-    {
-      guint n = GPOINTER_TO_UINT (g_hash_table_lookup (self->uids, GUINT_TO_POINTER (job->uid)));
+}
 
-      self->queued--;
-      if (n <= 1)
-        g_hash_table_remove (self->uids, GUINT_TO_POINTER (job->uid));
-      else
-        g_hash_table_insert (self->uids, GUINT_TO_POINTER (job->uid), GUINT_TO_POINTER (n - 1));
+/* Under lock: @job takes a slot of its uid. */
+static void
+account_run (VaOpen *self, User *user)
+{
+  user->running++;
+  if (user->uid != 0)
+    self->running++;
+}
+
+/* Under lock: @job, held, leaves its uid's queue (to run, or to be
+ * answered). */
+static void
+unhold (VaOpen *self, User *user, Job *job)
+{
+  g_queue_remove (&user->held, job);
+  job->held = FALSE;
+  user->held_bytes -= job->bytes;
+  if (user->uid != 0)
+    {
+      self->held--;
+      self->held_bytes -= job->bytes;
     }
+  if (user->held.length == 0)
+    g_queue_remove (&self->waiting, user);
+}
+
+/* Under lock: @job's slot is free again. */
+static void
+job_end (VaOpen *self, Job *job)
+{
+  User *user = g_hash_table_lookup (self->users, GUINT_TO_POINTER (job->uid));
+
+  sender_remove (self, job);
+  user->running--;
+  if (job->uid != 0)
+    self->running--;
+  user_settle (self, user);
+}
+
+static gboolean admit_held (gpointer user_data);
+
+/* Under lock, on any thread: a slot freed while calls are held. */
+static void
+schedule_admit (VaOpen *self)
+{
+  if (self->admit || self->waiting.length == 0)
+    return;
+  self->admit = g_idle_source_new ();
+  g_source_set_priority (self->admit, G_PRIORITY_DEFAULT);
+  g_source_set_callback (self->admit, admit_held, self, NULL);
+  g_source_set_static_name (self->admit, "[va-open] admit");
+  g_source_attach (self->admit, self->context);
+}
+
+/* Lowers or restores this worker thread's priority. */
+static void
+set_nice (int nice)
+{
+  if (setpriority (PRIO_PROCESS, (id_t) gettid (), nice) < 0)
+    g_debug ("setting the open calls' thread priority to %d: %s", nice, g_strerror (errno));
 }
 
 /* On a worker: the reply is serialized and sent from here, so that a
  * large one (ListLeases) costs the main loop nothing. The slot is freed
- * before the answer, so that a caller's next call never finds it taken. */
+ * before the answer, so that a caller's next call never finds it taken.
+ * An unprivileged caller's call runs below the main loop's priority, so
+ * that a flood of them does not starve VM starts; but not its answer:
+ * GDBus serializes a reply holding the connection's lock, which the
+ * thread that reads every incoming message (root's too) needs, and a
+ * thread kept waiting at low priority under load would hold everyone's
+ * messages with it (seen: 10 s for a property read while a user's
+ * documents were answered). */
 static void
 run_job (gpointer data, gpointer user_data)
 {
-  static GPrivate niced;
   Job *job = data;
   VaOpen *self = job->open;
   g_autoptr (GError) error = NULL;
@@ -88,13 +216,6 @@ run_job (gpointer data, gpointer user_data)
   gsize bytes = 0;
   gboolean cancelled;
 
-  /* below the main loop: a flood of open calls must not starve VM starts */
-  if (job->uid != 0 && !g_private_get (&niced))
-    {
-      if (setpriority (PRIO_PROCESS, (id_t) gettid (), 10) < 0)
-        g_debug ("lowering the open calls' thread priority: %s", g_strerror (errno));
-      g_private_set (&niced, GINT_TO_POINTER (1));
-    }
   g_mutex_lock (&self->lock);
   cancelled = job->cancelled;
   g_mutex_unlock (&self->lock);
@@ -104,9 +225,16 @@ run_job (gpointer data, gpointer user_data)
       g_set_error_literal (&error, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
     }
   else
-    out = job->func (job->inv, job->data, &bytes, &error);
+    {
+      if (job->uid != 0)
+        set_nice (10);
+      out = job->func (job->inv, job->data, &bytes, &error);
+      if (job->uid != 0)
+        set_nice (0);
+    }
   g_mutex_lock (&self->lock);
   job_end (self, job);
+  schedule_admit (self);
   g_mutex_unlock (&self->lock);
   if (out)
     g_dbus_method_invocation_return_value (g_steal_pointer (&job->inv), out);
@@ -118,14 +246,107 @@ run_job (gpointer data, gpointer user_data)
     malloc_trim (0);
 }
 
+/* On the main context: @job has its slot (accounted): its data is taken
+ * now, and it goes to its workers. */
+static void
+start_job (VaOpen *self, Job *job)
+{
+  if (job->start)
+    job->data = job->start (job->start_data);
+  g_thread_pool_push (job->uid == 0 ? self->root_pool : self->pool, job, NULL);
+}
+
+/* The held calls whose uid has a slot free again, the uids in turn (one
+ * call each per round), until no slot is free for any of them. */
+static gboolean
+admit_held (gpointer user_data)
+{
+  VaOpen *self = user_data;
+  g_autoptr (GPtrArray) admitted = g_ptr_array_new ();
+  guint idle = 0;
+
+  g_mutex_lock (&self->lock);
+  g_clear_pointer (&self->admit, g_source_unref);
+  while (self->waiting.length > 0 && idle < self->waiting.length)
+    {
+      User *user = g_queue_pop_head (&self->waiting);
+      Job *job;
+
+      if (!may_run (self, user))
+        {
+          g_queue_push_tail (&self->waiting, user);
+          idle++;
+          continue;
+        }
+      idle = 0;
+      job = g_queue_peek_head (&user->held);
+      g_queue_push_tail (&self->waiting, user); /* unhold() takes it off when it was its last */
+      unhold (self, user, job);
+      account_run (self, user);
+      g_ptr_array_add (admitted, job);
+    }
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < admitted->len; i++)
+    start_job (self, g_ptr_array_index (admitted, i));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+answer_try_again (Job *job, const char *why)
+{
+  g_dbus_method_invocation_return_error (g_steal_pointer (&job->inv), VA_ERROR, VA_ERROR_TRY_AGAIN, "%s", why);
+  job_free (job);
+}
+
+/* The held calls held VA_OPEN_HOLD_MS are answered TryAgain. */
+static gboolean
+sweep (gpointer user_data)
+{
+  VaOpen *self = user_data;
+  g_autoptr (GPtrArray) expired = g_ptr_array_new ();
+  gint64 oldest = g_get_monotonic_time () - (gint64) VA_OPEN_HOLD_MS * 1000;
+  gboolean more;
+
+  g_mutex_lock (&self->lock);
+  for (GList *l = self->waiting.head; l;)
+    {
+      User *user = l->data;
+      Job *job;
+
+      l = l->next; /* unhold() may take @user off the list */
+      while ((job = g_queue_peek_head (&user->held)) && job->since <= oldest)
+        {
+          unhold (self, user, job);
+          sender_remove (self, job);
+          g_ptr_array_add (expired, job);
+        }
+      user_settle (self, user);
+    }
+  more = self->waiting.length > 0;
+  if (!more)
+    self->sweep_id = 0;
+  g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < expired->len; i++)
+    {
+      Job *job = g_ptr_array_index (expired, i);
+      g_autofree char *why = g_strdup_printf ("%s held %d s behind the calls of uid %u to the open methods; try again",
+                                              g_dbus_method_invocation_get_method_name (job->inv), VA_OPEN_HOLD_MS / 1000, job->uid);
+
+      answer_try_again (job, why);
+    }
+  return more ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+}
+
 VaOpen *
 va_open_new (void)
 {
   VaOpen *self = g_new0 (VaOpen, 1);
 
   g_mutex_init (&self->lock);
+  self->context = g_main_context_ref_thread_default ();
   self->senders = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_ptr_array_unref);
-  self->uids = g_hash_table_new (NULL, NULL);
+  self->users = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  g_queue_init (&self->waiting);
   self->pool = g_thread_pool_new (run_job, self, VA_OPEN_THREADS, FALSE, NULL);
   self->root_pool = g_thread_pool_new (run_job, self, VA_OPEN_THREADS, FALSE, NULL);
   return self;
@@ -134,77 +355,116 @@ va_open_new (void)
 void
 va_open_free (VaOpen *self)
 {
+  g_autoptr (GPtrArray) held = NULL;
+  GHashTableIter iter;
+  User *user;
+
   if (!self)
     return;
+  /* nothing held is admitted from now on: answered at the end */
+  held = g_ptr_array_new ();
+  g_mutex_lock (&self->lock);
+  g_hash_table_iter_init (&iter, self->users);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &user))
+    {
+      Job *job;
+
+      while ((job = g_queue_peek_head (&user->held)))
+        {
+          unhold (self, user, job);
+          sender_remove (self, job);
+          g_ptr_array_add (held, job);
+        }
+    }
+  g_mutex_unlock (&self->lock);
   /* the jobs still queued run (cancelled ones quickly) and are answered */
   g_thread_pool_free (self->pool, FALSE, TRUE);
   g_thread_pool_free (self->root_pool, FALSE, TRUE);
+  for (guint i = 0; i < held->len; i++)
+    answer_try_again (g_ptr_array_index (held, i), "the daemon is stopping; try again");
+  if (self->admit)
+    {
+      g_source_destroy (self->admit);
+      g_source_unref (self->admit);
+    }
+  g_clear_handle_id (&self->sweep_id, g_source_remove);
   g_hash_table_unref (self->senders);
-  g_hash_table_unref (self->uids);
+  g_hash_table_unref (self->users);
+  g_main_context_unref (self->context);
   g_mutex_clear (&self->lock);
   g_free (self);
 }
 
 void
-va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenFunc func, gpointer data, GDestroyNotify data_free)
+va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
+                GDestroyNotify data_free)
 {
   const char *sender = g_dbus_method_invocation_get_sender (inv);
   const char *method = g_dbus_method_invocation_get_method_name (inv);
-  g_autoptr (GError) busy = NULL;
-  GPtrArray *jobs;
+  g_autofree char *full = NULL;
+  gsize bytes = g_variant_get_size (g_dbus_method_invocation_get_parameters (inv));
+  gboolean run = FALSE;
+  User *user;
   Job *job;
-  guint n;
 
   g_return_if_fail (self != NULL);
   g_return_if_fail (G_IS_DBUS_METHOD_INVOCATION (inv));
   g_return_if_fail (func != NULL);
 
   g_mutex_lock (&self->lock);
-  n = GPOINTER_TO_UINT (g_hash_table_lookup (self->uids, GUINT_TO_POINTER (uid)));
-  if (uid == 0 && self->root_queued >= VA_OPEN_ROOT_QUEUE)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN,
-                 "%d calls of uid 0 to %s and the other open methods are in progress already; try again", VA_OPEN_ROOT_QUEUE, method);
-  else if (uid != 0 && n >= VA_OPEN_PER_UID)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN, "%d calls of uid %u to %s and the other open methods are in progress already",
-                 VA_OPEN_PER_UID, uid, method);
-  else if (uid != 0 && self->queued >= VA_OPEN_QUEUE)
-    g_set_error (&busy, VA_ERROR, VA_ERROR_TRY_AGAIN,
-                 "%d calls of unprivileged users to %s and the other open methods are in progress already; try again", VA_OPEN_QUEUE,
-                 method);
-  if (busy)
+  user = user_get (self, uid);
+  /* first come, first served: behind its uid's held calls */
+  if (user->held.length == 0 && may_run (self, user))
+    run = TRUE;
+  else if (user->held.length >= VA_OPEN_HOLD_PER_UID || user->held_bytes + bytes > VA_OPEN_HOLD_BYTES_PER_UID)
+    full = g_strdup_printf ("%u calls of uid %u to %s and the other open methods are in progress and %u (%" G_GSIZE_FORMAT
+                            " KiB) wait already; try again",
+                            user->running, uid, method, user->held.length, user->held_bytes / 1024);
+  else if (uid != 0 && (self->held >= VA_OPEN_HOLD_ALL || self->held_bytes + bytes > VA_OPEN_HOLD_BYTES_ALL))
+    full = g_strdup_printf ("%u calls of unprivileged users to %s and the other open methods are in progress and %u (%" G_GSIZE_FORMAT
+                            " KiB) wait already; try again",
+                            self->running, method, self->held, self->held_bytes / 1024);
+  if (full)
     {
+      user_settle (self, user);
       g_mutex_unlock (&self->lock);
-      g_dbus_method_invocation_return_gerror (inv, busy);
-      if (data_free)
-        data_free (data);
+      g_dbus_method_invocation_return_error_literal (inv, VA_ERROR, VA_ERROR_TRY_AGAIN, full);
       return;
     }
-  if (!sender)
-    sender = "";
   job = g_new0 (Job, 1);
   job->open = self;
   job->inv = inv; /* the method handler's: answering consumes it */
-  job->sender = g_strdup (sender);
+  job->sender = g_strdup (sender ? sender : "");
   job->uid = uid;
+  job->bytes = bytes;
+  job->since = g_get_monotonic_time ();
+  job->start = start;
+  job->start_data = start_data;
   job->func = func;
-  job->data = data;
   job->data_free = data_free;
-  jobs = g_hash_table_lookup (self->senders, sender);
-  if (!jobs)
-    {
-      jobs = g_ptr_array_new ();
-      g_hash_table_insert (self->senders, g_strdup (sender), jobs);
-    }
-  g_ptr_array_add (jobs, job);
-  if (uid == 0)
-    self->root_queued++;
+  sender_add (self, job);
+  if (run)
+    account_run (self, user);
   else
     {
-      self->queued++;
-      g_hash_table_insert (self->uids, GUINT_TO_POINTER (uid), GUINT_TO_POINTER (n + 1));
+      job->held = TRUE;
+      g_queue_push_tail (&user->held, job);
+      user->held_bytes += bytes;
+      if (uid != 0)
+        {
+          self->held++;
+          self->held_bytes += bytes;
+        }
+      if (user->held.length == 1)
+        g_queue_push_tail (&self->waiting, user);
+      /* a slot may have freed since the last admission */
+      schedule_admit (self);
     }
   g_mutex_unlock (&self->lock);
-  g_thread_pool_push (uid == 0 ? self->root_pool : self->pool, job, NULL);
+  if (run)
+    start_job (self, job);
+  else if (!self->sweep_id)
+    self->sweep_id = g_timeout_add_full (G_PRIORITY_DEFAULT, SWEEP_MS, sweep, self, NULL);
 }
 
 static GVariant *
@@ -223,17 +483,24 @@ rewrite (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error
   return out ? g_variant_new ("(@s)", g_variant_new_take_string (out)) : NULL;
 }
 
-void
-va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaHostView *view)
+static gpointer
+host_view (gpointer alloc)
 {
-  g_return_if_fail (view != NULL);
+  return va_allocator_get_host_view (alloc);
+}
 
-  va_open_submit (self, inv, uid, rewrite, va_host_view_ref (view), (GDestroyNotify) va_host_view_unref);
+void
+va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaAllocator *alloc)
+{
+  g_return_if_fail (VA_IS_ALLOCATOR (alloc));
+
+  va_open_submit (self, inv, uid, host_view, alloc, rewrite, (GDestroyNotify) va_host_view_unref);
 }
 
 void
 va_open_sender_gone (VaOpen *self, const char *sender)
 {
+  g_autoptr (GPtrArray) dropped = g_ptr_array_new ();
   GPtrArray *jobs;
 
   g_return_if_fail (self != NULL);
@@ -241,7 +508,32 @@ va_open_sender_gone (VaOpen *self, const char *sender)
 
   g_mutex_lock (&self->lock);
   jobs = g_hash_table_lookup (self->senders, sender);
-  for (guint i = 0; jobs && i < jobs->len; i++)
-    ((Job *) g_ptr_array_index (jobs, i))->cancelled = TRUE;
+  for (guint i = 0; jobs && i < jobs->len;)
+    {
+      Job *job = g_ptr_array_index (jobs, i);
+
+      if (job->held)
+        {
+          User *user = g_hash_table_lookup (self->users, GUINT_TO_POINTER (job->uid));
+
+          unhold (self, user, job);
+          user_settle (self, user);
+          g_ptr_array_remove_index_fast (jobs, i);
+          g_ptr_array_add (dropped, job);
+          continue;
+        }
+      job->cancelled = TRUE;
+      i++;
+    }
+  if (jobs && jobs->len == 0)
+    g_hash_table_remove (self->senders, sender);
   g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < dropped->len; i++)
+    {
+      Job *job = g_ptr_array_index (dropped, i);
+
+      g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (job->inv), job->sender);
+      g_dbus_method_invocation_return_error_literal (g_steal_pointer (&job->inv), VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
+      job_free (job);
+    }
 }

@@ -3,7 +3,7 @@
 
 #include <gio/gio.h>
 
-#include "va-host-view.h"
+#include "va-allocator.h"
 
 G_BEGIN_DECLS
 
@@ -11,38 +11,81 @@ G_BEGIN_DECLS
  * the main loop, which serves Allocate, Release and Claim for VM starts
  * and only admits and accounts here. Anyone may call these as often as it
  * likes, so what a user can cost is bounded by its uid, not by its bus
- * connections: each uid other than 0 may have VA_OPEN_PER_UID calls queued
- * or running, all of them together VA_OPEN_QUEUE, run on VA_OPEN_THREADS
- * threads below the main loop's priority; more get TryAgain at once. Calls of
- * uid 0 (the libvirt hook, the daemon's helpers, the admin's vdpactl) never
- * share these slots nor these threads: they have their own
- * (VA_OPEN_ROOT_QUEUE, at normal priority). The queued calls of a caller
- * that has left the bus are dropped undone. */
+ * connections:
+ *
+ * - each uid other than 0 may have VA_OPEN_PER_UID calls running (queued
+ *   on the workers or in progress), all of them together VA_OPEN_QUEUE,
+ *   run on VA_OPEN_THREADS threads, below the main loop's priority while
+ *   they work (not while they answer: va-daemon-open.c);
+ * - a call over those bounds is held, in its uid's own queue, and runs
+ *   when a slot of its uid frees (first come, first served within a uid,
+ *   the uids in turn); a uid may have VA_OPEN_HOLD_PER_UID calls and
+ *   VA_OPEN_HOLD_BYTES_PER_UID bytes of arguments held, all users together
+ *   VA_OPEN_HOLD_ALL and VA_OPEN_HOLD_BYTES_ALL;
+ * - a call that finds its uid's queue (or all users') full, or that has
+ *   been held VA_OPEN_HOLD_MS, is answered TryAgain, which the clients
+ *   wait out within their budgets.
+ *
+ * Holding rather than refusing at once is what keeps a flood cheap: a
+ * caller that sends its next call when one is answered (and a refused one
+ * again at once, whatever its size) is slowed to the pace its calls are
+ * served at, instead of pushing megabyte documents through the bus in a
+ * loop that delays every other message. VA_OPEN_HOLD_MS (10 s) is well
+ * under the 25 s a D-Bus call waits by default and vdpactl's 30 s, so that
+ * a held caller is answered, and has time to try again, before its own
+ * timeout; and over the time the workers took to go through one user's
+ * full queue of 0.8 MB documents on a loaded 2-core machine (about 5 a
+ * second, 6 s for 32), so that a call held behind its own uid's is run,
+ * not refused.
+ *
+ * Calls of uid 0 (the libvirt hook, the daemon's helpers, the admin's
+ * vdpactl) never share these slots, threads or queues, nor count in the
+ * bounds of all users: they have their own VA_OPEN_ROOT_QUEUE slots at
+ * normal priority, and a queue of their own with the per-uid bounds. The
+ * calls of a caller that has left the bus are dropped undone. */
 typedef struct _VaOpen VaOpen;
 
 #define VA_OPEN_THREADS 2
 #define VA_OPEN_PER_UID 4
 #define VA_OPEN_QUEUE 32
 #define VA_OPEN_ROOT_QUEUE 32
+#define VA_OPEN_HOLD_PER_UID 32
+#define VA_OPEN_HOLD_BYTES_PER_UID (32 * 1024 * 1024)
+#define VA_OPEN_HOLD_ALL 256
+#define VA_OPEN_HOLD_BYTES_ALL (64 * 1024 * 1024)
+#define VA_OPEN_HOLD_MS 10000
+
+/* Runs on the main context when the call gets its slot: what the job
+ * reads (a copy of the leases, the host as the engine sees it), taken
+ * then rather than when the call came, so that a held call neither keeps
+ * an old copy alive nor answers from it. Freed with the submit's
+ * @data_free, on whichever thread ends the job. */
+typedef gpointer (*VaOpenStart) (gpointer user_data);
 
 /* Runs on a worker thread: the reply to @inv's call ("(…)" tuple,
- * floating or not) or NULL and @error. @data is the job's. Sets @bytes to
- * the size of what it read or built: above a megabyte, the worker gives
- * the heap it grew back once the reply is sent. */
+ * floating or not) or NULL and @error. @data is what the job's start
+ * returned. Sets @bytes to the size of what it read or built: above a
+ * megabyte, the worker gives the heap it grew back once the reply is
+ * sent. */
 typedef GVariant *(*VaOpenFunc) (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error);
 
+/* Its idle and timer sources go to the thread-default main context. */
 VaOpen *va_open_new (void);
+/* Answers what is held with TryAgain, and what runs when it has run. */
 void va_open_free (VaOpen *self);
 
 /* Answers @inv (taking the handler's reference) from a worker with what
- * @func returns, or with TryAgain at once when @uid's slots or all are taken.
- * @data is freed with @data_free, on the main context. */
-void va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenFunc func, gpointer data, GDestroyNotify data_free);
+ * @func returns from what @start returns, now or once held; or with
+ * TryAgain when @uid's queue or all users' is full. */
+void va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
+                     GDestroyNotify data_free);
 
-/* RewriteDomain ("(ss)" xml, to → "(s)") against @view. */
-void va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaHostView *view);
+/* RewriteDomain ("(ss)" xml, to → "(s)") against @alloc's host view as it
+ * is when the call gets its slot. @alloc outlives @self. */
+void va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaAllocator *alloc);
 
-/* @sender has left the bus: its queued calls are not run. */
+/* @sender has left the bus: its held calls are dropped now, its queued
+ * ones are not run. */
 void va_open_sender_gone (VaOpen *self, const char *sender);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaOpen, va_open_free)
