@@ -684,6 +684,8 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
 
       if (g_hash_table_contains (replugged, nic->mac))
         {
+          /* lost by this very operation (a roll back's replug): no more */
+          n->lost = n->lost_marked = FALSE;
           va_swap_note (n, "plugged back in its portable form (lost in an earlier swap)");
           if (only)
             g_hash_table_add (only, g_strdup (nic->mac));
