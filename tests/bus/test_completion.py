@@ -72,7 +72,7 @@ class CompletionTest(unittest.TestCase):
         self.assertIn("domain", top)
         self.assertEqual(complete("vdpactl", ""), sorted(top + ["--help", "--version"]))
         for words in (["status"], ["reconcile"], ["allocate"], ["release"], ["rewrite"], ["pool", "list"],
-                      ["pool", "show", "x"], ["lease", "list"], ["network", "list"], ["domain", "show", "vm1"],
+                      ["pool", "show", "x"], ["lease", "list"], ["dev", "list"], ["network", "list"], ["domain", "show", "vm1"],
                       ["domain", "accelerate", "vm1"], ["domain", "portable", "vm1"], ["domain", "attach", "vm1"],
                       ["domain", "detach", "vm1"], ["domain", "migrate", "vm1"], ["domain", "save", "vm1"],
                       ["domain", "managedsave", "vm1"], ["domain", "restore", "vm1"]):
