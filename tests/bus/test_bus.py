@@ -535,6 +535,18 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s/vdpa-allocator.conf: [network bad] pool: no pool named 'nowhere'"
                              % d.conf_dir)
+            # a line that does not parse: its number and our words, not
+            # GKeyFile's (issue 26, point 9)
+            conf = os.path.join(d.conf_dir, "vdpa-allocator.conf")
+            with open(conf) as f:
+                lines = f.read().splitlines()
+            lines[-1] = "pool cx6-p1"
+            with open(conf, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s:%d: 'pool cx6-p1' is neither key=value, a [group] nor a # comment"
+                             % (conf, len(lines)))
         finally:
             d.remove()
 
