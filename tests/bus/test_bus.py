@@ -371,6 +371,30 @@ class BusTest(unittest.TestCase):
         self.assertServing()
         self.assertEqual(allocate(self.bus, UUID1, mac(2), "vpc9")["vlan"], 9)
 
+    def test_reload_says_a_changed_simulate_group_waits_for_a_restart(self):
+        # issue 26, point 9: the backend is made at start; a reload that
+        # asks another one used to be ignored without a word
+        def reload_and_wait():
+            before = self.daemon.read_log().count("configuration reloaded")
+            self.daemon.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while self.daemon.read_log().count("configuration reloaded") == before:
+                self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+                time.sleep(0.05)
+
+        reload_and_wait()
+        self.assertNotIn("restart vdpa-allocatord", self.daemon.read_log(), "nothing changed: nothing to say")
+        conf = os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace("pfs=2", "pfs=3"))
+        reload_and_wait()
+        self.assertIn("the configuration now asks for the simulated NIC ([simulate] pfs=3 vfs=4 numa-nodes=2), but this daemon "
+                      "runs the simulated NIC ([simulate] pfs=2 vfs=4 numa-nodes=2), chosen at start: restart vdpa-allocatord "
+                      "to change it", self.daemon.read_log())
+        self.assertServing()
+
     def test_rewrite_domain_uses_live_capacity(self):
         xml = ("<domain><name>x</name><uuid>%s</uuid><metadata>"
                "<v:nics xmlns:v='http://vdpa-allocator.org/xmlns/domain/1.0'>"
