@@ -95,13 +95,13 @@ sed 's/^/    daemon: /' "$run/daemon.log"
 step "vdpactl status"
 "$vdpactl" status
 
-step "vdpactl dev list: the PFs and VFs the daemon sees (here the simulated ConnectX-6 Dx)"
-"$vdpactl" dev list
-
 step "vm1 starts: its vDPA NIC gets a lease (what the hook does at 'prepare')"
 uuid=4dea22b3-1d52-d8f3-2516-782e98ab3fa0
 "$vdpactl" allocate --uuid $uuid --domain vm1 --mac 52:54:00:6b:3c:58 --network vpc2
 "$vdpactl" lease list
+
+step "vdpactl dev list: the PFs and VFs the daemon sees (the simulated ConnectX-6 Dx), vm1's VF leased"
+"$vdpactl" dev list
 
 step "The port path of the accelerated form now resolves to the device"
 ls -l "$run/run/ports/$uuid/"
@@ -109,7 +109,6 @@ ls -l "$run/run/ports/$uuid/"
 step "vm1 stops: its leases come back"
 "$vdpactl" release --uuid $uuid --all
 "$vdpactl" status
-"$vdpactl" lease list
 
 step "vm1 done; stopping this daemon and its bus"
 kill $daemon 2>/dev/null || true

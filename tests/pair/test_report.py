@@ -161,7 +161,8 @@ class Report(unittest.TestCase):
         note = rep.noise_note(report)
         self.assertRegex(note, r"^network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to "
                                r"[0-9.]+x \(UDP 16 B, 100 Mbit/s, [a-zA-Z/ ]+\) from run to run, which is noise")
-        self.assertIn("Guests under TCG: " + note, table)
+        self.assertIn("\n\n" + note + ".\n", table)
+        self.assertIn("vDPA: unavailable", svg, "a bar that did not run names its kind, which has no legend entry")
         self.assertIn(note, self.texts(report)[1])
         # without the fallback pair there is nothing to call noise
         self.assertIsNone(rep.noise_note(rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, meta)))

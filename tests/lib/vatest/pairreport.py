@@ -152,7 +152,7 @@ def table(report):
         lines.append("| " + " | ".join(cells) + " |")
     noise = noise_note(report)
     if noise:
-        lines += ["", "Guests under TCG: " + noise + "."]
+        lines += ["", noise + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -235,7 +235,8 @@ def figure(report, title="vdpa-allocator paired-guest benchmark: two guests unde
                                 ha="center", va="bottom", fontsize=7)
                 else:
                     status = "not run" if not r or r["status"] == "not-run" else r["status"]
-                    ax.text(x, note_y, status, rotation=90, ha="center", va="bottom", fontsize=7, color="#a00000")
+                    # named: a kind without bars has no legend entry
+                    ax.text(x, note_y, "%s: %s" % (KIND_LABEL[k], status), rotation=90, ha="center", va="bottom", fontsize=7, color="#a00000")
         ax.set_xticks(range(len(tests)))
         ax.set_xticklabels([labels[t].replace(", ", ",\n") for t in tests], fontsize=8)
         ax.set_xlim(-0.6, len(tests) - 0.4)
