@@ -160,7 +160,7 @@ class Report(unittest.TestCase):
         self.assertIn("TCG", self.texts(report)[0])
         note = rep.noise_note(report)
         self.assertRegex(note, r"^network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to "
-                               r"[0-9.]+x \(UDP 16 B, 100 Mbit/s, [a-zA-Z/ ]+\) from run to run, which is noise")
+                               r"[0-9.]+x \(UDP 16 B, 100 Mbit/s, [a-zA-Z/ ]+\) in this run, which is the emulation's noise")
         self.assertIn("\n\n" + note + ".\n", table)
         self.assertIn("vDPA: unavailable", svg, "a bar that did not run names its kind, which has no legend entry")
         self.assertIn(note, self.texts(report)[1])

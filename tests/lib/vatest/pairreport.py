@@ -189,7 +189,7 @@ def noise_note(report):
     if worst is None:
         return None
     return ("network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to %.1fx "
-            "(%s, %s) from run to run, which is noise, not a difference between the networks" % worst)
+            "(%s, %s) in this run, which is the emulation's noise, not a difference between the networks" % worst)
 
 
 def figure(report, title="vdpa-allocator paired-guest benchmark: two guests under QEMU TCG (software emulation), measured in this run"):
