@@ -319,7 +319,7 @@ test_pf_appears (Fixture *f, gconstpointer data)
 {
   guint mark = 0;
   start (f);
-  assert_pool (f, 0, 0, 0, FALSE, "no PF matches the pool");
+  assert_pool (f, 0, 0, 0, FALSE, "no PF matches pool accel (match-vendor=15b3)");
 
   /* a ConnectX-6 Dx shows up after the daemon started */
   mark = f->changes;
@@ -328,6 +328,30 @@ test_pf_appears (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 8, 0, TRUE, "");
   g_assert_cmpuint (f->events->len, ==, 1);
   g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 (0000:3b:00.0) joined pool accel with 8 slot(s)");
+  /* vdpactl dev list: what discovery saw, from memory */
+  {
+    guint left_out = 99;
+    g_autoptr (GPtrArray) devs = va_allocator_list_devices (f->alloc, 3, &left_out);
+    const VaDevPf *pf;
+    const VaDevVf *vf;
+
+    g_assert_cmpuint (devs->len, ==, 1);
+    pf = g_ptr_array_index (devs, 0);
+    g_assert_cmpstr (pf->pci, ==, "0000:3b:00.0");
+    g_assert_cmpstr (pf->name, ==, "enp59s0f0np0");
+    g_assert_cmpstr (pf->model, ==, "ConnectX-6 Dx");
+    /* this testbed answers no devlink: the mode is not known, not guessed */
+    g_assert_null (pf->eswitch);
+    g_assert_cmpstr (pf->pool, ==, "accel");
+    g_assert_null (pf->why_no_pool);
+    g_assert_cmpuint (pf->n_vfs, ==, 8);
+    /* the bound: 3 VFs sent, 5 counted */
+    g_assert_cmpuint (pf->vfs->len, ==, 3);
+    g_assert_cmpuint (left_out, ==, 5);
+    vf = g_ptr_array_index (pf->vfs, 0);
+    g_assert_cmpstr (vf->state, ==, "free");
+    g_assert_cmpstr (vf->mgmtdev, ==, "pci/0000:3b:00.2");
+  }
 
   /* the same PF announced again joins nothing twice */
   mark = f->changes;

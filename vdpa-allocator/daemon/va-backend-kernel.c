@@ -165,6 +165,21 @@ vf_addresses (const VaKernelPf *kpf, GPtrArray **reasons)
   return vfs;
 }
 
+/* The eswitch mode as devlink names it, or NULL when not known. */
+static const char *
+eswitch_name (const VaKernelPf *kpf)
+{
+  switch (kpf->eswitch)
+    {
+      case VA_KERNEL_ESWITCH_LEGACY:
+        return "legacy";
+      case VA_KERNEL_ESWITCH_SWITCHDEV:
+        return "switchdev";
+      default:
+        return NULL;
+    }
+}
+
 static GPtrArray *
 kernel_discover (VaBackend *backend, GError **error)
 {
@@ -194,6 +209,8 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
       pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
+      pf->model = g_strdup (kpf->model ? kpf->model->name : NULL);
+      pf->eswitch = g_strdup (eswitch_name (kpf));
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -521,6 +538,8 @@ refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error)
     }
   g_ptr_array_unref (pf->vfs);
   pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
+  g_free (pf->eswitch);
+  pf->eswitch = g_strdup (eswitch_name (kpf));
   if (sriov)
     {
       g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
