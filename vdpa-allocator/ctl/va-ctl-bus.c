@@ -31,8 +31,19 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" }, { "mac", "MAC" },   { "kind", "KIND" },     { "network", "NETWORK" }, { "pool", "POOL" }, { "vlan", "VLAN" },
-  { "queues", "QUEUES" },      { "slot", "SLOT" }, { "device", "DEVICE" }, { "broken", "BROKEN" },   { "port", "PORT" }, { NULL },
+  { "domain_name", "DOMAIN" },
+  { "mac", "MAC" },
+  { "kind", "KIND" },
+  { "form", "FORM" },
+  { "network", "NETWORK" },
+  { "pool", "POOL" },
+  { "vlan", "VLAN" },
+  { "queues", "QUEUES" },
+  { "slot", "SLOT" },
+  { "device", "DEVICE" },
+  { "broken", "BROKEN" },
+  { "port", "PORT" },
+  { NULL },
 };
 
 /* aa{sv} of every pool's properties. */
