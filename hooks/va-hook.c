@@ -207,8 +207,7 @@ on_start (Hook *h)
       if (!nic->target_dev)
         return fail (h, "NIC %s: libvirt named no tap, so VLAN %u cannot be applied", nic->mac, plan.vlan);
       /* fail closed: an untagged NIC would land on the bridge's default VLAN */
-      if (!va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &error)
-          || !va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &error))
+      if (!va_nl_bridge_port_vlan (nic->target_dev, plan.vlan, &error))
         return fail (h, "NIC %s: VLAN %u on Linux bridge %s: %s", nic->mac, plan.vlan, plan.bridge, error->message);
     }
   return 0;

@@ -298,6 +298,106 @@ test_quota_drain_numa (Fixture *f, gconstpointer data)
   g_assert_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL);
 }
 
+/* Issue 28's software slot: a NIC whose pool has no free hardware slot,
+ * on a network with a fallback bridge, gets a software device (the sim
+ * backend's stand-in for VDUSE and the relay) while the pool has software
+ * slots; a software-only pool makes nothing else; the leases say their
+ * form, survive a restart, and release takes the device away. */
+static void
+test_software_fallback (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=1\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=1\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n"
+                                  "[network nofb]\nmode=vdpa\npool=accel\nvlan=30\n"
+                                  "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (VaLease) again = NULL;
+  g_autoptr (VaLease) only = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autofree char *target = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  /* room in software counts for the intent engine */
+  view = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "accel"), ==, 2);
+  g_clear_pointer (&view, va_host_view_unref);
+
+  hw = allocate (f, UUID1, "52:54:00:00:00:01", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+
+  /* no fallback bridge: no software device, the pool's own refusal */
+  g_assert_null (allocate (f, UUID1, "52:54:00:00:00:02", "nofb", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_nonnull (strstr (error->message, "pool accel is exhausted"));
+  g_clear_error (&error);
+
+  sw = allocate (f, UUID1, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  g_assert_cmpstr (sw->slot, ==, "vasw-525400000003");
+  g_assert_cmpstr (sw->device, ==, "vasw-525400000003");
+  g_assert_cmpstr (sw->pool, ==, "accel");
+  g_assert_cmpuint (sw->vlan, ==, 20);
+  g_assert_cmpuint (sw->queues, ==, 1);
+  target = g_file_read_link (sw->port, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (target, ==, sw->chardev);
+  g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+
+  /* the same NIC again: its lease back, idempotent */
+  again = allocate (f, UUID1, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_lease_equal (again, sw));
+
+  /* the one software slot is taken */
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:04", "soft", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "pool 'accel': no free hardware slot, and its 1 software slot(s) are in use");
+  g_clear_error (&error);
+  view = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "accel"), ==, 0);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "sw"), ==, 1);
+
+  /* a software-only pool */
+  only = allocate (f, UUID2, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (only->software);
+  g_assert_cmpstr (only->pool, ==, "sw");
+
+  /* the form survives a restart, and the leases are not broken */
+  stop (f);
+  start (f);
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 3);
+  for (guint i = 0; i < leases->len; i++)
+    {
+      VaLease *l = g_ptr_array_index (leases, i);
+      if (strcmp (l->mac, sw->mac) == 0)
+        g_assert_true (va_lease_equal (l, sw));
+    }
+  g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
+
+  /* release takes the software device away, and frees its slot */
+  g_assert_true (release (f, UUID1, sw->mac, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&again, va_lease_free);
+  again = allocate (f, UUID2, "52:54:00:00:00:04", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (again->software);
+}
+
 static void
 test_leases_survive_restart (Fixture *f, gconstpointer data)
 {
@@ -1149,6 +1249,7 @@ main (int argc, char **argv)
   ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/host-view-has-live-capacity", test_host_view_has_live_capacity);
+  ADD ("/allocator/software-fallback", test_software_fallback);
   ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();

@@ -133,6 +133,8 @@ void va_allocator_entry_free (Entry *e);
 char *va_allocator_make_key (const char *uuid, const char *mac);
 /* By "uuid/mac" key, or NULL. */
 Entry *va_allocator_lookup_entry (VaAllocator *self, const char *key);
+/* How many software devices (issue 28) the leases of @pool hold. */
+guint va_allocator_software_leases (VaAllocator *self, const char *pool);
 
 gboolean va_allocator_make_port_link (VaAllocator *self, const VaLease *lease, GError **error);
 void va_allocator_remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone);

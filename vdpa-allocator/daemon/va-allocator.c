@@ -158,8 +158,15 @@ va_allocator_get_host_view (VaAllocator *self)
   for (guint i = 0; names[i]; i++)
     {
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
+      const VaPoolConfig *pc = va_config_lookup_pool (self->config, names[i]);
+      guint software = 0;
+
+      /* a software slot is room too, for NICs on a network with a
+       * fallback bridge */
+      if (st && pc && pc->software_slots && !st->draining)
+        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i]));
       if (st)
-        va_host_view_set_pool_free (view, names[i], st->free, NULL);
+        va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
     }
   return view;
 }
@@ -259,6 +266,8 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   else if (strcmp (lease->port, port) != 0)
     g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.*s is not %s: left alone", VA_CUT (lease->port, 200), port);
+  else if (lease->software)
+    ; /* a software device holds no slot of the pool model */
   else
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   if (local)

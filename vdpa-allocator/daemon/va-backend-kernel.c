@@ -33,6 +33,7 @@
 #include "va-error.h"
 #include "va-kernel.h"
 #include "va-netlink.h"
+#include "va-software.h"
 #include "va-sysfs.h"
 
 struct _VaBackendKernel
@@ -47,6 +48,7 @@ struct _VaBackendKernel
   GSource *settle_source; /* pending "pfs-changed", while a burst goes on */
   VaNlMonitor *links;
   GSource *links_source;
+  GHashTable *relays; /* software device name → GSubprocess*, its relay */
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
@@ -633,18 +635,39 @@ step_done (VaDeviceInfo *dev, VaDeviceStep step, gint64 start)
   return now;
 }
 
+/* vdpa device @name bound to vhost_vdpa, its node given @pool's group and
+ * mode (its access file first, for the udev rule); the steps timed into
+ * @dev from *@t, which ends as the last step's end. */
+static gboolean
+bind_node (VaBackendKernel *self, const char *name, const VaPoolConfig *pool, const char *who, VaDeviceInfo *dev, gint64 *t, GError **error)
+{
+  const char *group = pool && pool->device_group ? pool->device_group : "kvm";
+  guint mode = pool && pool->device_mode ? pool->device_mode : 0660;
+  g_autoptr (GError) local = NULL;
+
+  if (!write_access_file (self, name, group, mode, who, error))
+    return FALSE;
+  if (!va_kernel_bind_vhost_vdpa (name, error))
+    return FALSE;
+  *t = step_done (dev, VA_DEVICE_STEP_BIND, *t);
+  dev->chardev = va_kernel_vhost_node (name, error);
+  if (!dev->chardev)
+    return FALSE;
+  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
+    return prefixed (error, local, who);
+  *t = step_done (dev, VA_DEVICE_STEP_NODE, *t);
+  return TRUE;
+}
+
 VaDeviceInfo *
 va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
 {
   VaBackendKernel *self;
   g_autofree char *who = NULL;
   g_autoptr (VaDeviceInfo) dev = NULL;
-  g_autoptr (GError) local = NULL;
   VaKernelPf *pf;
   VaKernelVf *vf;
   guint8 mac[6];
-  const char *group;
-  guint mode;
   gint64 t;
 
   g_return_val_if_fail (VA_IS_BACKEND_KERNEL (backend), NULL);
@@ -654,8 +677,6 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   self = VA_BACKEND_KERNEL (backend);
   who = device_who (name, req->slot);
   dev = g_new0 (VaDeviceInfo, 1);
-  group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
-  mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
@@ -664,20 +685,8 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
       return NULL;
     }
   t = g_get_monotonic_time ();
-  if (!write_access_file (self, name, group, mode, who, error))
+  if (!bind_node (self, name, req->pool, who, dev, &t, error))
     return NULL;
-  if (!va_kernel_bind_vhost_vdpa (name, error))
-    return NULL;
-  t = step_done (dev, VA_DEVICE_STEP_BIND, t);
-  dev->chardev = va_kernel_vhost_node (name, error);
-  if (!dev->chardev)
-    return NULL;
-  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
-    {
-      prefixed (error, local, who);
-      return NULL;
-    }
-  t = step_done (dev, VA_DEVICE_STEP_NODE, t);
   if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
     return NULL;
   step_done (dev, VA_DEVICE_STEP_VLAN, t);
@@ -794,6 +803,130 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
   if (!pool || !lookup_vf (self, slot, &pf, &vf, NULL))
     return TRUE; /* the VF went with its PF: nothing left to reset */
   return reset_vlan (pf, vf, pool, who, error);
+}
+
+/* ---- software devices (issue 28) ---------------------------------------- */
+
+static void
+stop_relay (VaBackendKernel *self, const char *name)
+{
+  GSubprocess *relay = g_hash_table_lookup (self->relays, name);
+
+  if (relay)
+    va_software_relay_stop (relay);
+  g_hash_table_remove (self->relays, name);
+}
+
+/* The relay runs before DEV_NEW: the kernel asks the device (its status,
+ * its config) while it adds it, and waits 30 s for each answer. */
+static VaDeviceInfo *
+kernel_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *tap = va_software_tap_name (req->mac);
+  g_autofree char *who = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (GError) local = NULL;
+  GSubprocess *relay;
+  guint8 mac[6];
+  guint16 family;
+  int dev_fd, tap_fd;
+  gboolean made;
+  gint64 t;
+
+  if (!name || !parse_mac (req->mac, mac))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "software device: '%s' is no MAC address", req->mac);
+      return NULL;
+    }
+  who = g_strdup_printf ("software device %s", name);
+  if (vdpa_present (name) || g_hash_table_contains (self->relays, name))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: exists already (another NIC with MAC %s, or an orphan)", who, req->mac);
+      return NULL;
+    }
+  if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
+    {
+      prefixed (error, local, who);
+      return NULL;
+    }
+  dev = g_new0 (VaDeviceInfo, 1);
+  t = g_get_monotonic_time ();
+  if ((dev_fd = va_software_vduse_create (name, mac, req->mtu, error)) < 0)
+    return NULL;
+  if ((tap_fd = va_software_tap_open (tap, &local)) < 0)
+    {
+      close (dev_fd);
+      va_software_vduse_destroy (name, NULL);
+      prefixed (error, local, who);
+      return NULL;
+    }
+  if (!va_software_tap_join (tap, req->bridge, req->bridge_kind, req->vlan, &local))
+    {
+      close (tap_fd);
+      close (dev_fd);
+      va_software_vduse_destroy (name, NULL);
+      prefixed (error, local, who);
+      return NULL;
+    }
+  t = step_done (dev, VA_DEVICE_STEP_VLAN, t);
+  relay = va_software_relay_start (name, dev_fd, tap_fd, req->relay_user, req->relay_memory_mib, error);
+  if (!relay)
+    {
+      va_software_vduse_destroy (name, NULL);
+      return NULL;
+    }
+  g_hash_table_insert (self->relays, g_strdup (name), relay);
+
+  autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
+  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
+    {
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      prefixed (error, local, who);
+      return NULL;
+    }
+  made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
+  t = step_done (dev, VA_DEVICE_STEP_CREATE, t);
+  if (made && !bind_node (self, name, req->pool, who, dev, &t, error))
+    {
+      va_nl_vdpa_dev_del (name, NULL);
+      made = FALSE;
+    }
+  if (g_strcmp0 (autoprobe, "0") != 0)
+    va_kernel_vdpa_autoprobe (TRUE, NULL);
+  if (!made)
+    {
+      g_autofree char *access = access_file (self, name);
+
+      g_unlink (access);
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      if (error && *error && !g_str_has_prefix ((*error)->message, who))
+        g_prefix_error (error, "%s: ", who);
+      return NULL;
+    }
+  dev->name = g_strdup (name);
+  dev->slot = g_strdup (name);
+  return g_steal_pointer (&dev);
+}
+
+static gboolean
+kernel_destroy_software (VaBackend *backend, const char *name, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("software device %s", name);
+  g_autofree char *access = access_file (self, name);
+  g_autoptr (GError) local = NULL;
+
+  /* the kernel's order: vdpa device, relay, VDUSE device */
+  if (vdpa_present (name) && !va_nl_vdpa_dev_del (name, &local))
+    return prefixed (error, local, who);
+  g_unlink (access);
+  stop_relay (self, name);
+  return va_software_vduse_destroy (name, error);
 }
 
 static GPtrArray *
@@ -1206,6 +1339,8 @@ va_backend_kernel_finalize (GObject *object)
   g_clear_pointer (&self->udev, udev_unref);
   g_free (self->run_dir);
   g_clear_pointer (&self->pfs, g_ptr_array_unref);
+  /* the relays outlive the daemon (their devices serve running guests) */
+  g_clear_pointer (&self->relays, g_hash_table_unref);
   G_OBJECT_CLASS (va_backend_kernel_parent_class)->finalize (object);
 }
 
@@ -1226,11 +1361,14 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->repair_vf = kernel_repair_vf;
   backend_class->attach_vf = kernel_attach_vf;
   backend_class->detach_vf = kernel_detach_vf;
+  backend_class->create_software = kernel_create_software;
+  backend_class->destroy_software = kernel_destroy_software;
 }
 
 static void
 va_backend_kernel_init (VaBackendKernel *self)
 {
+  self->relays = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
 }
 
 VaBackend *

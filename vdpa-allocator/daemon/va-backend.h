@@ -44,6 +44,21 @@ typedef struct
   const VaPoolConfig *pool;
 } VaDeviceRequest;
 
+/* What a software vDPA device needs (issue 28): a VDUSE virtio-net device
+ * with the NIC's MAC and MTU and one queue pair, its tap on the network's
+ * fallback bridge in the NIC's VLAN, and the relay between them. */
+typedef struct
+{
+  const char *mac;
+  guint16 mtu;  /* 0: 1500 */
+  guint16 vlan; /* 0: untagged */
+  const char *bridge;
+  VaBridgeKind bridge_kind;
+  const char *relay_user;
+  guint relay_memory_mib;
+  const VaPoolConfig *pool; /* its node's group and mode */
+} VaSoftwareRequest;
+
 /* The steps of making a device, each timed: the hook's budget is set from
  * them (tests/bench/bench_lab_steps.py), and the metrics show them. */
 typedef enum
@@ -106,6 +121,13 @@ struct _VaBackendClass
    * device's VF does; detach_vf takes the representor out again. */
   gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
   gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+  /* A software vDPA device (issue 28), made and bound to vhost_vdpa with
+   * its relay running; its slot is its name. Backends without one leave
+   * these NULL: a software request is then an error. */
+  VaDeviceInfo *(*create_software) (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+  /* Deletes the vdpa device, stops the relay, destroys the VDUSE device
+   * (the tap goes with the relay); one already gone is no error. */
+  gboolean (*destroy_software) (VaBackend *self, const char *name, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -125,6 +147,8 @@ char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const 
 gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */
 gboolean va_pool_config_representor_vlan (const VaPoolConfig *pool);
 
