@@ -354,7 +354,6 @@ static const BadCase bad_cases[] = {
   { "[pool a]\nsoftware-slots=257\n", "[pool a] software-slots: '257' is not a number from 0 to 256" },
   { "[pool a]\nkind=sriov\nsoftware-slots=1\n",
     "[pool a] software-slots: a kind=sriov pool passes VFs through, and a software device is no VF" },
-  { "[pool a]\ntype=vduse-test\nsoftware-slots=1\n", "[pool a] software-slots: a vduse-test pool makes no software devices" },
   { "[relay]\nuser=root\n", "[relay] user: a relay serves a guest's rings: never as root" },
   { "[relay]\nuser=0\n", "[relay] user: a relay serves a guest's rings: never as root" },
   { "[relay]\nuser=a b\n", "[relay] user: 'a b' is not a user name or number" },

@@ -441,12 +441,6 @@ check_software_pool (const Group *g, const VaPoolConfig *p, GError **error)
                    "%s: [%s] software-slots: a kind=sriov pool passes VFs through, and a software device is no VF", g->file, g->name);
       return FALSE;
     }
-  if (p->type == VA_POOL_TYPE_VDUSE_TEST || p->type == VA_POOL_TYPE_NETDEVSIM_TEST)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] software-slots: a %s pool makes no software devices", g->file,
-                   g->name, va_pool_type_to_string (p->type));
-      return FALSE;
-    }
   if (p->type != VA_POOL_TYPE_SOFTWARE)
     return TRUE;
   if (!p->software_slots)
