@@ -14,13 +14,17 @@ fallback bridge is a VLAN-filtering Linux bridge.
   device's virtio-net netdev pings a namespace on VLAN 10 through the
   relay, and a namespace on VLAN 20 sees nothing;
 - release deletes the vdpa device, stops the relay, destroys the VDUSE
-  device and so the tap.
+  device and so the tap;
+- a relay killed under its lease is said in one line of the daemon's log,
+  and release still takes the device away (how long it takes is printed:
+  the kernel waits for an answer no relay gives).
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
 import functools
 import json
 import os
+import signal
 import sys
 import time
 import unittest
@@ -192,6 +196,24 @@ class SoftwareSlot(unittest.TestCase):
         self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
         self.assertEqual(json.loads(vdpactl("lease", "list", "-j").stdout)["leases"], [])
+
+    def test_4_a_killed_relay_is_said_and_release_still_cleans_up(self):
+        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
+        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        pids = relay_pids()
+        self.assertEqual(len(pids), 1, pids)
+        os.kill(next(iter(pids)), signal.SIGKILL)
+        wait_until(lambda: "software device %s: its relay was killed by signal 9" % SW_DEVICE in self.daemon.read_log(), 30,
+                   "the relay's death in the daemon's log")
+        t0 = time.monotonic()
+        r = vdpactl("release", "--uuid", UUID, "--mac", MAC_SW, check=False)
+        wait_until(lambda: SW_DEVICE not in vdpa_devices(), 120, "vdpa device %s deleted" % SW_DEVICE)
+        wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 120, "VDUSE device destroyed")
+        print("# release after the relay died: %.1f s, vdpactl exit %d: %s" % (time.monotonic() - t0, r.returncode,
+                                                                               r.stdout.strip()), file=sys.stderr)
+        self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
+        vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
+        wait_until(lambda: json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] == [], 60, "no lease left")
 
 
 if __name__ == "__main__":

@@ -807,14 +807,58 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
 
 /* ---- software devices (issue 28) ---------------------------------------- */
 
+/* Taken out of the table first: its exit, expected, then says nothing. */
 static void
 stop_relay (VaBackendKernel *self, const char *name)
 {
-  GSubprocess *relay = g_hash_table_lookup (self->relays, name);
+  g_autofree char *key = NULL;
+  g_autoptr (GSubprocess) relay = NULL;
 
-  if (relay)
-    va_software_relay_stop (relay);
-  g_hash_table_remove (self->relays, name);
+  if (!g_hash_table_steal_extended (self->relays, name, (gpointer *) &key, (gpointer *) &relay))
+    return;
+  va_software_relay_stop (relay);
+}
+
+typedef struct
+{
+  GWeakRef backend;
+  char *name;
+} RelayWatch;
+
+/* A relay that exits while its device is still ours (it crashed, or its
+ * device broke): one line; the guest's NIC stalls until the lease goes
+ * (a restart of the relay is issue 28's next step). */
+static void
+on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RelayWatch *w = user_data;
+  GSubprocess *relay = G_SUBPROCESS (source);
+  g_autoptr (VaBackendKernel) self = g_weak_ref_get (&w->backend);
+
+  g_subprocess_wait_finish (relay, result, NULL);
+  if (self && g_hash_table_lookup (self->relays, w->name) == relay)
+    {
+      if (g_subprocess_get_if_signaled (relay))
+        g_warning ("software device %s: its relay was killed by signal %d: the NIC stalls until its lease is released", w->name,
+                   g_subprocess_get_term_sig (relay));
+      else
+        g_warning ("software device %s: its relay exited with status %d: the NIC stalls until its lease is released", w->name,
+                   g_subprocess_get_exit_status (relay));
+      g_hash_table_remove (self->relays, w->name);
+    }
+  g_weak_ref_clear (&w->backend);
+  g_free (w->name);
+  g_free (w);
+}
+
+static void
+watch_relay (VaBackendKernel *self, const char *name, GSubprocess *relay)
+{
+  RelayWatch *w = g_new0 (RelayWatch, 1);
+
+  g_weak_ref_init (&w->backend, self);
+  w->name = g_strdup (name);
+  g_subprocess_wait_async (relay, NULL, on_relay_exit, w);
 }
 
 /* The relay runs before DEV_NEW: the kernel asks the device (its status,
@@ -879,6 +923,7 @@ kernel_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError
       return NULL;
     }
   g_hash_table_insert (self->relays, g_strdup (name), relay);
+  watch_relay (self, name, relay);
 
   autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
   if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
