@@ -387,6 +387,19 @@ test_software_fallback (Fixture *f, gconstpointer data)
         g_assert_true (va_lease_equal (l, sw));
     }
   g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
+  /* reconciliation leaves a software device alone: no hardware slot to
+   * re-make it on, nothing of it in the backend's device list */
+  {
+    g_autoptr (GAsyncResult) res = NULL;
+    g_autoptr (VaReconcileReport) report = NULL;
+
+    va_allocator_reconcile_async (f->alloc, done_cb, &res);
+    report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (report->missing->len, ==, 0);
+    g_assert_cmpuint (report->orphans->len, ==, 0);
+    g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  }
 
   /* release takes the software device away, and frees its slot */
   g_assert_true (release (f, UUID1, sw->mac, &error));

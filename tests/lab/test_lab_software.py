@@ -17,7 +17,11 @@ fallback bridge is a VLAN-filtering Linux bridge.
   device and so the tap;
 - a relay killed under its lease is said in one line of the daemon's log,
   and release still takes the device away (how long it takes is printed:
-  the kernel waits for an answer no relay gives).
+  the kernel waits for an answer no relay gives);
+- a daemon restarted keeps a software lease (form software, not broken;
+  outside systemd its relay runs on), and a release after the restart
+  stops that relay, which is no child of the new daemon, and takes the
+  device away.
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
@@ -214,6 +218,27 @@ class SoftwareSlot(unittest.TestCase):
         self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
         wait_until(lambda: json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] == [], 60, "no lease left")
+
+    def test_5_a_restart_keeps_the_software_lease_and_a_release_after_it_cleans_up(self):
+        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
+        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        before = relay_pids()
+        self.assertEqual(len(before), 1, before)
+        self.assertEqual(self.daemon.stop(), 0)
+        self.daemon.start()
+        mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((mine[0]["form"], mine[0]["broken"], mine[0]["device"]), ("software", False, SW_DEVICE), mine)
+        self.assertTrue(os.path.lexists(mine[0]["port"]))
+        self.assertEqual(relay_pids(), before)
+        vdpactl("release", "--uuid", UUID, "--mac", MAC_SW)
+        wait_until(lambda: SW_DEVICE not in vdpa_devices(), 30, "vdpa device %s deleted" % SW_DEVICE)
+        wait_until(lambda: not relay_pids(), 30, "the relay of before the restart gone")
+        wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 30, "VDUSE device destroyed")
+        self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
+        self.assertNotIn("VDUSE_DESTROY_DEV", self.daemon.read_log())
+        self.assertNotIn("re-making the device of", self.daemon.read_log())
+        vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
 
 
 if __name__ == "__main__":

@@ -136,8 +136,10 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       VaDeviceRequest dreq = { 0 };
       g_autoptr (VaDeviceInfo) dev = NULL;
 
-      /* an sriov lease's VF is libvirt's: nothing of ours to re-make */
-      if (e->broken || e->lease->sriov || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+      /* an sriov lease's VF is libvirt's: nothing of ours to re-make; a
+       * software device is not in the backend's hardware list, and is
+       * made again only by its own path (not yet: issue 28) */
+      if (e->broken || e->lease->sriov || e->lease->software || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
         continue;
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));

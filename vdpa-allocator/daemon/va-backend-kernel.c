@@ -815,7 +815,12 @@ stop_relay (VaBackendKernel *self, const char *name)
   g_autoptr (GSubprocess) relay = NULL;
 
   if (!g_hash_table_steal_extended (self->relays, name, (gpointer *) &key, (gpointer *) &relay))
-    return;
+    {
+      /* started before a restart of the daemon: no child of ours */
+      if (va_software_relay_stop_stray (name))
+        g_info ("software device %s: stopped its relay of before the daemon's restart", name);
+      return;
+    }
   va_software_relay_stop (relay);
 }
 

@@ -300,3 +300,65 @@ va_software_relay_stop (GSubprocess *relay)
     }
   g_subprocess_wait (relay, NULL, NULL);
 }
+
+/* The pids whose fds include @path. */
+static GArray *
+holders (const char *path)
+{
+  GArray *pids = g_array_new (FALSE, FALSE, sizeof (GPid));
+  g_autoptr (GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const char *pid;
+
+  while (proc && (pid = g_dir_read_name (proc)))
+    {
+      g_autofree char *fddir = NULL;
+      g_autoptr (GDir) fds = NULL;
+      const char *fd;
+      guint64 n;
+
+      if (!g_ascii_string_to_unsigned (pid, 10, 1, G_MAXINT, &n, NULL) || (GPid) n == getpid ())
+        continue;
+      fddir = g_strdup_printf ("/proc/%s/fd", pid);
+      fds = g_dir_open (fddir, 0, NULL);
+      while (fds && (fd = g_dir_read_name (fds)))
+        {
+          g_autofree char *link = g_build_filename (fddir, fd, NULL);
+          g_autofree char *target = g_file_read_link (link, NULL);
+
+          if (g_strcmp0 (target, path) == 0)
+            {
+              GPid p = (GPid) n;
+              g_array_append_val (pids, p);
+              break;
+            }
+        }
+    }
+  return pids;
+}
+
+guint
+va_software_relay_stop_stray (const char *name)
+{
+  g_autofree char *path = g_strdup_printf ("/dev/vduse/%s", name);
+  g_autoptr (GArray) pids = holders (path);
+
+  for (guint i = 0; i < pids->len; i++)
+    {
+      GPid pid = g_array_index (pids, GPid, i);
+      gboolean gone = FALSE;
+
+      kill (pid, SIGTERM);
+      for (guint k = 0; k < WAIT_STEPS && !gone; k++)
+        {
+          gone = kill (pid, 0) < 0 && errno == ESRCH;
+          if (!gone)
+            g_usleep (WAIT_STEP_US);
+        }
+      if (!gone)
+        {
+          g_warning ("software device %s: process %d holding it did not stop on SIGTERM: killed", name, (int) pid);
+          kill (pid, SIGKILL);
+        }
+    }
+  return pids->len;
+}

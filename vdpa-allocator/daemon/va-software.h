@@ -48,5 +48,9 @@ gboolean va_software_tap_join (const char *tap, const char *bridge, VaBridgeKind
 GSubprocess *va_software_relay_start (const char *name, int dev_fd, int tap_fd, const char *user, guint mib, GError **error);
 /* SIGTERM, then SIGKILL if it has not gone within a bound; waits for it. */
 void va_software_relay_stop (GSubprocess *relay);
+/* A relay that is not our child (started by the daemon before a restart):
+ * the processes holding /dev/vduse/@name open (a scan of /proc), each sent
+ * SIGTERM, then SIGKILL past the same bound. Returns how many there were. */
+guint va_software_relay_stop_stray (const char *name);
 
 G_END_DECLS
