@@ -57,7 +57,8 @@ domain_show (int argc, char **argv, const char *uri)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       g_autofree char *intent = NULL;
-      const char *device = "";
+      const char *device = "", *lease_form = "";
+      g_autofree char *lease_text = NULL;
       GVariantBuilder r, j;
 
       if (nic->network)
@@ -76,7 +77,12 @@ domain_show (int argc, char **argv, const char *uri)
               g_variant_lookup (lease, "uuid", "&s", &uuid);
               g_variant_lookup (lease, "mac", "&s", &mac);
               if (g_strcmp0 (uuid, va_domain_get_uuid (domain)) == 0 && strcmp (mac, nic->mac) == 0)
-                g_variant_lookup (lease, "device", "&s", &device);
+                {
+                  g_variant_lookup (lease, "device", "&s", &device);
+                  /* absent from a daemon before the software form */
+                  if (!g_variant_lookup (lease, "form", "&s", &lease_form))
+                    lease_form = "hardware";
+                }
               g_variant_unref (lease);
             }
         }
@@ -85,7 +91,10 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&r, "{sv}", "intent", g_variant_new_string (intent));
       g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
       g_variant_builder_add (&r, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
-      g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (leases ? device : "(daemon unreachable)"));
+      /* a software device's lease says so: the pool had no free VF */
+      lease_text
+        = g_strdup_printf ("%s%s", leases ? device : "(daemon unreachable)", g_strcmp0 (lease_form, "software") == 0 ? " (software)" : "");
+      g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (lease_text));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
 
       /* JSON: the intent's parts, not prose; "" is null */
@@ -98,6 +107,7 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&j, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
       g_variant_builder_add (&j, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
       g_variant_builder_add (&j, "{sv}", "device", g_variant_new_string (device));
+      g_variant_builder_add (&j, "{sv}", "lease_form", g_variant_new_string (lease_form));
       g_variant_builder_add_value (&jb, g_variant_builder_end (&j));
     }
   {
