@@ -38,7 +38,7 @@ echo "build-deb: building $deb_version in $src"
 (cd "$src" && dpkg-buildpackage -us -uc -b)
 
 changes="$work/vdpa-allocator_${deb_version}_$(dpkg-architecture -qDEB_HOST_ARCH).changes"
-rm -f "$out"/vdpa-allocator_* "$out"/vdpa-allocator-dbgsym_*
+rm -f "$out"/vdpa-allocator_* "$out"/vdpa-allocator-dbgsym_* "$out"/vdpa-allocator-mlx5-dkms_*
 # the .changes and what it lists: the package, its debug symbols, .buildinfo
 cp "$changes" "$work"/vdpa-allocator*_"$deb_version"_*.deb "$work"/vdpa-allocator_"$deb_version"_*.buildinfo "$out/"
 

@@ -16,7 +16,7 @@ packages="
     libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86
     busybox-static iperf3 cpio zstd kmod gcc-12 make
     openvswitch-switch
-    debhelper dpkg-dev lintian udev bash-completion libdbus-1-dev
+    debhelper dh-dkms dpkg-dev lintian udev bash-completion libdbus-1-dev
     python3-matplotlib python3-prometheus-client
     apparmor libvirt-daemon-system polkitd
     mmdebstrap

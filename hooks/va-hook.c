@@ -31,11 +31,22 @@ typedef struct
   VaConfig *config;
   /* the whole of the call's talk with the daemon within [hook] timeout-ms */
   VaClient *client;
-  /* why the metadata was not read (a call that never fails goes on by
-   * UUID), said once: on the call's own line, or alone at its end */
-  const char *note;
+  /* what a call that never fails went on without (the metadata: it goes
+   * on by UUID; the configuration: the default budget), said once: on the
+   * call's own line, or alone at its end */
+  GString *note;
+  gboolean by_uuid;
   gboolean said;
 } Hook;
+
+static void
+add_note (Hook *h, const char *note)
+{
+  if (!h->note)
+    h->note = g_string_new (note);
+  else
+    g_string_append_printf (h->note, "; %s", note);
+}
 
 static int G_GNUC_PRINTF (2, 3) fail (Hook *h, const char *fmt, ...)
 {
@@ -47,7 +58,7 @@ static int G_GNUC_PRINTF (2, 3) fail (Hook *h, const char *fmt, ...)
   va_end (ap);
   if (h->note && !h->said)
     {
-      char *both = g_strdup_printf ("%s (%s)", msg, h->note);
+      char *both = g_strdup_printf ("%s (%s)", msg, h->note->str);
 
       g_free (msg);
       msg = both;
@@ -245,7 +256,7 @@ on_started (Hook *h)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
 
-      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+      if (va_nic_swap_back_pending (nic))
         any = TRUE;
     }
   if (!any)
@@ -255,6 +266,47 @@ on_started (Hook *h)
   return 0;
 }
 
+/* The configuration, under the client's one offline policy: one that
+ * cannot be read or parsed fails what may fail with the loader's line (a
+ * start would otherwise meet "no network named ..." and a budget that
+ * silently went back to its default); the others go on with the default
+ * budget and say so. */
+static VaConfig *
+load_config (Hook *h, VaHookCall call)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *note = NULL;
+  VaConfig *config = va_client_load_config (NULL, &error);
+
+  if (config)
+    return config;
+  if (va_hook_call_may_fail (call))
+    {
+      fail (h, "the configuration does not load: %s", error->message);
+      return NULL;
+    }
+  note
+    = g_strdup_printf ("the configuration does not load, so the default budget of %d ms: %s", VA_HOOK_TIMEOUT_MS_DEFAULT, error->message);
+  add_note (h, note);
+  return va_config_new_empty ();
+}
+
+static const char *
+done_words (const Hook *h, VaHookCall call)
+{
+  switch (call)
+    {
+      case VA_HOOK_CALL_RECONNECT:
+        return h->by_uuid ? "leases claimed by UUID" : "leases claimed";
+      case VA_HOOK_CALL_STOPPED:
+        return h->by_uuid ? "leases released by UUID" : "leases released";
+      case VA_HOOK_CALL_STARTED:
+        return "swap back asked for where marked";
+      default:
+        return "done";
+    }
+}
+
 int
 va_hook_main (int argc, char **argv)
 {
@@ -262,8 +314,8 @@ va_hook_main (int argc, char **argv)
   g_autoptr (VaDomain) domain = NULL;
   g_autoptr (VaConfig) config = NULL;
   g_autoptr (VaClient) client = NULL;
+  g_autoptr (GString) note = NULL;
   g_autofree char *xml = NULL;
-  g_autofree char *note = NULL;
   Hook h = { 0 };
   VaHookCall call;
   const char *op, *sub;
@@ -278,12 +330,6 @@ va_hook_main (int argc, char **argv)
   h.name = argv[1];
   op = argv[2];
   sub = argv[3];
-  /* an unreadable configuration gives the defaults here: the daemon, which
-   * refuses it, says why, and so does the offline rewrite */
-  config = va_config_load (va_path_get (VA_PATH_CONFIG), NULL);
-  h.config = config ? config : (config = va_config_new_empty ());
-  client = va_client_new ((int) config->hook_timeout_ms, TRUE);
-  h.client = client;
 
   call = va_hook_call_lookup (op, sub);
   xml = read_stdin (&len, &error);
@@ -291,6 +337,8 @@ va_hook_main (int argc, char **argv)
     domain = va_domain_parse (xml, len, &error);
   if (!domain)
     {
+      g_autofree char *why = NULL;
+
       if (call == VA_HOOK_CALL_NONE)
         return 0;
       /* refuse what would start or move a guest */
@@ -298,8 +346,10 @@ va_hook_main (int argc, char **argv)
         return fail (&h, "invalid domain XML: %s", error->message);
       /* what must not fail needs only the UUID: claim or release by it
        * (a live domain's metadata may name a NIC detached since) */
-      note = g_strdup_printf ("invalid domain XML: %s", error->message);
-      h.note = note;
+      why = g_strdup_printf ("invalid domain XML: %s", error->message);
+      add_note (&h, why);
+      note = h.note;
+      h.by_uuid = TRUE;
       if (xml && call != VA_HOOK_CALL_STARTED)
         domain = va_domain_parse_identity (xml, len, NULL);
       if (!domain || !va_domain_get_uuid (domain))
@@ -320,6 +370,13 @@ va_hook_main (int argc, char **argv)
       fail (&h, "the domain XML has no <uuid>");
       return va_hook_call_may_fail (call);
     }
+  config = load_config (&h, call);
+  note = h.note;
+  if (!config)
+    return 1;
+  h.config = config;
+  client = va_client_new ((int) config->hook_timeout_ms, TRUE);
+  h.client = client;
 
   switch (call)
     {
@@ -347,6 +404,6 @@ va_hook_main (int argc, char **argv)
         break;
     }
   if (h.note && !h.said)
-    fail (&h, "%s", call == VA_HOOK_CALL_RECONNECT ? "leases claimed by UUID" : "leases released by UUID");
+    fail (&h, "%s", done_words (&h, call));
   return rc;
 }

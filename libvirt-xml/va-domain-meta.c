@@ -67,7 +67,7 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, co
 
   if (!va_mac_check (mac, want, error))
     return NULL;
-  if (outcome && strcmp (outcome, "no-room") != 0 && strcmp (outcome, "refused") != 0)
+  if (outcome && !va_swap_back_outcome_is_valid (outcome))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a swap-back outcome", VA_CUT (outcome, 64));
       return NULL;

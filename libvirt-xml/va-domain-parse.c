@@ -370,10 +370,10 @@ parse_nic (xmlNode *node, GError **error)
         }
       else if (strcmp (name, "swap-back-outcome") == 0)
         {
-          if (strcmp (value, "no-room") != 0 && strcmp (value, "refused") != 0)
+          if (!va_swap_back_outcome_is_valid (value))
             {
-              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room or refused",
-                           mac, VA_CUT (value, 64));
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room, refused or busy", mac, VA_CUT (value, 64));
               break;
             }
           nic->swap_back_outcome = g_steal_pointer (&value);

@@ -328,8 +328,11 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
             {
               if (!plan->bridge)
                 {
-                  g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "NIC %s: pool '%s' has no free slot and %s allows no fallback",
-                               nic->mac, plan->pool, nic->network ? "its network" : "the NIC");
+                  const char *why = va_host_view_get_pool_why_full (view, plan->pool);
+
+                  g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                               "NIC %s: pool '%s' has no free slot%s%s%s and %s allows no fallback", nic->mac, plan->pool, why ? " (" : "",
+                               why ? why : "", why ? ")" : "", nic->network ? "its network" : "the NIC");
                   return FALSE;
                 }
               *want = VA_FORM_PORTABLE;

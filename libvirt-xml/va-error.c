@@ -22,6 +22,7 @@ static const char *const names[VA_ERROR_LAST] = {
   [VA_ERROR_NOT_FOUND] = "NotFound",
   [VA_ERROR_BUSY] = "Busy",
   [VA_ERROR_UNREACHABLE] = "Unreachable",
+  [VA_ERROR_TRY_AGAIN] = "TryAgain",
 };
 
 const char *

@@ -23,9 +23,14 @@ typedef enum
   VA_ERROR_NOT_FOUND,
   VA_ERROR_BUSY,
   VA_ERROR_UNREACHABLE, /* the daemon, the bus or libvirt did not answer */
+  /* the daemon is at a bound (its slots, its queue) or mid-way through the
+   * same operation: the same call later can succeed. A caller acting for
+   * libvirt waits and retries within its budget (va-client.c); Busy is
+   * a conflict that waiting does not settle. */
+  VA_ERROR_TRY_AGAIN,
 } VaError;
 
-#define VA_ERROR_LAST (VA_ERROR_UNREACHABLE + 1)
+#define VA_ERROR_LAST (VA_ERROR_TRY_AGAIN + 1)
 
 GQuark va_error_quark (void);
 

@@ -14,6 +14,7 @@ typedef struct
   gint64 free;
   VaPoolKind kind;
   gboolean representor_vlan;
+  char *why_full; /* NULL: none known */
 } Pool;
 
 struct _VaHostView
@@ -38,6 +39,7 @@ static void
 pool_free (Pool *p)
 {
   g_free (p->name);
+  g_free (p->why_full);
   g_free (p);
 }
 
@@ -193,6 +195,34 @@ va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GEr
     return FALSE;
   p->free = free;
   return TRUE;
+}
+
+gboolean
+va_host_view_set_pool_why_full (VaHostView *self, const char *name, const char *why, GError **error)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = lookup_pool (self, name, error);
+  if (!p)
+    return FALSE;
+  g_free (p->why_full);
+  p->why_full = g_strdup (why);
+  return TRUE;
+}
+
+const char *
+va_host_view_get_pool_why_full (const VaHostView *self, const char *name)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  p = g_hash_table_lookup (self->pools, name);
+  return p ? p->why_full : NULL;
 }
 
 gboolean
@@ -385,4 +415,18 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
   else
     plan->queues = nic->queues;
   return TRUE;
+}
+
+gboolean
+va_swap_back_outcome_is_valid (const char *outcome)
+{
+  return outcome && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0);
+}
+
+gboolean
+va_nic_swap_back_pending (const VaNic *nic)
+{
+  g_return_val_if_fail (nic != NULL, FALSE);
+
+  return nic->swap_back && nic->form == VA_FORM_PORTABLE && (!nic->swap_back_outcome || strcmp (nic->swap_back_outcome, "busy") == 0);
 }

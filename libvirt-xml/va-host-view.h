@@ -68,6 +68,11 @@ gboolean va_host_view_has_pool (const VaHostView *self, const char *name);
 guint va_host_view_get_pool_max_vqp (const VaHostView *self, const char *name);
 gint64 va_host_view_get_pool_free (const VaHostView *self, const char *name);
 gboolean va_host_view_set_pool_free (VaHostView *self, const char *name, gint64 free, GError **error);
+/* Why the pool has no room, when it is not just full (draining, no PF
+ * matches it) and what helps, in the daemon's words; the rewrite's
+ * refusal quotes it. NULL: full, or unknown (offline). */
+gboolean va_host_view_set_pool_why_full (VaHostView *self, const char *name, const char *why, GError **error);
+const char *va_host_view_get_pool_why_full (const VaHostView *self, const char *name);
 /* A pool is of kind vdpa until set otherwise. */
 gboolean va_host_view_set_pool_kind (VaHostView *self, const char *name, VaPoolKind kind, GError **error);
 VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name);
@@ -119,12 +124,21 @@ typedef struct
    * wants its accelerated form back on the host it lands on. Kept by every
    * rewrite that leaves it portable, dropped by one that accelerates it. */
   gboolean swap_back;
-  /* swap-back-outcome: why the host it landed on left it portable
-   * ("no-room", "refused"), written there by vdpa-allocator-libvirt-swap;
-   * NULL while it has not tried. Dropped with swap-back, and by the
-   * rewrite for a restore or an incoming migration (a new try). */
+  /* swap-back-outcome: why the host it landed on left it portable,
+   * written there by vdpa-allocator-libvirt-swap: "no-room" and
+   * "refused" are final there; "busy" (the daemon was at a bound, or
+   * mid-way through the same operation, for the whole budget) is not:
+   * the daemon's resume and the next started begin try again. NULL
+   * while it has not tried. Dropped with swap-back, and by the rewrite
+   * for a restore or an incoming migration (a new try). */
   char *swap_back_outcome;
 } VaNic;
+
+/* "no-room", "refused" or "busy". */
+gboolean va_swap_back_outcome_is_valid (const char *outcome);
+/* Whether @nic waits for a swap back on this host: marked, portable, and
+ * not tried, or tried while the daemon was busy. */
+gboolean va_nic_swap_back_pending (const VaNic *nic);
 
 /* The resolved intent of one NIC against a host view. */
 typedef struct

@@ -111,6 +111,88 @@ va_name_is_valid (const char *name)
   return TRUE;
 }
 
+/* Characters a terminal, a log line or a table would act on rather than
+ * show: C0, DEL and C1, bidi and other format characters, line and
+ * paragraph separators. */
+static gboolean
+name_char_escaped (gunichar c)
+{
+  GUnicodeType t = g_unichar_type (c);
+
+  return t == G_UNICODE_CONTROL || t == G_UNICODE_FORMAT || t == G_UNICODE_LINE_SEPARATOR || t == G_UNICODE_PARAGRAPH_SEPARATOR
+         || t == G_UNICODE_SURROGATE;
+}
+
+gboolean
+va_domain_name_is_display (const char *name)
+{
+  const char *end;
+
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  if (strlen (name) > VA_DOMAIN_NAME_MAX || !g_utf8_validate (name, -1, &end))
+    return FALSE;
+  for (const char *p = name; *p; p = g_utf8_next_char (p))
+    if (name_char_escaped (g_utf8_get_char (p)))
+      return FALSE;
+  return TRUE;
+}
+
+char *
+va_domain_name_display (const char *name)
+{
+  /* room for the "..." of a cut */
+  const gsize keep = VA_DOMAIN_NAME_MAX - 3;
+  g_autoptr (GString) out = NULL;
+  gsize whole = 0; /* the longest prefix of whole pieces within @keep */
+  gsize in_len;
+
+  if (!name)
+    return g_strdup ("");
+  if (va_domain_name_is_display (name))
+    return g_strdup (name);
+  in_len = strlen (name);
+  out = g_string_sized_new (MIN (in_len, (gsize) VA_DOMAIN_NAME_MAX) + 8);
+  for (const char *p = name; *p;)
+    {
+      gunichar c = g_utf8_get_char_validated (p, (gssize) (in_len - (gsize) (p - name)));
+
+      if (c == (gunichar) -1 || c == (gunichar) -2)
+        {
+          g_string_append_printf (out, "\\x%02x", (guint) (guchar) *p);
+          p++;
+        }
+      else
+        {
+          const char *next = g_utf8_next_char (p);
+
+          if (c == '\t')
+            g_string_append (out, "\\t");
+          else if (c == '\n')
+            g_string_append (out, "\\n");
+          else if (c == '\r')
+            g_string_append (out, "\\r");
+          else if (c < 0x80 && name_char_escaped (c))
+            g_string_append_printf (out, "\\x%02x", (guint) c);
+          else if (name_char_escaped (c))
+            g_string_append_printf (out, "\\u%04X", (guint) c);
+          else
+            g_string_append_len (out, p, next - p);
+          p = next;
+        }
+      if (out->len <= keep)
+        whole = out->len;
+      else if (out->len > VA_DOMAIN_NAME_MAX)
+        break;
+    }
+  if (out->len > VA_DOMAIN_NAME_MAX)
+    {
+      g_string_truncate (out, whole);
+      g_string_append (out, "...");
+    }
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
 char *
 va_sriov_network_name (const char *pool)
 {

@@ -46,6 +46,19 @@ gboolean va_mac_check (const char *mac, char out[VA_MAC_STRING_LEN], GError **er
 /* A pool or network name: 1 to VA_NAME_MAX letters, digits, '-', '_', '.'. */
 gboolean va_name_is_valid (const char *name);
 
+/* A domain's name as the suite stores and shows it. libvirt accepts any
+ * name (UTF-8, tabs, thousands of bytes) and ours is informational, so no
+ * name is ever refused: control, format and separator characters become
+ * escapes (\t, \n, \xNN, \uXXXX), bytes that are not UTF-8 \xNN, and a
+ * result over VA_DOMAIN_NAME_MAX bytes is cut on a whole character and
+ * escape, ending in "...". Idempotent: a name already in this form is
+ * returned as it is. NULL gives "". */
+char *va_domain_name_display (const char *name);
+/* Whether @name is in that form (what a lease's domain_name holds):
+ * valid UTF-8 of at most VA_DOMAIN_NAME_MAX bytes with no character the
+ * form escapes. */
+gboolean va_domain_name_is_display (const char *name);
+
 /* The libvirt network of <forward mode='hostdev'> that lists an sriov
  * pool's VFs: VA_SRIOV_NETWORK_PREFIX and the pool's name. */
 #define VA_SRIOV_NETWORK_PREFIX "vdpa-allocator-"

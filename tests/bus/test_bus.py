@@ -217,7 +217,6 @@ class BusTest(unittest.TestCase):
             ((UUID1, "vm", big, "vpc2", {}), "InvalidArgument"),
             ((UUID1, "vm", "ff:ff:ff:ff:ff:ff", "vpc2", {}), "InvalidArgument"),
             ((UUID1, "vm", "52:54:00:zz:00:01", "vpc2", {}), "InvalidArgument"),
-            ((UUID1, big, mac(1), "vpc2", {}), "InvalidArgument"),
             ((UUID1, "vm", mac(1), big, {}), "InvalidArgument"),
             ((UUID1, "vm", mac(1), "nope", {}), "NoSuchNetwork"),
             ((UUID1, "vm", mac(1), "vpc1", {}), "InvalidArgument"),
@@ -237,6 +236,11 @@ class BusTest(unittest.TestCase):
             self.assertDBusError("org.vdpa_allocator.Error." + err,
                                  lambda a=args: call(self.bus, "Allocate", a, "(ssssa{sv})"))
             self.assertServing()
+        # a domain's name is informational: any is taken, and stored cut
+        # (issue 25, 7)
+        lease = call(self.bus, "Allocate", (UUID1, big, mac(1), "vpc2", {}), "(ssssa{sv})")[0]
+        self.assertEqual(lease["domain_name"], big[:253] + "...")
+        call(self.bus, "Release", (UUID1, mac(1)), "(ss)")
         # wrong types never reach the daemon's code: GDBus refuses them
         for method, sig, args in (("Allocate", "(sss)", (UUID1, "vm", mac(1))),
                                   ("Allocate", "(ssssas)", (UUID1, "vm", mac(1), "vpc2", [])),
@@ -393,7 +397,7 @@ print(json.dumps(results))
         self.assertEqual(len(results), 6)
         # the first four are taken (the document parses; it is no domain
         # with metadata, so the engine refuses it), the rest refused at once
-        self.assertGreaterEqual(results.count("org.vdpa_allocator.Error.Busy"), 2, results)
+        self.assertGreaterEqual(results.count("org.vdpa_allocator.Error.TryAgain"), 2, results)
         self.assertServing()
 
     def test_rewrite_domain_of_a_caller_that_left_is_not_parsed(self):
@@ -536,6 +540,17 @@ class CommandLineTest(unittest.TestCase):
                              % d.conf_dir)
         finally:
             d.remove()
+
+    def test_check_config_without_a_configuration(self):
+        # issue 26: "configuration in (null) is valid" when the default
+        # directory is missing
+        missing = os.path.join(tempfile.gettempdir(), "va-no-such-config-dir")
+        r = subprocess.run([DAEMON, "--check-config"], capture_output=True, text=True,
+                           env=dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=missing))
+        self.assertEqual((r.returncode, r.stdout),
+                         (0, "no configuration: %s does not exist; the daemon would serve no pools (see vdpa-allocator.conf(5))\n"
+                          % missing), r.stderr)
+        self.assertNotIn("(null)", r.stdout + r.stderr)
 
     def test_an_sriov_pool_is_served(self):
         # it used to be refused until the daemon tracked its leases

@@ -5,13 +5,18 @@ accept."""
 
 import json
 import os
+import re
+import shlex
 import shutil
+import struct
 import subprocess
 import tempfile
 import unittest
 
+from vatest import ctl
 from vatest.bus import Bus, Daemon, vdpactl
 from vatest.paths import HOOK, SRCDIR, VDPACTL
+from vatest.simconf import ACCEL, sim_config
 
 EXAMPLES = os.path.join(SRCDIR, "contrib", "examples")
 UUID = "4dea22b3-1d52-d8f3-2516-782e98ab3fa0"
@@ -107,8 +112,8 @@ class DomainCliTest(unittest.TestCase):
             return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=60)
 
         clients = {
-            "hook migrate begin": ([HOOK, "vm1", "migrate", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
-            "hook restore begin": ([HOOK, "vm1", "restore", "begin", "-"], xml, "vdpa-allocator: domain vm1: rewriting for this host: "),
+            "hook migrate begin": ([HOOK, "vm1", "migrate", "begin", "-"], xml, "vdpa-allocator: domain vm1: the configuration does not load: "),
+            "hook restore begin": ([HOOK, "vm1", "restore", "begin", "-"], xml, "vdpa-allocator: domain vm1: the configuration does not load: "),
             "vdpactl domain accelerate": ([VDPACTL, "domain", "--connect", self.uri, "accelerate", "vm1"], None, "vdpactl: "),
             "vdpactl domain portable": ([VDPACTL, "domain", "--connect", self.uri, "portable", "vm1"], None, "vdpactl: "),
             "vdpactl rewrite": ([VDPACTL, "rewrite", "-"], xml, "vdpactl: "),
@@ -140,6 +145,144 @@ class DomainCliTest(unittest.TestCase):
                     self.assertEqual(r.stdout.count('type="vdpa"'), 1, r.stdout)
                 else:
                     self.assertIn("redefined with", r.stdout)
+        finally:
+            bus.close()
+
+    def add_domain(self, name, uuid, metadata, iface):
+        """A second domain in the test driver's node: @metadata inside
+        <metadata>, @iface its one interface."""
+        with open(self.node) as f:
+            node = f.read()
+        dom = ("<domain type='test'><name>%s</name><uuid>%s</uuid><metadata>%s</metadata><memory>65536</memory>"
+               "<os><type>hvm</type></os><devices>%s</devices></domain>\n" % (name, uuid, metadata, iface))
+        with open(self.node, "w") as f:
+            f.write(node.replace("</node>", dom + "</node>"))
+
+    def test_issue26_nothing_to_accelerate_is_refused(self):
+        # a domain without vdpa:nics: "redefined with accelerated NICs",
+        # exit 0, before; now a refusal that says why
+        self.add_domain("plain", "4dea22b3-1d52-d8f3-2516-782e98ab3fb2", "",
+                        "<interface type='network'><mac address='52:54:00:00:00:77'/><source network='default'/>"
+                        "<model type='virtio'/></interface>")
+        for args in (("accelerate", "plain", "--config", EXAMPLES), ("portable", "plain", "--config", EXAMPLES),
+                     ("accelerate", "--live", "plain")):
+            r = self.ctl(*args)
+            self.assertEqual((r.returncode, r.stdout), (1, ""), (args, r.stderr))
+            self.assertIn("marks no NIC in its vdpa:nics metadata", r.stderr)
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_issue26_connect_and_json_where_habits_put_them(self):
+        # virsh and ip habits: --connect after the subcommand, -j before
+        # the command; both were unknown options there before
+        for argv in (("domain", "show", "vm1", "--connect", self.uri, "-j"), ("-j", "domain", "show", "vm1", "--connect", self.uri),
+                     ("--connect", self.uri, "domain", "show", "-j", "vm1"), ("domain", "show", "vm1", "--connect=" + self.uri, "--json")):
+            r = vdpactl(*argv)
+            self.assertEqual(r.returncode, 0, (argv, r.stderr))
+            self.assertEqual(json.loads(r.stdout)["domain"], "vm1")
+        # --connect is domain's alone; -j where nothing prints JSON
+        for argv in (("--connect", self.uri, "status"), ("domain", "--connect", self.uri, "attach", "vm1", "-n", "vpc2", "-j")):
+            r = vdpactl(*argv)
+            self.assertEqual(r.returncode, 2, (argv, r.stderr))
+
+    def test_issue26_partial_live_accelerate_and_restore_of_a_portable_nic(self):
+        bus = Bus()
+        with open(os.path.join(EXAMPLES, "sim", "vdpa-allocator.conf")) as f:
+            daemon = Daemon(bus, config=f.read())
+        try:
+            daemon.start()
+            # a drained pool: the NIC on vpc2 stays portable. Before, the
+            # report said "done" and -j "done": true, exit 0.
+            vdpactl("pool", "drain", "cx6-p1", check=True)
+            # the daemon's configuration, where vdpactl reads a NIC's mode:
+            # vpc1 is virtio, which stays portable by intent
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=daemon.conf_dir)
+
+            def live(*args):
+                return ctl.vdpactl("domain", "--connect", self.uri, *args, check=False, env=env)
+
+            r = live("accelerate", "--live", "vm1", "-j")
+            self.assertEqual(r.returncode, 5, r.stderr)
+            doc = json.loads(r.stdout)
+            self.assertEqual((doc["done"], doc["partial"]), (False, True))
+            nics = {n["mac"]: n for n in doc["nics"]}
+            self.assertEqual(nics["52:54:00:6b:3c:58"]["form_after"], "portable")
+            self.assertIn("stays portable", nics["52:54:00:6b:3c:58"]["note"])
+            self.assertIn("done in part", r.stderr)
+            r = live("accelerate", "--live", "vm1")
+            self.assertEqual(r.returncode, 5, r.stderr)
+            self.assertNotIn("accelerate done", r.stdout)
+            self.assertIn("accelerate done in part: 1 of its NICs stays as portable", r.stderr)
+            vdpactl("pool", "undrain", "cx6-p1", check=True)
+
+            # restore of a domain whose NICs the operator made portable:
+            # nothing marked them, so nothing is swapped or leased. Before,
+            # restore leased a device for each and tried the swap.
+            # libvirt's test driver's save image: its magic, the length,
+            # the live XML
+            image = os.path.join(self.dir, "vm1.save")
+            with open(self.node) as f:
+                xml = f.read().replace("<node>\n", "").replace("</node>\n", "").encode()
+            with open(image, "wb") as f:
+                f.write(b"TestGuestMagic\0" + struct.pack("<i", len(xml)) + xml)
+            # each test:// connection is a host of its own: one without vm1
+            empty = os.path.join(self.dir, "empty.xml")
+            with open(empty, "w") as f:
+                f.write("<node/>\n")
+            r = ctl.vdpactl("domain", "restore", image, "-j", "--swap-back-timeout", "0", "--connect", "test://" + empty,
+                            check=False, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            doc = json.loads(r.stdout)
+            self.assertTrue(doc["done"])
+            for n in doc["nics"]:
+                self.assertEqual((n["path"], n["form_after"]), ("as-is", "portable"), n)
+                self.assertIn("not marked by a swap", n["note"])
+            self.assertEqual(json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"], [])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_issue26_a_refusal_says_why_the_pool_has_no_room(self):
+        # "pool 'cx6-p1' has no free slot and its network allows no
+        # fallback" for a draining pool with free slots: now the reason
+        # and the command that helps; and for a pool that no PF matches
+        bus = Bus()
+        daemon = Daemon(bus, config=sim_config(
+            pfs=1, vfs=2, pools={"cx6-p1": ACCEL, "nopf": dict(ACCEL, match_pf="enp179s0f1")},
+            networks={"vpc2": dict(mode="vdpa", pool="cx6-p1", vlan=2334), "vpc1": dict(mode="vdpa", pool="nopf", vlan=2200)}))
+        try:
+            daemon.start()
+            vdpactl("pool", "drain", "cx6-p1", check=True)
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+            self.assertIn("pool 'cx6-p1' has no free slot (it is draining: 'vdpactl pool undrain cx6-p1' ends that; "
+                          "'vdpactl domain portable DOMAIN' runs the domain without acceleration)", r.stderr)
+            vdpactl("pool", "undrain", "cx6-p1", check=True)
+            r = self.ctl("accelerate", "vm1")
+            self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+            self.assertIn("pool 'nopf' has no free slot (no PF matches pool nopf (match-pf=enp179s0f1 match-vendor=15b3))",
+                          r.stderr)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_issue26_progress_on_a_terminal_only(self):
+        # a save said nothing until it ended (42 s in the issue); on a
+        # terminal each phase is a line with its elapsed time, and nothing
+        # of that in a pipe or with -j
+        image = os.path.join(self.dir, "vm1.save")
+        cmd = [VDPACTL, "domain", "save", "vm1", image, "--connect", self.uri]
+        bus = Bus()  # no daemon: nothing is accelerated, nothing to lease
+        try:
+            r = subprocess.run(["script", "-qec", " ".join(shlex.quote(a) for a in cmd), "/dev/null"], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertRegex(r.stdout, r"vdpactl: \[ *\d+\.\d s\] saving the domain to %s\r?\n" % re.escape(image))
+            self.assertRegex(r.stdout, r"vdpactl: \[ *\d+\.\d s\] saved\r?\n")
+            os.unlink(image)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
         finally:
             bus.close()
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -163,6 +164,64 @@ class HookTest(unittest.TestCase):
         r = hook(detached.replace("<uuid>%s</uuid>" % UUID, ""), "reconnect", "begin")
         self.assertNeverFails(r, "no lease claimed")
 
+    def test_a_configuration_that_does_not_load_is_never_taken_as_empty(self):
+        # issue 25 (9): a typo in any conf.d file made every start of a
+        # domain with a portable NIC on a Linux bridge fail as "no network
+        # named 'lan'", and [hook] timeout-ms went back to 10 s unsaid
+        d = tempfile.mkdtemp(prefix="va-hook-")
+        self.addCleanup(shutil.rmtree, d)
+        conf = os.path.join(d, "etc")
+        shutil.copytree(self.daemon.conf_dir, conf)
+        os.makedirs(os.path.join(conf, "conf.d"), exist_ok=True)
+        bad = os.path.join(conf, "conf.d", "50-typo.conf")
+        with open(bad, "w") as f:
+            f.write("[hook]\ntimeout-ms=1500\n\n[network lan]\nvlna=31\n")
+        env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=conf)
+        a = "52:54:00:00:00:01"
+        xml = domain([(a, "vpc2", "vdpa"), ("52:54:00:00:00:02", "lan", "bridge")])
+        # what starts or moves a guest fails with the loader's line
+        for op in ("prepare", "start", "restore", "migrate"):
+            with self.subTest(op=op):
+                r = hook(xml, op, "begin", env=env)
+                self.assertOneLine(r, "domain vm1: the configuration does not load: %s: [network lan] vlna: unknown key" % bad)
+        self.assertEqual(self.leases(), [])
+        # what never fails goes on with the default budget, and says so
+        self.assertEqual(hook(xml, "prepare", "begin").returncode, 0)
+        (lease,) = self.leases()
+        os.unlink(lease["port"])
+        r = hook(xml, "reconnect", "begin", env=env)
+        self.assertNeverFails(r, "domain vm1: leases claimed (the configuration does not load, so the default budget of 10000 ms",
+                              bad)
+        self.assertTrue(os.path.lexists(lease["port"]))
+        r = hook(xml, "stopped", "end", env=env)
+        self.assertNeverFails(r, "domain vm1: leases released (the configuration does not load", bad)
+        self.assertEqual(self.leases(), [])
+        # no configuration directory at all is a host not yet set up: empty
+        env["VDPA_ALLOCATOR_CONFIG_DIR"] = os.path.join(d, "none")
+        r = hook(xml, "prepare", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_any_name_libvirt_accepts_gets_a_lease(self):
+        # issue 25 (7): café-vm, a name with a tab or over 256 bytes were
+        # refused at commit, after the device was made; the name is
+        # informational: stored escaped or cut, never refused
+        for i, (name, shown) in enumerate((("caf\u00e9-vm", "caf\u00e9-vm"), ("a\tb", "a\\tb"),
+                                           ("n" * 300, "n" * 253 + "..."))):
+            with self.subTest(name=name[:20]):
+                uuid = "4dea22b3-1d52-d8f3-2516-782e98ab3f%02x" % i
+                xml = domain([("52:54:00:00:01:%02x" % i, "vpc2", "vdpa")], name, uuid)
+                r = hook(xml, "prepare", "begin", name=name)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                (lease,) = self.leases()
+                self.assertEqual(lease["domain_name"], shown)
+                self.assertTrue(os.path.exists(lease["port"]))
+                # found by the name as libvirt spells it
+                doc = json.loads(vdpactl("lease", "list", "--domain", name, "-j", check=True).stdout)
+                self.assertEqual([x["domain_name"] for x in doc["leases"]], [shown])
+                r = hook(xml, "stopped", "end", name=name)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertEqual(self.leases(), [])
+
     def test_restore_and_migrate_rewrite_for_this_host(self):
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa"), ("52:54:00:00:00:02", "vpc2", "bridge")])
         for op in ("restore", "migrate"):
@@ -273,6 +332,107 @@ class HookTest(unittest.TestCase):
         self.assertEqual(len(json.loads(r.stdout)["leases"]), 1)
         r = vdpactl("lease", "list", "--domain", "other", "-j", check=True)
         self.assertEqual(json.loads(r.stdout)["leases"], [])
+
+
+# A daemon at its bounds: answers TryAgain to its first N calls of each
+# method, then as vdpa-allocatord would; writes each call's name to a log.
+BUSY_DAEMON = r"""
+import sys
+from gi.repository import Gio, GLib
+XML = ("<node><interface name='org.vdpa_allocator.Allocator1'>"
+       "<method name='Allocate'><arg type='s' direction='in'/><arg type='s' direction='in'/><arg type='s' direction='in'/>"
+       "<arg type='s' direction='in'/><arg type='a{sv}' direction='in'/><arg type='a{sv}' direction='out'/></method>"
+       "<method name='SwapBack'><arg type='s' direction='in'/><arg type='s' direction='in'/></method>"
+       "</interface></node>")
+refusals, log = int(sys.argv[1]), sys.argv[2]
+seen = {}
+def call(conn, sender, path, iface, method, params, inv):
+    seen[method] = seen.get(method, 0) + 1
+    with open(log, "a") as f:
+        f.write(method + "\n")
+    if seen[method] <= refusals:
+        inv.return_dbus_error("org.vdpa_allocator.Error.TryAgain", "32 RewriteDomain calls are in progress already; try again")
+    elif method == "SwapBack":
+        inv.return_value(None)
+    else:
+        uuid, name, mac, network, _ = params.unpack()
+        s, q = (lambda v: GLib.Variant("s", v)), (lambda v: GLib.Variant("q", v))
+        lease = {"uuid": s(uuid), "domain_name": s(name), "mac": s(mac), "network": s(network), "pool": s("accel"),
+                 "slot": s("0000:3c:00.0"), "device": s("va-0000:3c:00.0"), "chardev": s("/dev/vhost-vdpa-0"),
+                 "port": s("/run/x"), "vlan": q(2334), "queues": q(1), "created": GLib.Variant("t", 1), "kind": s("vdpa")}
+        inv.return_value(GLib.Variant("(a{sv})", (lease,)))
+def acquired(conn, name):
+    print("ready", flush=True)
+conn = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+conn.register_object("/org/vdpa_allocator/Allocator1", Gio.DBusNodeInfo.new_for_xml(XML).interfaces[0], call, None, None)
+Gio.bus_own_name_on_connection(conn, "org.vdpa_allocator.Allocator1", 0, acquired, None)
+GLib.MainLoop().run()
+"""
+
+
+class BusyDaemonTest(unittest.TestCase):
+    """issue 25 (4): Busy is never a failure for a caller acting for
+    libvirt. A daemon whose slots anyone can fill answers TryAgain; the
+    hook waited for nothing and failed the start (migrate begin, 5 of 5)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def busy_daemon(self, refusals):
+        d = tempfile.mkdtemp(prefix="va-busy-")
+        self.addCleanup(shutil.rmtree, d)
+        log = os.path.join(d, "calls")
+        proc = subprocess.Popen([sys.executable, "-c", BUSY_DAEMON, str(refusals), log], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.terminate)
+        self.assertEqual(proc.stdout.readline().strip(), "ready")
+        conf = os.path.join(d, "etc")
+        os.makedirs(conf)
+        with open(os.path.join(conf, "vdpa-allocator.conf"), "w") as f:
+            f.write("[hook]\ntimeout-ms=1500\n")
+        return log, dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=conf)
+
+    def calls(self, log):
+        with open(log) as f:
+            return f.read().split()
+
+    def test_prepare_and_started_wait_out_try_again(self):
+        log, env = self.busy_daemon(2)
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        r = hook(xml, "prepare", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # a portable NIC marked for a swap back, as after a move
+        moved = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+        r = hook(moved, "started", "begin", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.calls(log), ["Allocate"] * 3 + ["SwapBack"] * 3)
+
+    def test_try_again_past_the_budget_fails_what_may_fail_in_one_line(self):
+        log, env = self.busy_daemon(1000)
+        xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
+        t0 = time.monotonic()
+        r = hook(xml, "prepare", "begin", env=env)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("NIC 52:54:00:00:00:01: still refused after", r.stderr)
+        self.assertIn("try again", r.stderr)
+        self.assertGreaterEqual(elapsed, 1.4)  # waited its budget (1.5 s), not the default's 10 s
+        self.assertGreater(len(self.calls(log)), 2)
+        # started never fails: the NIC keeps its mark, unmarked by an
+        # outcome, for the daemon's resume or the next started begin
+        moved = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace("<vdpa:nic ", "<vdpa:nic swap-back='accelerated' ", 1)
+        r = hook(moved, "started", "begin", env=env)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("no swap back of its portable NICs", r.stderr)
+        self.assertIn("still refused after", r.stderr)
 
 
 SRIOV_CONFIG = sim_config(
@@ -412,12 +572,87 @@ class SriovHookTest(unittest.TestCase):
                             ("0001:3c:00.1.held", "")):
             with open(os.path.join(vfdir, slot), "w") as f:
                 f.write(state)
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        # libvirt is down here: done in part (5), the report still printed
+        r = vdpactl("reconcile", "-j")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        doc = json.loads(r.stdout)
         self.assertEqual(doc["repaired"], ["VF 0001:3c:00.0 (sim1): no lease, left with VLAN and MAC 2334 52:54:00:00:00:09: reset"])
         self.assertFalse(os.path.exists(os.path.join(vfdir, "0001:3c:00.0")))
         self.assertTrue(os.path.exists(os.path.join(vfdir, "0001:3c:00.1")))
-        doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+        doc = json.loads(vdpactl("reconcile", "-j").stdout)
         self.assertEqual(doc["repaired"], [])
+
+    def test_a_lease_whose_vf_libvirt_holds_is_not_released(self):
+        # issue 25 (8): a kind=sriov lease has no chardev, so release took
+        # it under a running guest and the VF counted free while in use
+        mac, vf = "52:54:00:15:23:34", "0001:3c:00.1"
+        live = sriov_domain([(mac, "pt2334", vf, 2334)])
+        self.assertEqual(self.start(live).returncode, 0)
+        held = os.path.join(self.daemon.run_dir, "sim", "vf", vf + ".held")
+        os.makedirs(os.path.dirname(held), exist_ok=True)
+        open(held, "w").close()
+        r = vdpactl("release", "--uuid", UUID, "--mac", mac)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("its VF %s is passed through (libvirt holds it): a guest runs on it" % vf, r.stderr)
+        # libvirt calls stopped end before it gives the VF back, then
+        # release end: the first says why in one line, the second releases
+        r = hook(live, "stopped", "end", env=self.env)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("leases not released now", r.stderr)
+        self.assertEqual([x["slot"] for x in self.leases()], [vf])
+        self.assertEqual(self.pool()["free"], 1)
+        os.unlink(held)
+        r = hook(live, "release", "end", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.leases(), [])
+        self.assertEqual(self.pool()["free"], 2)
+
+    def reconcile_without_libvirt(self):
+        """vdpactl reconcile -j here, where libvirt does not answer: done in
+        part (status 5, vdpactl(8)), the report printed whole."""
+        r = vdpactl("reconcile", "-j", check=False)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_reconcile_leaves_a_vf_a_host_driver_holds_and_does_not_offer_it(self):
+        # issue 25 (6): a free VF on igbvf or mlx5_core (a container's VF,
+        # a host storage VF) counted as left by a crash: its VLAN and MAC
+        # were reset at every daemon start
+        vfdir = os.path.join(self.daemon.run_dir, "sim", "vf")
+        os.makedirs(vfdir, exist_ok=True)
+        deadline = time.monotonic() + 60
+        while "reconciled:" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        vf = "0001:3c:00.0"
+        for name, text in ((vf, "100 52:54:00:00:00:09"), (vf + ".driver", "igbvf\n")):
+            with open(os.path.join(vfdir, name), "w") as f:
+                f.write(text)
+        line = "VF %s is bound to host driver igbvf: in use by the host, not offered" % vf
+        doc = self.reconcile_without_libvirt()
+        self.assertEqual((doc["repaired"], doc["host_held"]), ([], [line]))
+        with open(os.path.join(vfdir, vf)) as f:
+            self.assertEqual(f.read(), "100 52:54:00:00:00:09")
+        p = self.pool()
+        self.assertEqual((p["leased"], p["free"]), (0, 1))
+        r = self.start(sriov_domain([("52:54:00:00:00:02", "pt2334", vf, 2334)]))
+        self.assertOneLine(r, "NIC 52:54:00:00:00:02", "VF %s" % vf)
+        self.assertEqual(self.leases(), [])
+        # the next discovery (here: a restart) says so on the pool too, and
+        # the daemon's own reconcile resets nothing
+        self.daemon.stop()
+        self.daemon.start()
+        deadline = time.monotonic() + 60
+        while self.daemon.read_log().count("reconciled:") < 2:
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        with open(os.path.join(vfdir, vf)) as f:
+            self.assertEqual(f.read(), "100 52:54:00:00:00:09")
+        self.assertEqual(self.pool()["free"], 1)
+        # let go: offered again
+        os.unlink(os.path.join(vfdir, vf + ".driver"))
+        doc = self.reconcile_without_libvirt()
+        self.assertEqual(doc["host_held"], [])
 
     def test_auto_nic_falls_back_to_virtio_on_its_vlan_when_the_pool_is_full(self):
         self.assertEqual(self.start(sriov_domain([("52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)

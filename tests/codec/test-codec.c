@@ -90,6 +90,12 @@ test_lease_round_trip (void)
   l->created = G_MAXINT64;
   assert_lease_round_trip (l);
 
+  /* any name libvirt accepts, in its display form (issue 25, 7) */
+  set (&l->domain_name, g_strdup ("caf\xc3\xa9-vm"));
+  assert_lease_round_trip (l);
+  set (&l->domain_name, va_domain_name_display ("a\tb"));
+  assert_lease_round_trip (l);
+
   /* kind sriov: nothing of ours on the VF */
   sriov->sriov = TRUE;
   set (&sriov->device, g_strdup (""));
@@ -383,6 +389,74 @@ test_id_checks (void)
   g_assert_cmpstr (error->message, ==, "'nope' is not a domain UUID");
 }
 
+/* A domain's name is informational: whatever libvirt accepts is stored,
+ * escaped and cut for display, never refused (issue 25, 7). */
+static void
+test_domain_name_display (void)
+{
+  static const struct
+  {
+    const char *in, *out;
+  } cases[] = {
+    { "vm1", "vm1" },
+    { "caf\xc3\xa9-vm", "caf\xc3\xa9-vm" },
+    { "$(touch x) vm", "$(touch x) vm" },
+    { "a\tb", "a\\tb" },
+    { "two\nlines\r", "two\\nlines\\r" },
+    { "esc\x1b[31m", "esc\\x1b[31m" },
+    { "bad\xff", "bad\\xff" },
+    { "rlo\xe2\x80\xae"
+      "evil",
+      "rlo\\u202Eevil" },
+    { "", "" },
+  };
+  g_autofree char *long_ascii = g_strnfill (300, 'x');
+  g_autofree char *fits = g_strnfill (VA_DOMAIN_NAME_MAX, 'x');
+  g_autoptr (GString) long_utf8 = g_string_new (NULL);
+  g_autofree char *tab_at_end = NULL;
+  g_autofree char *null_name = va_domain_name_display (NULL);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *got = va_domain_name_display (cases[i].in);
+      g_autofree char *again = va_domain_name_display (got);
+
+      g_assert_cmpstr (got, ==, cases[i].out);
+      g_assert_cmpstr (again, ==, got); /* idempotent */
+      g_assert_true (va_domain_name_is_display (got));
+    }
+  g_assert_false (va_domain_name_is_display ("a\tb"));
+  g_assert_false (va_domain_name_is_display (long_ascii));
+  g_assert_cmpstr (null_name, ==, "");
+
+  /* exactly the bound: as it is; past it: cut, "..." within the bound */
+  {
+    g_autofree char *got = va_domain_name_display (fits);
+    g_autofree char *cut = va_domain_name_display (long_ascii);
+
+    g_assert_cmpstr (got, ==, fits);
+    g_assert_cmpuint (strlen (cut), ==, VA_DOMAIN_NAME_MAX);
+    g_assert_true (g_str_has_suffix (cut, "x..."));
+  }
+  /* cut on a whole character, and never inside an escape */
+  for (guint i = 0; i < 200; i++)
+    g_string_append (long_utf8, "\xc3\xa9");
+  {
+    g_autofree char *cut = va_domain_name_display (long_utf8->str);
+
+    g_assert_true (g_utf8_validate (cut, -1, NULL));
+    g_assert_cmpuint (strlen (cut), <=, VA_DOMAIN_NAME_MAX);
+    g_assert_true (g_str_has_suffix (cut, "\xc3\xa9..."));
+  }
+  tab_at_end = g_strconcat (fits + 1, "\t", NULL); /* 255 bytes and a tab: 257 escaped */
+  {
+    g_autofree char *cut = va_domain_name_display (tab_at_end);
+    g_autofree char *want = g_strconcat (fits + 3, "...", NULL);
+
+    g_assert_cmpstr (cut, ==, want);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -394,5 +468,6 @@ main (int argc, char **argv)
   g_test_add_func ("/codec/request/round-trip", test_request_round_trip);
   g_test_add_func ("/codec/request/refused", test_request_refused);
   g_test_add_func ("/codec/ids", test_id_checks);
+  g_test_add_func ("/codec/domain-name-display", test_domain_name_display);
   return g_test_run ();
 }

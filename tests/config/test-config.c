@@ -185,7 +185,7 @@ test_pool_kinds (Fixture *f, gconstpointer data)
                       "[pool cx5]\nkind=sriov   # VFs passed through\neswitch=legacy\nvlan-method=vst\n"
                       "[pool cx7]\nkind=vdpa\n"
                       "[network sr]\nmode=sriov\npool=cx5\nvlan=2334\n"
-                      "[network sr-auto]\nmode=auto\npool=cx5\nvlan=100\nfallback-bridge=br0\n"
+                      "[network sr-auto]\nmode=auto\npool=cx5\nvlan=100\nfallback-bridge=br0\nspoofchk=false\ntrust=true\n"
                       "[network vd-auto]\nmode=auto\npool=cx7\nfallback-bridge=br0\n"
                       "[network vd]\nmode=vdpa\npool=cx6\n"));
   config = va_config_load (f->dir, &error);
@@ -193,6 +193,16 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_cmpint (va_config_lookup_pool (config, "cx6")->kind, ==, VA_POOL_KIND_VDPA); /* the default */
   g_assert_cmpint (va_config_lookup_pool (config, "cx5")->kind, ==, VA_POOL_KIND_SRIOV);
   g_assert_cmpint (va_config_lookup_pool (config, "cx7")->kind, ==, VA_POOL_KIND_VDPA);
+  /* a passed-through VF's MAC filter: on and untrusted unless said */
+  g_assert_true (va_config_lookup_network (config, "sr")->spoofchk);
+  g_assert_false (va_config_lookup_network (config, "sr")->trust);
+  g_assert_false (va_config_lookup_network (config, "sr-auto")->spoofchk);
+  g_assert_true (va_config_lookup_network (config, "sr-auto")->trust);
+  g_assert_null (va_config_lookup_network (config, "ghost"));
+  /* the first network with a VLAN on each pool, for the eswitch check */
+  g_assert_cmpstr (va_config_lookup_pool (config, "cx5")->vlan_network, ==, "sr");
+  g_assert_cmpuint (va_config_lookup_pool (config, "cx5")->vlan_network_vlan, ==, 2334);
+  g_assert_null (va_config_lookup_pool (config, "cx7")->vlan_network);
 
   view = va_config_to_host_view (config, "/ports");
   g_assert_cmpint (va_host_view_get_pool_kind (view, "cx5"), ==, VA_POOL_KIND_SRIOV);
@@ -330,6 +340,11 @@ static const BadCase bad_cases[] = {
   { "[network n]\nmode=vdpa\npool=a\n[pool a]\nkind=sriov\n",
     "[network n] pool: mode=vdpa needs a pool of kind vdpa, and 'a' is kind sriov" },
   { "[network n]\nmode=auto\npool=a\n[pool a]\nkind=sriov\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
+  { "[network n]\nmode=sriov\npool=a\nspoofchk=yes\n[pool a]\nkind=sriov\n", "[network n] spoofchk: 'yes' is not true or false" },
+  /* mlx5 in switchdev refuses a VF VLAN through the PF (esw/legacy.c) */
+  { "[network n]\nmode=sriov\npool=a\nvlan=100\n[pool a]\nkind=sriov\neswitch=switchdev\n",
+    "[network n] vlan: pool 'a' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it vlan-method=bridge or "
+    "ovs (and uplink-bridge)" },
   /* igb takes VLAN 4095 for a VF: the range is ours to check */
   { "[network n]\nmode=sriov\npool=a\nvlan=4095\n[pool a]\nkind=sriov\n", "[network n] vlan: '4095' is not a number from 1 to 4094" },
   { "[network n]\npool=a\n", "[network n] mode: missing (vdpa, sriov, virtio or auto)" },

@@ -201,6 +201,35 @@ test_metadata_swap_back (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* A swap back refused for a transient reason ("busy": the daemon was at
+ * a bound) is tried again by the next started begin and the daemon's
+ * resume; "no-room" and "refused" are final (issue 25, 4). */
+static void
+test_swap_back_pending (void)
+{
+  static const struct
+  {
+    const char *outcome;
+    gboolean pending;
+  } cases[] = { { NULL, TRUE }, { "busy", TRUE }, { "refused", FALSE }, { "no-room", FALSE } };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *attr = cases[i].outcome ? g_strdup_printf (" swap-back-outcome='%s'", cases[i].outcome) : g_strdup ("");
+      g_autofree char *xml = g_strdup_printf (
+        "<domain><uuid>4dea22b3-1d52-d8f3-2516-782e98ab3fa0</uuid><metadata><vdpa:nics "
+        "xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'><vdpa:nic mac='52:54:00:00:00:01' vlan='5' bridge='br0' "
+        "swap-back='accelerated'%s/></vdpa:nics></metadata><devices><interface type='bridge'><mac address='52:54:00:00:00:01'/>"
+        "<source bridge='br0'/></interface></devices></domain>",
+        attr);
+      g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpint (va_nic_swap_back_pending (g_ptr_array_index (va_domain_get_nics (d), 0)), ==, cases[i].pending);
+    }
+}
+
 static void
 test_interface_xml (void)
 {
@@ -368,6 +397,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/domain/mac-syntax", test_mac);
+  g_test_add_func ("/domain/swap-back-pending", test_swap_back_pending);
   g_test_add_func ("/domain/uuid-syntax", test_uuid);
   g_test_add_func ("/domain/metadata-precheck", test_precheck);
   g_test_add_func ("/domain/plain-domain-has-no-nics", test_plain_domain_has_no_nics);

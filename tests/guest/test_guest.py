@@ -73,7 +73,7 @@ class Guest(unittest.TestCase):
         open(log, "w").close()
         argv = [QEMU, "-accel", "tcg", "-m", "256", "-smp", "1", "-nodefaults", "-display", "none",
                 "-no-reboot", "-kernel", self.kernel, "-initrd", self.initrd,
-                "-append", "console=ttyS0 quiet va.name=%s %s" % (name, cmdline),
+                "-append", "console=ttyS0 quiet no_timer_check va.name=%s %s" % (name, cmdline),
                 "-serial", "file:" + log, "-netdev", netdev,
                 "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:88:00:%02x" % (len(self.procs) + 1)]
         with open(os.path.join(self.dir, name + ".err"), "w") as err:

@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <umockdev.h>
 #include <unistd.h>
 
@@ -349,6 +350,66 @@ test_discover_igb (Fixture *f, gconstpointer data)
   g_assert_true (va_pool_config_matches (&f->pool, pf));
 }
 
+#define CX4LX_SYS "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
+
+/* A ConnectX-4 Lx: mlx5_core binds it, it cannot carry vDPA, and a
+ * kind=sriov pool takes it with its VFs as slots (README offers it first
+ * for kind=sriov). */
+static void
+test_discover_cx4lx (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+  VaPfInfo *pf;
+
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmpstr (pf->name, ==, "enp59s0f0np0");
+  g_assert_cmphex (pf->vendor, ==, 0x15b3);
+  g_assert_cmphex (pf->device, ==, 0x1015);
+  g_assert_false (pf->healthy);
+  g_assert_cmpstr (pf->health_reason, ==,
+                   "ConnectX-4 Lx (15b3:1015) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-4 Lx lacks");
+  g_assert_null (pf->sriov_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.match_vendor = 0;
+  f->pool.match_device = 0x1015;
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+  f->pool.eswitch = VA_ESWITCH_LEGACY;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  autoprobe = bed_read (f, CX4LX_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+  g_assert_cmpstr (g_ptr_array_index (pf->vfs, 3), ==, "0000:3b:00.5");
+  g_assert_null (pf->vf_reasons);
+  g_assert_null (pf->sriov_reason);
+}
+
+/* A 15b3 PF with VFs that the model table does not name (a card newer
+ * than the table) is still a kind=sriov candidate; its VFs are not PFs. */
+static void
+test_discover_mlx_unknown (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+
+  umockdev_testbed_set_attribute (f->bed, CX4LX_SYS, "device", "0x1029");
+  pfs = discover (f);
+  g_assert_cmpuint (pfs->len, ==, 1);
+  pf = g_ptr_array_index (pfs, 0);
+  g_assert_cmphex (pf->device, ==, 0x1029);
+  g_assert_false (pf->healthy);
+  g_assert_cmpstr (pf->health_reason, ==, "15b3:1029 is no ConnectX model known to carry vDPA: only kind=sriov pools take it");
+  g_assert_null (pf->sriov_reason);
+  g_assert_cmpuint (pf->vfs->len, ==, 4);
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_pool_config_matches (&f->pool, pf));
+}
+
 /* kind=sriov on igb: legacy is all it has, so eswitch=legacy is no error;
  * VF driver autoprobe goes off (libvirt binds vfio-pci itself); the VFs
  * are the slots, with no vdpa reasons. */
@@ -451,6 +512,213 @@ test_prepare_sriov_connectx (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pf->vfs->len, ==, 6);
   g_assert_null (pf->vf_reasons);
   g_assert_cmpuint (fake_devlink.sets, ==, 0);
+}
+
+/* A PF already in switchdev (eswitch unset in the pool) takes no VF VLAN
+ * through the PF: a kind=sriov pool whose network has a VLAN and whose
+ * VLAN method is none would fail every start in libvirt, and a vst pool
+ * every lease; both are refused at preparation with one line. */
+static void
+test_prepare_vlan_on_switchdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  VaPfInfo *pf = g_ptr_array_index (pfs, 0);
+  g_autoptr (GError) error = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vlan_network = (char *) "tenant";
+  f->pool.vlan_network_vlan = 100;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but network tenant's VLAN 100 goes to libvirt's "
+                   "<vlan>: set vlan-method=bridge or ovs with uplink-bridge in [pool accel], or eswitch=legacy");
+  g_clear_error (&error);
+
+  /* the representor carries it */
+  f->pool.vlan_method = VA_VLAN_METHOD_BRIDGE;
+  f->pool.uplink_bridge = (char *) "br-up";
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+
+  /* no VLAN anywhere: libvirt's VLAN 0 is taken ("compatibility with libvirt") */
+  f->pool.vlan_method = VA_VLAN_METHOD_NONE;
+  f->pool.vlan_network_vlan = 0;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+
+  /* a vdpa pool's vst on the same PF */
+  f->pool.kind = VA_POOL_KIND_VDPA;
+  f->pool.vlan_method = VA_VLAN_METHOD_VST;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but vlan-method=vst: set vlan-method=bridge or ovs "
+                   "with uplink-bridge in [pool accel], or eswitch=legacy");
+}
+
+/* A BlueField's host PF in DPU mode is not its eswitch manager: devlink's
+ * ESWITCH_GET answers EOPNOTSUPP, and a VF VLAN through it EPERM. */
+static void
+test_prepare_vlan_dpu_mode (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+
+  fake_devlink.not_manager = TRUE;
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  f->pool.vlan_method = VA_VLAN_METHOD_VST;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0 is not its eswitch manager (a BlueField in DPU mode) and takes no VF VLAN, but vlan-method=vst: tag "
+                   "on the Arm side's representor and give the pool's networks no vlan, or put the card in NIC mode");
+  g_clear_error (&error);
+  /* untagged passthrough works there */
+  f->pool.vlan_method = VA_VLAN_METHOD_NONE;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+}
+
+/* A PF whose pool changed from kind=sriov to kind=vdpa: its VFs were made
+ * without a driver; preparing it for vdpa turns autoprobe on and makes
+ * them again (refused while leases sit on them). And back. */
+static void
+test_prepare_autoprobe_follows_kind (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = NULL;
+  VaPfInfo *pf;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autofree char *numvfs = NULL;
+
+  umockdev_testbed_set_attribute (f->bed, PF_SYS, "sriov_drivers_autoprobe", "0");
+  /* VF 0 made without a driver: no netdev */
+  umockdev_testbed_remove_device (f->bed, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/net/enp59s0f0v0");
+  pfs = discover (f);
+  pf = g_ptr_array_index (pfs, 0);
+
+  pf->leases = 1;
+  g_assert_false (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==,
+                   "PF 0000:3b:00.0: refusing to change its VFs' driver (made without one, for a kind=sriov pool): 1 lease(s) on its VFs");
+  g_clear_error (&error);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+
+  pf->leases = 0;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_free (autoprobe);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "1");
+  numvfs = bed_read (f, PF_SYS "/sriov_numvfs");
+  g_assert_cmpstr (numvfs, ==, "8");
+
+  /* back to kind=sriov: off again, without a VF count in the pool */
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_prepare_pf (f->backend, pf, &f->pool, &error));
+  g_assert_no_error (error);
+  g_free (autoprobe);
+  autoprobe = bed_read (f, PF_SYS "/sriov_drivers_autoprobe");
+  g_assert_cmpstr (autoprobe, ==, "0");
+}
+
+/* A passed-through VF in legacy mode: spoofchk and trust through the PF
+ * as the network says; a driver that does not keep them fails the lease. */
+static void
+test_secure_vf_legacy (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.4", &f->pool, FALSE, TRUE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0 vf 1 spoofchk on trust off\nenp59s0f0 vf 2 spoofchk off trust on\n");
+
+  fake_devlink.flags_ignored = TRUE;
+  g_assert_false (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED);
+}
+
+/* In switchdev mode, and on a host PF in DPU mode, mlx5 refuses spoofchk
+ * and trust (esw/legacy.c): nothing is sent, and repair_vf resets only
+ * the MAC and VLAN there. */
+static void
+test_secure_vf_switchdev (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *repaired = NULL;
+
+  f->pool.kind = VA_POOL_KIND_SRIOV;
+  g_assert_true (va_backend_secure_vf (f->backend, "0000:3b:00.3", &f->pool, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "");
+
+  /* a VF on no driver: one on mlx5_core is the host's, never reset */
+  testbed_unbind_vfs (umockdev_testbed_get_root_dir (f->bed), 1, 1);
+  fake_devlink.vf_vlan = 100;
+  fake_devlink.vf_mac[5] = 0x42;
+  g_assert_true (va_backend_repair_vf (f->backend, "0000:3b:00.3", "enp59s0f0np0", &repaired, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (repaired);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0np0 vf 1 mac 00:00:00:00:00:00 vlan 0\n");
+}
+
+static void
+test_repair_vf_legacy (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *repaired = NULL;
+
+  /* a VF on no driver: one on mlx5_core is the host's, never reset */
+  testbed_unbind_vfs (umockdev_testbed_get_root_dir (f->bed), 1, 1);
+  fake_devlink.vf_vlan = 100;
+  g_assert_true (va_backend_repair_vf (f->backend, "0000:3b:00.3", "enp59s0f0", &repaired, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (repaired, ==, "VF 0000:3b:00.3 (enp59s0f0 vf 1): no lease, left with VLAN 100 and MAC 00:00:00:00:00:00: reset");
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "enp59s0f0 vf 1 mac 00:00:00:00:00:00 vlan 0 spoofchk on trust off\n");
+}
+
+/* Debian's 6.12 kernels build mlx5 without TC offload (MLX5_CLS_ACT needs
+ * NET_TC_SKB_EXT): the ovs method's warning says the traffic crosses the
+ * CPU there, whatever Open vSwitch's hw-offload says. */
+static void
+test_ovs_warning_no_tc (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GPtrArray) pfs = discover (f);
+  struct utsname u;
+  g_autofree char *boot = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "boot", NULL);
+  g_autofree char *config = NULL;
+  g_autofree char *warning = NULL;
+  const char *pcis[] = { "0000:3b:00.0", NULL };
+
+  g_assert_cmpint (uname (&u), ==, 0);
+  config = g_strdup_printf ("%s/config-%s", boot, u.release);
+  g_assert_cmpint (g_mkdir_with_parents (boot, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (config, "CONFIG_MLX5_ESWITCH=y\nCONFIG_MLX5_BRIDGE=y\n# CONFIG_MLX5_CLS_ACT is not set\n", -1, NULL));
+  f->pool.vlan_method = VA_VLAN_METHOD_OVS;
+  f->pool.uplink_bridge = (char *) "br-up";
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_cmpstr (warning, ==,
+                   "vlan-method=ovs: this kernel's mlx5 offloads no TC rule (CONFIG_MLX5_CLS_ACT is not set, as in Debian's 6.12 kernels), "
+                   "so the VFs' traffic crosses the host's CPU in Open vSwitch whatever hw-offload says: use vlan-method=bridge, which "
+                   "this kernel offloads (CONFIG_MLX5_BRIDGE)");
+  g_clear_pointer (&warning, g_free);
+
+  /* with it, the warning is Open vSwitch's own setting (not read here) */
+  g_assert_true (g_file_set_contents (config, "CONFIG_MLX5_BRIDGE=y\nCONFIG_MLX5_CLS_ACT=y\n", -1, NULL));
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_null (strstr (warning ? warning : "", "CONFIG_MLX5_CLS_ACT"));
+  g_unlink (config);
 }
 
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
@@ -832,11 +1100,20 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/prepare/mode-unknown-untouched", "cx6dx-legacy.umockdev", test_prepare_mode_unknown);
   ADD ("/backend-kernel/prepare/refused-with-leases", "cx6dx-legacy.umockdev", test_prepare_refused_with_leases);
   ADD ("/backend-kernel/prepare/refused-under-vdpa", "cx6dx-vdpa.umockdev", test_prepare_refused_under_vdpa);
+  ADD ("/backend-kernel/discover/cx4lx-sriov", "cx4lx-legacy.umockdev", test_discover_cx4lx);
+  ADD ("/backend-kernel/discover/mlx-unknown-sriov", "cx4lx-legacy.umockdev", test_discover_mlx_unknown);
   ADD ("/backend-kernel/discover/igb-sriov-only", "igb-legacy.umockdev", test_discover_igb);
   ADD ("/backend-kernel/prepare-sriov/igb", "igb-legacy.umockdev", test_prepare_sriov_igb);
   ADD ("/backend-kernel/prepare-sriov/igb-no-switchdev", "igb-legacy.umockdev", test_prepare_sriov_igb_switchdev);
   ADD ("/backend-kernel/prepare-sriov/refused-with-leases", "igb-legacy.umockdev", test_prepare_sriov_refused_with_leases);
   ADD ("/backend-kernel/prepare-sriov/connectx-no-vf-driver", "cx6dx-legacy.umockdev", test_prepare_sriov_connectx);
+  ADD ("/backend-kernel/prepare/vlan-on-switchdev", "cx6dx-switchdev.umockdev", test_prepare_vlan_on_switchdev);
+  ADD ("/backend-kernel/prepare/vlan-dpu-mode", "cx6dx-legacy.umockdev", test_prepare_vlan_dpu_mode);
+  ADD ("/backend-kernel/prepare/autoprobe-follows-kind", "cx6dx-legacy.umockdev", test_prepare_autoprobe_follows_kind);
+  ADD ("/backend-kernel/secure-vf/legacy", "cx6dx-legacy.umockdev", test_secure_vf_legacy);
+  ADD ("/backend-kernel/secure-vf/switchdev-nothing-sent", "cx6dx-switchdev.umockdev", test_secure_vf_switchdev);
+  ADD ("/backend-kernel/repair-vf/legacy", "cx6dx-legacy.umockdev", test_repair_vf_legacy);
+  ADD ("/backend-kernel/pool-warning/ovs-without-tc-offload", "cx6dx-switchdev.umockdev", test_ovs_warning_no_tc);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

@@ -283,6 +283,25 @@ test_igb (Fixture *f, gconstpointer data)
   g_assert_cmpstr (pf->sriov_reason, ==, "link down on enp1s0 (administratively down)");
 }
 
+/* The driver a VF is bound to: what tells a kind=sriov pool's VF that
+ * libvirt passes through (vfio-pci) or the host holds (igbvf) from one
+ * on no driver, which alone reconciliation may reset (issue 25, 6). */
+static void
+test_igb_vf_driver (Fixture *f, gconstpointer data)
+{
+  g_autofree char *pf = va_kernel_pci_driver ("0000:01:00.0");
+  g_autofree char *vf = va_kernel_pci_driver ("0000:01:10.0");
+  g_autofree char *link
+    = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "sys/devices/pci0000:00/0000:00:02.0/0000:01:10.2/driver", NULL);
+  g_autofree char *bound = NULL;
+
+  g_assert_cmpstr (pf, ==, "igb");
+  g_assert_null (vf);
+  g_assert_cmpint (symlink ("../../../../bus/pci/drivers/igbvf", link), ==, 0);
+  bound = va_kernel_pci_driver ("0000:01:10.2");
+  g_assert_cmpstr (bound, ==, "igbvf");
+}
+
 /* A VF shows no sriov_totalvfs, and a PF without SR-IOV is no PF here. */
 static void
 test_igb_no_sriov (Fixture *f, gconstpointer data)
@@ -537,6 +556,7 @@ main (int argc, char **argv)
   ADD ("/kernel/discover/two-nics-sorted", "cx6dx-switchdev.umockdev", test_two_nics);
   ADD ("/kernel/discover/igb-sriov-only", "igb-legacy.umockdev", test_igb);
   ADD ("/kernel/discover/igb-without-sriov", "igb-legacy.umockdev", test_igb_no_sriov);
+  ADD ("/kernel/sriov/igb-vf-driver", "igb-legacy.umockdev", test_igb_vf_driver);
   ADD ("/kernel/sriov/numvfs-through-zero", "cx6dx-switchdev.umockdev", test_numvfs_through_zero);
   ADD ("/kernel/sriov/numvfs-from-zero-and-limits", "cx6dx-switchdev.umockdev", test_numvfs_from_zero_and_limits);
   ADD ("/kernel/sriov/numvfs-refused-under-vdpa", "cx6dx-vdpa.umockdev", test_numvfs_refused_under_vdpa);

@@ -529,6 +529,41 @@ test_link_down_up (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->broken->len, ==, 0);
 }
 
+/* The eswitch mode is read from the PF, not taken from the configuration:
+ * an operator's `devlink dev eswitch set ... mode switchdev` under a
+ * kind=sriov pool whose network has a VLAN (libvirt's <vlan>, which mlx5
+ * then refuses) makes the pool unhealthy with the line that says what to
+ * set, and legacy again makes it healthy. */
+static void
+test_eswitch_flip_checks_vlan (Fixture *f, gconstpointer data)
+{
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  guint mark;
+
+  g_assert_true (g_file_set_contents (conf_file,
+                                      "[pool accel]\nkind=sriov\nmatch-vendor=15b3\n"
+                                      "[network tenant]\nmode=sriov\npool=accel\nvlan=100\n",
+                                      -1, NULL));
+  fake_devlink_for ("cx6dx-legacy");
+  testbed_unbind_vfs (umockdev_testbed_get_root_dir (f->bed), 0, 8);
+  start (f);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+
+  mark = f->changes;
+  fake_devlink.mode = VA_KERNEL_ESWITCH_SWITCHDEV;
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 0, 0, FALSE,
+               "enp59s0f0np0: PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but network tenant's VLAN 100 goes to "
+               "libvirt's <vlan>: set vlan-method=bridge or ovs with uplink-bridge in [pool accel], or eswitch=legacy");
+
+  mark = f->changes;
+  fake_devlink.mode = VA_KERNEL_ESWITCH_LEGACY;
+  uevent (f, PF_NET_SYS, "change");
+  g_assert_true (settle (f, mark));
+  assert_pool (f, 8, 8, 0, TRUE, "");
+}
+
 /* A VF without its vdpa management device is a slot that takes no lease;
  * with none on the PF (mlx5_vdpa not loaded) the pool says why. */
 static void
@@ -671,6 +706,7 @@ main (int argc, char **argv)
   ADD ("/monitor/pf-leaves-and-returns", "cx6dx-switchdev.umockdev", test_pf_leaves_and_returns);
   ADD ("/monitor/release-while-gone", "cx6dx-switchdev.umockdev", test_release_while_gone);
   ADD ("/monitor/link-down-up", "cx6dx-switchdev.umockdev", test_link_down_up);
+  ADD ("/monitor/eswitch-flip-checks-vlan", "cx6dx-switchdev.umockdev", test_eswitch_flip_checks_vlan);
   ADD ("/monitor/vf-without-mgmtdev", "cx6dx-switchdev.umockdev", test_vf_without_mgmtdev);
   ADD ("/monitor/carrier-without-uevent", "cx6dx-switchdev.umockdev", test_carrier_without_uevent);
   ADD ("/monitor/reload-pf-without-vfs", "cx5.umockdev", test_reload_pf_without_vfs);

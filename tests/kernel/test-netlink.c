@@ -105,6 +105,35 @@ test_vf_state_parsed (void)
   g_assert_false (va_nl_parse_vf_state (nlh, 3, got, &vlan)); /* a request, not a reply */
 }
 
+/* spoofchk and trust read back from the same layout; the flags-only
+ * request carries them and no MAC or VLAN (mlx5 in switchdev refuses
+ * them, and libvirt set the MAC and VLAN), the switchdev reset no flags. */
+static void
+test_vf_flags_parsed (void)
+{
+  char buf[VA_NL_BUF_SIZE];
+  struct nlmsghdr *nlh = va_nl_build_vf_set (buf, 1, 5, 3, mac, 2334, TRUE, FALSE);
+  gboolean spoofchk = FALSE, trust = TRUE;
+  guint8 got[6];
+  guint16 vlan;
+
+  g_assert_true (va_nl_parse_vf_flags (nlh, 3, &spoofchk, &trust));
+  g_assert_true (spoofchk);
+  g_assert_false (trust);
+  g_assert_false (va_nl_parse_vf_flags (nlh, 2, &spoofchk, &trust));
+
+  nlh = va_nl_build_vf_flags (buf, 1, 5, 3, FALSE, TRUE);
+  g_assert_true (va_nl_parse_vf_flags (nlh, 3, &spoofchk, &trust));
+  g_assert_false (spoofchk);
+  g_assert_true (trust);
+  g_assert_false (va_nl_parse_vf_state (nlh, 3, got, &vlan));
+
+  nlh = va_nl_build_vf_mac_vlan (buf, 1, 5, 3, mac, 0);
+  g_assert_true (va_nl_parse_vf_state (nlh, 3, got, &vlan));
+  g_assert_cmpuint (vlan, ==, 0);
+  g_assert_false (va_nl_parse_vf_flags (nlh, 3, &spoofchk, &trust));
+}
+
 /* A generic netlink request captured from iproute2 in the lab host
  * (capture-genl.sh): iproute2 6.1 links libmnl 1.0.4, whose mnl_attr_put
  * leaves an attribute's alignment padding as its buffer had it (there, the
@@ -482,6 +511,7 @@ main (int argc, char **argv)
   g_test_add_func ("/netlink/built/bridge-vlan-as-iproute2", test_bridge_vlan);
   g_test_add_func ("/netlink/built/vf-set-as-iproute2", test_vf_set);
   g_test_add_func ("/netlink/parsed/vf-state", test_vf_state_parsed);
+  g_test_add_func ("/netlink/parsed/vf-flags", test_vf_flags_parsed);
   g_test_add_func ("/netlink/built/vdpa-as-iproute2", test_vdpa);
   g_test_add_func ("/netlink/built/link-master-as-iproute2", test_link_master);
   g_test_add_func ("/netlink/parsed/vdpa-mgmtdev-reply", test_vdpa_mgmtdev_reply);

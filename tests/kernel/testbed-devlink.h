@@ -27,9 +27,33 @@ typedef struct
   const char *no_mgmtdev; /* a VF without its management device */
   gboolean no_mgmtdevs;   /* none at all: mlx5_vdpa not loaded */
   gboolean last_set_switchdev;
+  gboolean not_manager; /* ESWITCH_GET's EOPNOTSUPP: a BlueField's host PF in DPU mode */
+  GString *vf_calls;    /* the VF settings sent through the PF, a line each */
+  guint8 vf_mac[6];     /* what vf_get answers */
+  guint16 vf_vlan;
+  gboolean flags_ignored; /* the driver reads back spoofchk off, trust on */
 } FakeDevlink;
 
 static FakeDevlink fake_devlink;
+
+/* VFs FIRST.. FIRST+N-1 of the testbed's PF 0000:3b:00.0 (its virtfnN
+ * links) with no driver, as a kind=sriov pool's preparation leaves them
+ * (sriov_drivers_autoprobe 0): a VF on a host driver is the host's, not a
+ * slot (issue 25, point 6). */
+static inline void
+testbed_unbind_vfs (const char *root, guint first, guint n)
+{
+  for (guint i = first; i < first + n; i++)
+    {
+      g_autofree char *virtfn = g_strdup_printf ("%s/sys/bus/pci/devices/0000:3b:00.0/virtfn%u", root, i);
+      g_autofree char *target = g_file_read_link (virtfn, NULL);
+      g_autofree char *vf = target ? g_path_get_basename (target) : NULL;
+      g_autofree char *link = vf ? g_strdup_printf ("%s/sys/bus/pci/devices/%s/driver", root, vf) : NULL;
+
+      g_assert_nonnull (link);
+      g_unlink (link);
+    }
+}
 
 /* The running kernel's modules.dep in the testbed (va_path_get
  * (VA_PATH_MODULES)/RELEASE), naming mlx5_vdpa where @ships (a kernel
@@ -80,6 +104,16 @@ fake_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError 
     }
   if (fake_devlink.mode == VA_KERNEL_ESWITCH_UNKNOWN)
     return fake_no_family (error);
+  /* as va_nl_eswitch_get words mlx5's EOPNOTSUPP
+   * (eswitch_offloads.c, mlx5_devlink_eswitch_get) */
+  if (fake_devlink.not_manager)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED,
+                   "devlink %s/%s: reading the eswitch mode: %s is not its eswitch manager (EOPNOTSUPP: a BlueField in DPU mode, "
+                   "whose Arm side owns the eswitch)",
+                   bus, dev, dev);
+      return FALSE;
+    }
   g_assert_cmpstr (bus, ==, "pci");
   *switchdev = fake_devlink.mode == VA_KERNEL_ESWITCH_SWITCHDEV;
   return TRUE;
@@ -165,13 +199,47 @@ fake_mgmtdevs (GError **error)
   return out;
 }
 
-static const VaKernelDevlink fake_devlink_ops = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs };
+static gboolean
+fake_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error)
+{
+  memcpy (mac, fake_devlink.vf_mac, 6);
+  *vlan = fake_devlink.vf_vlan;
+  return TRUE;
+}
+
+static gboolean
+fake_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error)
+{
+  g_string_append_printf (fake_devlink.vf_calls, "%s vf %u mac %02x:%02x:%02x:%02x:%02x:%02x vlan %u%s\n", pf, vf, mac[0], mac[1], mac[2],
+                          mac[3], mac[4], mac[5], vlan, flags ? " spoofchk on trust off" : "");
+  return TRUE;
+}
+
+static gboolean
+fake_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error)
+{
+  g_string_append_printf (fake_devlink.vf_calls, "%s vf %u spoofchk %s trust %s\n", pf, vf, spoofchk ? "on" : "off", trust ? "on" : "off");
+  if (fake_devlink.flags_ignored)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED,
+                   "PF %s VF %u: setting spoofchk %s, trust %s: read back spoofchk off, trust on", pf, vf, spoofchk ? "on" : "off",
+                   trust ? "on" : "off");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static const VaKernelDevlink fake_devlink_ops
+  = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs, fake_vf_get, fake_vf_set, fake_vf_set_flags };
 
 /* The mode a testbed's name says; the PF's VFs as its pcivf ports. */
 static void
 fake_devlink_for (const char *testbed)
 {
+  if (fake_devlink.vf_calls)
+    g_string_free (fake_devlink.vf_calls, TRUE);
   memset (&fake_devlink, 0, sizeof fake_devlink);
+  fake_devlink.vf_calls = g_string_new (NULL);
   fake_devlink.vfs = 8;
   if (testbed && strstr (testbed, "legacy"))
     fake_devlink.mode = VA_KERNEL_ESWITCH_LEGACY;

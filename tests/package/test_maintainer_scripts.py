@@ -169,6 +169,18 @@ class MaintainerScripts(unittest.TestCase):
         self.assertEqual(self.read(QEMU), b"a\nb\n")
         self.assertEqual(self.read(LIBVIRTD), b"a\nb\n")
 
+    def test_debian_13_abstraction_takes_our_dropin(self):
+        # libvirt 11's abstraction (Debian 13) includes libvirt-qemu.d/, where
+        # the package's own file is, and calls local/ deprecated: untouched
+        self.write("etc/apparmor.d/abstractions/libvirt-qemu",
+                   b"  include if exists <abstractions/libvirt-qemu.d>\n  include if exists <local/abstractions/libvirt-qemu>\n")
+        self.write(QEMU, b"# mine\n")
+        self.install()
+        self.assertEqual(self.read(QEMU), b"# mine\n")
+        self.assertEqual(self.read(LIBVIRTD), ("%s\n%s" % (MARKER, include(LIBVIRTD))).encode())
+        self.purge()
+        self.assertEqual(self.read(QEMU), b"# mine\n")
+
 
 if __name__ == "__main__":
     reexec_in_namespace()

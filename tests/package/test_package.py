@@ -119,7 +119,8 @@ class Package(unittest.TestCase):
 
     def test_conffiles(self):
         conffiles = sorted(self.read("DEBIAN/conffiles").split())
-        self.assertEqual(conffiles, ["/etc/apparmor.d/vdpa-allocator/libvirt-qemu",
+        self.assertEqual(conffiles, ["/etc/apparmor.d/abstractions/libvirt-qemu.d/vdpa-allocator",
+                                     "/etc/apparmor.d/vdpa-allocator/libvirt-qemu",
                                      "/etc/apparmor.d/vdpa-allocator/usr.sbin.libvirtd",
                                      "/etc/vdpa-allocator/vdpa-allocator.conf"])
         self.assertTrue(self.files["/etc/vdpa-allocator/conf.d"][0].startswith("d"))
@@ -187,6 +188,34 @@ class Package(unittest.TestCase):
         meson = open(os.path.join(SRC, "meson.build")).read()
         version = re.search(r"version: '([^']+)'", meson).group(1)
         self.assertRegex(fields, r"Version: %s\b" % re.escape(version))
+
+    def test_mlx5_dkms_package(self):
+        # the second binary package: DKMS's source folder, named and
+        # versioned as dkms.conf says, and the maintainer scripts dh_dkms
+        # writes (dkms add/build/install, dkms remove)
+        debs = glob.glob(os.path.join(os.path.dirname(self.deb), "vdpa-allocator-mlx5-dkms_*_all.deb"))
+        self.assertEqual(len(debs), 1, os.listdir(os.path.dirname(self.deb)))
+        meson = open(os.path.join(SRC, "meson.build")).read()
+        version = re.search(r"version: '([^']+)'", meson).group(1)
+        folder = "usr/src/vdpa-allocator-mlx5-%s" % version
+        with tempfile.TemporaryDirectory(prefix="va-dkms-") as d:
+            run(["dpkg-deb", "-R", debs[0], d])
+            self.assertTrue(os.access(os.path.join(d, folder, "build.sh"), os.X_OK))
+            with open(os.path.join(d, folder, "dkms.conf")) as f:
+                conf = f.read()
+            with open(os.path.join(d, "DEBIAN", "prerm")) as f:
+                prerm = f.read()
+        self.assertIn('PACKAGE_NAME="vdpa-allocator-mlx5"\n', conf)
+        self.assertIn('PACKAGE_VERSION="%s"\n' % version, conf)
+        self.assertIn('MAKE[0]="sh ./build.sh ${kernelver} ${kernel_source_dir}"', conf)
+        self.assertIn('BUILD_EXCLUSIVE_KERNEL="^6\\.12\\."', conf)
+        for i, m in enumerate(["mlx5_core", "mlx5_vdpa", "vringh"]):
+            self.assertIn('BUILT_MODULE_NAME[%d]="%s"' % (i, m), conf)
+            self.assertIn('DEST_MODULE_LOCATION[%d]="/updates/dkms"' % i, conf)
+        self.assertIn("dkms remove", prerm)
+        fields = run(["dpkg-deb", "-f", debs[0], "Depends"]).stdout
+        self.assertIn("dkms", fields)
+        self.assertIn("linux-source-6.12", fields)
 
 
 if __name__ == "__main__":

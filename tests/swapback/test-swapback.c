@@ -209,7 +209,7 @@ test_stop_sigterm (Fixture *f, gconstpointer mode)
                    "stopped as the daemon stopped; the NICs not swapped yet stay portable: 52:54:00:6b:3c:58 accelerated");
   assert_gone (pid);
   g_assert_false (va_daemon_swap_back_start (f->sb, UUID1, "moved", &error));
-  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_error (error, VA_ERROR, VA_ERROR_TRY_AGAIN);
   g_assert_cmpstr (error->message, ==, "the daemon is stopping");
 }
 

@@ -5,8 +5,12 @@ udevadm has it (systemd 253 and later), and in any case every rule line
 against the rules syntax of udev(7): KEY[{attr}] OP "value" separated by
 commas, match keys with ==/!=, assignment keys with =/+=/-=/:=, values in
 double quotes, RUN programs absolute and present. Also the modules-load.d
-file: the three modules, never virtio_vdpa."""
+file: the three modules, never virtio_vdpa. And the ConnectX mark against
+the model table of va-kernel.c, the one home of the PCI ids: every PF id
+of the table and any 15b3 PF with VFs is marked, no VF id is, and the
+rules name no device id of their own."""
 
+import fnmatch
 import os
 import re
 import shutil
@@ -79,7 +83,70 @@ def check_modules(path):
         errors.append("vdpa-allocator.conf: virtio_vdpa would steal the devices")
 
 
+def rule_tokens(line):
+    return [m.groups()[:4] for m in TOKEN.finditer(line)]
+
+
+def marks(lines, attrs):
+    """Whether a rule assigning ID_VDPA_ALLOCATOR=1 matches a PCI device
+    with these sysfs attributes, as udev matches: glob patterns with |
+    alternatives; an absent attribute reads as empty."""
+    for line in lines:
+        toks = rule_tokens(line)
+        if ("ENV", "ID_VDPA_ALLOCATOR", "=", "1") not in toks:
+            continue
+        ok = True
+        for key, attr, op, value in toks:
+            if op not in ("==", "!="):
+                continue
+            if key == "ACTION":
+                have = "add"
+            elif key == "SUBSYSTEM":
+                have = "pci"
+            elif key == "ATTR":
+                have = attrs.get(attr, "")
+            else:
+                continue
+            hit = any(fnmatch.fnmatchcase(have, alt) for alt in value.split("|"))
+            if hit != (op == "=="):
+                ok = False
+        if ok:
+            return True
+    return False
+
+
+def check_model_table(rules_path):
+    with open(os.path.join(SRCDIR, "vdpa-allocator", "daemon", "va-kernel.c")) as f:
+        src = f.read()
+    table = src[src.index("static const VaKernelModel models[]"):]
+    table = table[:table.index("};")]
+    models = re.findall(r'\{ 0x([0-9a-f]{4}), "[^"]*", (TRUE|FALSE), (TRUE|FALSE) \}', table)
+    if len(models) < 10:
+        errors.append("va-kernel.c: the model table did not parse (%d entries)" % len(models))
+        return
+    with open(rules_path) as f:
+        lines = [l for l in f.read().split("\n") if l.strip() and not l.lstrip().startswith("#")]
+    for line in lines:
+        if any(key == "ATTR" and attr == "device" for key, attr, _, _ in rule_tokens(line)):
+            errors.append("90-vdpa-allocator.rules: names PCI device ids; their one home is va-kernel.c's table")
+    for dev, is_vf, _ in models:
+        attrs = {"vendor": "0x15b3", "device": "0x" + dev, "class": "0x020000"}
+        if is_vf == "FALSE":
+            attrs["sriov_totalvfs"] = "8"
+        if marks(lines, attrs) != (is_vf == "FALSE"):
+            errors.append("15b3:%s (%s in va-kernel.c) is %smarked by the rules" %
+                          (dev, "a VF" if is_vf == "TRUE" else "a PF", "" if is_vf == "TRUE" else "not "))
+    # a 15b3 PF the table does not name: discovery takes it for kind=sriov
+    if not marks(lines, {"vendor": "0x15b3", "device": "0x1029", "sriov_totalvfs": "4"}):
+        errors.append("a 15b3 PF with VFs outside the model table is not marked")
+    if marks(lines, {"vendor": "0x15b3", "device": "0x1017", "sriov_totalvfs": "0"}):
+        errors.append("a 15b3 PF that can make no VF is marked")
+    if marks(lines, {"vendor": "0x8086", "device": "0x10c9", "sriov_totalvfs": "7"}):
+        errors.append("another vendor's PF is marked as a ConnectX")
+
+
 rules_file = os.path.join(SRC, "90-vdpa-allocator.rules")
+check_model_table(rules_file)
 n = check_rules(rules_file)
 check_modules(os.path.join(SRC, "vdpa-allocator.conf"))
 udevadm = shutil.which("udevadm")

@@ -98,10 +98,15 @@ va_alloc_request_options_to_variant (const VaAllocRequest *req)
 GVariant *
 va_alloc_request_to_variant (const VaAllocRequest *req)
 {
+  g_autofree char *name = NULL;
+
   g_return_val_if_fail (req != NULL, NULL);
   g_return_val_if_fail (req->uuid != NULL && req->mac != NULL, NULL);
 
-  return g_variant_new ("(ssss@a{sv})", req->uuid, req->domain_name ? req->domain_name : "", req->mac, req->network ? req->network : "",
+  /* a bus string is UTF-8: any other name goes in its display form (the
+   * daemon stores that form of any name) */
+  name = va_domain_name_display (req->domain_name);
+  return g_variant_new ("(ssss@a{sv})", req->uuid, name, req->mac, req->network ? req->network : "",
                         va_alloc_request_options_to_variant (req));
 }
 

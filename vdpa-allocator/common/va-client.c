@@ -64,6 +64,48 @@ remaining_ms (const VaClient *self)
   return (int) CLAMP (left, 1, self->timeout_ms);
 }
 
+/* The end of one call's budget, its retries included: the process's
+ * (the hook's) or the call's own. */
+static gint64
+call_deadline (const VaClient *self)
+{
+  return self->deadline ? self->deadline : g_get_monotonic_time () + (gint64) self->timeout_ms * 1000;
+}
+
+static int
+ms_until (gint64 until)
+{
+  gint64 left = (until - g_get_monotonic_time ()) / 1000;
+
+  return (int) CLAMP (left, 1, G_MAXINT);
+}
+
+/* TryAgain (@try_again) is never final while the budget lasts: the
+ * daemon is at a bound (its slots taken, by anyone) or mid-way through
+ * the same operation. Waits @pause_ms (50 ms, doubling to 1 s; less when
+ * the budget ends sooner, so that the last try comes at its end) and
+ * says TRUE when there is time for another try after it. */
+static gboolean
+wait_to_retry (gboolean try_again, gint64 until, guint *pause_ms)
+{
+  /* the last try keeps this much for its answer */
+  const gint64 last_us = 100 * 1000;
+  gint64 left = until - g_get_monotonic_time ();
+
+  if (!try_again || left <= 2 * last_us)
+    return FALSE;
+  g_usleep ((gulong) MIN ((gint64) *pause_ms * 1000, left - last_us));
+  *pause_ms = MIN (*pause_ms * 2, 1000u);
+  return TRUE;
+}
+
+static void
+gave_up (GError **error, gint64 since, guint tries)
+{
+  if (tries > 1 && g_error_matches (*error, VA_ERROR, VA_ERROR_TRY_AGAIN))
+    g_prefix_error (error, "still refused after %u tries in %.1f s: ", tries, (g_get_monotonic_time () - since) / (double) G_USEC_PER_SEC);
+}
+
 static gboolean
 connect_bus (VaClient *self, GError **error)
 {
@@ -72,19 +114,49 @@ connect_bus (VaClient *self, GError **error)
   return self->conn != NULL;
 }
 
-/* @method at @path of @iface; consumes a floating @params. */
+/* @method at @path of @iface; consumes a floating @params. Retries
+ * TryAgain within the budget. */
 static GVariant *
 call_at (VaClient *self, const char *path, const char *iface, const char *method, GVariant *params, const char *reply_type, GError **error)
 {
+  g_autoptr (GVariant) owned = params ? g_variant_ref_sink (params) : NULL;
+  g_autoptr (GError) last_try_again = NULL;
+  gint64 since = g_get_monotonic_time ();
+  gint64 until;
+  guint pause_ms = 50, tries = 0;
+
   g_return_val_if_fail (self != NULL, NULL);
 
   if (!connect_bus (self, error))
+    return NULL;
+  until = call_deadline (self);
+  for (;;)
     {
-      if (params)
-        g_variant_unref (g_variant_ref_sink (params));
-      return NULL;
+      g_autoptr (GError) local = NULL;
+      /* the message takes its own reference of @owned */
+      GVariant *reply = va_bus_call (self->conn, path, iface, method, owned, reply_type, ms_until (until), &local);
+
+      tries++;
+      if (reply)
+        return reply;
+      /* the last try's answer may come too late for the budget: what the
+       * daemon said before is the reason */
+      if (last_try_again && g_error_matches (local, VA_ERROR, VA_ERROR_UNREACHABLE))
+        g_clear_error (&local);
+      else
+        {
+          g_clear_error (&last_try_again);
+          last_try_again = g_error_matches (local, VA_ERROR, VA_ERROR_TRY_AGAIN) ? g_steal_pointer (&local) : NULL;
+        }
+      if (!last_try_again || !wait_to_retry (TRUE, until, &pause_ms))
+        {
+          if (!local)
+            local = g_steal_pointer (&last_try_again);
+          gave_up (&local, since, tries);
+          g_propagate_error (error, g_steal_pointer (&local));
+          return NULL;
+        }
     }
-  return va_bus_call (self->conn, path, iface, method, params, reply_type, remaining_ms (self), error);
 }
 
 static GVariant *
@@ -147,27 +219,52 @@ va_client_allocate_batch (VaClient *self, const VaAllocRequest *reqs, guint n, V
 {
   g_autoptr (GMainContext) context = NULL;
   g_autofree Pending *pending = NULL;
-  guint done = 0;
+  gint64 since = g_get_monotonic_time ();
+  gint64 until;
+  guint pause_ms = 50, tries = 0;
 
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (n == 0 || (reqs && leases && errors), FALSE);
 
   if (!connect_bus (self, error))
     return FALSE;
+  until = call_deadline (self);
   pending = g_new0 (Pending, n);
-  /* all sent before any answer is read: one main-loop turn of the daemon */
   context = g_main_context_new ();
   g_main_context_push_thread_default (context);
-  for (guint i = 0; i < n; i++)
-    g_dbus_connection_call (self->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate", va_alloc_request_to_variant (&reqs[i]),
-                            G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, remaining_ms (self), NULL, answered, &pending[i]);
-  while (done < n)
+  for (;;)
     {
-      done = 0;
+      guint done = 0, again = 0;
+
+      /* all sent before any answer is read: one main-loop turn of the
+       * daemon; on a retry, those it asked to try again */
       for (guint i = 0; i < n; i++)
-        done += pending[i].done;
-      if (done < n)
-        g_main_context_iteration (context, TRUE);
+        if (!pending[i].done)
+          g_dbus_connection_call (self->conn, VA_BUS_NAME, VA_BUS_PATH, VA_BUS_IFACE, "Allocate", va_alloc_request_to_variant (&reqs[i]),
+                                  G_VARIANT_TYPE ("(a{sv})"), G_DBUS_CALL_FLAGS_NONE, ms_until (until), NULL, answered, &pending[i]);
+      tries++;
+      while (done < n)
+        {
+          done = 0;
+          for (guint i = 0; i < n; i++)
+            done += pending[i].done;
+          if (done < n)
+            g_main_context_iteration (context, TRUE);
+        }
+      for (guint i = 0; i < n; i++)
+        if (pending[i].error)
+          {
+            va_bus_explain_error (&pending[i].error, self->timeout_ms);
+            again += g_error_matches (pending[i].error, VA_ERROR, VA_ERROR_TRY_AGAIN);
+          }
+      if (!wait_to_retry (again > 0, until, &pause_ms))
+        break;
+      for (guint i = 0; i < n; i++)
+        if (g_error_matches (pending[i].error, VA_ERROR, VA_ERROR_TRY_AGAIN))
+          {
+            g_clear_error (&pending[i].error);
+            pending[i].done = FALSE;
+          }
     }
   g_main_context_pop_thread_default (context);
   for (guint i = 0; i < n; i++)
@@ -176,8 +273,8 @@ va_client_allocate_batch (VaClient *self, const VaAllocRequest *reqs, guint n, V
       errors[i] = NULL;
       if (pending[i].error)
         {
-          va_bus_explain_error (&pending[i].error, self->timeout_ms);
           errors[i] = pending[i].error;
+          gave_up (&errors[i], since, tries);
         }
       else
         leases[i] = lease_of_reply (pending[i].reply, &errors[i]);
@@ -228,10 +325,13 @@ gboolean
 va_client_swap_back (VaClient *self, const char *uuid, const char *name, GError **error)
 {
   g_autoptr (GVariant) reply = NULL;
+  g_autofree char *shown = NULL;
 
   g_return_val_if_fail (uuid != NULL && name != NULL, FALSE);
 
-  reply = call (self, "SwapBack", g_variant_new ("(ss)", uuid, name), "()", error);
+  /* a bus string is UTF-8; the daemon shows the name in this form anyway */
+  shown = va_domain_name_display (name);
+  reply = call (self, "SwapBack", g_variant_new ("(ss)", uuid, shown), "()", error);
   return reply != NULL;
 }
 
@@ -282,25 +382,30 @@ va_client_rewrite (VaClient *self, const char *xml, const char *to, GError **err
   return out;
 }
 
-VaHostView *
-va_client_offline_view (const char *config_dir, GError **error)
+VaConfig *
+va_client_load_config (const char *config_dir, GError **error)
 {
   g_autoptr (GError) local = NULL;
-  g_autoptr (VaConfig) config = NULL;
-  g_autofree char *ports = NULL;
+  VaConfig *config;
 
   /* A configuration that is there but broken is an error, never an empty
    * one: an empty one would only fail later, on a NIC, in other words. */
   if (config_dir)
-    config = va_config_load (config_dir, error);
-  else
-    {
-      config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
-      if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
-        config = va_config_new_empty ();
-      else if (!config)
-        g_propagate_error (error, g_steal_pointer (&local));
-    }
+    return va_config_load (config_dir, error);
+  config = va_config_load (va_path_get (VA_PATH_CONFIG), &local);
+  if (!config && g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+    return va_config_new_empty ();
+  if (!config)
+    g_propagate_error (error, g_steal_pointer (&local));
+  return config;
+}
+
+VaHostView *
+va_client_offline_view (const char *config_dir, GError **error)
+{
+  g_autoptr (VaConfig) config = va_client_load_config (config_dir, error);
+  g_autofree char *ports = NULL;
+
   if (!config)
     return NULL;
   ports = va_path_ports (va_path_get (VA_PATH_RUN));

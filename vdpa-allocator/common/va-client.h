@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "va-alloc-request.h"
+#include "va-config.h"
 #include "va-host-view.h"
 #include "va-lease.h"
 
@@ -76,6 +77,12 @@ char *va_client_rewrite (VaClient *self, const char *xml, const char *to, GError
  * that cannot be read or parsed fails with the loader's error, which names
  * the file and the line. */
 char *va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error);
+
+/* The configuration under that policy: the one in @config_dir (NULL: the
+ * default directory, an empty configuration when that does not exist);
+ * the loader's error, which names the file and the line, when it cannot
+ * be read or parsed. The hook's budget comes from it too. */
+VaConfig *va_client_load_config (const char *config_dir, GError **error);
 
 /* The offline half of that policy: this host from the configuration in
  * @config_dir (NULL: the default directory, an empty configuration when

@@ -48,6 +48,7 @@ pool_config_free (VaPoolConfig *p)
   g_strfreev (p->match_pf);
   g_strfreev (p->match_pci);
   g_free (p->uplink_bridge);
+  g_free (p->vlan_network);
   g_free (p->device_group);
   g_free (p);
 }
@@ -625,6 +626,8 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
   gboolean mode_set = FALSE;
 
   n->net.name = g_strdup (name);
+  n->spoofchk = TRUE; /* safe defaults: the guest keeps the MAC it was given */
+  n->trust = FALSE;
   for (guint i = 0; i < g->keys->len; i++)
     {
       const char *key = g_ptr_array_index (g->keys, i);
@@ -663,6 +666,17 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
         {
           if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
             return FALSE;
+        }
+      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0)
+        {
+          gboolean *out = key[0] == 's' ? &n->spoofchk : &n->trust;
+
+          if (g_strcmp0 (it.entry->value, "true") == 0)
+            *out = TRUE;
+          else if (g_strcmp0 (it.entry->value, "false") == 0)
+            *out = FALSE;
+          else
+            return item_error (&it, error, "'%.*s' is not true or false", VA_CUT (it.entry->value, 64));
         }
       else
         return item_error (&it, error, "unknown key");
@@ -967,6 +981,27 @@ va_config_load (const char *dir, GError **error)
                        va_pool_kind_to_string (p->kind));
           return NULL;
         }
+      if (p && n->net.vlan && !p->vlan_network)
+        {
+          VaPoolConfig *mp = (VaPoolConfig *) p;
+
+          mp->vlan_network = g_strdup (n->net.name);
+          mp->vlan_network_vlan = n->net.vlan;
+        }
+      /* mlx5 refuses a non-zero VF VLAN through the PF in switchdev mode
+       * (esw/legacy.c, mlx5_eswitch_set_vport_vlan: EOPNOTSUPP): libvirt's
+       * <vlan> would fail every start */
+      if (p && n->net.vlan && p->kind == VA_POOL_KIND_SRIOV && p->eswitch == VA_ESWITCH_SWITCHDEV && p->vlan_method != VA_VLAN_METHOD_BRIDGE
+          && p->vlan_method != VA_VLAN_METHOD_OVS)
+        {
+          const Entry *v = g_hash_table_lookup (g->entries, "vlan");
+
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                       "%s: [%s] vlan: pool '%s' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it "
+                       "vlan-method=bridge or ovs (and uplink-bridge)",
+                       v ? v->file : g->file, g->name, p->name);
+          return NULL;
+        }
     }
   return g_steal_pointer (&self);
 }
@@ -982,6 +1017,21 @@ va_config_lookup_pool (const VaConfig *self, const char *name)
       const VaPoolConfig *p = g_ptr_array_index (self->pools, i);
       if (strcmp (p->name, name) == 0)
         return p;
+    }
+  return NULL;
+}
+
+const VaNetworkConfig *
+va_config_lookup_network (const VaConfig *self, const char *name)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  for (guint i = 0; i < self->networks->len; i++)
+    {
+      const VaNetworkConfig *n = g_ptr_array_index (self->networks, i);
+      if (strcmp (n->net.name, name) == 0)
+        return n;
     }
   return NULL;
 }

@@ -68,12 +68,19 @@ typedef struct
    * it has no free hardware slot (all of them for type=software), for NICs
    * whose network has a fallback bridge; 0: none */
   guint software_slots;
+  /* the first network on this pool with a VLAN, and its VLAN (0: none):
+   * where that VLAN goes depends on the PF's eswitch mode, which the
+   * backend reads at preparation (va-backend-kernel.c) */
+  char *vlan_network;
+  guint16 vlan_network_vlan;
 } VaPoolConfig;
 
 typedef struct
 {
   VaNetwork net;
-  guint quota; /* 0: none */
+  guint quota;       /* 0: none */
+  gboolean spoofchk; /* a passed-through VF's, in legacy mode: default on */
+  gboolean trust;    /* likewise: default off */
 } VaNetworkConfig;
 
 typedef struct
@@ -119,6 +126,7 @@ VaConfig *va_config_new_empty (void);
 void va_config_free (VaConfig *self);
 
 const VaPoolConfig *va_config_lookup_pool (const VaConfig *self, const char *name);
+const VaNetworkConfig *va_config_lookup_network (const VaConfig *self, const char *name);
 
 /* The host view for the intent engine, pools at unknown (unlimited) free
  * capacity. */

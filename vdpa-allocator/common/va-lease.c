@@ -161,11 +161,23 @@ va_lease_validate (const VaLease *lease, GError **error)
     }
   if (!va_lease_check_key (lease->uuid, lease->mac, error))
     return FALSE;
-  if (!check_string ("domain_name", lease->domain_name, VA_DOMAIN_NAME_MAX, FALSE, error)
-      || !check_string ("network", lease->network, VA_NAME_MAX, FALSE, error)
-      || !check_string ("pool", lease->pool, VA_NAME_MAX, TRUE, error) || !check_string ("slot", lease->slot, VA_SLOT_MAX, TRUE, error)
-      || !check_string ("device", lease->device, VA_NAME_MAX, FALSE, error) || !check_path ("chardev", lease->chardev, error)
-      || !check_path ("port", lease->port, error))
+  if (!lease->domain_name)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field domain_name is missing");
+      return FALSE;
+    }
+  /* any name libvirt accepts, in the form va_domain_name_display() gives */
+  if (!va_domain_name_is_display (lease->domain_name))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "lease field domain_name is not a domain name's display form (UTF-8 of at most %d bytes, control characters "
+                   "escaped)",
+                   VA_DOMAIN_NAME_MAX);
+      return FALSE;
+    }
+  if (!check_string ("network", lease->network, VA_NAME_MAX, FALSE, error) || !check_string ("pool", lease->pool, VA_NAME_MAX, TRUE, error)
+      || !check_string ("slot", lease->slot, VA_SLOT_MAX, TRUE, error) || !check_string ("device", lease->device, VA_NAME_MAX, FALSE, error)
+      || !check_path ("chardev", lease->chardev, error) || !check_path ("port", lease->port, error))
     return FALSE;
   if (*lease->network && !va_name_is_valid (lease->network))
     {

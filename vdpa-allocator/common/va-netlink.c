@@ -211,6 +211,97 @@ va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const gu
 }
 
 struct nlmsghdr *
+va_nl_build_vf_flags (void *buf, guint32 seq, int pf_ifindex, guint32 vf, gboolean spoofchk, gboolean trust)
+{
+  struct nlmsghdr *nlh;
+  struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
+  struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
+  struct nlattr *list, *info;
+
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  list = nest_start (nlh, IFLA_VFINFO_LIST);
+  info = nest_start (nlh, IFLA_VF_INFO);
+  mnl_attr_put (nlh, IFLA_VF_SPOOFCHK, sizeof ivs, &ivs);
+  mnl_attr_put (nlh, IFLA_VF_TRUST, sizeof ivt, &ivt);
+  mnl_attr_nest_end (nlh, info);
+  mnl_attr_nest_end (nlh, list);
+  return nlh;
+}
+
+struct nlmsghdr *
+va_nl_build_vf_mac_vlan (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan)
+{
+  struct nlmsghdr *nlh;
+  struct ifla_vf_mac ivm = { .vf = vf };
+  struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
+  struct nlattr *list, *info;
+
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  list = nest_start (nlh, IFLA_VFINFO_LIST);
+  info = nest_start (nlh, IFLA_VF_INFO);
+  memcpy (ivm.mac, mac, 6);
+  mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
+  mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
+  mnl_attr_nest_end (nlh, info);
+  mnl_attr_nest_end (nlh, list);
+  return nlh;
+}
+
+gboolean
+va_nl_parse_vf_flags (const struct nlmsghdr *nlh, guint32 vf, gboolean *spoofchk, gboolean *trust)
+{
+  const struct nlattr *attr, *info, *a;
+
+  g_return_val_if_fail (nlh != NULL && spoofchk != NULL && trust != NULL, FALSE);
+
+  if (nlh->nlmsg_type != RTM_NEWLINK || nlh->nlmsg_len < mnl_nlmsg_size (sizeof (struct ifinfomsg)))
+    return FALSE;
+  mnl_attr_for_each (attr, nlh, sizeof (struct ifinfomsg))
+  {
+    if (mnl_attr_get_type (attr) != IFLA_VFINFO_LIST)
+      continue;
+    mnl_attr_for_each_nested (info, attr)
+    {
+      gboolean have_s = FALSE, have_t = FALSE, s = FALSE, t = FALSE;
+
+      if (mnl_attr_get_type (info) != IFLA_VF_INFO)
+        continue;
+      mnl_attr_for_each_nested (a, info)
+      {
+        if (mnl_attr_get_type (a) == IFLA_VF_SPOOFCHK && mnl_attr_get_payload_len (a) >= sizeof (struct ifla_vf_spoofchk))
+          {
+            const struct ifla_vf_spoofchk *ivs = mnl_attr_get_payload (a);
+            if (ivs->vf != vf)
+              break;
+            s = ivs->setting == 1;
+            have_s = TRUE;
+          }
+        else if (mnl_attr_get_type (a) == IFLA_VF_TRUST && mnl_attr_get_payload_len (a) >= sizeof (struct ifla_vf_trust))
+          {
+            const struct ifla_vf_trust *ivt = mnl_attr_get_payload (a);
+            if (ivt->vf != vf)
+              break;
+            t = ivt->setting == 1;
+            have_t = TRUE;
+          }
+      }
+      if (have_s && have_t)
+        {
+          *spoofchk = s;
+          *trust = t;
+          return TRUE;
+        }
+    }
+  }
+  return FALSE;
+}
+
+struct nlmsghdr *
 va_nl_build_link_get_vfs (void *buf, guint32 seq, int ifindex)
 {
   struct nlmsghdr *nlh;
@@ -779,6 +870,12 @@ va_nl_eswitch_get (const char *bus, const char *dev, gboolean *switchdev, GError
       if (kerr == ENODEV)
         g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "%s: %s has no devlink instance (its driver offers legacy SR-IOV only)", what,
                      dev);
+      /* mlx5 answers EOPNOTSUPP where the function is no eswitch manager
+       * (eswitch_offloads.c, mlx5_devlink_eswitch_get): the host PF of a
+       * BlueField in DPU mode, whose Arm cores own the eswitch */
+      else if (kerr == EOPNOTSUPP)
+        g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED,
+                     "%s: %s is not its eswitch manager (EOPNOTSUPP: a BlueField in DPU mode, whose Arm side owns the eswitch)", what, dev);
       else
         g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
@@ -885,6 +982,67 @@ va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gbo
     return FALSE;
   return va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_set (buf, next_seq (), ifindex, vf, mac, vlan, spoofchk, trust), NULL, NULL, what,
                          NULL, error);
+}
+
+gboolean
+va_nl_vf_set_mac_vlan (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what = g_strdup_printf ("PF %s VF %u: setting MAC and VLAN %u", pf, vf, vlan);
+  int ifindex;
+
+  g_return_val_if_fail (pf != NULL && mac != NULL, FALSE);
+
+  if (!ifindex_of (pf, what, &ifindex, error))
+    return FALSE;
+  return va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_mac_vlan (buf, next_seq (), ifindex, vf, mac, vlan), NULL, NULL, what, NULL, error);
+}
+
+typedef struct
+{
+  guint32 vf;
+  gboolean found;
+  gboolean spoofchk;
+  gboolean trust;
+} VfFlags;
+
+static void
+vf_flags_cb (const struct nlmsghdr *nlh, gpointer user_data)
+{
+  VfFlags *g = user_data;
+
+  if (!g->found)
+    g->found = va_nl_parse_vf_flags (nlh, g->vf, &g->spoofchk, &g->trust);
+}
+
+gboolean
+va_nl_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error)
+{
+  char buf[VA_NL_BUF_SIZE];
+  g_autofree char *what
+    = g_strdup_printf ("PF %s VF %u: setting spoofchk %s, trust %s", pf, vf, spoofchk ? "on" : "off", trust ? "on" : "off");
+  VfFlags g = { .vf = vf };
+  int ifindex;
+
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  if (!ifindex_of (pf, what, &ifindex, error)
+      || !va_nl_transact (NETLINK_ROUTE, va_nl_build_vf_flags (buf, next_seq (), ifindex, vf, spoofchk, trust), NULL, NULL, what, NULL,
+                          error)
+      || !va_nl_transact (NETLINK_ROUTE, va_nl_build_link_get_vfs (buf, next_seq (), ifindex), vf_flags_cb, &g, what, NULL, error))
+    return FALSE;
+  if (!g.found)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: the kernel's answer has no spoofchk and trust for it", what);
+      return FALSE;
+    }
+  if (g.spoofchk != spoofchk || g.trust != trust)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "%s: read back spoofchk %s, trust %s", what, g.spoofchk ? "on" : "off",
+                   g.trust ? "on" : "off");
+      return FALSE;
+    }
+  return TRUE;
 }
 
 typedef struct

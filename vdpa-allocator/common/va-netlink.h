@@ -28,6 +28,15 @@ struct nlmsghdr *va_nl_build_vdpa_dev_dump (void *buf, guint16 family, guint32 s
 /* ip link set dev PF vf N mac M vlan V spoofchk on|off trust on|off */
 struct nlmsghdr *va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan,
                                      gboolean spoofchk, gboolean trust);
+/* ip link set dev PF vf N spoofchk on|off trust on|off: a VF libvirt
+ * passed through keeps the MAC and VLAN libvirt set */
+struct nlmsghdr *va_nl_build_vf_flags (void *buf, guint32 seq, int pf_ifindex, guint32 vf, gboolean spoofchk, gboolean trust);
+/* ip link set dev PF vf N mac M vlan V: what mlx5 takes in switchdev
+ * mode, which refuses spoofchk and trust (esw/legacy.c) */
+struct nlmsghdr *va_nl_build_vf_mac_vlan (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan);
+/* From a reply to va_nl_build_link_get_vfs: VF @vf's spoofchk and trust;
+ * FALSE when the message has no entry for @vf with both. */
+gboolean va_nl_parse_vf_flags (const struct nlmsghdr *nlh, guint32 vf, gboolean *spoofchk, gboolean *trust);
 /* bridge vlan add|del dev PORT vid V [pvid untagged] */
 /* RTM_GETLINK of one link with its VFs' settings (IFLA_EXT_MASK
  * RTEXT_FILTER_VF), as "ip -d link show PF" asks. */
@@ -137,6 +146,10 @@ GPtrArray *va_nl_devlink_ports (GError **error);
 /* Every vdpa device (VaVdpaDev*). */
 GPtrArray *va_nl_vdpa_devs (GError **error);
 gboolean va_nl_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk, gboolean trust, GError **error);
+gboolean va_nl_vf_set_mac_vlan (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, GError **error);
+/* Sets VF @vf's spoofchk and trust through PF @pf, then reads them back:
+ * a driver that ignores one (an old igb without trust) is an error. */
+gboolean va_nl_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
 /* VF @vf's administrative MAC and VLAN, read through PF @pf. A PF whose
  * reply exceeds VA_NL_BUF_SIZE (some dozens of VFs) is an error. */
 gboolean va_nl_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);

@@ -57,6 +57,8 @@ va_path_get (VaPath which)
         return env_or ("VDPA_ALLOCATOR_HOOKS_DIR", VA_SYSCONFDIR "/libvirt/hooks");
       case VA_PATH_MODULES:
         return testbed_path ("lib/modules");
+      case VA_PATH_BOOT:
+        return testbed_path ("boot");
     }
   g_return_val_if_reached (NULL);
 }

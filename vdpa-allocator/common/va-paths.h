@@ -16,6 +16,7 @@ typedef enum
   VA_PATH_DEV,     /* $UMOCKDEV_DIR/dev likewise, else /dev */
   VA_PATH_HOOKS,   /* VDPA_ALLOCATOR_HOOKS_DIR, else $sysconfdir/libvirt/hooks */
   VA_PATH_MODULES, /* $UMOCKDEV_DIR/lib/modules in a testbed, else /lib/modules */
+  VA_PATH_BOOT,    /* $UMOCKDEV_DIR/boot likewise, else /boot: the kernel's config-RELEASE */
 } VaPath;
 
 /* The root for @which; the string lives as long as the process. */

@@ -25,26 +25,48 @@ get_all (const char *path, GError **error)
   return va_client_get_properties (CLIENT, path, error);
 }
 
+/* The columns of the tables: a title says what the column holds; an
+ * extra one (TRUE) only with -o. */
 static const VaCtlColumn pool_cols[] = {
-  { "Name", "POOL" },         { "Total", "TOTAL" },     { "Free", "FREE" },           { "Leased", "LEASED" },   { "Healthy", "HEALTHY" },
-  { "Draining", "DRAINING" }, { "VlanMethod", "VLAN" }, { "HealthReason", "REASON" }, { "Warning", "WARNING" }, { NULL },
+  { "Name", "POOL" },
+  { "Total", "TOTAL" },
+  { "Free", "FREE" },
+  { "Leased", "LEASED" },
+  { "Healthy", "HEALTHY" },
+  { "Draining", "DRAINING" },
+  { "VlanMethod", "VLAN-METHOD" },
+  { "HealthReason", "REASON" },
+  { "Warning", "WARNING" },
+  { NULL },
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" },
-  { "mac", "MAC" },
-  { "kind", "KIND" },
-  { "form", "FORM" },
-  { "network", "NETWORK" },
-  { "pool", "POOL" },
-  { "vlan", "VLAN" },
-  { "queues", "QUEUES" },
-  { "slot", "SLOT" },
-  { "device", "DEVICE" },
-  { "broken", "BROKEN" },
-  { "port", "PORT" },
-  { NULL },
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },
+  { "kind", "KIND" },          { "form", "FORM" },
+  { "network", "NETWORK" },    { "pool", "POOL" },
+  { "vlan", "VLAN" },          { "queues", "QUEUES" },
+  { "slot", "SLOT" },          { "device", "DEVICE" },
+  { "broken", "BROKEN" },      { "created", "SINCE", TRUE },
+  { "uuid", "UUID", TRUE },    { "chardev", "NODE", TRUE },
+  { "port", "PORT", TRUE },    { NULL },
 };
+
+/* -o COLS and --no-headers of a command that prints a table */
+#define TABLE_ENTRIES(output, no_headers)                                                                                                  \
+  { "output", 'o', 0, G_OPTION_ARG_STRING, &output, "Only the columns COLS, in that order (their titles, comma-separated)", "COLS" },      \
+  {                                                                                                                                        \
+    "no-headers", 0, 0, G_OPTION_ARG_NONE, &no_headers, "Print no header line", NULL                                                       \
+  }
+
+/* After the options: -o names columns of @cols, and neither goes with -j. */
+static int
+table_options (const char *output, gboolean no_headers, gboolean json, const VaCtlColumn *cols)
+{
+  if (json && (output || no_headers))
+    return va_ctl_usage ("-o and --no-headers are for the table, not -j");
+  va_ctl_table_options (output, no_headers);
+  return va_ctl_table_check (cols);
+}
 
 /* aa{sv} of every pool's properties. */
 static GVariant *
@@ -134,10 +156,13 @@ pool_list (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) pools = NULL;
-  gboolean json = FALSE;
+  g_autofree char *output = NULL;
+  gboolean json = FALSE, no_headers = FALSE;
+  const GOptionEntry entries[] = { TABLE_ENTRIES (output, no_headers), { NULL } };
   int rc;
 
-  if ((rc = va_ctl_parse (&argc, &argv, "- list the pools", "Lists every pool with its slots.", NULL, &json, 0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the pools", "Lists every pool with its slots.", entries, &json, 0, 0))
+      || (rc = table_options (output, no_headers, json, pool_cols)))
     return rc;
   pools = pools_records (&error);
   if (!pools)
@@ -222,12 +247,14 @@ va_ctl_cmd_lease (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) list = NULL;
-  g_autofree char *domain = NULL;
-  gboolean json = FALSE;
+  g_autofree char *domain = NULL, *output = NULL;
+  gboolean json = FALSE, no_headers = FALSE;
   const GOptionEntry entries[] = {
     { "domain", 'd', 0, G_OPTION_ARG_STRING, &domain, "Only the leases of this domain (name or UUID)", "DOMAIN" },
+    TABLE_ENTRIES (output, no_headers),
     { NULL },
   };
+  g_autofree char *shown = NULL;
   GVariantBuilder b;
   GVariantIter iter;
   GVariant *rec;
@@ -243,12 +270,18 @@ va_ctl_cmd_lease (int argc, char **argv)
       g_printerr ("vdpactl: unknown lease command '%.*s'; use list\n", VA_CUT (argv[1], 64));
       return VA_CTL_EXIT_USAGE;
     }
-  if ((rc = va_ctl_parse (&argc, &argv, "- list the leases", "Lists every lease: which VM NIC holds which slot and device.", entries, &json,
-                          0, 0)))
+  if ((rc = va_ctl_parse (&argc, &argv, "- list the leases",
+                          "Lists every lease: which VM NIC holds which slot and device. The columns SINCE, UUID, NODE\n"
+                          "and PORT are shown with -o only.",
+                          entries, &json, 0, 0))
+      || (rc = table_options (output, no_headers, json, lease_cols)))
     return rc;
   list = va_client_list_leases (CLIENT, &error);
   if (!list)
     return va_ctl_fail (error);
+  /* a lease holds a name's display form: the name as libvirt spells it
+   * (a tab, over 256 bytes) finds it too */
+  shown = domain ? va_domain_name_display (domain) : NULL;
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   g_variant_iter_init (&iter, list);
   while ((rec = g_variant_iter_next_value (&iter)))
@@ -258,7 +291,8 @@ va_ctl_cmd_lease (int argc, char **argv)
 
       g_variant_lookup (rec, "uuid", "&s", &uuid);
       g_variant_lookup (rec, "domain_name", "&s", &name);
-      if (!domain || strcmp (domain, name) == 0 || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
+      if (!domain || strcmp (domain, name) == 0 || strcmp (shown, name) == 0
+          || (va_uuid_normalize (domain, want) && strcmp (want, uuid) == 0))
         g_variant_builder_add_value (&b, rec);
       g_variant_unref (rec);
     }
@@ -280,7 +314,8 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   if ((rc = va_ctl_parse (&argc, &argv, "- compare leases, devices and libvirt's domains",
                           "Removes devices no lease owns (unless held open), re-makes leased devices that are gone,\n"
                           "releases leases of domains libvirt no longer has (only when libvirt answers), and resets\n"
-                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC.",
+                          "kind=sriov VFs that no lease holds and no one passes through but a crash left with a VLAN or MAC;\n"
+                          "a VF a host driver holds is left alone, reported (host_held) and not offered.",
                           NULL, &json, 0, 0)))
     return rc;
   report = va_client_reconcile (CLIENT, &error);
@@ -289,7 +324,23 @@ va_ctl_cmd_reconcile (int argc, char **argv)
   {
     static const char *const nulls[] = { "libvirt_error", NULL };
     g_autoptr (GVariant) full = json ? va_ctl_record_complete (report, nulls, NULL) : g_variant_ref (report);
+    gboolean libvirt = TRUE;
+    const char *why = NULL;
+
     va_ctl_print_record (full, json);
+    g_variant_lookup (report, "libvirt", "b", &libvirt);
+    g_variant_lookup (report, "libvirt_error", "&s", &why);
+    if (!libvirt)
+      {
+        /* devices were checked, the leases of vanished domains not; one
+         * line, whatever libvirt's message holds */
+        g_autofree char *line = g_strdelimit (g_strdup (why ? why : "no reason given"), "\r\n", ' ');
+
+        g_printerr ("vdpactl: reconcile done in part: libvirt did not answer (%s), so no lease of a domain it no longer has was "
+                    "released\n",
+                    line);
+        return VA_CTL_EXIT_PARTIAL;
+      }
   }
   return 0;
 }
@@ -326,6 +377,18 @@ va_ctl_cmd_allocate (int argc, char **argv)
     return va_ctl_usage ("--uuid and --mac are required");
   if (!network == !pool)
     return va_ctl_usage ("give --network, or --pool with --vlan");
+  if (network && vlan)
+    return va_ctl_usage ("--vlan goes with --pool: a network has its own VLAN (see 'vdpactl network list')");
+  {
+    char canon_uuid[VA_UUID_STRING_LEN], canon_mac[VA_MAC_STRING_LEN];
+
+    if (!va_uuid_check (uuid, canon_uuid, &error))
+      g_prefix_error (&error, "--uuid: ");
+    else if (!va_mac_check (mac, canon_mac, &error))
+      g_prefix_error (&error, "--mac: ");
+    if (error)
+      return va_ctl_usage (error->message);
+  }
   if (vlan < 0 || vlan > VA_VLAN_MAX || queues < 0 || queues > VA_QUEUES_MAX)
     return va_ctl_usage ("--vlan must be " G_STRINGIFY (VA_VLAN_MIN) "-" G_STRINGIFY (VA_VLAN_MAX) " and --queues " G_STRINGIFY (
       VA_QUEUES_MIN) "-" G_STRINGIFY (VA_QUEUES_MAX));
@@ -352,36 +415,135 @@ va_ctl_cmd_allocate (int argc, char **argv)
   return 0;
 }
 
+/* The UUID of the domain @name (a name, or a UUID) as the leases know it:
+ * NULL with @error when no lease names it, or two domains of that name
+ * hold leases. */
+static char *
+domain_uuid_of_leases (GVariant *leases, const char *name, GError **error)
+{
+  g_autofree char *found = NULL;
+  char want[VA_UUID_STRING_LEN];
+  gboolean is_uuid = va_uuid_normalize (name, want);
+  GVariantIter iter;
+  GVariant *rec;
+
+  g_variant_iter_init (&iter, leases);
+  while ((rec = g_variant_iter_next_value (&iter)))
+    {
+      g_autoptr (GVariant) r = rec;
+      const char *uuid = "", *dname = "";
+
+      g_variant_lookup (r, "uuid", "&s", &uuid);
+      g_variant_lookup (r, "domain_name", "&s", &dname);
+      if (!(strcmp (dname, name) == 0 || (is_uuid && strcmp (uuid, want) == 0)))
+        continue;
+      if (found && strcmp (found, uuid) != 0)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "two domains named '%s' hold leases (%s and %s): give --uuid", name,
+                       found, uuid);
+          return NULL;
+        }
+      if (!found)
+        found = g_strdup (uuid);
+    }
+  if (!found)
+    g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "domain '%s' holds no lease: nothing was released", name);
+  return g_steal_pointer (&found);
+}
+
+/* Whether @leases hold one of @uuid (canonical) with @mac (canonical). */
+static gboolean
+leases_hold (GVariant *leases, const char *uuid, const char *mac)
+{
+  GVariantIter iter;
+  GVariant *rec;
+  gboolean held = FALSE;
+
+  g_variant_iter_init (&iter, leases);
+  while (!held && (rec = g_variant_iter_next_value (&iter)))
+    {
+      const char *u = "", *m = "";
+
+      g_variant_lookup (rec, "uuid", "&s", &u);
+      g_variant_lookup (rec, "mac", "&s", &m);
+      held = strcmp (u, uuid) == 0 && g_ascii_strcasecmp (m, mac) == 0;
+      g_variant_unref (rec);
+    }
+  return held;
+}
+
 int
 va_ctl_cmd_release (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree char *uuid = NULL, *mac = NULL;
+  g_autoptr (GVariant) leases = NULL;
+  g_autofree char *uuid_arg = NULL, *mac_arg = NULL, *domain = NULL, *by_name = NULL;
   gboolean all = FALSE;
   const GOptionEntry entries[] = {
-    { "uuid", 'u', 0, G_OPTION_ARG_STRING, &uuid, "Domain UUID (required)", "UUID" },
-    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac, "The NIC's MAC address", "MAC" },
+    { "uuid", 'u', 0, G_OPTION_ARG_STRING, &uuid_arg, "Domain UUID", "UUID" },
+    { "domain", 'd', 0, G_OPTION_ARG_STRING, &domain, "Domain name (or UUID), as 'lease list' shows it", "DOMAIN" },
+    { "mac", 'm', 0, G_OPTION_ARG_STRING, &mac_arg, "The NIC's MAC address", "MAC" },
     { "all", 'a', 0, G_OPTION_ARG_NONE, &all, "Every lease of the domain", NULL },
     { NULL },
   };
+  char uuid[VA_UUID_STRING_LEN], mac[VA_MAC_STRING_LEN];
   int rc;
 
   if ((rc
-       = va_ctl_parse (&argc, &argv, "- give a lease back", "Deletes the vDPA device and the port link. Idempotent.", entries, NULL, 0, 0)))
+       = va_ctl_parse (&argc, &argv, "- give a lease back",
+                       "Deletes the vDPA device and the port link. Fails (status 1) when there was no such lease.", entries, NULL, 0, 0)))
     return rc;
-  if (!uuid || (!mac == !all))
-    return va_ctl_usage ("give --uuid, and --mac or --all");
+  if (!uuid_arg == !domain || (!mac_arg == !all))
+    return va_ctl_usage ("give --uuid or --domain, and --mac or --all");
+  if (uuid_arg && !va_uuid_check (uuid_arg, uuid, &error))
+    {
+      g_prefix_error (&error, "--uuid: ");
+      return va_ctl_usage (error->message);
+    }
+  if (domain && !va_name_is_valid (domain) && !va_uuid_normalize (domain, uuid))
+    return va_ctl_usage ("--domain: not a domain name or UUID");
+  if (mac_arg && !va_mac_check (mac_arg, mac, &error))
+    {
+      g_prefix_error (&error, "--mac: ");
+      return va_ctl_usage (error->message);
+    }
+  if (domain || mac_arg)
+    {
+      /* the daemon's Release is idempotent (the hook relies on it): what
+       * there is to release, read first, so that nothing is not "released" */
+      leases = va_client_list_leases (CLIENT, &error);
+      if (!leases)
+        return va_ctl_fail (error);
+    }
+  if (domain)
+    {
+      by_name = domain_uuid_of_leases (leases, domain, &error);
+      if (!by_name)
+        return va_ctl_fail (error);
+      g_strlcpy (uuid, by_name, sizeof uuid);
+    }
   if (all)
     {
       gint n = va_client_release_domain (CLIENT, uuid, &error);
       if (n < 0)
         return va_ctl_fail (error);
-      g_print ("released %d lease(s)\n", n);
+      if (n == 0)
+        {
+          g_autofree char *msg = g_strdup_printf ("domain %s holds no lease: nothing was released", uuid);
+          return va_ctl_fail_msg (msg);
+        }
+      g_print ("released %d lease(s) of domain %s\n", n, domain ? domain : uuid);
       return 0;
+    }
+  if (!leases_hold (leases, uuid, mac))
+    {
+      g_autofree char *msg
+        = g_strdup_printf ("no lease of NIC %s of domain %s: nothing was released; see 'vdpactl lease list'", mac, domain ? domain : uuid);
+      return va_ctl_fail_msg (msg);
     }
   if (!va_client_release (CLIENT, uuid, mac, &error))
     return va_ctl_fail (error);
-  g_print ("released\n");
+  g_print ("released the lease of NIC %s of domain %s\n", mac, domain ? domain : uuid);
   return 0;
 }
 

@@ -36,9 +36,11 @@ domain_show (int argc, char **argv, const char *uri)
   GPtrArray *nics;
   int rc = 0;
 
-  if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - each NIC's intent, form and lease", "Reads the domain from libvirt.", NULL, &json, 1, 1)))
+  if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN - each NIC's intent, form and lease",
+                          "Reads the domain from libvirt, on a read-only connection.", NULL, &json, 1, 1)))
     return rc;
-  if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
+  /* read-only: a member of group libvirt without root may read */
+  if (!(lv = va_libvirt_open (uri, TRUE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
     return va_ctl_fail (error);
   xml = virDomainGetXMLDesc (lv->dom, 0);
   if (!xml)
@@ -184,6 +186,19 @@ domain_redefine (int argc, char **argv, const char *uri, VaForm form)
       return va_ctl_fail_msg (msg);
     }
 
+  {
+    g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+    if (!d)
+      return va_ctl_fail (error);
+    if (va_domain_get_nics (d)->len == 0)
+      {
+        g_autofree char *msg = g_strdup_printf ("domain %s marks no NIC in its vdpa:nics metadata: there is nothing to make %s, and "
+                                                "it was not redefined (see vdpactl(8), DESCRIPTION)",
+                                                argv[1], va_form_to_string (form));
+        return va_ctl_fail_msg (msg);
+      }
+  }
   /* the daemon knows this host's capacity; offline, assume room */
   out = va_client_rewrite_domain (va_client_get_default (), xml, va_form_to_string (form), config_dir, &error);
   if (!out)
@@ -416,15 +431,11 @@ domain_detach (int argc, char **argv, const char *uri)
 int
 va_ctl_cmd_domain (int argc, char **argv)
 {
-  const char *uri = NULL;
+  /* before the subcommand or after it, as virsh takes it: vdpactl's
+   * global options (va-ctl.c) */
+  const char *uri = va_ctl_global_connect ();
   int rc;
 
-  if (argc >= 3 && strcmp (argv[1], "--connect") == 0)
-    {
-      uri = argv[2];
-      argc -= 2;
-      argv += 2;
-    }
   if (argc < 2)
     return va_ctl_usage ("no domain command given; see 'vdpactl domain --help'");
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)

@@ -17,6 +17,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "va-config.h"
 #include "va-domain.h"
@@ -32,6 +33,9 @@ typedef struct
   GPtrArray *nics; /* VaSwapNic* */
   GStrv blockers;  /* NULL: not known */
   gboolean done;
+  /* done, but NICs it was to change are left as they were: each NIC's
+   * form_after and note say which (exit status 5) */
+  guint left;
   char *error;
   gint64 downtime_ms; /* < 0: not known */
 } Report;
@@ -82,6 +86,15 @@ migration_blockers (VaLibvirt *lv, GError **error)
   return g_strv_builder_end (b);
 }
 
+/* Progress lines for an operator at a terminal: not with -j, not into a
+ * pipe or a file (va_swap_progress()). */
+static void
+progress_on (gboolean json)
+{
+  if (!json && isatty (STDERR_FILENO))
+    va_swap_set_progress ("vdpactl: ");
+}
+
 /* ---- output ------------------------------------------------------------ */
 
 /* milliseconds: a double prints as 37.347999999999999 in JSON */
@@ -94,7 +107,7 @@ maybe_ms (double v)
 static int
 report_print (VaLibvirt *lv, Report *r, gboolean json)
 {
-  int rc = r->done ? VA_CTL_EXIT_OK : VA_CTL_EXIT_FAILED;
+  int rc = !r->done ? VA_CTL_EXIT_FAILED : r->left ? VA_CTL_EXIT_PARTIAL : VA_CTL_EXIT_OK;
   const char *name = virDomainGetName (lv->dom);
 
   if (json)
@@ -117,7 +130,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
       else
         json_builder_add_null_value (b);
       json_builder_set_member_name (b, "done");
-      json_builder_add_boolean_value (b, r->done);
+      json_builder_add_boolean_value (b, r->done && !r->left);
+      json_builder_set_member_name (b, "partial");
+      json_builder_add_boolean_value (b, r->done && r->left);
       json_builder_set_member_name (b, "error");
       if (r->error)
         json_builder_add_string_value (b, r->error);
@@ -191,7 +206,7 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
             g_print ("; %s", n->dest_note);
           g_print ("\n");
         }
-      if (r->done)
+      if (r->done && !r->left)
         {
           g_print ("domain %s: %s done", name, r->operation);
           if (r->destination)
@@ -203,6 +218,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
     }
   if (r->error)
     g_printerr ("vdpactl: %s\n", r->error);
+  else if (r->done && r->left)
+    g_printerr ("vdpactl: domain %s: %s done in part: %u of its NICs %s as %s (the report says why)\n", name, r->operation, r->left,
+                r->left == 1 ? "stays" : "stay", r->operation[0] == 'p' ? "accelerated" : "portable");
   return rc;
 }
 
@@ -263,18 +281,27 @@ migrate_with_timeout (VaLibvirt *lv, const char *uri, unsigned int flags, int ti
   g_mutex_lock (&job.lock);
   while (!job.finished)
     {
-      if (timeout > 0 && !aborted)
+      /* every 2 s: libvirt's job percentage, for the progress line */
+      gint64 tick = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
+      gboolean by_deadline = timeout > 0 && !aborted && deadline <= tick;
+
+      if (g_cond_wait_until (&job.cond, &job.lock, by_deadline ? deadline : tick) || job.finished)
+        continue;
+      g_mutex_unlock (&job.lock);
+      if (by_deadline)
         {
-          if (!g_cond_wait_until (&job.cond, &job.lock, deadline) && !job.finished)
-            {
-              g_mutex_unlock (&job.lock);
-              virDomainAbortJob (lv->dom);
-              aborted = TRUE;
-              g_mutex_lock (&job.lock);
-            }
+          virDomainAbortJob (lv->dom);
+          aborted = TRUE;
         }
       else
-        g_cond_wait (&job.cond, &job.lock);
+        {
+          virDomainJobInfo info;
+
+          if (virDomainGetJobInfo (lv->dom, &info) == 0 && info.dataTotal > 0)
+            va_swap_progress ("migrating to %s: %.0f%% of the memory sent", uri,
+                              100.0 * (double) info.dataProcessed / (double) info.dataTotal);
+        }
+      g_mutex_lock (&job.lock);
     }
   g_mutex_unlock (&job.lock);
   g_thread_join (thread);
@@ -343,6 +370,9 @@ watch_swap_back (VaLibvirt *dest, Report *r, int timeout_s, gint64 since)
           n->settled = nic->form == VA_FORM_ACCELERATED || nic->swap_back_outcome;
           if (nic->form == VA_FORM_ACCELERATED)
             n->dest_note = g_strdup_printf ("accelerated again on the destination, %.2f s without acceleration", n->unaccelerated_s);
+          else if (g_strcmp0 (nic->swap_back_outcome, "busy") == 0)
+            n->dest_note = g_strdup ("stays portable on its VLAN on the destination for now: its daemon was busy for the whole budget; "
+                                     "it tries again at its next start, or 'vdpactl domain accelerate --live' there does it by hand");
           else if (g_strcmp0 (nic->swap_back_outcome, "no-room") == 0)
             n->dest_note = g_strdup ("stays portable on its VLAN on the destination: no room in its pool there");
           else if (nic->swap_back_outcome)
@@ -418,6 +448,7 @@ domain_migrate (int argc, char **argv, const char *uri)
     return va_ctl_fail (error);
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running");
+  progress_on (json);
   if (live)
     flags |= VIR_MIGRATE_LIVE;
   if (persistent)
@@ -462,6 +493,7 @@ domain_migrate (int argc, char **argv, const char *uri)
       goto out;
     }
 
+  va_swap_progress ("migrating to %s", argv[2]);
   if (!migrate_with_timeout (lv, argv[2], flags, timeout, &error))
     {
       r.error = g_strdup (error->message);
@@ -523,6 +555,7 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
     return va_ctl_fail (error);
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running");
+  progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
     {
@@ -530,7 +563,10 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
       va_swap_roll_back (lv, r.nics);
       goto out;
     }
+  va_swap_progress ("saving the domain%s%s", managed ? " (managed save)" : " to ", managed ? "" : argv[2]);
   ok = managed ? virDomainManagedSave (lv->dom, 0) : virDomainSaveFlags (lv->dom, argv[2], NULL, 0);
+  if (ok == 0)
+    va_swap_progress ("saved");
   if (ok < 0)
     {
       r.error = g_strdup_printf ("libvirt: the save failed: %s", virGetLastErrorMessage ());
@@ -558,7 +594,6 @@ domain_restore (int argc, char **argv, const char *uri)
     { NULL },
   };
   Report r = { .operation = "restore", .downtime_ms = -1 };
-  g_autoptr (GHashTable) only = NULL;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "FILE|--managed DOMAIN - restore a saved domain, then swap its NICs back",
@@ -572,6 +607,8 @@ domain_restore (int argc, char **argv, const char *uri)
     return va_ctl_usage ("--swap-back-timeout must be 0 to 3600 seconds");
   if (!(lv = va_libvirt_open (uri, FALSE, &error)))
     return va_ctl_fail (error);
+  progress_on (json);
+  va_swap_progress ("restoring %s", argv[1]);
   if (managed)
     {
       if (!va_libvirt_lookup (lv, argv[1], &error))
@@ -607,43 +644,45 @@ domain_restore (int argc, char **argv, const char *uri)
         return error ? va_ctl_fail (error) : va_ctl_fail_msg ("the save image names no domain");
     }
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
+  va_swap_progress ("restored; waiting at most %d s for the daemon's swap back of the NICs a swap marked", swap_back_timeout);
   watch_swap_back (lv, &r, swap_back_timeout, g_get_monotonic_time ());
-  for (guint i = 0; i < r.nics->len; i++)
-    {
-      /* here the destination is this host: what the daemon swapped back
-       * is this restore's swap */
-      VaSwapNic *n = g_ptr_array_index (r.nics, i);
-
-      if (n->dest_known && n->dest_form == VA_FORM_ACCELERATED)
-        {
-          n->path = VA_SWAP_PATH_SWAP;
-          n->after = VA_FORM_ACCELERATED;
-        }
-    }
   {
-    /* the portable NICs without a swap-back marker: the daemon's helper
-     * swaps the marked ones */
-    g_autoptr (VaDomain) d = va_swap_live_domain (lv, NULL);
+    /* Only the NICs a swap marked (save, migrate) go back, and the
+     * daemon's helper swaps them (the hook asks it): two swaps of one NIC
+     * at once would share its lease (the lab tier saw that). A portable
+     * NIC without the marker is portable by the operator's choice and
+     * stays so. Here the destination is this host: what the daemon
+     * swapped back is this restore's swap. */
+    g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
     GPtrArray *nics = d ? va_domain_get_nics (d) : NULL;
 
-    only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-    for (guint i = 0; nics && i < nics->len; i++)
+    if (!d)
+      {
+        r.error = g_strdup_printf ("restored, but %s", error->message);
+        goto out;
+      }
+    for (guint i = 0; i < nics->len; i++)
       {
         const VaNic *nic = g_ptr_array_index (nics, i);
         VaSwapNic *n = va_swap_nic (r.nics, nic);
 
-        /* a marked NIC is the daemon's, settled or not: two swaps of one
-         * NIC at once would share its lease (the lab tier saw that) */
-        if (nic->form == VA_FORM_PORTABLE && !nic->swap_back)
-          g_hash_table_add (only, g_strdup (nic->mac));
-        else if (nic->form == VA_FORM_PORTABLE && !n->settled)
-          va_swap_note (n, "left to the daemon's swap back, unfinished after --swap-back-timeout %d s", swap_back_timeout);
+        if (n->dest_known && n->dest_form == VA_FORM_ACCELERATED)
+          {
+            n->path = VA_SWAP_PATH_SWAP;
+            n->after = VA_FORM_ACCELERATED;
+          }
+        else if (nic->form == VA_FORM_PORTABLE && nic->swap_back)
+          {
+            r.left++;
+            if (!n->settled && !n->dest_note)
+              va_swap_note (n, "left to the daemon's swap back, unfinished after --swap-back-timeout %d s", swap_back_timeout);
+          }
+        else if (nic->form == VA_FORM_PORTABLE)
+          va_swap_note (n, "portable, and not marked by a swap: left as it is ('vdpactl domain accelerate --live' swaps it)");
       }
   }
-  if (!va_swap_to_accelerated (lv, r.nics, only, &error))
-    r.error = g_strdup_printf ("restored, but %s", error->message);
-  else
-    r.done = TRUE;
+  r.done = TRUE;
+out:
   rc = report_print (lv, &r, json);
   report_clear (&r);
   return rc;
@@ -661,6 +700,20 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
 
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running: --live swaps a running domain's NICs");
+  {
+    g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
+
+    if (!d)
+      return va_ctl_fail (error);
+    if (va_domain_get_nics (d)->len == 0)
+      {
+        g_autofree char *msg = g_strdup_printf ("domain %s marks no NIC in its vdpa:nics metadata: there is nothing to swap (see "
+                                                "vdpactl(8), DESCRIPTION)",
+                                                virDomainGetName (lv->dom));
+        return va_ctl_fail_msg (msg);
+      }
+  }
+  progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   ok = form == VA_FORM_ACCELERATED ? va_swap_to_accelerated (lv, r.nics, NULL, &error) : va_swap_to_portable (lv, r.nics, FALSE, &error);
   if (!ok)
@@ -671,6 +724,14 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
     }
   else
     r.done = TRUE;
+  for (guint i = 0; r.done && i < r.nics->len; i++)
+    {
+      /* a NIC the swap was for that stays as it was; a NIC of mode
+       * virtio is not one */
+      VaSwapNic *n = g_ptr_array_index (r.nics, i);
+      if (n->after != form && n->outcome)
+        r.left++;
+    }
   rc = report_print (lv, &r, json);
   report_clear (&r);
   return rc;

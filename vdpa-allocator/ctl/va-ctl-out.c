@@ -25,6 +25,27 @@ print_line (const char *msg)
   g_printerr ("vdpactl: %s\n", p);
 }
 
+/* The daemon's polkit refusal names its D-Bus method ("not authorized:
+ * ReleaseDomain needs root or the polkit action A"); the operator typed a
+ * command: "not authorized: 'vdpactl release' needs root or ...". FALSE
+ * when @msg is not in that form. */
+static gboolean
+say_denied (const char *msg)
+{
+  static const char needs[] = " needs root or the polkit action ";
+  const char *at = strstr (msg, needs);
+  const char *method = at;
+
+  if (!at)
+    return FALSE;
+  while (method > msg && g_ascii_isalpha (method[-1]))
+    method--;
+  if (method == at || !g_ascii_isupper (*method) || (method > msg && method[-1] != ' '))
+    return FALSE;
+  g_printerr ("vdpactl: %.*s'%s'%s\n", (int) (method - msg), msg, g_get_prgname () ? g_get_prgname () : "vdpactl", at);
+  return TRUE;
+}
+
 int
 va_ctl_fail (const GError *error)
 {
@@ -32,6 +53,8 @@ va_ctl_fail (const GError *error)
 
   if (error->domain == VA_ERROR)
     {
+      if (error->code == VA_ERROR_PERMISSION_DENIED && say_denied (error->message))
+        return VA_CTL_EXIT_DENIED;
       print_line (error->message);
       if (error->code == VA_ERROR_UNREACHABLE)
         return VA_CTL_EXIT_UNREACHABLE;
@@ -203,21 +226,41 @@ add_value (JsonBuilder *b, const char *key, GVariant *v)
     json_builder_add_value (b, json_gvariant_serialize (v));
 }
 
+static int
+cmp_names (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
 void
 va_ctl_json_add_members (JsonBuilder *b, GVariant *record)
 {
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GHashTable) keys = g_hash_table_new (g_str_hash, g_str_equal);
   GVariantIter iter;
   const char *key;
   GVariant *value;
 
+  /* the members in the order of their JSON names: one order whatever
+   * order the daemon's dictionary had */
   g_variant_iter_init (&iter, record);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      g_autoptr (GVariant) v = value;
-      g_autofree char *name = va_ctl_json_key (key);
+      char *name = va_ctl_json_key (key);
+
+      g_ptr_array_add (names, name);
+      g_hash_table_insert (keys, name, (gpointer) key);
+      g_variant_unref (value);
+    }
+  g_ptr_array_sort (names, cmp_names);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *name = g_ptr_array_index (names, i);
+      const char *k = g_hash_table_lookup (keys, name);
+      g_autoptr (GVariant) v = g_variant_lookup_value (record, k, NULL);
 
       json_builder_set_member_name (b, name);
-      add_value (b, key, v);
+      add_value (b, k, v);
     }
 }
 
@@ -274,6 +317,86 @@ va_ctl_print_json_list (const char *member, GVariant *records)
 
 /* ---- tables and records ------------------------------------------------- */
 
+/* What a record's key means, in words; the others are their own words
+ * (CamelCase and snake_case as lower-case words). */
+static const struct
+{
+  const char *key, *words;
+} labels[] = {
+  { "HealthReason", "health reason" },
+  { "VlanMethod", "VLAN method" },
+  { "domain_name", "domain" },
+  { "uuid", "domain UUID" },
+  { "mac", "MAC" },
+  { "vlan", "VLAN" },
+  { "slot", "slot (VF)" },
+  { "chardev", "device node" },
+  { "port", "port path" },
+  { "created", "leased since" },
+  { "sriov", "VF passed through" },
+  { "broken_reason", "broken because" },
+  { "released", "leases released" },
+  { "orphans", "devices removed (no lease)" },
+  { "busy", "devices kept (held open)" },
+  { "missing", "devices re-made (were gone)" },
+  { "stale_links", "port links removed (stale)" },
+  { "repaired", "VFs reset" },
+  { "libvirt", "libvirt answered" },
+  { "libvirt_error", "libvirt error" },
+  { "MaxVqp", "max queue pairs" },
+  { "Mtu", "MTU" },
+  { "NumaNodes", "NUMA nodes" },
+  { "Pfs", "PFs" },
+};
+
+static char *
+key_words (const char *key)
+{
+  GString *s;
+
+  for (guint i = 0; i < G_N_ELEMENTS (labels); i++)
+    if (strcmp (key, labels[i].key) == 0)
+      return g_strdup (labels[i].words);
+  s = g_string_sized_new (strlen (key) + 4);
+  for (const char *p = key; *p; p++)
+    {
+      if (*p == '_' || (g_ascii_isupper (*p) && p != key))
+        g_string_append_c (s, ' ');
+      if (*p != '_')
+        g_string_append_c (s, g_ascii_tolower (*p));
+    }
+  return g_string_free (s, FALSE);
+}
+
+/* A time the daemon sends as seconds since the epoch, as the operator's
+ * local ISO 8601. */
+static char *
+local_time (gint64 t)
+{
+  g_autoptr (GDateTime) dt = t > 0 ? g_date_time_new_from_unix_local (t) : NULL;
+
+  return dt ? g_date_time_format (dt, "%Y-%m-%dT%H:%M:%S%:z") : g_strdup ("-");
+}
+
+static gboolean
+is_time_key (const char *key)
+{
+  return key && strcmp (key, "created") == 0;
+}
+
+static char *value_text (GVariant *v);
+
+/* @v of @key as the operator reads it: a time as local ISO 8601. */
+static char *
+field_text (const char *key, GVariant *v)
+{
+  if (v && is_time_key (key) && g_variant_is_of_type (v, G_VARIANT_TYPE_INT64))
+    return local_time (g_variant_get_int64 (v));
+  if (v && is_time_key (key) && g_variant_is_of_type (v, G_VARIANT_TYPE_UINT64))
+    return local_time ((gint64) MIN (g_variant_get_uint64 (v), (guint64) G_MAXINT64));
+  return value_text (v);
+}
+
 static char *
 value_text (GVariant *v)
 {
@@ -294,17 +417,78 @@ value_text (GVariant *v)
   return g_variant_print (v, FALSE);
 }
 
+static char *table_output;
+static gboolean table_no_headers;
+
+void
+va_ctl_table_options (const char *output, gboolean no_headers)
+{
+  g_free (table_output);
+  table_output = g_strdup (output);
+  table_no_headers = no_headers;
+}
+
+/* @all's columns that -o named, in its order; all of them without -o.
+ * NULL with @error for a title @all does not have. */
+static VaCtlColumn *
+pick_columns (const VaCtlColumn *all, GError **error)
+{
+  g_autoptr (GArray) out = g_array_new (TRUE, TRUE, sizeof (VaCtlColumn));
+  g_auto (GStrv) want = table_output ? g_strsplit (table_output, ",", 64) : NULL;
+
+  if (!want)
+    {
+      for (guint i = 0; all[i].key; i++)
+        if (!all[i].extra)
+          g_array_append_val (out, all[i]);
+      return (VaCtlColumn *) g_array_free (g_steal_pointer (&out), FALSE);
+    }
+  for (guint w = 0; want[w]; w++)
+    {
+      guint i;
+
+      for (i = 0; all[i].key; i++)
+        if (g_ascii_strcasecmp (g_strstrip (want[w]), all[i].title) == 0)
+          break;
+      if (!all[i].key)
+        {
+          g_autoptr (GString) titles = g_string_new (NULL);
+
+          for (i = 0; all[i].key; i++)
+            g_string_append_printf (titles, "%s%s", i ? "," : "", all[i].title);
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "-o: no column '%.*s'; the columns: %s", VA_CUT (want[w], 32),
+                       titles->str);
+          return NULL;
+        }
+      g_array_append_val (out, all[i]);
+    }
+  return (VaCtlColumn *) g_array_free (g_steal_pointer (&out), FALSE);
+}
+
+int
+va_ctl_table_check (const VaCtlColumn *cols)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree VaCtlColumn *picked = pick_columns (cols, &error);
+
+  return picked ? 0 : va_ctl_fail (error);
+}
+
 /* @records: aa{sv}. */
 void
-va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json_member)
+va_ctl_print_table (GVariant *records, const VaCtlColumn *all, const char *json_member)
 {
   gsize n = g_variant_n_children (records);
   guint ncols = 0;
   g_autofree gsize *width = NULL;
   g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
+  g_autofree VaCtlColumn *cols = NULL;
 
   if (json_member)
     return va_ctl_print_json_list (json_member, records);
+  cols = pick_columns (all, NULL);
+  if (!cols)
+    return; /* va_ctl_table_check() said why */
   while (cols[ncols].key)
     ncols++;
   width = g_new0 (gsize, ncols);
@@ -316,13 +500,13 @@ va_ctl_print_table (GVariant *records, const VaCtlColumn *cols, const char *json
       for (guint c = 0; c < ncols; c++)
         {
           g_autoptr (GVariant) v = g_variant_lookup_value (rec, cols[c].key, NULL);
-          char *text = value_text (v);
+          char *text = field_text (cols[c].key, v);
           width[c] = MAX (width[c], strlen (text));
           g_ptr_array_add (cells, text);
         }
     }
   /* the last column unpadded: no trailing blanks */
-  for (guint c = 0; c < ncols; c++)
+  for (guint c = 0; !table_no_headers && c < ncols; c++)
     g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, cols[c].title, c + 1 < ncols ? "  " : "\n");
   for (gsize r = 0; r < n; r++)
     for (guint c = 0; c < ncols; c++)
@@ -343,15 +527,18 @@ va_ctl_print_record (GVariant *rec, gboolean json)
   g_variant_iter_init (&iter, rec);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
-      w = MAX (w, strlen (key));
+      g_autofree char *words = key_words (key);
+      w = MAX (w, strlen (words));
       g_variant_unref (value);
     }
   g_variant_iter_init (&iter, rec);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
     {
       g_autoptr (GVariant) v = value;
-      g_autofree char *text = value_text (v);
-      g_print ("%-*s  %s\n", (int) w + 1, key, text);
+      g_autofree char *words = key_words (key);
+      g_autofree char *text = field_text (key, v);
+
+      g_print ("%-*s  %s\n", (int) w + 1, words, text);
     }
 }
 

@@ -16,6 +16,9 @@ enum
   VA_CTL_EXIT_USAGE = 2,
   VA_CTL_EXIT_UNREACHABLE = 3, /* the daemon, the bus or libvirt */
   VA_CTL_EXIT_DENIED = 4,      /* polkit, or the bus's policy */
+  /* done in part: the report (stdout, or -j) says what became of each
+   * part, one line on stderr what was not done */
+  VA_CTL_EXIT_PARTIAL = 5,
 };
 
 /* The "version" of every -j document (docs/schemas/). */
@@ -45,7 +48,14 @@ typedef struct
 {
   const char *key;
   const char *title;
+  gboolean extra; /* shown with -o only */
 } VaCtlColumn;
+
+/* -o COLS (titles, comma-separated) and --no-headers of the next table;
+ * va_ctl_table_check() says whether -o names columns of @cols (0, or the
+ * exit status after its line on stderr). */
+void va_ctl_table_options (const char *output, gboolean no_headers);
+int va_ctl_table_check (const VaCtlColumn *cols);
 
 /* @records: aa{sv}; aligned columns, or with @json_member the JSON
  * document that lists them under that member. */
@@ -61,6 +71,11 @@ GVariant *va_ctl_record_complete (GVariant *rec, const char *const *nulls, const
  * it has @min to @max arguments; returns 0, or the exit status. */
 int va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min,
                   int max);
+
+/* The global options, given before the command or anywhere after it:
+ * -j (every command that prints JSON), --connect URI (domain). */
+gboolean va_ctl_global_json (void);
+const char *va_ctl_global_connect (void);
 
 int va_ctl_cmd_status (int argc, char **argv);
 int va_ctl_cmd_pool (int argc, char **argv);

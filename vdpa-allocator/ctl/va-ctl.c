@@ -16,6 +16,21 @@
 #include "va-error.h"
 #include "va-paths.h"
 
+static gboolean global_json;
+static char *global_connect;
+
+gboolean
+va_ctl_global_json (void)
+{
+  return global_json;
+}
+
+const char *
+va_ctl_global_connect (void)
+{
+  return global_connect;
+}
+
 int
 va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, const GOptionEntry *extra, gboolean *json, int min, int max)
 {
@@ -33,6 +48,10 @@ va_ctl_parse (int *argc, char ***argv, const char *args, const char *summary, co
     g_option_context_add_main_entries (ctx, extra, NULL);
   if (!g_option_context_parse (ctx, argc, argv, &error))
     return va_ctl_fail (error);
+  if (global_json && !json)
+    return va_ctl_usage ("-j: this command prints no JSON");
+  if (json && global_json)
+    *json = TRUE;
   if (*argc - 1 < min || *argc - 1 > max)
     return va_ctl_usage (max == 0 ? "this command takes no arguments" : "wrong number of arguments; see --help");
   return 0;
@@ -230,10 +249,13 @@ static const Command commands[] = {
   { "lease", "list [--domain DOMAIN]: which VM NIC holds which device", va_ctl_cmd_lease },
   { "network", "list: the configured networks (offline)", va_ctl_cmd_network },
   { "allocate", "Lease a vDPA device for a VM NIC, as the hook does", va_ctl_cmd_allocate },
-  { "release", "Give a lease back (--mac M, or --all of a domain)", va_ctl_cmd_release },
+  { "release", "Give a lease back (--uuid U or --domain NAME; --mac M, or --all)", va_ctl_cmd_release },
   { "reconcile", "Compare leases, devices and libvirt's domains; clean up", va_ctl_cmd_reconcile },
   { "metrics", "Print the daemon's metrics (Prometheus text format)", va_ctl_cmd_metrics },
-  { "domain", "show | accelerate | portable | attach | detach DOMAIN, through libvirt", va_ctl_cmd_domain },
+  { "domain",
+    "show | accelerate | portable | attach | detach | migrate | save | managedsave | restore:\n"
+    "             a libvirt domain and its NICs",
+    va_ctl_cmd_domain },
   { "rewrite", "Rewrite a domain XML to its accelerated or portable form (offline)", cmd_rewrite },
   { "version", "Print the version", cmd_version },
 };
@@ -241,34 +263,120 @@ static const Command commands[] = {
 static void
 usage (FILE *out)
 {
-  fprintf (out, "Usage: vdpactl [-h|--help] [--version] COMMAND [ARGS...]\n\n"
+  fprintf (out, "Usage: vdpactl [-h|--help] [--version] [-j|--json] [--connect URI] COMMAND [ARGS...]\n\n"
                 "See and steer the vdpa-allocator: VM NICs on hardware-accelerated\n"
                 "vDPA devices from pools of ConnectX virtual functions.\n\n"
+                "-j and --connect (of 'domain') may come before the command or anywhere after it.\n\n"
                 "Commands:\n");
   for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out, "\nRun 'vdpactl COMMAND --help' for the options of a command; see vdpactl(8).\n");
+  fprintf (out, "\nRun 'vdpactl help COMMAND' or 'vdpactl COMMAND --help' for the options of a command; see vdpactl(8).\n");
+}
+
+static const Command *
+command_named (const char *name)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
+    if (strcmp (name, commands[i].name) == 0)
+      return &commands[i];
+  return NULL;
+}
+
+static int
+run (const Command *cmd, int argc, char **argv)
+{
+  g_autofree char *prgname = g_strdup_printf ("vdpactl %s", cmd->name);
+
+  g_set_prgname (prgname);
+  if (global_json && (cmd->run == cmd_rewrite || cmd->run == cmd_version || cmd->run == va_ctl_cmd_metrics))
+    return va_ctl_usage ("-j: this command prints no JSON");
+  if (global_connect && cmd->run != va_ctl_cmd_domain)
+    return va_ctl_usage ("--connect is an option of 'vdpactl domain'");
+  return cmd->run (argc, argv);
+}
+
+/* vdpactl help COMMAND [SUBCOMMAND]: the command's --help. */
+static int
+cmd_help (int argc, char **argv)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const Command *cmd;
+
+  if (argc < 2)
+    {
+      usage (stdout);
+      return 0;
+    }
+  if (!(cmd = command_named (argv[1])))
+    {
+      g_printerr ("vdpactl: no command '%.*s' to help with; see 'vdpactl --help'\n", VA_CUT (argv[1], 64));
+      return VA_CTL_EXIT_USAGE;
+    }
+  if (argc > 3)
+    return va_ctl_usage ("help takes a command and at most one subcommand");
+  for (int i = 1; i < argc; i++)
+    g_ptr_array_add (args, argv[i]);
+  g_ptr_array_add (args, (char *) "--help");
+  g_ptr_array_add (args, NULL);
+  return run (cmd, (int) args->len - 1, (char **) args->pdata);
+}
+
+/* Takes the global options out of @argv: -j anywhere before a "--", and
+ * --connect URI anywhere for domain (its subcommands parse their own). */
+static int
+take_globals (int *argc, char **argv)
+{
+  int out = 1;
+
+  for (int i = 1; i < *argc; i++)
+    {
+      if (strcmp (argv[i], "--") == 0)
+        {
+          while (i < *argc)
+            argv[out++] = argv[i++];
+          break;
+        }
+      if (strcmp (argv[i], "-j") == 0 || strcmp (argv[i], "--json") == 0)
+        global_json = TRUE;
+      else if (strcmp (argv[i], "--connect") == 0 || g_str_has_prefix (argv[i], "--connect="))
+        {
+          const char *uri = argv[i][9] == '=' ? argv[i] + 10 : (i + 1 < *argc ? argv[++i] : NULL);
+
+          if (!uri || !*uri)
+            return va_ctl_usage ("--connect needs a libvirt URI");
+          if (global_connect)
+            return va_ctl_usage ("--connect given twice");
+          global_connect = g_strdup (uri);
+        }
+      else
+        argv[out++] = argv[i];
+    }
+  *argc = out;
+  argv[out] = NULL;
+  return 0;
 }
 
 int
 va_ctl_main (int argc, char **argv)
 {
+  const Command *cmd;
+  int rc;
+
+  if ((rc = take_globals (&argc, argv)))
+    return rc;
   if (argc < 2)
     return va_ctl_usage ("no command given; see 'vdpactl --help'");
-  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "help") == 0)
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0 || (strcmp (argv[1], "help") == 0 && argc == 2))
     {
       usage (stdout);
       return 0;
     }
+  if (strcmp (argv[1], "help") == 0)
+    return cmd_help (argc - 1, argv + 1);
   if (strcmp (argv[1], "--version") == 0)
     return cmd_version (1, argv);
-  for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
-    if (strcmp (argv[1], commands[i].name) == 0)
-      {
-        g_autofree char *prgname = g_strdup_printf ("vdpactl %s", commands[i].name);
-        g_set_prgname (prgname);
-        return commands[i].run (argc - 1, argv + 1);
-      }
+  if ((cmd = command_named (argv[1])))
+    return run (cmd, argc - 1, argv + 1);
   g_printerr ("vdpactl: unknown command '%.*s'; see 'vdpactl --help'\n", VA_CUT (argv[1], 64));
   return VA_CTL_EXIT_USAGE;
 }

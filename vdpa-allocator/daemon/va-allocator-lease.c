@@ -17,11 +17,6 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
 {
   if (!va_uuid_check (req->uuid, uuid, error) || !va_mac_check (req->mac, mac, error))
     return FALSE;
-  if (req->domain_name && (strlen (req->domain_name) > VA_DOMAIN_NAME_MAX || !g_utf8_validate (req->domain_name, -1, NULL)))
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "domain name is over %d bytes", VA_DOMAIN_NAME_MAX);
-      return FALSE;
-    }
   if (req->network && *req->network && !va_name_is_valid (req->network))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a network name", VA_CUT (req->network, 64));
@@ -199,7 +194,7 @@ provision_software (VaAllocator *self, const VaAllocRequest *req, const char *uu
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);
-  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  lease->domain_name = va_domain_name_display (req->domain_name);
   lease->mac = g_strdup (mac);
   lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan->pool);
@@ -234,6 +229,44 @@ software_fallback (VaAllocator *self, const VaPoolConfig *pc, const VaNicPlan *p
   return st && st->free == 0 && !st->draining;
 }
 
+/* A passed-through VF's spoofchk and trust, as its network says (an
+ * inline NIC: spoofchk on, trust off). */
+static gboolean
+secure_vf (VaAllocator *self, const char *slot, const VaPoolConfig *pc, const char *network, GError **error)
+{
+  const VaNetworkConfig *n = network ? va_config_lookup_network (self->config, network) : NULL;
+
+  if (!pc)
+    return TRUE;
+  return va_backend_secure_vf (self->backend, slot, pc, n ? n->spoofchk : TRUE, n ? n->trust : FALSE, error);
+}
+
+/* "match-pf=a,b match-vendor=15b3": the keys of @pc that pick its PFs,
+ * for the refusal of a pool that no PF matches. */
+char *
+va_allocator_pool_match_keys (const VaPoolConfig *pc)
+{
+  GString *s = g_string_new (NULL);
+
+  if (pc && pc->match_pf)
+    {
+      g_autofree char *v = g_strjoinv (",", pc->match_pf);
+      g_string_append_printf (s, "%smatch-pf=%s", s->len ? " " : "", v);
+    }
+  if (pc && pc->match_pci)
+    {
+      g_autofree char *v = g_strjoinv (",", pc->match_pci);
+      g_string_append_printf (s, "%smatch-pci=%s", s->len ? " " : "", v);
+    }
+  if (pc && pc->match_vendor)
+    g_string_append_printf (s, "%smatch-vendor=%04x", s->len ? " " : "", pc->match_vendor);
+  if (pc && pc->match_device)
+    g_string_append_printf (s, "%smatch-device=%04x", s->len ? " " : "", pc->match_device);
+  if (!s->len)
+    g_string_append (s, "no match key: any PF of its type");
+  return g_string_free (s, FALSE);
+}
+
 static VaLease *
 provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
 {
@@ -263,13 +296,26 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
     return provision_software (self, req, uuid, mac, network, &plan, pc, error);
   if (!slot)
     {
+      VaPoolCounts c;
+
       g_propagate_error (error, g_steal_pointer (&local));
+      if (error && g_error_matches (*error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) && (!pc || pc->type != VA_POOL_TYPE_SOFTWARE)
+          && va_pools_get_counts (self->pools, plan.pool, &c, NULL) && c.pfs == 0)
+        {
+          /* empty, not full: say which keys matched nothing */
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
+
+          g_clear_error (error);
+          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s (%s); 'vdpactl status' lists the pools", plan.pool,
+                       keys);
+        }
       return NULL;
     }
 
   lease = va_lease_new ();
   lease->uuid = g_strdup (uuid);
-  lease->domain_name = g_strdup (req->domain_name ? req->domain_name : "");
+  /* informational: any name libvirt accepts, never refused */
+  lease->domain_name = va_domain_name_display (req->domain_name);
   lease->mac = g_strdup (mac);
   lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan.pool);
@@ -282,8 +328,11 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
       lease->device = g_strdup ("");
       lease->chardev = g_strdup ("");
       lease->port = g_strdup ("");
-      /* fail closed: the guest must not reach the bridge off its VLAN */
-      if (va_pool_config_representor_vlan (pc) && !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error))
+      /* fail closed: the guest must not reach the bridge off its VLAN, nor
+       * send from another MAC where the eswitch can stop it (libvirt
+       * never sets spoofchk) */
+      if (va_pool_config_representor_vlan (pc) ? !va_backend_attach_vf (self->backend, lease->slot, pc, mac, plan.vlan, error)
+                                               : !secure_vf (self, lease->slot, pc, network, error))
         {
           va_pools_release (self->pools, uuid, mac, NULL);
           g_prefix_error (error, "pool '%s': ", plan.pool);
@@ -383,7 +432,7 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
             g_ptr_array_add (e->waiters, g_steal_pointer (&task));
             return;
           case ENTRY_RELEASING:
-            g_task_return_new_error (task, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s is being released", mac, uuid);
+            g_task_return_new_error (task, VA_ERROR, VA_ERROR_TRY_AGAIN, "NIC %s of domain %s is being released", mac, uuid);
             return;
         }
     }
@@ -421,11 +470,30 @@ va_allocator_allocate_finish (VaAllocator *self, GAsyncResult *result, GError **
 gboolean
 va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error)
 {
+  /* kind=sriov: libvirt holds the VF while it passes it through (from
+   * before QEMU starts until after it stops): a lease given back then
+   * would be offered to the next start, and on a switchdev pool its
+   * representor would leave the bridge under the running guest */
+  if (e->lease->sriov)
+    {
+      if (va_backend_vf_holder (self->backend, e->lease->slot, NULL) != VA_VF_LIBVIRT)
+        return FALSE;
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                   "NIC %s of domain %s: its VF %s is passed through (libvirt holds it): a guest runs on it; stop the domain first",
+                   e->lease->mac, e->lease->uuid, e->lease->slot);
+      return TRUE;
+    }
   if (e->broken || !*e->lease->chardev || !va_backend_device_busy (self->backend, e->lease->chardev))
     return FALSE;
   g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s: its device %s (%s) is open: a guest runs on it; stop the domain first",
                e->lease->mac, e->lease->uuid, e->lease->device, e->lease->chardev);
   return TRUE;
+}
+
+char *
+va_allocator_host_held_line (const char *slot, const char *driver)
+{
+  return g_strdup_printf ("VF %s is bound to host driver %s: in use by the host, not offered", slot, driver ? driver : "(unknown)");
 }
 
 void

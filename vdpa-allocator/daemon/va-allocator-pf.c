@@ -15,9 +15,14 @@ struct _PfState
   char *reason;        /* current health reason; NULL when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
   char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
-  gboolean prepared;   /* prepare_pf succeeded for the two below */
+  gboolean prepared;   /* prepare_pf succeeded for the fields below */
   guint prepared_vfs;
   VaEswitchMode prepared_eswitch;
+  /* what decides the VFs' driver autoprobe and the VLAN's place */
+  VaPoolKind prepared_kind;
+  VaVlanMethod prepared_vlan_method;
+  guint16 prepared_vlan;
+  int prepared_eswitch_seen; /* the PF's mode as discovered then */
 };
 
 void
@@ -273,6 +278,31 @@ slots_warning (const VaPfInfo *pf)
   return n ? g_strdup_printf ("%u of %u VFs of PF %s take no lease: %s", n, pf->vf_reasons->len, pf->name, first) : NULL;
 }
 
+/* A kind=sriov pool's VFs that a host driver holds (its VFs are made on
+ * no driver, so someone bound it: a container's VF, a host storage VF):
+ * in use by the host, and not offered; NULL when there is none. */
+static GPtrArray *
+host_held_reasons (VaAllocator *self, GPtrArray *vfs)
+{
+  g_autoptr (GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  gboolean any = FALSE;
+
+  for (guint i = 0; i < vfs->len; i++)
+    {
+      const char *vf = g_ptr_array_index (vfs, i);
+      g_autofree char *driver = NULL;
+
+      if (va_backend_vf_holder (self->backend, vf, &driver) == VA_VF_HOST)
+        {
+          g_ptr_array_add (reasons, va_allocator_host_held_line (vf, driver));
+          any = TRUE;
+        }
+      else
+        g_ptr_array_add (reasons, NULL);
+    }
+  return any ? g_steal_pointer (&reasons) : NULL;
+}
+
 /* The leases the allocator holds on the VFs of @pf (a restart with guests
  * running): the backend must then change neither its VF count nor its
  * eswitch mode. */
@@ -337,8 +367,9 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
         }
       pc = va_config_lookup_pool (self->config, pool);
       if (pc
-          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs
-              || pc->eswitch != st->prepared_eswitch))
+          && (fresh || st->gone || st->prepare_error || !st->prepared || pc->vfs != st->prepared_vfs || pc->eswitch != st->prepared_eswitch
+              || pc->kind != st->prepared_kind || pc->vlan_method != st->prepared_vlan_method || pc->vlan_network_vlan != st->prepared_vlan
+              || pf->eswitch_seen != st->prepared_eswitch_seen))
         {
           /* new, or back (a PF that returns comes back as the kernel
            * probes it, without the VFs or eswitch mode it had), or its
@@ -354,6 +385,10 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
             {
               st->prepared_vfs = pc->vfs;
               st->prepared_eswitch = pc->eswitch;
+              st->prepared_kind = pc->kind;
+              st->prepared_vlan_method = pc->vlan_method;
+              st->prepared_vlan = pc->vlan_network_vlan;
+              st->prepared_eswitch_seen = pf->eswitch_seen;
             }
           else
             st->prepare_error = g_strdup (prep->message);
@@ -366,6 +401,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           g_free (pf->health_reason);
           pf->health_reason = g_strdup (pf->sriov_reason);
           g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
+          pf->vf_reasons = host_held_reasons (self, pf->vfs);
         }
       if (!sync_slots (self, pool, name, pf->vfs, pf->vf_reasons, &local))
         goto next;

@@ -140,6 +140,8 @@ gboolean va_allocator_make_port_link (VaAllocator *self, const VaLease *lease, G
 void va_allocator_remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone);
 
 void va_allocator_check_watermark (VaAllocator *self, const char *pool);
+/* "match-pf=a,b match-vendor=15b3": the keys of @pc that pick its PFs. */
+char *va_allocator_pool_match_keys (const VaPoolConfig *pc);
 void va_allocator_check_watermarks (VaAllocator *self);
 
 /* ---- va-allocator-commit.c ----------------------------------------------- */
@@ -155,6 +157,8 @@ void va_allocator_finish_inflight (VaAllocator *self);
 /* ---- va-allocator-lease.c ------------------------------------------------ */
 
 gboolean va_allocator_in_use (VaAllocator *self, const Entry *e, GError **error);
+/* "VF SLOT is bound to host driver DRIVER: in use by the host, not offered" */
+char *va_allocator_host_held_line (const char *slot, const char *driver);
 gboolean va_allocator_queue_release_domain (VaAllocator *self, const char *uuid, GTask *task, GError **error);
 
 /* ---- va-allocator-pf.c --------------------------------------------------- */

@@ -25,6 +25,7 @@ va_reconcile_report_free (VaReconcileReport *report)
   g_ptr_array_unref (report->missing);
   g_ptr_array_unref (report->stale_links);
   g_ptr_array_unref (report->repaired);
+  g_ptr_array_unref (report->host_held);
   g_free (report->libvirt_error);
   g_free (report);
 }
@@ -224,10 +225,28 @@ reconcile_vfs (VaAllocator *self, VaReconcileReport *report)
         {
           const VaSlot *slot = va_pools_lookup_slot (self->pools, slots[k]);
           g_autoptr (GError) error = NULL;
+          g_autofree char *driver = NULL;
           char *line = NULL;
 
           if (!slot || va_slot_get_state (slot) != VA_SLOT_FREE)
             continue;
+          /* only a VF on no driver, which no one passes through, is ours
+           * to reset; one a host driver holds is the host's, and not
+           * offered (until discovery finds it let go) */
+          switch (va_backend_vf_holder (self->backend, slots[k], &driver))
+            {
+              case VA_VF_HOST:
+                line = va_allocator_host_held_line (slots[k], driver);
+                g_message ("pool %s: %s", pool, line);
+                g_ptr_array_add (report->host_held, line);
+                va_pools_set_slot_lost (self->pools, slots[k], TRUE, NULL);
+                continue;
+              case VA_VF_LIBVIRT:
+                continue;
+              case VA_VF_NOBODY:
+              default:
+                break;
+            }
           if (!va_backend_repair_vf (self->backend, slots[k], pf, &line, &error))
             {
               g_warning ("pool %s: checking VF %s: %s", pool, slots[k], error->message);
@@ -256,6 +275,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   report->missing = g_ptr_array_new_with_free_func (g_free);
   report->stale_links = g_ptr_array_new_with_free_func (g_free);
   report->repaired = g_ptr_array_new_with_free_func (g_free);
+  report->host_held = g_ptr_array_new_with_free_func (g_free);
 
   if (!va_allocator_commit_now (self, &error))
     {
@@ -292,7 +312,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
             {
               /* whatever libvirt says, a guest runs on it */
               g_hash_table_add (running, e->lease->uuid);
-              g_ptr_array_add (report->busy, g_strdup (e->lease->device));
+              g_ptr_array_add (report->busy, g_strdup (e->lease->sriov ? e->lease->slot : e->lease->device));
             }
           else
             g_hash_table_add (gone, g_strdup (e->lease->uuid));

@@ -160,6 +160,7 @@ va_allocator_get_host_view (VaAllocator *self)
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
       const VaPoolConfig *pc = va_config_lookup_pool (self->config, names[i]);
       guint software = 0;
+      VaPoolCounts counts;
 
       /* a software slot is room too, for NICs on a network with a
        * fallback bridge */
@@ -167,6 +168,20 @@ va_allocator_get_host_view (VaAllocator *self)
         software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i]));
       if (st)
         va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
+      /* a refusal that says why and what helps, not only "no free slot" */
+      if (st && st->draining)
+        {
+          g_autofree char *why = g_strdup_printf ("it is draining: 'vdpactl pool undrain %s' ends that; 'vdpactl domain portable "
+                                                  "DOMAIN' runs the domain without acceleration",
+                                                  names[i]);
+          va_host_view_set_pool_why_full (view, names[i], why, NULL);
+        }
+      else if ((!pc || pc->type != VA_POOL_TYPE_SOFTWARE) && va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
+        {
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
+          g_autofree char *why = g_strdup_printf ("no PF matches pool %s (%s)", names[i], keys);
+          va_host_view_set_pool_why_full (view, names[i], why, NULL);
+        }
     }
   return view;
 }

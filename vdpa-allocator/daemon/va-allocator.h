@@ -61,6 +61,7 @@ typedef struct
   GPtrArray *missing;     /* char*, "uuid/mac" of leases whose device was re-made */
   GPtrArray *stale_links; /* char*, "uuid/mac" of port links no lease owns, removed */
   GPtrArray *repaired;    /* char*, a line for each kind=sriov VF no lease holds that was left with a VLAN or MAC, reset */
+  GPtrArray *host_held;   /* char*, a line for each kind=sriov VF no lease holds that a host driver holds: not offered */
   gboolean libvirt_reachable;
   char *libvirt_error; /* why not, or NULL */
 } VaReconcileReport;

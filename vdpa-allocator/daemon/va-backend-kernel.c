@@ -91,6 +91,18 @@ lookup_pf (VaBackendKernel *self, const char *pci)
   return NULL;
 }
 
+static VaKernelPf *
+lookup_pf_by_netdev (VaBackendKernel *self, const char *netdev)
+{
+  for (guint i = 0; self->pfs && i < self->pfs->len; i++)
+    {
+      VaKernelPf *pf = g_ptr_array_index (self->pfs, i);
+      if (g_strcmp0 (pf->netdev, netdev) == 0)
+        return pf;
+    }
+  return NULL;
+}
+
 static gboolean
 lookup_vf_once (VaBackendKernel *self, const char *slot, VaKernelPf **pf_out, VaKernelVf **vf_out)
 {
@@ -183,6 +195,7 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -213,7 +226,8 @@ change_refused (const VaKernelPf *kpf, const VaPfInfo *pf)
  * netdevsim drops to legacy when they go in switchdev mode), then the mode
  * is read again and set where it differs. The caller makes the new VFs. */
 static gboolean
-change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboolean change_mode, guint want_vfs, GError **error)
+change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboolean change_mode, guint want_vfs, gboolean reprobe,
+           GError **error)
 {
   gboolean want_switchdev = pool->eswitch == VA_ESWITCH_SWITCHDEV;
   g_autoptr (GString) change = g_string_new (NULL);
@@ -224,6 +238,8 @@ change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboole
     g_string_append_printf (change, "its eswitch mode to %s", va_eswitch_mode_to_string (pool->eswitch));
   if (want_vfs != kpf->numvfs)
     g_string_append_printf (change, "%ssriov_numvfs from %u to %u", change->len ? " and " : "", kpf->numvfs, want_vfs);
+  if (reprobe)
+    g_string_append_printf (change, "%sits VFs' driver (made without one, for a kind=sriov pool)", change->len ? " and " : "");
   if ((busy = change_refused (kpf, pf)))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "PF %s: refusing to change %s: %s", kpf->pci, change->str, busy);
@@ -254,21 +270,71 @@ change_pf (VaKernelPf *kpf, const VaPfInfo *pf, const VaPoolConfig *pool, gboole
 static gboolean prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
 static gboolean refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error);
 
+static gboolean prepare_vdpa (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error);
+static gboolean make_vfs (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, guint want_vfs, GError **error);
+
+/* Where the pool's VLAN goes, against the PF's eswitch as read now (never
+ * as configured: a PF may be in switchdev with eswitch unset). libvirt's
+ * <vlan> for a kind=sriov pool's VF, and vlan-method=vst, set the VLAN
+ * through the PF (ndo_set_vf_vlan), which mlx5 takes only in legacy mode
+ * and only on its eswitch manager
+ * (drivers/net/ethernet/mellanox/mlx5/core/esw/legacy.c,
+ * mlx5_eswitch_set_vport_vlan, Linux 6.1 and 6.12: EOPNOTSUPP in switchdev
+ * for a non-zero VLAN, EPERM where mlx5_esw_allowed fails). One line that
+ * says what to set, or NULL. */
+static char *
+vlan_place_refused (const VaKernelPf *kpf, const VaPoolConfig *pool)
+{
+  g_autofree char *what = NULL;
+
+  if (pool->vlan_method == VA_VLAN_METHOD_VST)
+    what = g_strdup ("vlan-method=vst");
+  else if (pool->kind == VA_POOL_KIND_SRIOV && pool->vlan_method == VA_VLAN_METHOD_NONE && pool->vlan_network_vlan)
+    what = g_strdup_printf ("network %s's VLAN %u goes to libvirt's <vlan>", pool->vlan_network, pool->vlan_network_vlan);
+  else
+    return NULL;
+  if (kpf->not_manager)
+    return g_strdup_printf ("PF %s is not its eswitch manager (a BlueField in DPU mode) and takes no VF VLAN, but %s: tag on the Arm "
+                            "side's representor and give the pool's networks no vlan, or put the card in NIC mode",
+                            kpf->pci, what);
+  if (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV)
+    return g_strdup_printf ("PF %s is in eswitch mode switchdev and takes no VF VLAN, but %s: set vlan-method=bridge or ovs with "
+                            "uplink-bridge in [pool %s], or eswitch=legacy",
+                            kpf->pci, what, pool->name);
+  return NULL;
+}
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   VaKernelPf *kpf = lookup_pf (self, pf->pci);
-  gboolean change_mode, want_switchdev;
-  guint want_vfs;
+  g_autofree char *refused = NULL;
 
   if (!kpf)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "PF %s: gone since discovery", pf->pci);
       return FALSE;
     }
-  if (pool->kind == VA_POOL_KIND_SRIOV)
-    return prepare_sriov (self, kpf, pf, pool, error);
+  if (!(pool->kind == VA_POOL_KIND_SRIOV ? prepare_sriov (self, kpf, pf, pool, error) : prepare_vdpa (self, kpf, pf, pool, error)))
+    return FALSE;
+  /* the mode as it is now, after any change: a rediscovery may have
+   * replaced the PF's record */
+  kpf = lookup_pf (self, pf->pci);
+  if (kpf && (refused = vlan_place_refused (kpf, pool)))
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, refused);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+prepare_vdpa (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
+{
+  gboolean change_mode, want_switchdev;
+  guint want_vfs;
+
   if (!kpf->model->vdpa)
     return TRUE; /* discovery gave the reason; nothing to make on it */
   if (va_kernel_pf_is_vduse (kpf))
@@ -285,19 +351,50 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
     }
   change_mode = pool->eswitch != VA_ESWITCH_UNCHANGED && want_switchdev != (kpf->eswitch == VA_KERNEL_ESWITCH_SWITCHDEV);
   want_vfs = pool->vfs ? pool->vfs : kpf->numvfs;
+  /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
+   * management device. A PF that served a kind=sriov pool has
+   * sriov_drivers_autoprobe 0 and VFs without a driver: whenever the PF
+   * is prepared, not only when VFs are made, autoprobe follows the kind,
+   * and such VFs are made again so that mlx5_core probes them. */
+  if (!va_kernel_pf_is_netdevsim (kpf))
+    {
+      g_autofree char *path = g_build_filename (kpf->syspath, "sriov_drivers_autoprobe", NULL);
+      g_autofree char *autoprobe = va_sysfs_read (path, NULL);
+
+      gboolean driverless = FALSE;
+
+      for (guint i = 0; i < kpf->vfs->len; i++)
+        driverless = driverless || !((VaKernelVf *) g_ptr_array_index (kpf->vfs, i))->netdev;
+      if (g_strcmp0 (autoprobe, "0") == 0 && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+        return FALSE;
+      /* VFs bound by hand are left as they are */
+      if (g_strcmp0 (autoprobe, "0") == 0 && driverless)
+        {
+          if (!change_pf (kpf, pf, pool, change_mode, want_vfs, TRUE, error))
+            {
+              /* refused (leases on them): autoprobe as it was, so that
+               * the next try sees the same */
+              va_kernel_set_vf_autoprobe (kpf, FALSE, NULL);
+              return FALSE;
+            }
+          return make_vfs (self, kpf, pf, want_vfs, error);
+        }
+    }
   if (!change_mode && want_vfs == kpf->numvfs)
     return TRUE;
-  if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+  if (!change_pf (kpf, pf, pool, change_mode, want_vfs, FALSE, error))
     return FALSE;
-  if (want_vfs)
-    {
-      /* the VFs must bind mlx5_core: its vnet auxiliary device is the vdpa
-       * management device */
-      if (!va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
-        return FALSE;
-      if (!va_kernel_set_numvfs (kpf, want_vfs, error))
-        return FALSE;
-    }
+  if (want_vfs && !va_kernel_pf_is_netdevsim (kpf) && !va_kernel_set_vf_autoprobe (kpf, TRUE, error))
+    return FALSE;
+  return make_vfs (self, kpf, pf, want_vfs, error);
+}
+
+/* After change_pf: the pool's VFs, which are its slots. */
+static gboolean
+make_vfs (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, guint want_vfs, GError **error)
+{
+  if (want_vfs && !va_kernel_set_numvfs (kpf, want_vfs, error))
+    return FALSE;
 
   /* the VFs just made are the pool's slots */
   return refresh_pf (self, pf, FALSE, error);
@@ -383,7 +480,7 @@ prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoo
 
   if (change_mode || want_vfs != have_vfs)
     {
-      if (!change_pf (kpf, pf, pool, change_mode, want_vfs, error))
+      if (!change_pf (kpf, pf, pool, change_mode, want_vfs, FALSE, error))
         return FALSE;
       have_vfs = 0;
     }
@@ -1089,44 +1186,97 @@ vf_index (const char *slot)
   return -1;
 }
 
+/* libvirt passes the VF through now (its saved state is there from
+ * before it changes the VF until after it restores it, and a managed
+ * hostdev is on vfio-pci meanwhile); else a host driver holds it (a
+ * kind=sriov pool makes its VFs with sriov_drivers_autoprobe 0, so a
+ * driver there was bound by someone: a container's VF, a host storage
+ * VF); else no one does. */
+static VaVfHolder
+kernel_vf_holder (VaBackend *backend, const char *slot, char **driver)
+{
+  g_autofree char *pfdir = va_sysfs_path ("/sys/bus/pci/devices");
+  g_autofree char *physfn = g_strdup_printf ("%s/%s/physfn/net", pfdir, slot);
+  g_autoptr (GDir) nets = g_dir_open (physfn, 0, NULL);
+  g_autofree char *drv = va_kernel_pci_driver (slot);
+  const char *pf = nets ? g_dir_read_name (nets) : NULL;
+  int vf = vf_index (slot);
+
+  if (pf && vf >= 0)
+    {
+      g_autofree char *saved = g_strdup_printf ("%s/%s_vf%d", LIBVIRT_HOSTDEVMGR_DIR, pf, vf);
+
+      if (g_file_test (saved, G_FILE_TEST_EXISTS))
+        return VA_VF_LIBVIRT;
+    }
+  if (!drv)
+    return VA_VF_NOBODY;
+  if (strcmp (drv, "vfio-pci") == 0)
+    return VA_VF_LIBVIRT;
+  if (driver)
+    *driver = g_steal_pointer (&drv);
+  return VA_VF_HOST;
+}
+
+/* Called for a VF that no one holds (kernel_vf_holder): one left with a
+ * VLAN or an administrative MAC is a passthrough whose restore never ran
+ * (a crash), and gets both reset. */
 static gboolean
 kernel_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
 {
   static const guint8 zero[6] = { 0 };
-  g_autofree char *drvlink = NULL;
-  g_autofree char *drv = NULL;
-  g_autofree char *saved = NULL;
   guint8 mac[6];
   guint16 vlan = 0;
   int vf = vf_index (slot);
+  const VaKernelPf *kpf = lookup_pf_by_netdev (VA_BACKEND_KERNEL (backend), pf);
 
   if (vf < 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "VF %s: no virtfn link of its PF %s names it", slot, pf);
       return FALSE;
     }
-  /* held: libvirt passes it through now (its saved state is there from
-   * before it changes the VF until after it restores it), or something
-   * else does (vfio-pci); either restores or owns the VF's settings */
-  saved = g_strdup_printf ("%s/%s_vf%d", LIBVIRT_HOSTDEVMGR_DIR, pf, vf);
-  if (g_file_test (saved, G_FILE_TEST_EXISTS))
+  /* what is not ours to reset: checked again, right before */
+  if (kernel_vf_holder (backend, slot, NULL) != VA_VF_NOBODY)
     return TRUE;
-  {
-    g_autofree char *devs = va_sysfs_path ("/sys/bus/pci/devices");
-    drvlink = g_strdup_printf ("%s/%s/driver", devs, slot);
-  }
-  drv = g_file_read_link (drvlink, NULL);
-  if (drv && g_str_has_suffix (drv, "/vfio-pci"))
+  /* a host PF in DPU mode sets nothing of its VFs (EPERM): the Arm side
+   * owns them */
+  if (kpf && kpf->not_manager)
     return TRUE;
-  if (!va_nl_vf_get (pf, (guint32) vf, mac, &vlan, error))
+  if (!va_kernel_vf_get (pf, (guint32) vf, mac, &vlan, error))
     return FALSE;
   if (vlan == 0 && memcmp (mac, zero, 6) == 0)
     return TRUE;
-  if (!va_nl_vf_set (pf, (guint32) vf, zero, 0, TRUE, FALSE, error))
+  /* spoofchk and trust only where the eswitch takes them: mlx5 in
+   * switchdev refuses them after it applied the MAC and VLAN */
+  if (!va_kernel_vf_set (pf, (guint32) vf, zero, 0, !kpf || va_kernel_pf_takes_vf_settings (kpf), error))
     return FALSE;
   *repaired = g_strdup_printf ("VF %s (%s vf %d): no lease, left with VLAN %u and MAC %02x:%02x:%02x:%02x:%02x:%02x: reset", slot, pf, vf,
                                vlan, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
   return TRUE;
+}
+
+/* A passed-through VF of a kind=sriov pool whose eswitch takes VF settings
+ * through the PF (legacy): spoofchk and trust as the network says, read
+ * back. In switchdev mode, or on a host PF in DPU mode, nothing is sent:
+ * mlx5 refuses both there (esw/legacy.c), and the representor's port (the
+ * pool's bridge or OVS port) is what filters. */
+static gboolean
+kernel_secure_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  VaKernelPf *pf;
+  VaKernelVf *vf;
+
+  if (!lookup_vf (self, slot, &pf, &vf, error))
+    return FALSE;
+  if (!va_kernel_pf_takes_vf_settings (pf))
+    return TRUE;
+  if (!pf->netdev)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: PF %s has no netdev to set its spoofchk on", slot, pf->pci);
+      return FALSE;
+    }
+  return va_kernel_vf_set_flags (pf->netdev, vf->index, spoofchk, trust, error);
 }
 
 /* A passed-through VF of a switchdev kind=sriov pool: its representor on
@@ -1164,11 +1314,31 @@ kernel_detach_vf (VaBackend *backend, const char *slot, const VaPoolConfig *pool
   return reset_vlan (pf, vf, pool, who, error);
 }
 
+/* Whether any of the PFs @pcis is a ConnectX that mlx5_core drives (not
+ * a test PF, not another vendor's). */
+static gboolean
+mlx5_in (VaBackendKernel *self, const char *const *pcis)
+{
+  for (guint i = 0; pcis[i]; i++)
+    {
+      const VaKernelPf *kpf = lookup_pf (self, pcis[i]);
+
+      if (kpf && kpf->vendor == 0x15b3 && va_kernel_pf_is_connectx (kpf) && !va_kernel_pf_is_netdevsim (kpf)
+          && !va_kernel_pf_is_vduse (kpf))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static char *
 kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *const *pcis)
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
 
+  if (pool->vlan_method == VA_VLAN_METHOD_OVS && mlx5_in (self, pcis) && va_kernel_mlx5_tc_offload () == VA_KERNEL_TC_NONE)
+    return g_strdup ("vlan-method=ovs: this kernel's mlx5 offloads no TC rule (CONFIG_MLX5_CLS_ACT is not set, as in Debian's 6.12 "
+                     "kernels), so the VFs' traffic crosses the host's CPU in Open vSwitch whatever hw-offload says: use "
+                     "vlan-method=bridge, which this kernel offloads (CONFIG_MLX5_BRIDGE)");
   if (pool->vlan_method == VA_VLAN_METHOD_OVS)
     {
       g_autofree char *why = NULL;
@@ -1409,10 +1579,12 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->device_busy = kernel_device_busy;
   backend_class->pool_warning = kernel_pool_warning;
   backend_class->repair_vf = kernel_repair_vf;
+  backend_class->vf_holder = kernel_vf_holder;
   backend_class->attach_vf = kernel_attach_vf;
   backend_class->detach_vf = kernel_detach_vf;
   backend_class->create_software = kernel_create_software;
   backend_class->destroy_software = kernel_destroy_software;
+  backend_class->secure_vf = kernel_secure_vf;
 }
 
 static void

@@ -285,18 +285,40 @@ sim_device_busy (VaBackend *backend, const char *chardev)
   return va_chardev_held_open (chardev); /* no leases on this file system */
 }
 
+/* Who holds a simulated VF: RUN/sim/vf/SLOT.held stands for libvirt
+ * passing it through, RUN/sim/vf/SLOT.driver (the driver's name) for a
+ * host driver bound to it. Tests write them. */
+static VaVfHolder
+sim_vf_holder (VaBackend *backend, const char *slot, char **driver)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *state = g_build_filename (self->root, "vf", slot, NULL);
+  g_autofree char *held = g_strconcat (state, ".held", NULL);
+  g_autofree char *drvfile = g_strconcat (state, ".driver", NULL);
+  g_autofree char *drv = NULL;
+
+  if (g_file_test (held, G_FILE_TEST_EXISTS))
+    return VA_VF_LIBVIRT;
+  if (!g_file_get_contents (drvfile, &drv, NULL, NULL))
+    return VA_VF_NOBODY;
+  g_strstrip (drv);
+  if (strcmp (drv, "vfio-pci") == 0)
+    return VA_VF_LIBVIRT;
+  if (driver)
+    *driver = g_steal_pointer (&drv);
+  return VA_VF_HOST;
+}
+
 /* A simulated VF's MAC and VLAN: RUN/sim/vf/SLOT holds "VLAN MAC" when
- * they are set (absent: none); RUN/sim/vf/SLOT.held stands for libvirt
- * holding it. Tests write both. */
+ * they are set (absent: none). Tests write it. */
 static gboolean
 sim_repair_vf (VaBackend *backend, const char *slot, const char *pf, char **repaired, GError **error)
 {
   VaBackendSim *self = VA_BACKEND_SIM (backend);
   g_autofree char *state = g_build_filename (self->root, "vf", slot, NULL);
-  g_autofree char *held = g_strconcat (state, ".held", NULL);
   g_autofree char *was = NULL;
 
-  if (g_file_test (held, G_FILE_TEST_EXISTS) || !g_file_get_contents (state, &was, NULL, NULL))
+  if (sim_vf_holder (backend, slot, NULL) != VA_VF_NOBODY || !g_file_get_contents (state, &was, NULL, NULL))
     return TRUE;
   if (g_unlink (state) < 0)
     {
@@ -368,6 +390,7 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->list_devices = sim_list_devices;
   backend_class->device_busy = sim_device_busy;
   backend_class->repair_vf = sim_repair_vf;
+  backend_class->vf_holder = sim_vf_holder;
   backend_class->attach_vf = sim_attach_vf;
   backend_class->detach_vf = sim_detach_vf;
   backend_class->create_software = sim_create_software;

@@ -163,6 +163,20 @@ va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **
   return klass->repair_vf ? klass->repair_vf (self, slot, pf, repaired, error) : TRUE;
 }
 
+VaVfHolder
+va_backend_vf_holder (VaBackend *self, const char *slot, char **driver)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), VA_VF_LIBVIRT);
+  g_return_val_if_fail (slot != NULL, VA_VF_LIBVIRT);
+
+  if (driver)
+    *driver = NULL;
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->vf_holder ? klass->vf_holder (self, slot, driver) : VA_VF_NOBODY;
+}
+
 gboolean
 va_pool_config_representor_vlan (const VaPoolConfig *pool)
 {
@@ -199,6 +213,18 @@ va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *poo
 
   klass = VA_BACKEND_GET_CLASS (self);
   return !klass->detach_vf || klass->detach_vf (self, slot, pool, error);
+}
+
+gboolean
+va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (slot != NULL && pool != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return !klass->secure_vf || klass->secure_vf (self, slot, pool, spoofchk, trust, error);
 }
 
 static gboolean

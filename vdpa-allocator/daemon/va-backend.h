@@ -27,6 +27,10 @@ typedef struct
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
   gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
   char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
+  /* the PF's eswitch as discovery read it, opaque to the allocator: a
+   * change (an operator's devlink) prepares the PF again, where the VLAN's
+   * place is checked; 0 for a backend that does not say */
+  int eswitch_seen;
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
@@ -72,6 +76,14 @@ typedef enum
 
 VA_ENUM_DECL (va_device_step, VaDeviceStep)
 
+/* Who holds a kind=sriov pool's VF. */
+typedef enum
+{
+  VA_VF_NOBODY,  /* on no driver, and libvirt keeps no state of it */
+  VA_VF_LIBVIRT, /* libvirt passes it through: its hostdevmgr state is there, or the VF is on vfio-pci */
+  VA_VF_HOST,    /* a host driver is bound (igbvf, mlx5_core, ...): a container's or the host's own VF */
+} VaVfHolder;
+
 /* A vDPA device that exists. */
 typedef struct
 {
@@ -115,6 +127,9 @@ struct _VaBackendClass
    * *@repaired says what it had; a VF that is right, or held (by libvirt,
    * or bound to vfio-pci), is left alone and *@repaired stays NULL. */
   gboolean (*repair_vf) (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+  /* Who holds VF @slot of a kind=sriov pool; for VA_VF_HOST, *@driver
+   * (when not NULL) names the driver. */
+  VaVfHolder (*vf_holder) (VaBackend *self, const char *slot, char **driver);
   /* A kind=sriov pool on a switchdev eswitch (vlan-method bridge or ovs):
    * VF @slot, which libvirt passes through, gets the NIC's VLAN (0:
    * untagged) on its representor with the pool's method, as a vDPA
@@ -128,6 +143,11 @@ struct _VaBackendClass
   /* Deletes the vdpa device, stops the relay, destroys the VDUSE device
    * (the tap goes with the relay); one already gone is no error. */
   gboolean (*destroy_software) (VaBackend *self, const char *name, GError **error);
+  /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
+   * trust through the PF where its eswitch takes them (legacy), read back;
+   * nothing where it does not (switchdev: the representor's port filters).
+   * A backend without it sets nothing. */
+  gboolean (*secure_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust, GError **error);
 
   /* Signal "pfs-changed": PFs appeared, disappeared or changed (VFs, link,
    * driver) since discover; the allocator discovers again. Emitted from the
@@ -145,10 +165,13 @@ GPtrArray *va_backend_list_devices (VaBackend *self, GError **error);
 gboolean va_backend_device_busy (VaBackend *self, const char *chardev);
 char *va_backend_pool_warning (VaBackend *self, const VaPoolConfig *pool, const char *const *pcis);
 gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf, char **repaired, GError **error);
+VaVfHolder va_backend_vf_holder (VaBackend *self, const char *slot, char **driver);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
 VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
 gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
+gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
+                               GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */
 gboolean va_pool_config_representor_vlan (const VaPoolConfig *pool);
 

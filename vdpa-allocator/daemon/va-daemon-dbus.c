@@ -397,6 +397,7 @@ va_dbus_report_to_variant (const VaReconcileReport *r)
   g_variant_builder_add (&b, "{sv}", "missing", strv_variant (r->missing));
   g_variant_builder_add (&b, "{sv}", "stale_links", strv_variant (r->stale_links));
   g_variant_builder_add (&b, "{sv}", "repaired", strv_variant (r->repaired));
+  g_variant_builder_add (&b, "{sv}", "host_held", strv_variant (r->host_held));
   g_variant_builder_add (&b, "{sv}", "libvirt", g_variant_new_boolean (r->libvirt_reachable));
   if (r->libvirt_error)
     g_variant_builder_add (&b, "{sv}", "libvirt_error", g_variant_new_string (r->libvirt_error));

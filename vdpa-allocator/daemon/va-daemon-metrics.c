@@ -23,7 +23,7 @@ static const double buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 static const char *const reasons[] = {
   "failed",       "invalid_argument", "invalid_xml",       "invalid_config",      "no_such_network",
   "no_such_pool", "pool_exhausted",   "permission_denied", "provisioning_failed", "not_found",
-  "busy",         "unreachable",
+  "busy",         "unreachable",      "try_again",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (reasons) == VA_ERROR_LAST);
 

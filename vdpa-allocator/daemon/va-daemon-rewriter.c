@@ -144,13 +144,13 @@ va_rewriter_submit (VaRewriter *self, GDBusMethodInvocation *inv, VaHostView *vi
   jobs = g_hash_table_lookup (self->senders, sender);
   if (jobs && jobs->len >= VA_REWRITER_PER_SENDER)
     {
-      g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_BUSY, "%d RewriteDomain calls of this caller are in progress already",
-                                             VA_REWRITER_PER_SENDER);
+      g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_TRY_AGAIN,
+                                             "%d RewriteDomain calls of this caller are in progress already", VA_REWRITER_PER_SENDER);
       return;
     }
   if (self->queued >= VA_REWRITER_QUEUE)
     {
-      g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_BUSY, "%d RewriteDomain calls are in progress already; try again",
+      g_dbus_method_invocation_return_error (inv, VA_ERROR, VA_ERROR_TRY_AGAIN, "%d RewriteDomain calls are in progress already; try again",
                                              VA_REWRITER_QUEUE);
       return;
     }

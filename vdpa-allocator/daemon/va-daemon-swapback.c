@@ -292,21 +292,19 @@ gboolean
 va_daemon_swap_back_start (VaDaemonSwapBack *self, const char *uuid, const char *name, GError **error)
 {
   char canon[VA_UUID_STRING_LEN];
+  g_autofree char *shown = NULL;
   Queued *q;
 
   g_return_val_if_fail (self != NULL, FALSE);
 
   if (!va_uuid_check (uuid, canon, error))
     return FALSE;
-  if (!name || strlen (name) > VA_DOMAIN_NAME_MAX || strpbrk (name, "\r\n"))
-    {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                           "the domain name must be one line of at most " G_STRINGIFY (VA_DOMAIN_NAME_MAX) " bytes");
-      return FALSE;
-    }
+  /* for the journal only: any name libvirt accepts, escaped and cut */
+  shown = va_domain_name_display (name);
+  name = shown;
   if (self->stopping)
     {
-      g_set_error_literal (error, VA_ERROR, VA_ERROR_BUSY, "the daemon is stopping");
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_TRY_AGAIN, "the daemon is stopping");
       return FALSE;
     }
   if (g_hash_table_contains (self->running, canon) || is_queued (self, canon))
@@ -319,7 +317,8 @@ va_daemon_swap_back_start (VaDaemonSwapBack *self, const char *uuid, const char 
   /* a host draining to this one: each waits its turn */
   if (self->queued.length >= SWAP_BACK_QUEUE_MAX)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%d swaps back run and %d wait already", SWAP_BACK_MAX_RUNNING, SWAP_BACK_QUEUE_MAX);
+      g_set_error (error, VA_ERROR, VA_ERROR_TRY_AGAIN, "%d swaps back run and %d wait already", SWAP_BACK_MAX_RUNNING,
+                   SWAP_BACK_QUEUE_MAX);
       return FALSE;
     }
   q = g_new0 (Queued, 1);
@@ -468,10 +467,10 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
           if (!sp)
             continue;
           *sp = '\0';
-          /* Busy: the hook's SwapBack came first, or the stop began */
+          /* Busy: the hook's SwapBack came first; TryAgain: the stop began */
           if (va_daemon_swap_back_start (self, lines[i], sp + 1, &local))
             n++;
-          else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY))
+          else if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY) && !g_error_matches (local, VA_ERROR, VA_ERROR_TRY_AGAIN))
             g_warning ("domain %.64s: resuming its swap back: %s", lines[i], local->message);
           g_clear_error (&local);
         }

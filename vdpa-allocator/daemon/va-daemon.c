@@ -330,8 +330,14 @@ lock_state_dir (const char *dir, GError **error)
 }
 
 static void
-print_check (const VaConfig *config)
+print_check (const VaConfig *config, const char *dir)
 {
+  if (!config->dir)
+    {
+      /* the default directory is not there: what the daemon would do */
+      g_print ("no configuration: %s does not exist; the daemon would serve no pools (see vdpa-allocator.conf(5))\n", dir);
+      return;
+    }
   g_print ("configuration in %s is valid: %u file(s), %u pool(s), %u network(s)%s\n", config->dir, config->files->len, config->pools->len,
            config->networks->len, config->simulate ? ", simulated NIC" : "");
   for (guint i = 0; i < config->pools->len; i++)
@@ -343,9 +349,15 @@ print_check (const VaConfig *config)
   for (guint i = 0; i < config->networks->len; i++)
     {
       const VaNetworkConfig *n = g_ptr_array_index (config->networks, i);
-      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
+      const VaPoolConfig *p = n->net.pool ? va_config_lookup_pool (config, n->net.pool) : NULL;
+      /* a passed-through VF's filter, where its pool passes VFs through */
+      g_autofree char *vf = p && p->kind == VA_POOL_KIND_SRIOV
+                              ? g_strdup_printf (" spoofchk=%s trust=%s", n->spoofchk ? "on" : "off", n->trust ? "on" : "off")
+                              : NULL;
+
+      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
                n->net.pool ? n->net.pool : "-", n->net.vlan, n->net.bridge ? n->net.bridge : "-", n->net.bridge ? " " : "",
-               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "");
+               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "", vf ? vf : "");
     }
 }
 
@@ -407,7 +419,7 @@ va_daemon_main (int argc, char **argv)
     goto fail;
   if (check_config)
     {
-      print_check (d.config);
+      print_check (d.config, d.config_dir);
       daemon_clear (&d);
       return 0;
     }

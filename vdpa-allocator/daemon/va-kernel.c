@@ -56,13 +56,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevEnumerate, udev_enumerate_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (UdevDevice, udev_device_free)
 
 /* PCI ids from the kernel's mlx5_core pci table
- * (drivers/net/ethernet/mellanox/mlx5/core/main.c). The table only finds
- * the PFs: whether a VF carries vDPA is its management device pci/<VF>
- * (mlx5_vdpa registers one where the firmware offers the virtio queue
- * object). ConnectX-5 lacks it; the rest are "vdpa" here and the
- * management device decides (plain ConnectX-6 and ConnectX-6 Lx: not
- * verified on hardware). */
+ * (drivers/net/ethernet/mellanox/mlx5/core/main.c, mlx5_core_pci_table,
+ * Linux 6.1 and 6.12), the one home of the ConnectX ids: the udev rules
+ * mark every 15b3 PF that can make VFs (tests/udev/check-rules.py holds
+ * the two together). The table says only what a model can do for vDPA:
+ * every 15b3 PF with sriov_totalvfs > 0, in the table or not, is a
+ * candidate for kind=sriov pools. Whether a VF carries vDPA is its
+ * management device pci/<VF> (mlx5_vdpa registers one where the firmware
+ * offers the virtio queue object). ConnectX-4, ConnectX-4 Lx, ConnectX-5
+ * and BlueField (its ConnectX-5) lack it; the rest are "vdpa" here and the
+ * management device decides (plain ConnectX-6, ConnectX-6 Lx, ConnectX-9
+ * and -10: not verified on hardware). */
 static const VaKernelModel models[] = {
+  { 0x1013, "ConnectX-4", FALSE, FALSE },
+  { 0x1014, "ConnectX-4 VF", TRUE, FALSE },
+  { 0x1015, "ConnectX-4 Lx", FALSE, FALSE },
+  { 0x1016, "ConnectX-4 Lx VF", TRUE, FALSE },
   { 0x1017, "ConnectX-5", FALSE, FALSE },
   { 0x1018, "ConnectX-5 VF", TRUE, FALSE },
   { 0x1019, "ConnectX-5 Ex", FALSE, FALSE },
@@ -74,12 +83,23 @@ static const VaKernelModel models[] = {
   { 0x101f, "ConnectX-6 Lx", FALSE, TRUE },
   { 0x1021, "ConnectX-7", FALSE, TRUE },
   { 0x1023, "ConnectX-8", FALSE, TRUE },
+  { 0x1025, "ConnectX-9", FALSE, TRUE },
+  { 0x1027, "ConnectX-10", FALSE, TRUE },
+  { 0xa2d2, "BlueField (ConnectX-5)", FALSE, FALSE },
+  { 0xa2d3, "BlueField VF", TRUE, FALSE },
   { 0xa2d6, "BlueField-2 (ConnectX-6 Dx)", FALSE, TRUE },
   { 0xa2dc, "BlueField-3 (ConnectX-7)", FALSE, TRUE },
   { 0xa2df, "BlueField-4 (ConnectX-8)", FALSE, TRUE },
 };
 
-static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs };
+static gboolean
+kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error)
+{
+  return flags ? va_nl_vf_set (pf, vf, mac, vlan, TRUE, FALSE, error) : va_nl_vf_set_mac_vlan (pf, vf, mac, vlan, error);
+}
+
+static const VaKernelDevlink kernel_devlink
+  = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs, va_nl_vf_get, kernel_vf_set, va_nl_vf_set_flags };
 static const VaKernelDevlink *devlink = &kernel_devlink;
 
 void
@@ -102,6 +122,55 @@ va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error)
   g_return_val_if_fail (pf != NULL && pf->devlink_bus != NULL, FALSE);
 
   return devlink->eswitch_set (pf->devlink_bus, pf->devlink_dev, switchdev, error);
+}
+
+gboolean
+va_kernel_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error)
+{
+  return devlink->vf_get (pf, vf, mac, vlan, error);
+}
+
+gboolean
+va_kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error)
+{
+  return devlink->vf_set (pf, vf, mac, vlan, flags, error);
+}
+
+gboolean
+va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error)
+{
+  return devlink->vf_set_flags (pf, vf, spoofchk, trust, error);
+}
+
+gboolean
+va_kernel_pf_takes_vf_settings (const VaKernelPf *pf)
+{
+  g_return_val_if_fail (pf != NULL, FALSE);
+
+  /* an unreadable mode is tried: the driver refuses what it does not
+   * take, and the lease fails closed */
+  return pf->eswitch != VA_KERNEL_ESWITCH_SWITCHDEV && !pf->not_manager;
+}
+
+/* drivers/net/ethernet/mellanox/mlx5/core/Kconfig: MLX5_CLS_ACT depends
+ * on NET_TC_SKB_EXT, which Debian's 6.12 kernels leave unset, so their
+ * mlx5 offloads no TC rule (en_tc.c is not built); MLX5_BRIDGE, the
+ * bridge offload, is set. */
+VaKernelTc
+va_kernel_mlx5_tc_offload (void)
+{
+  struct utsname u;
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+
+  if (uname (&u) < 0)
+    return VA_KERNEL_TC_UNKNOWN;
+  path = g_strdup_printf ("%s/config-%s", va_path_get (VA_PATH_BOOT), u.release);
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return VA_KERNEL_TC_UNKNOWN;
+  if (strstr (text, "\nCONFIG_MLX5_CLS_ACT=y\n"))
+    return VA_KERNEL_TC_OFFLOAD;
+  return VA_KERNEL_TC_NONE;
 }
 
 const VaKernelModel *
@@ -344,6 +413,7 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
       /* no devlink family, or no instance for the PF (igb): no eswitch
        * mode to set, the PF is legacy SR-IOV only */
       pf->no_devlink = local->code == VA_ERROR_NOT_FOUND;
+      pf->not_manager = local->code == VA_ERROR_PERMISSION_DENIED;
       return reps;
     }
   pf->eswitch = switchdev ? VA_KERNEL_ESWITCH_SWITCHDEV : VA_KERNEL_ESWITCH_LEGACY;
@@ -369,6 +439,10 @@ read_eswitch (VaKernelPf *pf, PortDump *dump)
 static const VaKernelModel vduse_model = { 0, "VDUSE (test)", FALSE, TRUE };
 /* another vendor's SR-IOV PF (igb, ixgbe, ice...): VF passthrough only */
 static const VaKernelModel sriov_model = { 0, "SR-IOV NIC", FALSE, FALSE };
+/* a 15b3 PF with VFs that the table does not name (a newer card, or one
+ * mlx5_core binds by its class): VF passthrough only, until the table
+ * says what it can do for vDPA */
+static const VaKernelModel mlx_other_model = { 0, "ConnectX (model not in the table)", FALSE, FALSE };
 static const VaKernelModel netdevsim_model = { 0, "netdevsim (test)", FALSE, TRUE };
 
 static VaKernelPf *
@@ -386,7 +460,7 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
   pf->syspath = g_strdup (udev_device_get_syspath (d));
   pf->vendor = MLX_VENDOR;
   pf->device = model->device;
-  if (model == &sriov_model)
+  if (model == &sriov_model || model == &mlx_other_model)
     {
       attr_hex16 (d, "vendor", &pf->vendor);
       attr_hex16 (d, "device", &pf->device);
@@ -488,9 +562,11 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
 
   if (model == &sriov_model)
     pf->reason = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+  else if (model == &mlx_other_model)
+    pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
   else if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks",
-                                  model->name, model->device);
+    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks", model->name,
+                                  model->device, model->name);
   else if (!pf->netdev)
     pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
   /* netdevsim reports no link state: operstate unknown, carrier on */
@@ -617,7 +693,13 @@ va_kernel_discover (GError **error)
     if (!d || !attr_hex16 (d, "device", &device))
       continue;
     model = va_kernel_model_lookup (device);
-    if (!model || model->is_vf)
+    if (model && model->is_vf)
+      continue;
+    /* mlx5_core binds more ids than the table names; a VF shows no
+     * sriov_totalvfs (drivers/pci/iov.c makes it on PFs only) */
+    if (!model && attr_int (d, "sriov_totalvfs", 0) > 0)
+      model = &mlx_other_model;
+    if (!model)
       continue;
     g_ptr_array_add (pfs, read_pf (udev, d, model, &dump));
   }
@@ -785,6 +867,21 @@ va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+char *
+va_kernel_pci_driver (const char *pci)
+{
+  g_autofree char *devs = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *target = NULL;
+
+  g_return_val_if_fail (pci != NULL, NULL);
+
+  devs = va_sysfs_path ("/sys/bus/pci/devices");
+  link = g_strdup_printf ("%s/%s/driver", devs, pci);
+  target = g_file_read_link (link, NULL);
+  return target ? g_path_get_basename (target) : NULL;
 }
 
 gboolean

@@ -33,6 +33,12 @@ typedef struct
   gboolean (*eswitch_set) (const char *bus, const char *dev, gboolean switchdev, GError **error);
   GPtrArray *(*ports) (GError **error);    /* VaDevlinkPort* */
   GPtrArray *(*mgmtdevs) (GError **error); /* VaVdpaMgmtdev*: vdpa's, asked here too */
+  /* and the VF settings through the PF (rtnetlink), which the testbeds
+   * record: MAC and VLAN; the same with spoofchk on and trust off
+   * (@flags); spoofchk and trust alone, read back */
+  gboolean (*vf_get) (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
+  gboolean (*vf_set) (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
+  gboolean (*vf_set_flags) (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
 } VaKernelDevlink;
 
 /* NULL: back to va-netlink.c's. */
@@ -65,6 +71,7 @@ typedef struct
   VaKernelEswitch eswitch; /* as devlink ESWITCH_GET says */
   char *eswitch_error;     /* why eswitch is UNKNOWN; NULL otherwise */
   gboolean no_devlink;     /* UNKNOWN because there is no devlink (family or instance): legacy SR-IOV only */
+  gboolean not_manager;    /* UNKNOWN because the PF is not its eswitch manager (a BlueField in DPU mode) */
   gboolean admin_up;       /* the uplink's IFF_UP */
   guint numvfs;
   guint totalvfs;
@@ -108,6 +115,28 @@ gboolean va_kernel_pf_is_netdevsim (const VaKernelPf *pf);
  * netdevsim PF, the device va-SLOT on the vdpa bus. */
 char *va_kernel_pf_vf_vdpa (const VaKernelPf *pf, const VaKernelVf *vf);
 
+/* VF @vf of the PF netdev @pf, through the ops above. */
+gboolean va_kernel_vf_get (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
+gboolean va_kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
+gboolean va_kernel_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
+/* Whether the PF's eswitch takes spoofchk, trust and a VF VLAN through
+ * the PF: not in switchdev mode (mlx5: EOPNOTSUPP), nor on a host PF in
+ * DPU mode (EPERM), esw/legacy.c; legacy, a PF without devlink (legacy
+ * SR-IOV only) and a mode that cannot be read are tried. */
+gboolean va_kernel_pf_takes_vf_settings (const VaKernelPf *pf);
+
+/* Whether the running kernel's mlx5_core offloads TC flower rules (what
+ * Open vSwitch's hw-offload asks of it): CONFIG_MLX5_CLS_ACT in
+ * VA_PATH_BOOT/config-RELEASE. VA_KERNEL_TC_UNKNOWN where that file cannot be
+ * read. */
+typedef enum
+{
+  VA_KERNEL_TC_UNKNOWN,
+  VA_KERNEL_TC_OFFLOAD,
+  VA_KERNEL_TC_NONE,
+} VaKernelTc;
+VaKernelTc va_kernel_mlx5_tc_offload (void);
+
 /* The PF's eswitch mode now, and setting it, on its devlink instance. */
 gboolean va_kernel_eswitch_get (const VaKernelPf *pf, gboolean *switchdev, GError **error);
 gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError **error);
@@ -116,6 +145,9 @@ gboolean va_kernel_eswitch_set (const VaKernelPf *pf, gboolean switchdev, GError
  * kernel requires; refuses while a vdpa device sits on a VF that would go. */
 gboolean va_kernel_set_numvfs (const VaKernelPf *pf, guint count, GError **error);
 gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError **error);
+/* The driver PCI device @pci (a VF) is bound to ("vfio-pci", "igbvf",
+ * "mlx5_core"), or NULL when none is. */
+char *va_kernel_pci_driver (const char *pci);
 /* The name of a vdpa device whose parent is the VF at @vf_syspath, or NULL. */
 char *va_kernel_vf_vdpa_device (const char *vf_syspath);
 

@@ -457,6 +457,7 @@ static void
 pool_counts (const Pool *pool, VaPoolCounts *c)
 {
   memset (c, 0, sizeof *c);
+  c->pfs = pool->pfs->len;
   for (guint i = 0; i < pool->pfs->len; i++)
     {
       const Pf *pf = g_ptr_array_index (pool->pfs, i);
@@ -676,7 +677,10 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
     return NULL;
   if (pool->draining)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "pool %s is draining and takes no new leases", pool->name);
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
+                   "pool %s is draining and takes no new leases ('vdpactl pool undrain %s' ends that; 'vdpactl domain portable "
+                   "DOMAIN' starts a domain without them)",
+                   pool->name, pool->name);
       return NULL;
     }
   quota = network ? GPOINTER_TO_UINT (g_hash_table_lookup (self->quotas, network)) : 0;
@@ -695,8 +699,14 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
       VaPoolCounts c;
 
       pool_counts (pool, &c);
-      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "pool %s is exhausted: %u slots, %u leased, %u lost, %u free on unhealthy PFs",
-                   pool->name, c.total, c.leased, c.lost, c.free - c.usable);
+      if (c.pfs == 0)
+        /* not full: empty; the allocator, which has the configuration,
+         * names the keys that matched nothing */
+        g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s", pool->name);
+      else
+        g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                     "pool %s is exhausted: %u slots, %u leased, %u lost, %u free on unhealthy PFs", pool->name, c.total, c.leased, c.lost,
+                     c.free - c.usable);
       return NULL;
     }
 

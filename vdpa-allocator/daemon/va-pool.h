@@ -46,6 +46,7 @@ typedef struct
   guint leased;
   guint lost;
   guint usable; /* free slots on healthy PFs: what an allocation can get */
+  guint pfs;    /* the PFs in the pool: 0 when none matches its keys */
 } VaPoolCounts;
 
 /* What a new lease asks for. */

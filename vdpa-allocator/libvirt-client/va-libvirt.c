@@ -3,6 +3,7 @@
 
 #include "va-libvirt.h"
 
+#include <errno.h>
 #include <libvirt/libvirt-qemu.h>
 #include <stdlib.h>
 #include <libvirt/virterror.h>
@@ -29,7 +30,17 @@ va_libvirt_open (const char *uri, gboolean read_only, GError **error)
   self->conn = read_only ? virConnectOpenReadOnly (uri) : virConnectOpen (uri);
   if (!self->conn)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "libvirt at %s: %s", uri, virGetLastErrorMessage ());
+      virErrorPtr e = virGetLastError ();
+      gboolean denied = e
+                        && (e->code == VIR_ERR_AUTH_FAILED || e->code == VIR_ERR_AUTH_CANCELLED || e->code == VIR_ERR_ACCESS_DENIED
+                            || (e->code == VIR_ERR_SYSTEM_ERROR && (e->int1 == EACCES || e->int1 == EPERM)));
+
+      /* refused is not unreachable: a retry with rights may succeed */
+      if (denied)
+        g_set_error (error, VA_ERROR, VA_ERROR_PERMISSION_DENIED, "libvirt at %s refused the connection: %s%s", uri,
+                     virGetLastErrorMessage (), read_only ? "" : " (this command changes domains: it needs root, or libvirt's own rights)");
+      else
+        g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE, "libvirt at %s: %s", uri, virGetLastErrorMessage ());
       return NULL;
     }
   return g_steal_pointer (&self);

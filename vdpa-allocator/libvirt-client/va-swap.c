@@ -26,6 +26,31 @@
 
 static const char *const path_names[] = { "as-is", "native", "swap" };
 
+static char *progress_prefix;
+static gint64 progress_since;
+
+void
+va_swap_set_progress (const char *prefix)
+{
+  g_free (progress_prefix);
+  progress_prefix = g_strdup (prefix);
+  progress_since = g_get_monotonic_time ();
+}
+
+void
+va_swap_progress (const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *text = NULL;
+
+  if (!progress_prefix)
+    return;
+  va_start (ap, fmt);
+  text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_printerr ("%s[%5.1f s] %s\n", progress_prefix, (g_get_monotonic_time () - progress_since) / (double) G_USEC_PER_SEC, text);
+}
+
 const char *
 va_swap_path_name (VaSwapPath path)
 {
@@ -251,6 +276,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
   gint64 t0 = g_get_monotonic_time (), t1;
 
   n->unplug_at = t0;
+  va_swap_progress ("NIC %s: unplugging it; waiting (at most %.0f s) for the guest to let go", mac, unplug_timeout ());
   if (virDomainDetachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the unplug: %s", virGetLastErrorMessage ());
@@ -260,6 +286,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
     return FALSE; /* still plugged in its old form */
   t1 = g_get_monotonic_time ();
   n->unplug_s = (t1 - t0) / (double) G_USEC_PER_SEC;
+  va_swap_progress ("NIC %s: the guest let go after %.1f s; plugging the other form", mac, n->unplug_s);
   if (virDomainAttachDeviceFlags (lv->dom, new, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
@@ -282,6 +309,7 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
     return FALSE;
   n->plug_s = (g_get_monotonic_time () - t1) / (double) G_USEC_PER_SEC;
   n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+  va_swap_progress ("NIC %s: plugged, %.1f s without it", mac, n->offline_s);
   announce (lv);
   return TRUE;
 }
@@ -367,6 +395,77 @@ nic_may_accelerate (const VaNic *nic)
   return !view || !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
 }
 
+/* The VF form of a plain kind=sriov NIC: the daemon leases a VF only once
+ * libvirt chose it (Allocate with vf, as the hook does at start), so the
+ * hostdev-network form is plugged first, the VF and the VLAN libvirt
+ * applied are read from the live XML, and the lease is taken on them (in
+ * switchdev mode the daemon puts the VLAN on the VF's representor then;
+ * until it does, the representor is in no bridge and the VF reaches
+ * nothing). Refused, the NIC is swapped back to its portable form. FALSE
+ * only when the domain cannot be read; the NIC's outcome is in @n. */
+static gboolean
+swap_to_vf (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, VaSwapNic *n, const char *uuid, GError **error)
+{
+  g_autofree char *old = NULL, *new = NULL, *plugged_xml = NULL;
+  g_autoptr (VaDomain) now = NULL;
+  g_autoptr (VaLease) lease = NULL;
+  g_autoptr (GError) nic_error = NULL;
+  g_autoptr (GError) back_error = NULL;
+  VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
+  const VaNic *plugged = NULL;
+  GPtrArray *nics;
+
+  if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
+    return FALSE;
+  n->path = VA_SWAP_PATH_SWAP;
+  if (!swap_iface (lv, nic->mac, old, new, n, &nic_error))
+    {
+      /* libvirt's words: no free VF in the network is among them */
+      n->outcome = "refused";
+      va_swap_note (n, "stays portable: %s", nic_error->message);
+      return TRUE;
+    }
+  if ((now = va_swap_live_domain (lv, &nic_error)))
+    {
+      nics = va_domain_get_nics (now);
+      for (guint i = 0; i < nics->len; i++)
+        if (strcmp (((const VaNic *) g_ptr_array_index (nics, i))->mac, nic->mac) == 0)
+          plugged = g_ptr_array_index (nics, i);
+      if (!plugged || !plugged->vf)
+        g_set_error_literal (&nic_error, VA_ERROR, VA_ERROR_FAILED,
+                             "libvirt shows no VF for it (no <interface type='hostdev'> with a PCI <source> <address>)");
+      else
+        {
+          req.uuid = uuid;
+          req.domain_name = virDomainGetName (lv->dom);
+          req.mac = nic->mac;
+          req.network = nic->network;
+          req.vf = plugged->vf;
+          req.vf_vlan = plugged->vf_vlan;
+          lease = va_client_allocate (CLIENT, &req, &nic_error);
+        }
+    }
+  if (lease)
+    {
+      n->after = VA_FORM_ACCELERATED;
+      if (nic->swap_back)
+        mark_swap_back (lv, n, FALSE);
+      return TRUE;
+    }
+  /* unplug the VF again: it must not run unrecorded, nor unfiltered */
+  n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
+  plugged_xml = now ? va_domain_interface_xml (now, nic->mac, NULL) : NULL;
+  if (plugged_xml && swap_iface (lv, nic->mac, plugged_xml, old, n, &back_error))
+    va_swap_note (n, "stays portable: the daemon refused the VF libvirt chose (%s)", nic_error->message);
+  else
+    {
+      n->after = VA_FORM_ACCELERATED;
+      va_swap_note (n, "the daemon refused the VF libvirt chose (%s), and it could not be unplugged again: %s", nic_error->message,
+                    back_error ? back_error->message : "its live XML cannot be read");
+    }
+  return TRUE;
+}
+
 /* Every portable NIC whose pool here has room to the accelerated form, a
  * fresh lease each; where that fails, the NIC stays portable. @only: the
  * MACs to consider, or NULL for all. Fails only when the domain cannot be
@@ -392,10 +491,10 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           const VaNic *nic = g_ptr_array_index (nics, i);
           VaSwapNic *n = va_swap_nic (report, nic);
 
-          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)) || !nic_may_accelerate (nic))
             continue;
           va_swap_note (n, "stays portable: %s", local->message);
-          n->outcome = "refused";
+          n->outcome = g_error_matches (local, VA_ERROR, VA_ERROR_TRY_AGAIN) ? "busy" : "refused";
         }
       return TRUE;
     }
@@ -425,6 +524,13 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       if (!nic->network)
         {
           va_swap_note (n, "stays portable: an inline intent has no network to lease on");
+          n->outcome = "refused";
+          continue;
+        }
+      if (want->accel_kind == VA_POOL_KIND_SRIOV)
+        {
+          if (!swap_to_vf (lv, live, accel, nic, n, uuid, error))
+            return FALSE;
           continue;
         }
       req.uuid = uuid;
@@ -435,7 +541,9 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       if (!lease)
         {
           va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
-          n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
+          n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room"
+                       : g_error_matches (nic_error, VA_ERROR, VA_ERROR_TRY_AGAIN)    ? "busy"
+                                                                                      : "refused";
           continue;
         }
       if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))

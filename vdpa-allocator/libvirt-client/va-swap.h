@@ -43,6 +43,12 @@ typedef struct
   char *dest_note;
 } VaSwapNic;
 
+/* Progress: one line per phase on stderr, "PREFIX[ELAPSED s] what", for
+ * an operator at a terminal (vdpactl without -j); off (NULL) by default,
+ * and in the daemon's helper. The elapsed time counts from this call. */
+void va_swap_set_progress (const char *prefix);
+void va_swap_progress (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
+
 void va_swap_nic_free (VaSwapNic *n);
 /* The entry of @nic in @nics (VaSwapNic*), added when it has none. */
 VaSwapNic *va_swap_nic (GPtrArray *nics, const VaNic *nic);

@@ -96,8 +96,9 @@ add_pending (VaDomain *live, GHashTable *only)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
 
-      /* an outcome: tried before (a second started begin, a reconnect) */
-      if (nic->swap_back && nic->form == VA_FORM_PORTABLE && !nic->swap_back_outcome)
+      /* a final outcome: tried before (a second started begin, a
+       * reconnect); "busy" is tried again */
+      if (va_nic_swap_back_pending (nic))
         g_hash_table_add (only, g_strdup (nic->mac));
     }
 }

@@ -56,14 +56,14 @@ def pf(bus, device, numa, numvfs, total, netdev, mode, operstate="up", mlx=True)
     return out
 
 
-def vfs(bus, count, pfname, mode):
+def vfs(bus, count, pfname, mode, device=0x101e):
     out = ""
     for i in range(count):
         addr = bdf(bus, 2 + i)
         path = BRIDGE + "/" + addr
         out += dev(path, [("SUBSYSTEM", "pci"), ("DRIVER", "mlx5_core"),
-                          ("PCI_ID", "15B3:101E"), ("PCI_SLOT_NAME", addr)],
-                   [("vendor", "0x15b3"), ("device", "0x101e"), ("class", "0x020000"),
+                          ("PCI_ID", "15B3:%04X" % device), ("PCI_SLOT_NAME", addr)],
+                   [("vendor", "0x15b3"), ("device", "0x%04x" % device), ("class", "0x020000"),
                     ("numa_node", "1"), ("driver_override", "(null)")],
                    [("physfn", "../" + bdf(bus, 0)),
                     ("driver", "../../../../bus/pci/drivers/mlx5_core")])
@@ -170,6 +170,13 @@ write("cx6dx-vdpa.umockdev",
       "(child vhost-vdpa-0), va-0000:3b:00.3 made but not yet bound; each a direct child of its "
       "VF's PCI device (drivers/vdpa/mlx5/net/mlx5_vnet.c), vhost-vdpa-N under it "
       "(drivers/vhost/vdpa.c)")
+
+write("cx4lx-legacy.umockdev",
+      pci_bridge() + pf(0x3b, 0x1015, 0, 4, 8, "enp59s0f0np0", "legacy")
+      + vfs(0x3b, 4, "enp59s0f0np0", "legacy", device=0x1016),
+      "ConnectX-4 Lx PF 15b3:1015 (mlx5_core_pci_table in "
+      "drivers/net/ethernet/mellanox/mlx5/core/main.c), 4 VFs 15b3:1016 of 8, eswitch legacy: "
+      "no vDPA (no virtio queue object), a candidate for kind=sriov pools")
 
 write("cx6dx-hotplug.umockdev",
       pf(0x3b, 0x101d, 1, 8, 127, PF6, "switchdev") + vfs(0x3b, 8, PF6, "switchdev"),

@@ -72,7 +72,7 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc",
 
 
 def guest_cmdline(name, **va):
-    return "console=ttyS0 quiet va.name=%s %s" % (name, " ".join("va.%s=%s" % kv for kv in va.items()))
+    return "console=ttyS0 quiet no_timer_check va.name=%s %s" % (name, " ".join("va.%s=%s" % kv for kv in va.items()))
 
 
 def iperf3_results(console):

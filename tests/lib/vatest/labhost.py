@@ -240,7 +240,7 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             f.write("export %s=%s\n" % (n, shlex.quote(v)))
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
-    append = "console=ttyS0 quiet panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
+    append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
     if systemd:
         append += " lab.systemd=1 " + SYSTEMD_CMDLINE
         units = os.path.join(rundir, "systemd")
