@@ -210,8 +210,9 @@ on_start (Hook *h)
 
       if (nic->form != VA_FORM_PORTABLE)
         continue;
+      /* the resolver's errors name the NIC */
       if (!va_nic_resolve (nic, view, &plan, &error))
-        return fail (h, "NIC %s: %s", nic->mac, error->message);
+        return fail (h, "%s", error->message);
       /* libvirt tags Open vSwitch ports itself */
       if (plan.bridge_kind != VA_BRIDGE_LINUX || !plan.vlan)
         continue;

@@ -96,6 +96,11 @@ class HookTest(unittest.TestCase):
     def test_unknown_network_and_invalid_metadata(self):
         r = hook(domain([("52:54:00:00:00:01", "nowhere", "vdpa")]), "prepare", "begin")
         self.assertOneLine(r, "domain vm1", "52:54:00:00:00:01", "no network named 'nowhere'")
+        # a portable NIC refused at start is named once: the resolver's
+        # line already names it
+        r = hook(domain([("52:54:00:00:00:01", "nowhere", "bridge")]), "start", "begin")
+        self.assertOneLine(r, "domain vm1", "no network named 'nowhere'")
+        self.assertEqual(r.stderr.count("52:54:00:00:00:01"), 1, r.stderr)
         bad = domain([("52:54:00:00:00:01", "vpc2", "vdpa")]).replace('network="vpc2"', 'network="vpc2" vlan="9"')
         r = hook(bad, "prepare", "begin")
         self.assertOneLine(r, "domain vm1", "invalid domain XML", "cannot be combined")

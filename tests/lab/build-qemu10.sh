@@ -46,24 +46,12 @@ took() {
     echo "build-qemu10: $1 in $(echo "$(date +%s.%N) $t0" | awk '{ printf "%.1f", $1 - $2 }') s" >&2
 }
 
-# the Debian archive apt uses: deb822 (URIs:/Suites:) or one-line sources
-mirror() {
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk '
-            /^[ \t]*#/ { next }
-            /^deb[ \t]/ { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /=/ && $i !~ /\]$/) break
-                          if ($(i + 1) ~ /^bookworm(-updates)?$/) { print $i; exit } next }
-            /^URIs:/ { uri = $2 }
-            /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == "bookworm") { print uri; exit } }
-            /^[ \t]*$/ { uri = "" }
-        ' "$f"
-    done | head -n1
-}
-url=${LAB_DEBIAN_MIRROR:-$(mirror)}
+# the Debian archive apt uses (LAB_DEBIAN_MIRROR overrides)
+. "$va_test_lib/debian-mirror.sh"
+url=$(va_debian_mirror) || url=
 [ -n "$url" ] || die "no Debian mirror serving bookworm in /etc/apt/sources.list*; set LAB_DEBIAN_MIRROR"
 
-key="script=$(sha256sum <"$0" | cut -d' ' -f1)
+key="script=$(cat "$0" "$va_test_lib/debian-mirror.sh" | sha256sum | cut -d' ' -f1)
 suite=$suite
 mirror=$url"
 

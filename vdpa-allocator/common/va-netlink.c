@@ -180,76 +180,65 @@ link_header (void *buf, guint16 type, guint32 seq, guint8 family, int ifindex)
   return nlh;
 }
 
+/* RTM_NEWLINK on the PF with one IFLA_VF_INFO for @vf: its MAC and VLAN
+ * where @mac is given, its spoofchk and trust where @flags is. iproute2's
+ * "ip link set" sends IFLA_VF_VLAN for an 802.1Q VLAN, which the kernel
+ * applies exactly as a one-entry IFLA_VF_VLAN_LIST of protocol 802.1Q. */
+static struct nlmsghdr *
+build_vf (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 *mac, guint16 vlan, gboolean flags, gboolean spoofchk,
+          gboolean trust)
+{
+  struct nlmsghdr *nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
+  struct nlattr *list = nest_start (nlh, IFLA_VFINFO_LIST);
+  struct nlattr *info = nest_start (nlh, IFLA_VF_INFO);
+
+  if (mac)
+    {
+      struct ifla_vf_mac ivm = { .vf = vf };
+      struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
+
+      memcpy (ivm.mac, mac, 6);
+      mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
+      mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
+    }
+  if (flags)
+    {
+      struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
+      struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
+
+      mnl_attr_put (nlh, IFLA_VF_SPOOFCHK, sizeof ivs, &ivs);
+      mnl_attr_put (nlh, IFLA_VF_TRUST, sizeof ivt, &ivt);
+    }
+  mnl_attr_nest_end (nlh, info);
+  mnl_attr_nest_end (nlh, list);
+  return nlh;
+}
+
 struct nlmsghdr *
 va_nl_build_vf_set (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean spoofchk,
                     gboolean trust)
 {
-  /* iproute2's "ip link set" sends RTM_NEWLINK; for an 802.1Q VLAN it uses
-   * IFLA_VF_VLAN, which the kernel applies exactly as a one-entry
-   * IFLA_VF_VLAN_LIST of protocol 802.1Q */
-  struct nlmsghdr *nlh;
-  struct ifla_vf_mac ivm = { .vf = vf };
-  struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
-  struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
-  struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
-  struct nlattr *list, *info;
-
   g_return_val_if_fail (buf != NULL, NULL);
   g_return_val_if_fail (mac != NULL, NULL);
 
-  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
-  list = nest_start (nlh, IFLA_VFINFO_LIST);
-  info = nest_start (nlh, IFLA_VF_INFO);
-  memcpy (ivm.mac, mac, 6);
-  mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
-  mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
-  mnl_attr_put (nlh, IFLA_VF_SPOOFCHK, sizeof ivs, &ivs);
-  mnl_attr_put (nlh, IFLA_VF_TRUST, sizeof ivt, &ivt);
-  mnl_attr_nest_end (nlh, info);
-  mnl_attr_nest_end (nlh, list);
-  return nlh;
+  return build_vf (buf, seq, pf_ifindex, vf, mac, vlan, TRUE, spoofchk, trust);
 }
 
 struct nlmsghdr *
 va_nl_build_vf_flags (void *buf, guint32 seq, int pf_ifindex, guint32 vf, gboolean spoofchk, gboolean trust)
 {
-  struct nlmsghdr *nlh;
-  struct ifla_vf_spoofchk ivs = { .vf = vf, .setting = spoofchk ? 1 : 0 };
-  struct ifla_vf_trust ivt = { .vf = vf, .setting = trust ? 1 : 0 };
-  struct nlattr *list, *info;
-
   g_return_val_if_fail (buf != NULL, NULL);
 
-  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
-  list = nest_start (nlh, IFLA_VFINFO_LIST);
-  info = nest_start (nlh, IFLA_VF_INFO);
-  mnl_attr_put (nlh, IFLA_VF_SPOOFCHK, sizeof ivs, &ivs);
-  mnl_attr_put (nlh, IFLA_VF_TRUST, sizeof ivt, &ivt);
-  mnl_attr_nest_end (nlh, info);
-  mnl_attr_nest_end (nlh, list);
-  return nlh;
+  return build_vf (buf, seq, pf_ifindex, vf, NULL, 0, TRUE, spoofchk, trust);
 }
 
 struct nlmsghdr *
 va_nl_build_vf_mac_vlan (void *buf, guint32 seq, int pf_ifindex, guint32 vf, const guint8 mac[6], guint16 vlan)
 {
-  struct nlmsghdr *nlh;
-  struct ifla_vf_mac ivm = { .vf = vf };
-  struct ifla_vf_vlan ivv = { .vf = vf, .vlan = vlan };
-  struct nlattr *list, *info;
-
   g_return_val_if_fail (buf != NULL, NULL);
   g_return_val_if_fail (mac != NULL, NULL);
 
-  nlh = link_header (buf, RTM_NEWLINK, seq, AF_UNSPEC, pf_ifindex);
-  list = nest_start (nlh, IFLA_VFINFO_LIST);
-  info = nest_start (nlh, IFLA_VF_INFO);
-  memcpy (ivm.mac, mac, 6);
-  mnl_attr_put (nlh, IFLA_VF_MAC, sizeof ivm, &ivm);
-  mnl_attr_put (nlh, IFLA_VF_VLAN, sizeof ivv, &ivv);
-  mnl_attr_nest_end (nlh, info);
-  mnl_attr_nest_end (nlh, list);
-  return nlh;
+  return build_vf (buf, seq, pf_ifindex, vf, mac, vlan, FALSE, FALSE, FALSE);
 }
 
 gboolean
