@@ -15,13 +15,13 @@ fallback bridge is a VLAN-filtering Linux bridge.
   relay, and a namespace on VLAN 20 sees nothing;
 - release deletes the vdpa device, stops the relay, destroys the VDUSE
   device and so the tap;
-- a relay killed under its lease is said in one line of the daemon's log,
-  and release still takes the device away (how long it takes is printed:
-  the kernel waits for an answer no relay gives);
-- a daemon restarted keeps a software lease (form software, not broken;
-  outside systemd its relay runs on), and a release after the restart
-  stops that relay, which is no child of the new daemon, and takes the
-  device away.
+- a relay killed under its lease (traffic flowing) is said in one line of
+  the daemon's log and started again: a new relay, the same device, and
+  the ping goes through again (the new relay took the queues up where the
+  used rings stood); release takes it all away;
+- a daemon restarted keeps a software lease (form software, not broken),
+  and replaces the relay of before (no child of it) with its own, which
+  carries the ping again; release after the restart takes the device away.
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
@@ -161,8 +161,9 @@ class SoftwareSlot(unittest.TestCase):
         self.assertRegex(table, r"(?m)^.*%s.*\bsoftware\b" % MAC_SW)
         self.assertRegex(table, r"(?m)^.*%s.*\bhardware\b" % MAC_HW)
 
-    def test_2_the_relay_carries_a_ping_on_the_vlan_only(self):
-        # no guest: the lab kernel's own virtio-net drives the device
+    def attach_kernel_virtio(self):
+        """No guest: the lab kernel's own virtio-net drives the device, its
+        netdev in namespace soft-a on 10.28.1.1."""
         sh("sh", "-c", "echo %s > /sys/bus/vdpa/drivers/vhost_vdpa/unbind" % SW_DEVICE)
         sh("sh", "-c", "echo virtio_vdpa > /sys/bus/vdpa/devices/%s/driver_override" % SW_DEVICE)
         sh("sh", "-c", "echo %s > /sys/bus/vdpa/drivers_probe" % SW_DEVICE)
@@ -180,14 +181,21 @@ class SoftwareSlot(unittest.TestCase):
         wait_until(netdev, 30, "virtio_vdpa's netdev on " + SW_DEVICE)
         with open("/sys/class/net/%s/address" % netdir) as f:
             self.assertEqual(f.read().strip(), MAC_SW)
-        sh("ip", "netns", "add", "soft-a")
+        run("ip", "netns", "add", "soft-a", check=False)
         sh("ip", "link", "set", netdir, "netns", "soft-a")
         sh("ip", "-n", "soft-a", "addr", "add", "10.28.1.1/24", "dev", netdir)
         sh("ip", "-n", "soft-a", "link", "set", netdir, "up")
-        out = run("ip", "netns", "exec", "soft-a", "busybox", "ping", "-c", "5", "-i", "0.2", "-W", "5", "10.28.1.2",
+
+    def ping(self, what, count=5):
+        out = run("ip", "netns", "exec", "soft-a", "busybox", "ping", "-c", str(count), "-i", "0.2", "-W", "5", "10.28.1.2",
                   check=False)
-        print("# ping (nested TCG): %s" % " ".join(l for l in out.stdout.splitlines() if "packets" in l or "round-trip" in l),
-              file=sys.stderr)
+        print("# ping %s (nested TCG): %s" % (what, " ".join(l for l in out.stdout.splitlines()
+                                                              if "packets" in l or "round-trip" in l)), file=sys.stderr)
+        return out
+
+    def test_2_the_relay_carries_a_ping_on_the_vlan_only(self):
+        self.attach_kernel_virtio()
+        out = self.ping("through the relay")
         self.assertEqual(out.returncode, 0, out.stdout)
         other = run("ip", "netns", "exec", "soft-c", "busybox", "ping", "-c", "3", "-W", "1", "10.28.1.1", check=False)
         self.assertNotEqual(other.returncode, 0, "VLAN 20 reached the software NIC on VLAN 10")
@@ -201,45 +209,62 @@ class SoftwareSlot(unittest.TestCase):
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
         self.assertEqual(json.loads(vdpactl("lease", "list", "-j").stdout)["leases"], [])
 
-    def test_4_a_killed_relay_is_said_and_release_still_cleans_up(self):
-        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
-        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
-        pids = relay_pids()
-        self.assertEqual(len(pids), 1, pids)
-        os.kill(next(iter(pids)), signal.SIGKILL)
-        wait_until(lambda: "software device %s: its relay was killed by signal 9" % SW_DEVICE in self.daemon.read_log(), 30,
-                   "the relay's death in the daemon's log")
-        t0 = time.monotonic()
-        r = vdpactl("release", "--uuid", UUID, "--mac", MAC_SW, check=False)
-        wait_until(lambda: SW_DEVICE not in vdpa_devices(), 120, "vdpa device %s deleted" % SW_DEVICE)
-        wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 120, "VDUSE device destroyed")
-        print("# release after the relay died: %.1f s, vdpactl exit %d: %s" % (time.monotonic() - t0, r.returncode,
-                                                                               r.stdout.strip()), file=sys.stderr)
+    def release_all(self):
+        vdpactl("release", "--uuid", UUID, "--mac", MAC_SW)
+        wait_until(lambda: SW_DEVICE not in vdpa_devices(), 60, "vdpa device %s deleted" % SW_DEVICE)
+        wait_until(lambda: not relay_pids(), 30, "the relay gone")
+        wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 60, "VDUSE device destroyed")
         self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
         wait_until(lambda: json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] == [], 60, "no lease left")
 
-    def test_5_a_restart_keeps_the_software_lease_and_a_release_after_it_cleans_up(self):
+    def test_4_a_killed_relay_is_started_again_and_the_nic_carries_on(self):
         self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
         self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        self.attach_kernel_virtio()
+        self.assertEqual(self.ping("before the kill").returncode, 0)
+        pids = relay_pids()
+        self.assertEqual(len(pids), 1, pids)
+        old = next(iter(pids))
+        t0 = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: "software device %s: its relay was killed by signal 9: starting it again" % SW_DEVICE
+                   in self.daemon.read_log(), 30, "the relay's death in the daemon's log")
+        wait_until(lambda: relay_pids() and old not in relay_pids(), 30, "a new relay")
+        new = relay_pids()
+        self.assertEqual(len(new), 1, new)
+        self.assertNotIn(0, new.values(), new)
+        # the tap made again on the bridge, in the NIC's VLAN alone
+        self.assertEqual(master(SW_TAP), BRIDGE)
+        self.assertEqual(bridge_vlans(SW_TAP), [(10, ["Egress Untagged", "PVID"])])
+        out = self.ping("after the relay was killed and started again", count=10)
+        print("# relay restarted: a new relay %.2f s after the kill" % (time.monotonic() - t0), file=sys.stderr)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        lease = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW][0]
+        self.assertEqual((lease["form"], lease["broken"], lease["device"]), ("software", False, SW_DEVICE), lease)
+        self.release_all()
+
+    def test_5_a_restart_serves_the_software_lease_with_a_relay_of_its_own(self):
+        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
+        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        self.attach_kernel_virtio()
         before = relay_pids()
         self.assertEqual(len(before), 1, before)
         self.assertEqual(self.daemon.stop(), 0)
+        # the relay outlives the daemon (systemd's KillMode=process)
+        self.assertEqual(relay_pids(), before)
         self.daemon.start()
+        wait_until(lambda: relay_pids() and not set(relay_pids()) & set(before), 60, "the new daemon's relay")
         mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
         self.assertEqual(len(mine), 1)
         self.assertEqual((mine[0]["form"], mine[0]["broken"], mine[0]["device"]), ("software", False, SW_DEVICE), mine)
         self.assertTrue(os.path.lexists(mine[0]["port"]))
-        self.assertEqual(relay_pids(), before)
-        vdpactl("release", "--uuid", UUID, "--mac", MAC_SW)
-        wait_until(lambda: SW_DEVICE not in vdpa_devices(), 30, "vdpa device %s deleted" % SW_DEVICE)
-        wait_until(lambda: not relay_pids(), 30, "the relay of before the restart gone")
-        wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 30, "VDUSE device destroyed")
-        self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
+        self.assertIn("its relay of before the daemon's restart stopped", self.daemon.read_log())
+        out = self.ping("after the daemon's restart", count=10)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        self.release_all()
         self.assertNotIn("VDUSE_DESTROY_DEV", self.daemon.read_log())
         self.assertNotIn("re-making the device of", self.daemon.read_log())
-        vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
-
 
 if __name__ == "__main__":
     unittest.main()

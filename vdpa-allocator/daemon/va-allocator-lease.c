@@ -155,6 +155,34 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
   return FALSE;
 }
 
+void
+va_allocator_software_request (VaAllocator *self, const char *mac, guint16 mtu, const VaNicPlan *plan, const VaPoolConfig *pc,
+                               VaSoftwareRequest *sreq)
+{
+  memset (sreq, 0, sizeof *sreq);
+  sreq->mac = mac;
+  sreq->mtu = mtu ? mtu : pc->mtu;
+  sreq->vlan = plan->vlan;
+  sreq->bridge = plan->bridge;
+  sreq->bridge_kind = plan->bridge_kind;
+  sreq->relay_user = self->config->relay_user;
+  sreq->relay_memory_mib = self->config->relay_memory_mib;
+  sreq->pool = pc;
+}
+
+gboolean
+va_allocator_resolve_lease (VaAllocator *self, const VaLease *lease, VaNicPlan *plan, GError **error)
+{
+  VaNic nic = { 0 };
+
+  nic.mac = lease->mac;
+  nic.network = *lease->network ? lease->network : NULL;
+  nic.pool = nic.network ? NULL : lease->pool;
+  nic.vlan = nic.network ? 0 : lease->vlan;
+  nic.queues = lease->queues;
+  return va_nic_resolve (&nic, self->view, plan, error);
+}
+
 /* A software device for a NIC whose pool has no free hardware slot (or
  * none at all: type=software), when the pool offers software slots and
  * the NIC's network has a fallback bridge for its tap. Its lease holds no
@@ -174,14 +202,7 @@ provision_software (VaAllocator *self, const VaAllocRequest *req, const char *uu
                    plan->pool, pc->software_slots);
       return NULL;
     }
-  sreq.mac = mac;
-  sreq.mtu = req->mtu ? req->mtu : pc->mtu;
-  sreq.vlan = plan->vlan;
-  sreq.bridge = plan->bridge;
-  sreq.bridge_kind = plan->bridge_kind;
-  sreq.relay_user = self->config->relay_user;
-  sreq.relay_memory_mib = self->config->relay_memory_mib;
-  sreq.pool = pc;
+  va_allocator_software_request (self, mac, req->mtu, plan, pc, &sreq);
   dev = va_backend_create_software (self->backend, &sreq, error);
   if (!dev)
     {

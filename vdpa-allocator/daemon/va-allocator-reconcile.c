@@ -57,6 +57,45 @@ run_lister (GTask *task, gpointer source, gpointer data, GCancellable *cancellab
   g_task_return_pointer (task, r, (GDestroyNotify) lister_result_free);
 }
 
+/* A software lease's device served by a relay of this daemon: the one of
+ * before a restart is replaced (the guest's NIC stalls a moment), a device
+ * gone with a reboot is made anew ("missing"). */
+static void
+resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
+{
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, e->lease->pool);
+  VaSoftwareRequest sreq;
+  VaNicPlan plan;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (GError) error = NULL;
+  gboolean made = FALSE;
+
+  if (!pc || !va_allocator_resolve_lease (self, e->lease, &plan, &error) || !plan.bridge)
+    {
+      g_warning ("software device of %s: not served again: %s", e->key,
+                 error ? error->message
+                 : !pc ? "its pool is no longer configured"
+                       : "its network has no fallback bridge");
+      return;
+    }
+  va_allocator_software_request (self, e->lease->mac, 0, &plan, pc, &sreq);
+  sreq.vlan = e->lease->vlan;
+  dev = va_backend_resume_software (self->backend, &sreq, &made, &error);
+  if (!dev)
+    {
+      g_warning ("software device of %s: %s", e->key, error->message);
+      return;
+    }
+  if (*dev->chardev && g_strcmp0 (dev->chardev, e->lease->chardev) != 0)
+    {
+      g_free (e->lease->chardev);
+      e->lease->chardev = g_strdup (dev->chardev);
+    }
+  va_allocator_make_port_link (self, e->lease, NULL);
+  if (made)
+    g_ptr_array_add (report->missing, g_strdup (e->key));
+}
+
 static void
 reconcile_devices (VaAllocator *self, VaReconcileReport *report)
 {
@@ -138,8 +177,12 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       g_autoptr (VaDeviceInfo) dev = NULL;
 
       /* an sriov lease's VF is libvirt's: nothing of ours to re-make; a
-       * software device is not in the backend's hardware list, and is
-       * made again only by its own path (not yet: issue 28) */
+       * software device is not in the backend's hardware list */
+      if (e->lease->software && !e->broken && e->state == ENTRY_COMMITTED)
+        {
+          resume_software (self, e, report);
+          continue;
+        }
       if (e->broken || e->lease->sriov || e->lease->software || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
         continue;
       dreq.slot = e->lease->slot;

@@ -28,6 +28,7 @@
 #include <glib/gstdio.h>
 #include <libudev.h>
 #include <stdio.h>
+#include <net/if.h>
 #include <string.h>
 
 #include "va-error.h"
@@ -48,7 +49,8 @@ struct _VaBackendKernel
   GSource *settle_source; /* pending "pfs-changed", while a burst goes on */
   VaNlMonitor *links;
   GSource *links_source;
-  GHashTable *relays; /* software device name → GSubprocess*, its relay */
+  GHashTable *relays;          /* software device name → Relay* */
+  GMainContext *relay_context; /* where relays' exits and restarts run */
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
@@ -904,21 +906,61 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
 
 /* ---- software devices (issue 28) ---------------------------------------- */
 
+/* A relay that dies while its lease lives is started again: the guest's
+ * NIC stalls, it is not lost. At most RELAY_RESTARTS in RELAY_WINDOW_S
+ * (a relay that dies at once, again and again, is given up on), each
+ * after a delay that doubles from RELAY_DELAY_MS. */
+#define RELAY_RESTARTS 5
+#define RELAY_WINDOW_S 60
+#define RELAY_DELAY_MS 100
+
+/* What it takes to serve a software device again: the request's strings
+ * copied (the pool's node rules are not needed after the first bind) */
+typedef struct
+{
+  GSubprocess *proc; /* NULL while a restart waits */
+  char *name, *mac, *bridge, *user;
+  VaBridgeKind bridge_kind;
+  guint16 vlan;
+  guint memory_mib;
+  guint restarts;      /* within the window */
+  gint64 window_start; /* monotonic, µs */
+  GSource *restart;    /* pending restart */
+  GWeakRef backend;
+} Relay;
+
+static void
+relay_free (Relay *r)
+{
+  if (r->restart)
+    g_source_destroy (r->restart);
+  g_clear_pointer (&r->restart, g_source_unref);
+  g_clear_object (&r->proc);
+  g_weak_ref_clear (&r->backend);
+  g_free (r->name);
+  g_free (r->mac);
+  g_free (r->bridge);
+  g_free (r->user);
+  g_free (r);
+}
+
 /* Taken out of the table first: its exit, expected, then says nothing. */
 static void
 stop_relay (VaBackendKernel *self, const char *name)
 {
   g_autofree char *key = NULL;
-  g_autoptr (GSubprocess) relay = NULL;
+  Relay *r = NULL;
 
-  if (!g_hash_table_steal_extended (self->relays, name, (gpointer *) &key, (gpointer *) &relay))
+  if (!g_hash_table_steal_extended (self->relays, name, (gpointer *) &key, (gpointer *) &r) || !r->proc)
     {
       /* started before a restart of the daemon: no child of ours */
       if (va_software_relay_stop_stray (name))
         g_info ("software device %s: stopped its relay of before the daemon's restart", name);
-      return;
     }
-  va_software_relay_stop (relay);
+  else
+    va_software_relay_stop (r->proc);
+  if (r)
+    relay_free (r);
 }
 
 typedef struct
@@ -927,40 +969,124 @@ typedef struct
   char *name;
 } RelayWatch;
 
+static void on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data);
+
+/* The device's fd and a new tap (the old one went with the relay that
+ * held it), joined to the bridge in the NIC's VLAN, and the relay on
+ * them. The relay takes the queues up where it finds them. */
+static gboolean
+relay_launch (VaBackendKernel *self, Relay *r, GError **error)
+{
+  g_autofree char *tap = va_software_tap_name (r->mac);
+  g_autofree char *who = g_strdup_printf ("software device %s", r->name);
+  g_autoptr (GError) local = NULL;
+  RelayWatch *watch;
+  int dev_fd, tap_fd;
+
+  if ((dev_fd = va_software_vduse_open (r->name, error)) < 0)
+    return FALSE;
+  /* a tap left by a relay that is going: gone within the stop's bound */
+  for (guint i = 0; i < 50 && if_nametoindex (tap) != 0; i++)
+    g_usleep (20 * 1000);
+  if ((tap_fd = va_software_tap_open (tap, &local)) < 0 || !va_software_tap_join (tap, r->bridge, r->bridge_kind, r->vlan, &local))
+    {
+      if (tap_fd >= 0)
+        close (tap_fd);
+      close (dev_fd);
+      return prefixed (error, local, who);
+    }
+  g_clear_object (&r->proc);
+  r->proc = va_software_relay_start (r->name, dev_fd, tap_fd, r->user, r->memory_mib, error);
+  if (!r->proc)
+    return FALSE;
+  watch = g_new0 (RelayWatch, 1);
+  g_weak_ref_init (&watch->backend, self);
+  watch->name = g_strdup (r->name);
+  g_subprocess_wait_async (r->proc, NULL, on_relay_exit, watch);
+  return TRUE;
+}
+
+static gboolean
+on_relay_restart (gpointer user_data)
+{
+  Relay *r = user_data;
+  g_autoptr (VaBackendKernel) self = g_weak_ref_get (&r->backend);
+  g_autoptr (GError) error = NULL;
+
+  g_clear_pointer (&r->restart, g_source_unref);
+  if (!self)
+    return G_SOURCE_REMOVE;
+  if (relay_launch (self, r, &error))
+    g_message ("software device %s: its relay started again (%u of %u within %u s)", r->name, r->restarts, RELAY_RESTARTS, RELAY_WINDOW_S);
+  else
+    {
+      g_warning ("software device %s: starting its relay again: %s: the NIC stalls until its lease is released or vdpactl reconcile runs",
+                 r->name, error->message);
+      g_hash_table_remove (self->relays, r->name);
+    }
+  return G_SOURCE_REMOVE;
+}
+
 /* A relay that exits while its device is still ours (it crashed, or its
- * device broke): one line; the guest's NIC stalls until the lease goes
- * (a restart of the relay is issue 28's next step). */
+ * device broke): one line, and it is started again within bounds. */
 static void
 on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   RelayWatch *w = user_data;
-  GSubprocess *relay = G_SUBPROCESS (source);
   g_autoptr (VaBackendKernel) self = g_weak_ref_get (&w->backend);
+  g_autofree char *name = w->name;
+  GSubprocess *proc = G_SUBPROCESS (source);
+  g_autofree char *how = NULL;
+  gint64 now = g_get_monotonic_time ();
+  Relay *r;
 
-  g_subprocess_wait_finish (relay, result, NULL);
-  if (self && g_hash_table_lookup (self->relays, w->name) == relay)
-    {
-      if (g_subprocess_get_if_signaled (relay))
-        g_warning ("software device %s: its relay was killed by signal %d: the NIC stalls until its lease is released", w->name,
-                   g_subprocess_get_term_sig (relay));
-      else
-        g_warning ("software device %s: its relay exited with status %d: the NIC stalls until its lease is released", w->name,
-                   g_subprocess_get_exit_status (relay));
-      g_hash_table_remove (self->relays, w->name);
-    }
   g_weak_ref_clear (&w->backend);
-  g_free (w->name);
   g_free (w);
+  g_subprocess_wait_finish (proc, result, NULL);
+  /* a relay stopped on purpose is out of the table already */
+  r = self ? g_hash_table_lookup (self->relays, name) : NULL;
+  if (!r || r->proc != proc)
+    return;
+  how = g_subprocess_get_if_signaled (proc) ? g_strdup_printf ("was killed by signal %d", g_subprocess_get_term_sig (proc))
+                                            : g_strdup_printf ("exited with status %d", g_subprocess_get_exit_status (proc));
+  g_clear_object (&r->proc);
+  if (now - r->window_start > (gint64) RELAY_WINDOW_S * G_USEC_PER_SEC)
+    {
+      r->window_start = now;
+      r->restarts = 0;
+    }
+  if (r->restarts >= RELAY_RESTARTS)
+    {
+      g_warning ("software device %s: its relay %s, %u times within %u s: not started again; the NIC stalls until its lease is "
+                 "released or vdpactl reconcile runs",
+                 name, how, r->restarts + 1, RELAY_WINDOW_S);
+      g_hash_table_remove (self->relays, name);
+      return;
+    }
+  g_warning ("software device %s: its relay %s: starting it again (the guest's NIC stalls meanwhile)", name, how);
+  r->restart = g_timeout_source_new (RELAY_DELAY_MS << r->restarts);
+  r->restarts++;
+  g_source_set_callback (r->restart, on_relay_restart, r, NULL);
+  g_source_attach (r->restart, self->relay_context);
 }
 
-static void
-watch_relay (VaBackendKernel *self, const char *name, GSubprocess *relay)
+/* A new entry for @req's device in the table. */
+static Relay *
+relay_add (VaBackendKernel *self, const char *name, const VaSoftwareRequest *req)
 {
-  RelayWatch *w = g_new0 (RelayWatch, 1);
+  Relay *r = g_new0 (Relay, 1);
 
-  g_weak_ref_init (&w->backend, self);
-  w->name = g_strdup (name);
-  g_subprocess_wait_async (relay, NULL, on_relay_exit, w);
+  r->name = g_strdup (name);
+  r->mac = g_strdup (req->mac);
+  r->bridge = g_strdup (req->bridge);
+  r->user = g_strdup (req->relay_user);
+  r->bridge_kind = req->bridge_kind;
+  r->vlan = req->vlan;
+  r->memory_mib = req->relay_memory_mib;
+  r->window_start = g_get_monotonic_time ();
+  g_weak_ref_init (&r->backend, self);
+  g_hash_table_replace (self->relays, g_strdup (name), r);
+  return r;
 }
 
 /* The relay runs before DEV_NEW: the kernel asks the device (its status,
@@ -970,15 +1096,13 @@ kernel_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
   g_autofree char *name = va_software_device_name (req->mac);
-  g_autofree char *tap = va_software_tap_name (req->mac);
   g_autofree char *who = NULL;
   g_autofree char *autoprobe = NULL;
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (GError) local = NULL;
-  GSubprocess *relay;
   guint8 mac[6];
   guint16 family;
-  int dev_fd, tap_fd;
+  int dev_fd;
   gboolean made;
   gint64 t;
 
@@ -1002,30 +1126,15 @@ kernel_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError
   t = g_get_monotonic_time ();
   if ((dev_fd = va_software_vduse_create (name, mac, req->mtu, error)) < 0)
     return NULL;
-  if ((tap_fd = va_software_tap_open (tap, &local)) < 0)
+  /* the relay opens it again: the one fd that serves it */
+  close (dev_fd);
+  if (!relay_launch (self, relay_add (self, name, req), error))
     {
-      close (dev_fd);
+      stop_relay (self, name);
       va_software_vduse_destroy (name, NULL);
-      prefixed (error, local, who);
-      return NULL;
-    }
-  if (!va_software_tap_join (tap, req->bridge, req->bridge_kind, req->vlan, &local))
-    {
-      close (tap_fd);
-      close (dev_fd);
-      va_software_vduse_destroy (name, NULL);
-      prefixed (error, local, who);
       return NULL;
     }
   t = step_done (dev, VA_DEVICE_STEP_VLAN, t);
-  relay = va_software_relay_start (name, dev_fd, tap_fd, req->relay_user, req->relay_memory_mib, error);
-  if (!relay)
-    {
-      va_software_vduse_destroy (name, NULL);
-      return NULL;
-    }
-  g_hash_table_insert (self->relays, g_strdup (name), relay);
-  watch_relay (self, name, relay);
 
   autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
   if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
@@ -1074,6 +1183,55 @@ kernel_destroy_software (VaBackend *backend, const char *name, GError **error)
   g_unlink (access);
   stop_relay (self, name);
   return va_software_vduse_destroy (name, error);
+}
+
+/* Served by a relay of this daemon again: after a restart of the daemon
+ * the relay of before (no child of this one) is stopped and a new one
+ * takes the queues up (a stall of the guest's NIC, no loss); a device
+ * that is gone (a reboot) or half made (a crash before its vdpa device) is
+ * made anew. The chardev is "" while another driver than vhost_vdpa has
+ * the device. */
+static VaDeviceInfo *
+kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *chardev = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  Relay *r;
+
+  *made = FALSE;
+  if (!name)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "software device: '%s' is no MAC address", req->mac);
+      return NULL;
+    }
+  if (!vdpa_present (name))
+    {
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      *made = TRUE;
+      return kernel_create_software (backend, req, error);
+    }
+  r = g_hash_table_lookup (self->relays, name);
+  if (!r || !(r->proc || r->restart))
+    {
+      if (va_software_relay_stop_stray (name))
+        g_message ("software device %s: its relay of before the daemon's restart stopped; this daemon's takes its queues up", name);
+      if (!relay_launch (self, relay_add (self, name, req), error))
+        {
+          g_hash_table_remove (self->relays, name);
+          g_prefix_error (error, "software device %s: serving it again: ", name);
+          return NULL;
+        }
+    }
+  /* none while another driver has it (the lab binds virtio_vdpa) */
+  chardev = va_kernel_vhost_node (name, NULL);
+  dev = g_new0 (VaDeviceInfo, 1);
+  dev->name = g_strdup (name);
+  dev->slot = g_steal_pointer (&name);
+  dev->chardev = chardev ? g_steal_pointer (&chardev) : g_strdup ("");
+  return g_steal_pointer (&dev);
 }
 
 static GPtrArray *
@@ -1561,6 +1719,7 @@ va_backend_kernel_finalize (GObject *object)
   g_clear_pointer (&self->pfs, g_ptr_array_unref);
   /* the relays outlive the daemon (their devices serve running guests) */
   g_clear_pointer (&self->relays, g_hash_table_unref);
+  g_clear_pointer (&self->relay_context, g_main_context_unref);
   G_OBJECT_CLASS (va_backend_kernel_parent_class)->finalize (object);
 }
 
@@ -1584,13 +1743,15 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->detach_vf = kernel_detach_vf;
   backend_class->create_software = kernel_create_software;
   backend_class->destroy_software = kernel_destroy_software;
+  backend_class->resume_software = kernel_resume_software;
   backend_class->secure_vf = kernel_secure_vf;
 }
 
 static void
 va_backend_kernel_init (VaBackendKernel *self)
 {
-  self->relays = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
+  self->relays = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) relay_free);
+  self->relay_context = g_main_context_ref_thread_default ();
 }
 
 VaBackend *

@@ -180,6 +180,29 @@ sim_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError **
   return g_steal_pointer (&dev);
 }
 
+/* a node of before is served as it is (the simulation has no relay) */
+static VaDeviceInfo *
+sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *node = NULL;
+  VaDeviceInfo *dev;
+
+  *made = FALSE;
+  node = name ? software_node (self, name) : NULL;
+  if (!node || !g_file_test (node, G_FILE_TEST_EXISTS))
+    {
+      *made = TRUE;
+      return sim_create_software (backend, req, error);
+    }
+  dev = g_new0 (VaDeviceInfo, 1);
+  dev->chardev = g_steal_pointer (&node);
+  dev->name = g_strdup (name);
+  dev->slot = g_steal_pointer (&name);
+  return dev;
+}
+
 static gboolean
 unlink_if_there (const char *path, GError **error)
 {
@@ -395,6 +418,7 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->detach_vf = sim_detach_vf;
   backend_class->create_software = sim_create_software;
   backend_class->destroy_software = sim_destroy_software;
+  backend_class->resume_software = sim_resume_software;
 }
 
 static void

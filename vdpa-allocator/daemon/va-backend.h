@@ -143,6 +143,10 @@ struct _VaBackendClass
   /* Deletes the vdpa device, stops the relay, destroys the VDUSE device
    * (the tap goes with the relay); one already gone is no error. */
   gboolean (*destroy_software) (VaBackend *self, const char *name, GError **error);
+  /* The software device of @req, made before (the daemon restarted, its
+   * relay died): served again by a relay of this daemon, or made anew
+   * (*@made) where it is gone. */
+  VaDeviceInfo *(*resume_software) (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
   /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
    * trust through the PF where its eswitch takes them (legacy), read back;
    * nothing where it does not (switchdev: the representor's port filters).
@@ -170,6 +174,7 @@ gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolCo
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
 VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
 gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
+VaDeviceInfo *va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
                                GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */

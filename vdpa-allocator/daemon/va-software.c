@@ -84,7 +84,10 @@ open_control (const char *who, GError **error)
     {
       int e = errno;
       g_set_error (error, VA_ERROR, e == ENOENT ? VA_ERROR_NOT_FOUND : VA_ERROR_PROVISIONING_FAILED, "%s: /dev/vduse/control: %s%s", who,
-                   g_strerror (e), e == ENOENT ? " (load the vduse module: modprobe vduse)" : "");
+                   g_strerror (e),
+                   e == ENOENT  ? " (load the vduse module: modprobe vduse)"
+                   : e == EPERM ? " (the daemon's unit allows VDUSE only if vduse was loaded before it started: restart it)"
+                                : "");
       return -1;
     }
   if (ioctl (ctl, VDUSE_SET_API_VERSION, &version) < 0)
@@ -176,6 +179,25 @@ va_software_vduse_create (const char *name, const guint8 mac[6], guint16 mtu, GE
         }
     }
   close (ctl);
+  return fd;
+}
+
+int
+va_software_vduse_open (const char *name, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/dev/vduse/%s", name);
+  int fd = open (path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+
+  if (fd < 0)
+    {
+      int e = errno;
+      /* vduse_dev_open: -EBUSY while connected */
+      g_set_error (error, VA_ERROR,
+                   e == ENOENT  ? VA_ERROR_NOT_FOUND
+                   : e == EBUSY ? VA_ERROR_BUSY
+                                : VA_ERROR_PROVISIONING_FAILED,
+                   "software device %s: opening %s: %s", name, path, g_strerror (e));
+    }
   return fd;
 }
 

@@ -29,6 +29,10 @@ gboolean va_software_is_device_name (const char *name);
  * for 256 entries; then /dev/vduse/NAME opened. Returns its fd (O_CLOEXEC),
  * or -1 with nothing left behind. */
 int va_software_vduse_create (const char *name, const guint8 mac[6], guint16 mtu, GError **error);
+/* /dev/vduse/@name of a device made before (its relay died, or the
+ * daemon restarted): its fd, or -1 (VA_ERROR_NOT_FOUND when the device is
+ * gone, VA_ERROR_BUSY while another process holds it: one opener only). */
+int va_software_vduse_open (const char *name, GError **error);
 /* VDUSE_DESTROY_DEV, retried for a while on EBUSY (a relay that just went
  * may still hold the device); a device already gone is no error. */
 gboolean va_software_vduse_destroy (const char *name, GError **error);
