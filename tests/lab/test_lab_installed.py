@@ -581,6 +581,65 @@ class InstalledHost(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual([l["mac"] for l in leases() if l["uuid"] == self.OP_UUID], [self.OP_MAC])
 
+    SW_CONF = os.path.join(CONFIG_DIR, "conf.d", "software.conf")
+    SW_UUID = "1ab00000-0000-4000-8000-0000000000cc"
+    SW_MAC = "52:54:00:1a:b0:cc"
+    SW_DEVICE = "vasw-5254001ab0cc"
+
+    def relays(self):
+        """pid: (real uid, seccomp mode) of each running vdpa-allocator-relay"""
+        out = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if not f.read().split(b"\0")[0].endswith(b"vdpa-allocator-relay"):
+                        continue
+                with open("/proc/%s/status" % pid) as f:
+                    st = dict(l.split(":", 1) for l in f if ":" in l)
+                out[int(pid)] = (int(st["Uid"].split()[0]), int(st["Seccomp"].strip()))
+            except (OSError, KeyError, ValueError):
+                continue
+        return out
+
+    def test_11b_a_software_device_under_the_installed_unit(self):
+        """Issue 28 under the package's own unit: DevicePolicy=closed lets
+        the daemon reach VDUSE (char-vduse) and the tun driver, the bounding
+        set lets its relay drop to nobody, the relay's seccomp filter loads
+        under the unit's, and KillMode=process keeps the relay through a
+        daemon restart, whose daemon replaces it with its own."""
+        with open(self.SW_CONF, "w") as f:
+            f.write("[pool soft]\ntype=software\nsoftware-slots=2\n\n"
+                    "[network softnet]\nmode=vdpa\npool=soft\nvlan=11\nfallback-bridge=%s\n" % lab.BRIDGE)
+        readme("systemctl reload vdpa-allocatord")
+        wait_until(lambda: pool("soft"), 30, "pool soft after the reload", interval=0.5)
+        r = sh([VDPACTL, "allocate", "-j", "--uuid", self.SW_UUID, "--domain", "soft-vm", "--mac", self.SW_MAC,
+                "--network", "softnet"], check=False, timeout=120)
+        log("allocate on a software pool under the unit: rc %d %s%s", r.returncode, r.stdout, r.stderr)
+        if r.returncode != 0:
+            log("daemon:\n%s", journal(UNIT, 40))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lease = json.loads(r.stdout)
+        self.assertEqual((lease["form"], lease["device"]), ("software", self.SW_DEVICE), lease)
+        self.assertTrue(os.path.exists("/dev/vduse/" + self.SW_DEVICE))
+        self.assertEqual(os.path.basename(os.readlink("/sys/bus/vdpa/devices/%s/driver" % self.SW_DEVICE)), "vhost_vdpa")
+        relays = self.relays()
+        log("relays: %s", relays)
+        self.assertEqual(len(relays), 1, relays)
+        # nobody, under a seccomp filter (2: SECCOMP_MODE_FILTER)
+        self.assertEqual(list(relays.values()), [(65534, 2)], relays)
+        before = set(relays)
+        systemctl("restart", UNIT)
+        wait_until(lambda: self.relays() and not set(self.relays()) & before, 60, "the restarted daemon's relay",
+                   interval=0.5)
+        self.assertIn("its relay of before the daemon's restart stopped", journal(UNIT, 80))
+        mine = [l for l in leases() if l["uuid"] == self.SW_UUID]
+        self.assertEqual([(l["form"], l["broken"]) for l in mine], [("software", False)], mine)
+        sh([VDPACTL, "release", "--uuid", self.SW_UUID, "--all"], timeout=120)
+        wait_until(lambda: not os.path.exists("/dev/vduse/" + self.SW_DEVICE), 60, "the VDUSE device destroyed")
+        wait_until(lambda: not self.relays(), 30, "no relay left")
+        os.unlink(self.SW_CONF)
+        readme("systemctl reload vdpa-allocatord")
+
     def test_12_remove_keeps_the_leases_purge_removes_them(self):
         if not [l for l in leases() if l["uuid"] == self.OP_UUID]:
             self.skipTest("no lease of the polkit case to keep")
