@@ -387,17 +387,34 @@ test_software_fallback (Fixture *f, gconstpointer data)
         g_assert_true (va_lease_equal (l, sw));
     }
   g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
-  /* reconciliation leaves a software device alone: no hardware slot to
-   * re-make it on, nothing of it in the backend's device list */
+  /* reconciliation keeps a leased software device, and removes one no
+   * lease holds (a crash between making it and the commit) */
   {
     g_autoptr (GAsyncResult) res = NULL;
     g_autoptr (VaReconcileReport) report = NULL;
+    g_autofree char *dir = g_path_get_dirname (sw->chardev);
+    g_autofree char *orphan = g_build_filename (dir, "vhost-vdpa-vasw-5254000000ee", NULL);
 
+    g_assert_true (g_file_set_contents (orphan, "", 0, &error));
     va_allocator_reconcile_async (f->alloc, done_cb, &res);
     report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
     g_assert_no_error (error);
     g_assert_cmpuint (report->missing->len, ==, 0);
-    g_assert_cmpuint (report->orphans->len, ==, 0);
+    g_assert_cmpuint (report->orphans->len, ==, 1);
+    g_assert_cmpstr (g_ptr_array_index (report->orphans, 0), ==, "vasw-5254000000ee");
+    g_assert_false (g_file_test (orphan, G_FILE_TEST_EXISTS));
+    g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  }
+  /* a device gone (a reboot) is made anew, and said missing */
+  {
+    g_autoptr (GAsyncResult) res = NULL;
+    g_autoptr (VaReconcileReport) report = NULL;
+
+    g_assert_cmpint (g_unlink (sw->chardev), ==, 0);
+    va_allocator_reconcile_async (f->alloc, done_cb, &res);
+    report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (report->missing->len, ==, 1);
     g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
   }
 

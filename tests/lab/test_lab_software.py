@@ -21,7 +21,9 @@ fallback bridge is a VLAN-filtering Linux bridge.
   used rings stood); release takes it all away;
 - a daemon restarted keeps a software lease (form software, not broken),
   and replaces the relay of before (no child of it) with its own, which
-  carries the ping again; release after the restart takes the device away.
+  carries the ping again; release after the restart takes the device away;
+- reconciliation removes a software device no lease holds (its vdpa
+  device, the process serving it, the VDUSE device).
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
@@ -29,12 +31,13 @@ import functools
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import unittest
 
 import vatest.bus as busfixture
-from vatest import ctl
+from vatest import ctl, lab
 from vatest.lab import WORK, bridge_vlans, master, run, start_vduse, stop_vduse, vdpa_devices, vdpa_driver, wait_until
 
 vdpactl = functools.partial(ctl.vdpactl, merge=True, timeout=None)
@@ -266,6 +269,27 @@ class SoftwareSlot(unittest.TestCase):
         self.release_all()
         self.assertNotIn("VDUSE_DESTROY_DEV", self.daemon.read_log())
         self.assertNotIn("re-making the device of", self.daemon.read_log())
+
+    def test_6_reconcile_removes_a_software_device_no_lease_holds(self):
+        # an orphan as a crash between making a device and its commit
+        # leaves one: a VDUSE device by our name, a vdpa device on it and a
+        # process serving it (vduse-net stands in for the relay)
+        orphan = "vasw-5254000000ee"
+        p = subprocess.Popen([lab.VDUSE_NET, "-n", orphan, "-r", os.path.join(WORK, "orphan.ready")],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: os.path.exists("/dev/vduse/" + orphan), 30, "the orphan's VDUSE device")
+            sh("vdpa", "dev", "add", "name", orphan, "mgmtdev", "vduse")
+            r = vdpactl("reconcile", "-j", check=False)
+            report = json.loads(r.stdout)
+            print("# reconcile: exit %d, orphans %s" % (r.returncode, report.get("orphans")), file=sys.stderr)
+            self.assertIn(orphan, report["orphans"], r.stdout)
+            self.assertNotIn(orphan, vdpa_devices())
+            self.assertFalse(os.path.exists("/dev/vduse/" + orphan))
+            p.wait(timeout=30)  # the process serving it was stopped
+        finally:
+            if p.poll() is None:
+                p.kill()
 
 if __name__ == "__main__":
     unittest.main()

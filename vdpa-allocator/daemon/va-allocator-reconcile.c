@@ -96,6 +96,47 @@ resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
     g_ptr_array_add (report->missing, g_strdup (e->key));
 }
 
+/* Software devices no lease holds (a crash between making one and its
+ * commit, or between a release's commit and its tear-down, or a store put
+ * back): the vdpa device, any relay holding it and the VDUSE device go. */
+static void
+reconcile_software (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) names = va_backend_list_software (self->backend, &error);
+  g_autoptr (GHashTable) leased = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  Entry *e;
+
+  if (!names)
+    {
+      g_warning ("listing software vDPA devices: %s", error->message);
+      return;
+    }
+  /* pending and releasing entries too: theirs are not orphans yet */
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->lease->software)
+      g_hash_table_add (leased, e->lease->device);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *name = g_ptr_array_index (names, i);
+
+      if (g_hash_table_contains (leased, name))
+        continue;
+      if (va_backend_destroy_software (self->backend, name, &error))
+        {
+          g_info ("software device %s: no lease holds it: removed with its relay", name);
+          g_ptr_array_add (report->orphans, g_strdup (name));
+        }
+      else
+        {
+          g_warning ("removing the orphan software device %s: %s", name, error->message);
+          g_clear_error (&error);
+        }
+    }
+}
+
 static void
 reconcile_devices (VaAllocator *self, VaReconcileReport *report)
 {
@@ -327,6 +368,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   reconcile_devices (self, report);
+  reconcile_software (self, report);
   reconcile_links (self, report);
 
   report->libvirt_reachable = r->error == NULL;

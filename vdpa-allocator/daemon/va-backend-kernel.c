@@ -1234,6 +1234,27 @@ kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboole
   return g_steal_pointer (&dev);
 }
 
+/* drivers/vdpa/vdpa_user/vduse_dev.c (6.12): each device is a node of
+ * class "vduse" named as it was created, beside "control" */
+#define VDUSE_CLASS "/sys/class/vduse"
+
+static GPtrArray *
+kernel_list_software (VaBackend *backend, GError **error)
+{
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GDir) dir = g_dir_open (VDUSE_CLASS, 0, &local);
+  const char *name;
+
+  /* no class: vduse is not loaded, so there are none */
+  if (!dir)
+    return g_steal_pointer (&names);
+  while ((name = g_dir_read_name (dir)) && names->len < VA_SOFTWARE_MAX_DEVICES)
+    if (va_software_is_device_name (name))
+      g_ptr_array_add (names, g_strdup (name));
+  return g_steal_pointer (&names);
+}
+
 static GPtrArray *
 kernel_list_devices (VaBackend *backend, GError **error)
 {
@@ -1744,6 +1765,7 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->create_software = kernel_create_software;
   backend_class->destroy_software = kernel_destroy_software;
   backend_class->resume_software = kernel_resume_software;
+  backend_class->list_software = kernel_list_software;
   backend_class->secure_vf = kernel_secure_vf;
 }
 

@@ -203,6 +203,20 @@ sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean 
   return dev;
 }
 
+static GPtrArray *
+sim_list_software (VaBackend *backend, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GDir) dir = g_dir_open (self->dev_dir, 0, NULL);
+  const char *f;
+
+  while (dir && (f = g_dir_read_name (dir)) && names->len < VA_SOFTWARE_MAX_DEVICES)
+    if (g_str_has_prefix (f, "vhost-vdpa-") && va_software_is_device_name (f + strlen ("vhost-vdpa-")))
+      g_ptr_array_add (names, g_strdup (f + strlen ("vhost-vdpa-")));
+  return g_steal_pointer (&names);
+}
+
 static gboolean
 unlink_if_there (const char *path, GError **error)
 {
@@ -419,6 +433,7 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->create_software = sim_create_software;
   backend_class->destroy_software = sim_destroy_software;
   backend_class->resume_software = sim_resume_software;
+  backend_class->list_software = sim_list_software;
 }
 
 static void

@@ -142,6 +142,19 @@ va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gbool
 }
 
 GPtrArray *
+va_backend_list_software (VaBackend *self, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->list_software)
+    return g_ptr_array_new_with_free_func (g_free);
+  return klass->list_software (self, error);
+}
+
+GPtrArray *
 va_backend_list_devices (VaBackend *self, GError **error)
 {
   g_return_val_if_fail (VA_IS_BACKEND (self), NULL);

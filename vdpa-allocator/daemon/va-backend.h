@@ -147,6 +147,9 @@ struct _VaBackendClass
    * relay died): served again by a relay of this daemon, or made anew
    * (*@made) where it is gone. */
   VaDeviceInfo *(*resume_software) (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+  /* The names of the software devices there are (char*), leased or not:
+   * reconciliation destroys those no lease holds. */
+  GPtrArray *(*list_software) (VaBackend *self, GError **error);
   /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
    * trust through the PF where its eswitch takes them (legacy), read back;
    * nothing where it does not (switchdev: the representor's port filters).
@@ -175,6 +178,7 @@ gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolCo
 VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
 gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
 VaDeviceInfo *va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+GPtrArray *va_backend_list_software (VaBackend *self, GError **error);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
                                GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */

@@ -20,6 +20,10 @@ G_BEGIN_DECLS
  * MAC that does not parse. */
 char *va_software_device_name (const char *mac);
 char *va_software_tap_name (const char *mac);
+/* The most software devices a listing returns: a host makes at most 256 per
+ * pool, and a listing must not grow without bound on a hostile sysfs. */
+#define VA_SOFTWARE_MAX_DEVICES 65536
+
 /* Whether @name is a software device's (the prefix). */
 gboolean va_software_is_device_name (const char *name);
 
