@@ -1514,6 +1514,9 @@ kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *c
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
 
+  if (pool->software_slots && va_software_unavailable ())
+    return g_strdup_printf ("software-slots=%u: %s: a NIC past the pool's hardware slots is refused", pool->software_slots,
+                            va_software_unavailable ());
   if (pool->vlan_method == VA_VLAN_METHOD_OVS && mlx5_in (self, pcis) && va_kernel_mlx5_tc_offload () == VA_KERNEL_TC_NONE)
     return g_strdup ("vlan-method=ovs: this kernel's mlx5 offloads no TC rule (CONFIG_MLX5_CLS_ACT is not set, as in Debian's 6.12 "
                      "kernels), so the VFs' traffic crosses the host's CPU in Open vSwitch whatever hw-offload says: use "

@@ -74,6 +74,17 @@ va_software_is_device_name (const char *name)
   return name && g_str_has_prefix (name, DEVICE_PREFIX);
 }
 
+const char *
+va_software_unavailable (void)
+{
+  g_autofree char *control = g_build_filename (va_path_get (VA_PATH_DEV), "vduse", "control", NULL);
+
+  if (g_file_test (control, G_FILE_TEST_EXISTS))
+    return NULL;
+  return "this kernel has no VDUSE loaded (/dev/vduse/control is missing; Debian 12's 6.1 kernel has none, 6.12 has it: modprobe "
+         "vduse, then restart the daemon, whose unit allows VDUSE only when it was loaded first)";
+}
+
 static int
 open_control (const char *who, GError **error)
 {

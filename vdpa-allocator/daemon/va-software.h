@@ -27,6 +27,10 @@ char *va_software_tap_name (const char *mac);
 /* Whether @name is a software device's (the prefix). */
 gboolean va_software_is_device_name (const char *name);
 
+/* NULL when this host can make software devices (VDUSE's control node is
+ * there), else why not, in words an operator acts on. */
+const char *va_software_unavailable (void);
+
 /* VDUSE_CREATE_DEV on /dev/vduse/control: virtio-net with @mac and @mtu
  * (0: 1500), one queue pair and no control queue, features VERSION_1, MAC,
  * MTU, STATUS and ACCESS_PLATFORM (what VDUSE requires), each queue set up
