@@ -330,6 +330,16 @@ va_software_relay_stop (GSubprocess *relay)
       g_warning ("relay %s did not stop on SIGTERM within %u ms: killed", g_subprocess_get_identifier (relay),
                  WAIT_STEPS * WAIT_STEP_US / 1000);
       g_subprocess_force_exit (relay);
+      /* a signal may be refused (a daemon without CAP_KILL, the relay
+       * being another user): never wait for ever */
+      for (guint i = 0; i < WAIT_STEPS && g_subprocess_get_identifier (relay); i++)
+        g_usleep (WAIT_STEP_US);
+      if (g_subprocess_get_identifier (relay))
+        {
+          g_warning ("relay %s did not stop on SIGKILL either (is CAP_KILL in the daemon's bounding set?): left running",
+                     g_subprocess_get_identifier (relay));
+          return;
+        }
     }
   g_subprocess_wait (relay, NULL, NULL);
 }
