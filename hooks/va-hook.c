@@ -185,6 +185,13 @@ on_reconnect (Hook *h)
   /* A failure here must not make libvirt kill a running guest. */
   if (va_client_claim (h->client, va_domain_get_uuid (h->domain), &error) < 0)
     fail (h, "leases not claimed: %s", error->message);
+  /* a NIC that a swap lost when libvirtd went (swap-back-outcome="lost";
+   * its <interface> is gone, so the live XML does not parse: a text
+   * test): the daemon's swap helper plugs it back once libvirtd runs */
+  g_clear_error (&error);
+  if (h->xml && (strstr (h->xml, "swap-back-outcome=\"lost\"") || strstr (h->xml, "swap-back-outcome='lost'"))
+      && !va_client_swap_back (h->client, va_domain_get_uuid (h->domain), h->name, &error))
+    fail (h, "a NIC lost in a swap is not plugged back now: %s", error->message);
   return 0;
 }
 

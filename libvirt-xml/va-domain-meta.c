@@ -108,6 +108,43 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, co
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
+GStrv
+va_metadata_lost_macs (const char *current, GError **error)
+{
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  xmlDoc *doc;
+  xmlNode *root;
+  guint n = 0;
+
+  g_return_val_if_fail (current != NULL, NULL);
+
+  if (!(doc = va_xml_parse (current, strlen (current), error)))
+    return NULL;
+  if (!(root = metadata_root (doc, error)))
+    {
+      xmlFreeDoc (doc);
+      return NULL;
+    }
+  for (xmlNode *c = root->children; c && n < VA_XML_MAX_NICS; c = c->next)
+    {
+      g_autofree char *m = NULL;
+      g_autofree char *outcome = NULL;
+      char have[VA_MAC_STRING_LEN];
+
+      if (c->type != XML_ELEMENT_NODE || (c->ns && !is_va_element (c)) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
+        continue;
+      m = get_prop (c, "mac");
+      outcome = get_prop (c, "swap-back-outcome");
+      if (m && va_mac_normalize (m, have) && g_strcmp0 (outcome, "lost") == 0)
+        {
+          g_strv_builder_add (b, have);
+          n++;
+        }
+    }
+  xmlFreeDoc (doc);
+  return g_strv_builder_end (b);
+}
+
 char *
 va_metadata_update (const char *current, const char *mac, const char *network, GError **error)
 {

@@ -373,7 +373,7 @@ parse_nic (xmlNode *node, GError **error)
           if (!va_swap_back_outcome_is_valid (value))
             {
               g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                           "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room, refused or busy", mac, VA_CUT (value, 64));
+                           "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room, refused, busy or lost", mac, VA_CUT (value, 64));
               break;
             }
           nic->swap_back_outcome = g_steal_pointer (&value);

@@ -82,6 +82,12 @@ char *va_metadata_update (const char *current, const char *mac, const char *netw
  * has @mac. */
 char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error);
 
+/* The MACs (normalized) of @current's NICs marked swap-back-outcome="lost",
+ * at most VA_XML_MAX_NICS; NULL with @error when the metadata does not
+ * parse. Read from the metadata alone: the live domain has no <interface>
+ * for them, so va_domain_parse() refuses it. */
+GStrv va_metadata_lost_macs (const char *current, GError **error);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 
 G_END_DECLS

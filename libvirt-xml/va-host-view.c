@@ -420,7 +420,9 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
 gboolean
 va_swap_back_outcome_is_valid (const char *outcome)
 {
-  return outcome && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0);
+  return outcome
+         && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0
+             || strcmp (outcome, "lost") == 0);
 }
 
 gboolean

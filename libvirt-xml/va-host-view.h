@@ -134,7 +134,10 @@ typedef struct
   char *swap_back_outcome;
 } VaNic;
 
-/* "no-room", "refused" or "busy". */
+/* "no-room", "refused", "busy", or "lost": a swap cut short between its
+ * unplug and its plug (libvirt failed there) left the NIC in no form; its
+ * <interface> is gone from the live domain, and the next swap to the
+ * accelerated form plugs it back first (va_swap_replug_lost()). */
 gboolean va_swap_back_outcome_is_valid (const char *outcome);
 /* Whether @nic waits for a swap back on this host: marked, portable, and
  * not tried, or tried while the daemon was busy. */

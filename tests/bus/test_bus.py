@@ -15,6 +15,7 @@ import unittest
 
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
 from vatest.paths import DAEMON, VDPACTL
+from vatest.simconf import sim_config
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -285,6 +286,48 @@ class BusTest(unittest.TestCase):
         pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
         self.assertEqual(pool["leased"], 3)
 
+    def test_dev_list_shows_the_pfs_vfs_and_why_a_pf_is_in_no_pool(self):
+        # issue 26, point 2: what the daemon sees, as `devlink dev show` and
+        # `vdpa mgmtdev show` would, with its pools beside it; open to any
+        # local user, as the other reads
+        self.daemon.stop()
+        self.daemon.remove()
+        self.daemon = Daemon(self.bus, config=sim_config(
+            pfs=2, vfs=2, numa_nodes=2,
+            pools={"accel": dict(match_pf="sim0", max_vqp=1), "cx6-p1": dict(match_pf="enp179s0f1", match_vendor="15b3")},
+            networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
+        self.daemon.start()
+        lease = call(self.bus, "Allocate", (UUID1, "web5", mac(1), "vpc2", {}), "(ssssa{sv})")[0]
+        r = vdpactl("dev", "list", "-j", user=NOBODY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["vfs_left_out"], 0)
+        pfs = {pf["name"]: pf for pf in doc["pfs"]}
+        self.assertEqual(sorted(pfs), ["sim0", "sim1"])
+        self.assertEqual((pfs["sim0"]["pool_name"], pfs["sim0"]["numa"], pfs["sim0"]["vf_count"]), ("accel", 0, 2))
+        self.assertIsNone(pfs["sim0"]["no_pool_reason"])
+        self.assertEqual((pfs["sim1"]["pool_name"], pfs["sim1"]["numa"]), (None, 1))
+        self.assertEqual(pfs["sim1"]["no_pool_reason"], "pool accel: match-pf=sim0; pool cx6-p1: match-pf=enp179s0f1")
+        self.assertEqual(pfs["sim0"]["vendor"], "15b3")
+        vfs = {vf["pci"]: vf for pf in doc["pfs"] for vf in pf["vfs"]}
+        self.assertEqual(len(vfs), 4)
+        held = vfs[lease["slot"]]
+        self.assertEqual((held["state"], held["domain_name"], held["mac"], held["uuid"]), ("leased", "web5", mac(1), UUID1))
+        self.assertEqual(held["mgmtdev"], "pci/" + lease["slot"])
+        self.assertEqual(sorted(vf["state"] for vf in vfs.values()), ["free", "leased", "unpooled", "unpooled"])
+        # the table says the same in words
+        r = vdpactl("dev", "list", check=True)
+        self.assertRegex(r.stdout, r"(?m)^sim1 .* in no pool: pool accel: match-pf=sim0; pool cx6-p1: match-pf=enp179s0f1$")
+        self.assertRegex(r.stdout, r"(?m)^%s +sim0 +pci/%s +leased +web5 +%s" % (lease["slot"], lease["slot"], mac(1)))
+        # a pool no PF matches says so in pool show and status, naming its keys
+        for words in (("pool", "show", "cx6-p1"), ("status",)):
+            out = vdpactl(*words, check=True).stdout
+            self.assertIn("no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3)", out, words)
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", mac(2), "--pool", "cx6-p1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3); 'vdpactl dev list'", r.stderr)
+        self.assertNotIn("exhausted", r.stderr)
+
     def test_lease_whose_slot_is_gone_is_listed_broken(self):
         kept = allocate(self.bus, UUID1, mac(1))
         lost = allocate(self.bus, UUID1, mac(2))
@@ -327,6 +370,30 @@ class BusTest(unittest.TestCase):
         time.sleep(0.2)
         self.assertServing()
         self.assertEqual(allocate(self.bus, UUID1, mac(2), "vpc9")["vlan"], 9)
+
+    def test_reload_says_a_changed_simulate_group_waits_for_a_restart(self):
+        # issue 26, point 9: the backend is made at start; a reload that
+        # asks another one used to be ignored without a word
+        def reload_and_wait():
+            before = self.daemon.read_log().count("configuration reloaded")
+            self.daemon.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while self.daemon.read_log().count("configuration reloaded") == before:
+                self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+                time.sleep(0.05)
+
+        reload_and_wait()
+        self.assertNotIn("restart vdpa-allocatord", self.daemon.read_log(), "nothing changed: nothing to say")
+        conf = os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace("pfs=2", "pfs=3"))
+        reload_and_wait()
+        self.assertIn("the configuration now asks for the simulated NIC ([simulate] pfs=3 vfs=4 numa-nodes=2), but this daemon "
+                      "runs the simulated NIC ([simulate] pfs=2 vfs=4 numa-nodes=2), chosen at start: restart vdpa-allocatord "
+                      "to change it", self.daemon.read_log())
+        self.assertServing()
 
     def test_rewrite_domain_uses_live_capacity(self):
         xml = ("<domain><name>x</name><uuid>%s</uuid><metadata>"
@@ -538,6 +605,18 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s/vdpa-allocator.conf: [network bad] pool: no pool named 'nowhere'"
                              % d.conf_dir)
+            # a line that does not parse: its number and our words, not
+            # GKeyFile's (issue 26, point 9)
+            conf = os.path.join(d.conf_dir, "vdpa-allocator.conf")
+            with open(conf) as f:
+                lines = f.read().splitlines()
+            lines[-1] = "pool cx6-p1"
+            with open(conf, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s:%d: 'pool cx6-p1' is neither key=value, a [group] nor a # comment"
+                             % (conf, len(lines)))
         finally:
             d.remove()
 

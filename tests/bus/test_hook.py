@@ -418,6 +418,23 @@ class BusyDaemonTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.calls(log), ["Allocate"] * 3 + ["SwapBack"] * 3)
 
+    def test_reconnect_asks_a_swap_back_for_a_nic_a_swap_lost(self):
+        # issue 25 (5): a swap cut short by libvirtd's restart marks its NIC
+        # swap-back-outcome="lost" (no <interface> left, so the live XML
+        # does not parse); libvirtd's reconnect is the moment to plug it
+        # back, which the daemon's swap helper does once libvirtd runs
+        log, env = self.busy_daemon(0)
+        lost = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace(
+            "</vdpa:nics>", '<vdpa:nic mac="52:54:00:00:00:02" network="vpc2" swap-back="accelerated" '
+            'swap-back-outcome="lost"/></vdpa:nics>', 1)
+        r = hook(lost, "reconnect", "begin", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(log), ["SwapBack"])
+        # nothing lost: no swap back at a reconnect
+        r = hook(lost.replace('swap-back-outcome="lost"', 'swap-back-outcome="refused"'), "reconnect", "begin", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(log), ["SwapBack"])
+
     def test_try_again_past_the_budget_fails_what_may_fail_in_one_line(self):
         log, env = self.busy_daemon(1000)
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])

@@ -46,6 +46,8 @@ done
 bash -n "$src/contrib/vdpactl.bash-completion" && ok "bash completion parses" || not_ok "bash completion parses"
 
 expect_error 2 "no command" vdpactl_run
+expect_error 2 "unknown dev command" vdpactl_run dev frobnicate
+expect_error 2 "dev list takes no arguments" vdpactl_run dev list extra
 expect_error 2 "unknown command" vdpactl_run frobnicate
 expect_error 2 "unknown option" vdpactl_run rewrite --bogus "$dom"
 expect_error 2 "bad --to" vdpactl_run rewrite --config "$cfg" --to fast "$dom"

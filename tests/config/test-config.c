@@ -455,10 +455,11 @@ test_repeats_in_one_file (Fixture *f, gconstpointer data)
   } cases[] = {
     { "[network vpc2]\nvlan=10\n\n[network vpc2]\nvlan=20\n", "4: [network vpc2] is written twice in this file" },
     { "[network vpc2]\nmode=virtio\nvlan=10\n# again\nvlan = 20\n", "5: [network vpc2] vlan is set twice in this file" },
-    /* GKeyFile's own refusals, with the line it does not name */
-    { "[pool a]\nmatch-vendor=15b3\n\n[network n\nmode=vdpa\n",
-      "4: Key file contains line \u201c[network n\u201d which is not a key-value pair, group, or comment" },
-    { "# a comment\nvlan=10\n", "2: Key file does not start with a group" },
+    /* GKeyFile's own refusals, with the line it does not name, in our
+     * words (issue 26, point 9) */
+    { "[pool a]\nmatch-vendor=15b3\n\n[network n\nmode=vdpa\n", "4: '[network n' is not a group header: write [NAME] alone on its line" },
+    { "# a comment\nvlan=10\n", "2: 'vlan=10' comes before any [group]: every key belongs to a group, such as [network NAME]" },
+    { "[network n]\nmode=vdpa\npool cx6-p1\n", "3: 'pool cx6-p1' is neither key=value, a [group] nor a # comment" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -201,6 +201,35 @@ test_metadata_swap_back (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* A NIC a swap lost (issue 25, 5) is found from the metadata alone, its
+ * MAC normalized; the others are not. */
+static void
+test_metadata_lost_macs (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) none = NULL;
+  g_auto (GStrv) lost = va_metadata_lost_macs ("<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/>"
+                                               "<nic mac=\"52:54:00:00:00:0A\" network=\"vpc2\" swap-back=\"accelerated\" "
+                                               "swap-back-outcome=\"lost\"/><nic mac=\"52:54:00:00:00:03\" swap-back=\"accelerated\" "
+                                               "swap-back-outcome=\"refused\"/></nics>",
+                                               &error);
+  g_autofree char *marked = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (lost), ==, 1);
+  g_assert_cmpstr (lost[0], ==, "52:54:00:00:00:0a");
+  none = va_metadata_lost_macs ("<nics/>", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (none), ==, 0);
+  g_assert_null (va_metadata_lost_macs ("<other/>", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_clear_error (&error);
+  /* the outcome is one va_metadata_set_swap_back() writes */
+  marked = va_metadata_set_swap_back ("<nics><nic mac=\"52:54:00:00:00:01\"/></nics>", "52:54:00:00:00:01", TRUE, "lost", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (marked, ==, "<nics><nic mac=\"52:54:00:00:00:01\" swap-back=\"accelerated\" swap-back-outcome=\"lost\"/></nics>");
+}
+
 /* A swap back refused for a transient reason ("busy": the daemon was at
  * a bound) is tried again by the next started begin and the daemon's
  * resume; "no-room" and "refused" are final (issue 25, 4). */
@@ -211,7 +240,7 @@ test_swap_back_pending (void)
   {
     const char *outcome;
     gboolean pending;
-  } cases[] = { { NULL, TRUE }, { "busy", TRUE }, { "refused", FALSE }, { "no-room", FALSE } };
+  } cases[] = { { NULL, TRUE }, { "busy", TRUE }, { "refused", FALSE }, { "no-room", FALSE }, { "lost", FALSE } };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -407,6 +436,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/metadata-swap-back", test_metadata_swap_back);
+  g_test_add_func ("/domain/metadata-lost-macs", test_metadata_lost_macs);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);

@@ -132,16 +132,33 @@ test_discover (Fixture *f, gconstpointer data)
       g_assert_cmpstr (g_ptr_array_index (pf->vfs, i), ==, pci);
     }
 
-  /* the pool's selectors take it, or not */
+  /* what vdpactl dev list shows of it: the model, the eswitch mode devlink
+   * reports, each VF's vdpa management device */
+  g_assert_cmpstr (pf->model, ==, "ConnectX-6 Dx");
+  g_assert_cmpstr (pf->eswitch, ==, fake_devlink.mode == VA_KERNEL_ESWITCH_SWITCHDEV ? "switchdev" : "legacy");
+  {
+    g_autofree char *m0 = va_pf_info_vf_mgmtdev (pf, 0);
+    g_assert_cmpstr (m0, ==, "pci/0000:3b:00.2");
+  }
+
+  /* the pool's selectors take it, or not, and the key that does not */
   g_assert_true (va_pool_config_matches (&f->pool, pf));
   f->pool.match_vendor = 0;
   f->pool.match_pf = (char *[]){ (char *) "enp59s0f0np0", NULL };
   g_assert_true (va_pool_config_matches (&f->pool, pf));
-  f->pool.match_pf = (char *[]){ (char *) "enp94s0f0", NULL };
+  f->pool.match_pf = (char *[]){ (char *) "enp94s0f0", (char *) "enp94s0f1", NULL };
   g_assert_false (va_pool_config_matches (&f->pool, pf));
+  {
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (why, ==, "match-pf=enp94s0f0,enp94s0f1");
+  }
   f->pool.match_pf = NULL;
   f->pool.match_device = 0x1017;
   g_assert_false (va_pool_config_matches (&f->pool, pf));
+  {
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (why, ==, "match-device=1017");
+  }
 }
 
 /* A VF without its vdpa management device comes with its reason, for the
@@ -161,6 +178,13 @@ test_discover_vf_reasons (Fixture *f, gconstpointer data)
   g_assert_null (g_ptr_array_index (pf->vf_reasons, 0));
   g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==,
                    "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
+  {
+    /* and vdpactl dev list names none for it */
+    g_autofree char *m0 = va_pf_info_vf_mgmtdev (pf, 0);
+    g_autofree char *m1 = va_pf_info_vf_mgmtdev (pf, 1);
+    g_assert_cmpstr (m0, ==, "pci/0000:3b:00.2");
+    g_assert_null (m1);
+  }
   g_clear_pointer (&pfs, g_ptr_array_unref);
 
   /* every VF has one: no reasons at all */
@@ -1045,6 +1069,12 @@ test_vduse_pool (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pf->vfs->len, ==, 2);
   g_assert_cmpstr (g_ptr_array_index (pf->vfs, 0), ==, "vduse0");
   g_assert_cmpstr (g_ptr_array_index (pf->vfs, 1), ==, "vduse1");
+  {
+    g_autofree char *m = va_pf_info_vf_mgmtdev (pf, 0);
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (m, ==, "vduse");
+    g_assert_cmpstr (why, ==, "the VDUSE test PF: only a type=vduse-test pool takes it");
+  }
 
   /* only a vduse-test pool takes it, and it takes nothing else */
   g_assert_true (va_pool_config_matches (&vduse_pool, pf));

@@ -62,6 +62,7 @@ NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/2
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
 # the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)
 NET3 = {"name": sriov.NETWORK, "mode": "sriov", "subnet": "192.171.0.0/24"}
+SIM_POOL = "cx6-p1"
 GUESTS = {
     "vm1": {"domain": "va-pair-vm1", "uuid": "77770000-0000-4000-8000-000000000001", "role": "server",
             "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214"),
@@ -77,9 +78,11 @@ def sim_text(ovs):
     BRIDGE; untagged without OVS: a Linux bridge here could not carry the
     tags."""
     kind = "ovs" if ovs else "linux"
+    # the pool of contrib/examples/vdpa-allocator.conf, so that the demo
+    # names one pool throughout
     return sim_config(
-        pfs=1, vfs=4, pools={"accel": ACCEL},
-        networks={NET2["name"]: dict(mode="vdpa", pool="accel", vlan=NET2["vlan"] if ovs else None,
+        pfs=1, vfs=4, pools={SIM_POOL: ACCEL},
+        networks={NET2["name"]: dict(mode="vdpa", pool=SIM_POOL, vlan=NET2["vlan"] if ovs else None,
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind),
                   NET1["name"]: dict(mode="virtio", vlan=NET1["vlan"] if ovs else None,
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
@@ -529,8 +532,10 @@ class Bench:
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
-            print("leases before/during/after: %d/%d/%d, all returned: %s; domains left: %s; VLAN isolation: %s" % (
+            print("leases before/during/after: %d/%d/%d%s, all returned: %s; domains left: %s; VLAN isolation: %s" % (
                 len(self.meta["leases"]["before"]), len(self.meta["leases"]["during"]), len(self.meta["leases"]["after"]),
+                " (none to make: every NIC ran virtio, network2 its fallback, so the hook leased nothing)"
+                if not self.meta["vdpa_available"] and not self.meta.get("sriov_available") else "",
                 self.meta["leases"]["returned"], self.meta["domains_left"] or "none",
                 {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[iso]))
             print("JSON: %s\nSVG:  %s\nwall time %.1f s" % (jpath, spath, self.meta["wall_time_s"]))

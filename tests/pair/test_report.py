@@ -69,6 +69,24 @@ class Report(unittest.TestCase):
         self.assertGreater(len(png), 20000, "a figure with three panels, not a blank image")
         return svg, png
 
+    def figure_texts(self, report):
+        import matplotlib.pyplot as plt
+        fig = rep.figure(report)
+        try:
+            legend = fig.axes[0].get_legend()
+            return ([t.get_text() for t in legend.get_texts()] if legend else [],
+                    fig._suptitle.get_text(), fig._supxlabel.get_text())
+        finally:
+            plt.close(fig)
+
+    def legend(self, report):
+        """The legend's entries, as drawn."""
+        return self.figure_texts(report)[0]
+
+    def texts(self, report):
+        """The title and the footer."""
+        return self.figure_texts(report)[1:]
+
     def test_vdpa_host_numbers_and_ratios(self):
         results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
                    "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa": ok("tcp4-vdpa.json")},
@@ -135,6 +153,19 @@ class Report(unittest.TestCase):
         svg, png = self.plot(report)
         self.assertIn("unavailable", svg, "the vDPA bars that did not run say why")
         self.assertIn("vDPA NIC, fallback", svg)
+        # issue 26, point 8: the legend names only kinds with bars, the
+        # title says TCG, and the one virtio path measured twice is said to
+        # differ by noise (table, footer)
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA NIC, fallback"])
+        self.assertIn("TCG", self.texts(report)[0])
+        note = rep.noise_note(report)
+        self.assertRegex(note, r"^network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to "
+                               r"[0-9.]+x \(UDP 16 B, 100 Mbit/s, [a-zA-Z/ ]+\) in this run, which is the emulation's noise")
+        self.assertIn("\n\n" + note + ".\n", table)
+        self.assertIn("vDPA: unavailable", svg, "a bar that did not run names its kind, which has no legend entry")
+        self.assertIn(note, self.texts(report)[1])
+        # without the fallback pair there is nothing to call noise
+        self.assertIsNone(rep.noise_note(rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, meta)))
 
     def test_sriov_rows_unavailable_by_default(self):
         """A host without the path (no sriov keys in meta: this machine):
@@ -156,7 +187,8 @@ class Report(unittest.TestCase):
         self.assertEqual(rows(report, "udp16")["sriov"]["note"], reason)
         self.assertIn("| UDP 16 B, 100 Mbit/s | SR-IOV VF -> SR-IOV VF | %s |" % reason, rep.table(report))
         svg, _ = self.plot(report)
-        self.assertIn("SR-IOV VF", svg, "the legend names the kind")
+        self.assertNotIn("SR-IOV VF", self.legend(report), "no legend entry without bars")
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA"])
         self.assertIn("SR-IOV available: no (%s)" % reason, svg)
         # a long reason (libvirt's words) is cut in the footer, whole in the table
         long = "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs (the pool's warning: " + "x" * 200 + ")"

@@ -353,6 +353,21 @@ va_client_list_leases (VaClient *self, GError **error)
 }
 
 GVariant *
+va_client_list_devices (VaClient *self, guint *left_out, GError **error)
+{
+  g_autoptr (GVariant) reply = call (self, "ListDevices", NULL, "(aa{sv}u)", error);
+  GVariant *pfs;
+  guint32 left;
+
+  if (!reply)
+    return NULL;
+  g_variant_get (reply, "(@aa{sv}u)", &pfs, &left);
+  if (left_out)
+    *left_out = left;
+  return pfs;
+}
+
+GVariant *
 va_client_reconcile (VaClient *self, GError **error)
 {
   return only_child (call (self, "Reconcile", NULL, "(a{sv})", error));

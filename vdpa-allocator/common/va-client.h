@@ -56,6 +56,9 @@ gboolean va_client_drain (VaClient *self, const char *pool, gboolean draining, G
 /* ListLeases: the records as the daemon sent them, aa{sv} (a lease's keys
  * and broken, broken_reason). */
 GVariant *va_client_list_leases (VaClient *self, GError **error);
+/* ListDevices: the PFs as the daemon sent them, aa{sv} (each with its
+ * "vfs" aa{sv}); *@left_out, how many VFs the reply left out. */
+GVariant *va_client_list_devices (VaClient *self, guint *left_out, GError **error);
 /* Reconcile: its report, a{sv}. */
 GVariant *va_client_reconcile (VaClient *self, GError **error);
 

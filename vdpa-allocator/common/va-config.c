@@ -189,6 +189,43 @@ first_bad_line (const char *data, gsize len)
   return lo;
 }
 
+/* Line @n of @data, as our refusal of it: GKeyFile's words ("Key file
+ * contains line ... which is not a key-value pair, group, or comment")
+ * name no line and no fix; @glib's are the last resort. */
+static char *
+bad_line_words (const char *data, gsize len, guint n, const char *glib)
+{
+  const char *p = data, *end = data + len;
+  gboolean grouped = FALSE;
+  g_autofree char *text = NULL;
+  g_autofree char *shown = NULL;
+
+  for (guint line = 1; p < end; line++)
+    {
+      const char *eol = memchr (p, '\n', end - p);
+      g_autofree char *t = g_strstrip (g_strndup (p, (eol ? eol : end) - p));
+
+      p = eol ? eol + 1 : end;
+      if (line == n)
+        {
+          text = g_steal_pointer (&t);
+          break;
+        }
+      if (*t == '[')
+        grouped = TRUE;
+    }
+  if (!text)
+    return g_strdup (glib);
+  shown = g_utf8_make_valid (text, -1);
+  if (*text == '[')
+    return g_strdup_printf ("'%.*s' is not a group header: write [NAME] alone on its line", VA_CUT (shown, 64));
+  if (!grouped)
+    return g_strdup_printf ("'%.*s' comes before any [group]: every key belongs to a group, such as [network NAME]", VA_CUT (shown, 64));
+  if (!strchr (text, '='))
+    return g_strdup_printf ("'%.*s' is neither key=value, a [group] nor a # comment", VA_CUT (shown, 64));
+  return g_strdup_printf ("'%.*s' is not a key=value line this file can have (%s)", VA_CUT (shown, 64), glib);
+}
+
 static gboolean
 merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **error)
 {
@@ -230,7 +267,10 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
     return FALSE;
   if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: %s", path, first_bad_line (data, len), local->message);
+      guint line = first_bad_line (data, len);
+      g_autofree char *words = bad_line_words (data, len, line, local->message);
+
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: %s", path, line, words);
       return FALSE;
     }
 

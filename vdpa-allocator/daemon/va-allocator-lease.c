@@ -327,8 +327,8 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
           g_autofree char *keys = va_allocator_pool_match_keys (pc);
 
           g_clear_error (error);
-          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s (%s); 'vdpactl status' lists the pools", plan.pool,
-                       keys);
+          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                       "no PF matches pool %s (%s); 'vdpactl dev list' shows the PFs and why each is in no pool", plan.pool, keys);
         }
       return NULL;
     }

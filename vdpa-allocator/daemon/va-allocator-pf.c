@@ -728,6 +728,8 @@ va_allocator_add_pools (VaAllocator *self, GError **error)
   if (!pfs)
     return FALSE;
   ok = sync_pfs (self, pfs, error);
+  g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
+  self->seen_pfs = g_steal_pointer (&pfs);
   va_allocator_update_pool_warnings (self);
   return ok;
 }
@@ -743,6 +745,11 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
   else if (!sync_pfs (self, pfs, &error))
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  if (pfs)
+    {
+      g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
+      self->seen_pfs = g_steal_pointer (&pfs);
+    }
   va_allocator_update_pool_warnings (self);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
@@ -796,5 +803,139 @@ va_allocator_list_pfs (VaAllocator *self)
       g_ptr_array_add (out, s);
     }
   g_ptr_array_sort (out, by_pci);
+  return out;
+}
+
+/* ---- what the daemon sees (vdpactl dev list) ----------------------------- */
+
+void
+va_dev_vf_free (VaDevVf *vf)
+{
+  if (!vf)
+    return;
+  g_free (vf->pci);
+  g_free (vf->mgmtdev);
+  g_free (vf->state);
+  g_free (vf->uuid);
+  g_free (vf->mac);
+  g_free (vf->domain_name);
+  g_free (vf->reason);
+  g_free (vf);
+}
+
+void
+va_dev_pf_free (VaDevPf *pf)
+{
+  if (!pf)
+    return;
+  g_free (pf->pci);
+  g_free (pf->name);
+  g_free (pf->model);
+  g_free (pf->eswitch);
+  g_free (pf->pool);
+  g_free (pf->why_no_pool);
+  g_free (pf->health_reason);
+  g_ptr_array_unref (pf->vfs);
+  g_free (pf);
+}
+
+/* Why no pool takes @pf: each pool and the key that leaves it out. */
+static char *
+why_no_pool (VaAllocator *self, const VaPfInfo *pf)
+{
+  GString *s = g_string_new (NULL);
+
+  if (self->config->pools->len == 0)
+    return g_string_free (s, FALSE) /* "" */;
+  for (guint k = 0; k < self->config->pools->len; k++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, k);
+      g_autofree char *why = va_pool_config_mismatch (pc, pf);
+
+      g_string_append_printf (s, "%spool %s: %s", s->len ? "; " : "", pc->name,
+                              why ? why : "selects it, but an earlier discovery failed to add it");
+    }
+  return g_string_free (s, FALSE);
+}
+
+static VaDevVf *
+dev_vf (VaAllocator *self, const VaPfInfo *pf, guint i, gboolean pooled)
+{
+  VaDevVf *vf = g_new0 (VaDevVf, 1);
+  const char *addr = g_ptr_array_index (pf->vfs, i);
+  const VaSlot *slot = pooled ? va_pools_lookup_slot (self->pools, addr) : NULL;
+  const char *reason = pf->vf_reasons && i < pf->vf_reasons->len ? g_ptr_array_index (pf->vf_reasons, i) : NULL;
+
+  vf->pci = g_strdup (addr);
+  vf->mgmtdev = va_pf_info_vf_mgmtdev (pf, i);
+  vf->reason = g_strdup (reason);
+  if (!slot)
+    vf->state = g_strdup ("unpooled");
+  else
+    {
+      vf->state = g_strdup (va_slot_state_to_string (va_slot_get_state (slot)));
+      if (va_slot_get_uuid (slot))
+        {
+          g_autofree char *key = va_allocator_make_key (va_slot_get_uuid (slot), va_slot_get_mac (slot));
+          Entry *e = va_allocator_lookup_entry (self, key);
+
+          vf->uuid = g_strdup (va_slot_get_uuid (slot));
+          vf->mac = g_strdup (va_slot_get_mac (slot));
+          vf->domain_name = g_strdup (e ? e->lease->domain_name : NULL);
+        }
+    }
+  return vf;
+}
+
+GPtrArray *
+va_allocator_list_devices (VaAllocator *self, guint max_vfs, guint *left_out)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_dev_pf_free);
+  guint vfs = 0, left = 0;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), out);
+
+  for (guint i = 0; self->seen_pfs && i < self->seen_pfs->len; i++)
+    {
+      const VaPfInfo *info = g_ptr_array_index (self->seen_pfs, i);
+      const PfState *st = g_hash_table_lookup (self->pf_states, info->pci);
+      const char *pool = NULL, *name = NULL;
+      VaDevPf *pf = g_new0 (VaDevPf, 1);
+
+      pf->pci = g_strdup (info->pci);
+      pf->name = g_strdup (info->name);
+      pf->model = g_strdup (info->model);
+      pf->vendor = info->vendor;
+      pf->device = info->device;
+      pf->numa_node = info->numa_node;
+      pf->eswitch = g_strdup (info->eswitch);
+      pf->n_vfs = info->vfs ? info->vfs->len : 0;
+      if (st && va_pools_find_pf (self->pools, info->pci, &pool, &name))
+        {
+          pf->pool = g_strdup (pool);
+          pf->healthy = !st->gone && st->healthy;
+          pf->health_reason = g_strdup (pf->healthy ? NULL : st->reason);
+        }
+      else
+        {
+          pf->why_no_pool = why_no_pool (self, info);
+          pf->healthy = info->healthy;
+          pf->health_reason = g_strdup (info->health_reason);
+        }
+      pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_dev_vf_free);
+      for (guint k = 0; info->vfs && k < info->vfs->len; k++)
+        {
+          if (vfs >= max_vfs)
+            {
+              left++;
+              continue;
+            }
+          g_ptr_array_add (pf->vfs, dev_vf (self, info, k, pf->pool != NULL));
+          vfs++;
+        }
+      g_ptr_array_add (out, pf);
+    }
+  if (left_out)
+    *left_out = left;
   return out;
 }

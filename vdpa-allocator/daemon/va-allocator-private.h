@@ -92,6 +92,7 @@ struct _VaAllocator
   VaDomainLister lister;
   gpointer lister_data;
   GHashTable *pf_states;  /* PCI address → PfState*, the PFs in pools */
+  GPtrArray *seen_pfs;    /* VaPfInfo*, every PF of the last discovery as sync_pfs left it: what vdpactl dev list shows */
   GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
   GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */

@@ -90,6 +90,15 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   st->free = st->draining ? 0 : counts.usable;
   if (!va_pools_get_health (self->pools, name, &st->healthy, &st->health_reason, error))
     return NULL;
+  /* no PF, not a full pool: the keys that matched nothing, as the
+   * refusals of an allocation say them */
+  if (counts.pfs == 0)
+    {
+      g_autofree char *keys = va_allocator_pool_match_keys (pc);
+
+      g_free (st->health_reason);
+      st->health_reason = g_strdup_printf ("no PF matches pool %s (%s)", name, keys);
+    }
   /* a pool without PFs says so in the pool model; one whose PFs have no
    * VFs is healthy and empty, which deserves a word too */
   if (counts.total == 0 && !st->health_reason[0])
@@ -437,6 +446,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->view, va_host_view_unref);
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
+  g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
   g_clear_pointer (&self->pool_warnings, g_hash_table_unref);
   g_clear_pointer (&self->networks, g_hash_table_unref);

@@ -141,6 +141,46 @@ VaPoolStatus *va_allocator_get_pool (VaAllocator *self, const char *name, GError
 /* VaPfStatus*, the PFs in pools (those gone included), by PCI address. */
 GPtrArray *va_allocator_list_pfs (VaAllocator *self);
 
+/* A VF as vdpactl dev list shows it. */
+typedef struct
+{
+  char *pci;
+  char *mgmtdev; /* its vdpa management device, or NULL: none */
+  char *state;   /* its slot's: "free", "leased", "lost"; "unpooled" when its PF is in no pool */
+  char *uuid;    /* the lease's, while leased; else NULL */
+  char *mac;
+  char *domain_name;
+  char *reason; /* why it takes no lease, or NULL */
+} VaDevVf;
+
+/* A PF the daemon's last discovery saw, in a pool or not. */
+typedef struct
+{
+  char *pci;
+  char *name; /* its netdev, or its address when it has none */
+  char *model;
+  guint16 vendor;
+  guint16 device;
+  int numa_node;
+  char *eswitch; /* "legacy", "switchdev", or NULL: not known */
+  guint n_vfs;
+  char *pool;        /* the pool it is in, or NULL */
+  char *why_no_pool; /* when in none: each pool and the key that leaves it out ("" with no pool configured) */
+  gboolean healthy;
+  char *health_reason; /* or NULL */
+  GPtrArray *vfs;      /* VaDevVf* */
+} VaDevPf;
+
+void va_dev_vf_free (VaDevVf *vf);
+void va_dev_pf_free (VaDevPf *pf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDevPf, va_dev_pf_free)
+
+/* VaDevPf*, every PF of the last discovery in its order, from memory (no
+ * sysfs, no netlink): at most @max_vfs VFs in all, *@left_out (may be
+ * NULL) says how many more there were. A PF that left the host is listed
+ * no more; its pool's health says so. */
+GPtrArray *va_allocator_list_devices (VaAllocator *self, guint max_vfs, guint *left_out);
+
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 
 /* This host as the engine sees it now, live free capacity included: a

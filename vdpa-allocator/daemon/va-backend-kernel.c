@@ -169,6 +169,21 @@ vf_addresses (const VaKernelPf *kpf, GPtrArray **reasons)
   return vfs;
 }
 
+/* The eswitch mode as devlink names it, or NULL when not known. */
+static const char *
+eswitch_name (const VaKernelPf *kpf)
+{
+  switch (kpf->eswitch)
+    {
+      case VA_KERNEL_ESWITCH_LEGACY:
+        return "legacy";
+      case VA_KERNEL_ESWITCH_SWITCHDEV:
+        return "switchdev";
+      default:
+        return NULL;
+    }
+}
+
 static GPtrArray *
 kernel_discover (VaBackend *backend, GError **error)
 {
@@ -198,6 +213,8 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
       pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
+      pf->model = g_strdup (kpf->model ? kpf->model->name : NULL);
+      pf->eswitch = g_strdup (eswitch_name (kpf));
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -306,6 +323,106 @@ vlan_place_refused (const VaKernelPf *kpf, const VaPoolConfig *pool)
   return NULL;
 }
 
+/* The daemon's record of the VFs it took as a kind=vdpa pool's slots on a
+ * PF: RUN_DIR/vdpa-vfs/PCI, a line "VF IFINDEX" per VF then bound to
+ * mlx5_core with its vdpa management device, IFINDEX its netdev's. A VF on
+ * mlx5_core is the host's to a kind=sriov pool (issue 25, point 6), so
+ * when the PF moves to one, only the VFs this record names, still on the
+ * same binding (the same netdev: a rebind makes a new ifindex, and a
+ * netdev moved into a container leaves the host's sysfs), are let go of.
+ * It lives in the run directory, as long as the VFs themselves: a reboot
+ * drops both. */
+#define VDPA_VFS_RECORD_MAX 65536
+
+static char *
+vdpa_vfs_record (VaBackendKernel *self, const char *pf)
+{
+  return g_build_filename (self->run_dir, "vdpa-vfs", pf, NULL);
+}
+
+/* After a kind=vdpa preparation: every VF of @kpf that is a vdpa slot now.
+ * A failure is a log line: the record only spares an operator an unbind
+ * later. */
+static void
+record_vdpa_vfs (VaBackendKernel *self, const VaKernelPf *kpf)
+{
+  g_autofree char *path = vdpa_vfs_record (self, kpf->pci);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr (GString) text = g_string_new (NULL);
+  g_autoptr (GError) local = NULL;
+
+  for (guint i = 0; i < kpf->vfs->len; i++)
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
+      g_autofree char *driver = va_kernel_pci_driver (vf->pci);
+      int ifindex = va_kernel_vf_ifindex (kpf, vf);
+
+      if (!vf->reason && ifindex && g_strcmp0 (driver, "mlx5_core") == 0)
+        g_string_append_printf (text, "%s %d\n", vf->pci, ifindex);
+    }
+  if (text->len == 0)
+    g_unlink (path);
+  else if (g_mkdir_with_parents (dir, 0700) != 0
+           || !g_file_set_contents_full (path, text->str, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &local))
+    g_warning ("PF %s: recording its kind=vdpa VFs in %s: %s", kpf->pci, path, local ? local->message : g_strerror (errno));
+}
+
+/* A kind=sriov preparation of a PF that served a kind=vdpa pool (autoprobe
+ * is off already): each VF that record_vdpa_vfs() named, on the same
+ * binding of mlx5_core and with no vdpa device on it, is unbound, as a
+ * kind=sriov pool makes its VFs; any other VF on a host driver stays the
+ * host's. The VFs left (a vdpa device on one) stay in the record for the
+ * next preparation. */
+static gboolean
+release_vdpa_vfs (VaBackendKernel *self, const VaKernelPf *kpf, GError **error)
+{
+  g_autofree char *path = vdpa_vfs_record (self, kpf->pci);
+  g_autofree char *text = NULL;
+  g_autoptr (GString) kept = g_string_new (NULL);
+  g_auto (GStrv) lines = NULL;
+  gsize len = 0;
+
+  if (!g_file_get_contents (path, &text, &len, NULL))
+    return TRUE;
+  /* ours, but bounded all the same */
+  lines = g_strsplit (len <= VDPA_VFS_RECORD_MAX ? text : "", "\n", 1024);
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], " ", 3);
+      gint64 recorded = 0;
+
+      if (g_strv_length (f) != 2 || !g_ascii_string_to_signed (f[1], 10, 1, G_MAXINT32, &recorded, NULL))
+        continue;
+      for (guint k = 0; k < kpf->vfs->len; k++)
+        {
+          const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, k);
+          g_autofree char *driver = NULL;
+          g_autofree char *vdpa = NULL;
+
+          if (strcmp (vf->pci, f[0]) != 0)
+            continue;
+          driver = va_kernel_pci_driver (vf->pci);
+          if (g_strcmp0 (driver, "mlx5_core") != 0 || va_kernel_vf_ifindex (kpf, vf) != recorded)
+            break; /* unbound already, or bound again by someone: not ours */
+          if ((vdpa = va_kernel_pf_vf_vdpa (kpf, vf)))
+            {
+              g_string_append_printf (kept, "%s\n", lines[i]);
+              break;
+            }
+          if (!va_kernel_vf_unbind (vf->pci, error))
+            return FALSE;
+          g_message ("PF %s: VF %s let go of mlx5_core, which bound it for a kind=vdpa pool: a kind=sriov pool passes it through", kpf->pci,
+                     vf->pci);
+          break;
+        }
+    }
+  if (kept->len == 0)
+    g_unlink (path);
+  else
+    g_file_set_contents_full (path, kept->str, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, NULL);
+  return TRUE;
+}
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
@@ -323,6 +440,8 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   /* the mode as it is now, after any change: a rediscovery may have
    * replaced the PF's record */
   kpf = lookup_pf (self, pf->pci);
+  if (kpf && pool->kind == VA_POOL_KIND_VDPA && kpf->model->vdpa && !va_kernel_pf_is_vduse (kpf) && !va_kernel_pf_is_netdevsim (kpf))
+    record_vdpa_vfs (self, kpf);
   if (kpf && (refused = vlan_place_refused (kpf, pool)))
     {
       g_set_error_literal (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, refused);
@@ -423,6 +542,8 @@ refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error)
     }
   g_ptr_array_unref (pf->vfs);
   pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
+  g_free (pf->eswitch);
+  pf->eswitch = g_strdup (eswitch_name (kpf));
   if (sriov)
     {
       g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
@@ -494,6 +615,16 @@ prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoo
     return FALSE;
   if (want_vfs != have_vfs && !va_kernel_set_numvfs (kpf, want_vfs, error))
     return FALSE;
+  /* VFs made just now have no driver; older ones that a kind=vdpa pool of
+   * ours had on mlx5_core are let go of */
+  if (have_vfs && !release_vdpa_vfs (self, kpf, error))
+    return FALSE;
+  if (!have_vfs)
+    {
+      g_autofree char *record = vdpa_vfs_record (self, kpf->pci);
+
+      g_unlink (record);
+    }
   if (!kpf->netdev)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: no netdev: no driver bound to the PF", kpf->pci);

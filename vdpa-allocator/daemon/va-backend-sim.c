@@ -66,6 +66,7 @@ sim_discover (VaBackend *backend, GError **error)
       pf->pci = g_strdup_printf ("%04x:3b:00.0", i);
       pf->vendor = SIM_VENDOR;
       pf->device = SIM_PF_DEVICE;
+      pf->model = g_strdup ("ConnectX-6 Dx (simulated)");
       pf->numa_node = (int) (i % self->numa_nodes);
       pf->healthy = !(self->unhealthy && g_strv_contains ((const char *const *) self->unhealthy, pf->name));
       if (!pf->healthy)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "va-error.h"
+#include "va-kernel.h"
 
 G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
 
@@ -32,6 +33,8 @@ va_pf_info_free (VaPfInfo *pf)
   g_free (pf->pci);
   g_free (pf->health_reason);
   g_free (pf->sriov_reason);
+  g_free (pf->model);
+  g_free (pf->eswitch);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
   g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
   g_free (pf);
@@ -265,33 +268,66 @@ strv_has (char **v, const char *s)
   return v && s && g_strv_contains ((const char *const *) v, s);
 }
 
+char *
+va_pool_config_mismatch (const VaPoolConfig *pool, const VaPfInfo *pf)
+{
+  g_return_val_if_fail (pool != NULL, NULL);
+  g_return_val_if_fail (pf != NULL, NULL);
+
+  if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
+    return g_strdup (pf->vduse_test ? "the VDUSE test PF: only a type=vduse-test pool takes it" : "type=vduse-test");
+  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
+    return g_strdup (pf->netdevsim_test ? "a netdevsim PF: only a type=netdevsim-test pool takes it" : "type=netdevsim-test");
+  /* a PF that carries no vDPA is never offered to a vdpa pool */
+  if (pf->sriov_only && pool->kind != VA_POOL_KIND_SRIOV)
+    return g_strdup ("kind=vdpa: the PF carries no vDPA, only kind=sriov");
+  if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
+    return NULL;
+  /* A pool with no selector takes no PF: never all of them by accident. */
+  if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
+    return g_strdup ("no match-pf, match-pci, match-vendor or match-device: takes no PF");
+  if (pool->match_pf && !strv_has (pool->match_pf, pf->name))
+    {
+      g_autofree char *v = g_strjoinv (",", pool->match_pf);
+      return g_strdup_printf ("match-pf=%s", v);
+    }
+  if (pool->match_pci && !strv_has (pool->match_pci, pf->pci))
+    {
+      g_autofree char *v = g_strjoinv (",", pool->match_pci);
+      return g_strdup_printf ("match-pci=%s", v);
+    }
+  if (pool->match_vendor && pool->match_vendor != pf->vendor)
+    return g_strdup_printf ("match-vendor=%04x", pool->match_vendor);
+  if (pool->match_device && pool->match_device != pf->device)
+    return g_strdup_printf ("match-device=%04x", pool->match_device);
+  return NULL;
+}
+
 gboolean
 va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 {
+  g_autofree char *why = NULL;
+
   g_return_val_if_fail (pool != NULL, FALSE);
   g_return_val_if_fail (pf != NULL, FALSE);
 
-  if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
-    return FALSE;
-  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
-    return FALSE;
-  /* a PF that carries no vDPA is never offered to a vdpa pool */
-  if (pf->sriov_only && pool->kind != VA_POOL_KIND_SRIOV)
-    return FALSE;
-  if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
-    return TRUE;
-  /* A pool with no selector takes no PF: never all of them by accident. */
-  if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
-    return FALSE;
-  if (pool->match_pf && !strv_has (pool->match_pf, pf->name))
-    return FALSE;
-  if (pool->match_pci && !strv_has (pool->match_pci, pf->pci))
-    return FALSE;
-  if (pool->match_vendor && pool->match_vendor != pf->vendor)
-    return FALSE;
-  if (pool->match_device && pool->match_device != pf->device)
-    return FALSE;
-  return TRUE;
+  why = va_pool_config_mismatch (pool, pf);
+  return why == NULL;
+}
+
+char *
+va_pf_info_vf_mgmtdev (const VaPfInfo *pf, guint i)
+{
+  g_return_val_if_fail (pf != NULL && pf->vfs != NULL, NULL);
+  g_return_val_if_fail (i < pf->vfs->len, NULL);
+
+  if (pf->sriov_only || (pf->vf_reasons && i < pf->vf_reasons->len && g_ptr_array_index (pf->vf_reasons, i)))
+    return NULL;
+  if (pf->vduse_test)
+    return g_strdup (VA_KERNEL_VDUSE_PF);
+  if (pf->netdevsim_test)
+    return g_strdup (VA_KERNEL_NETDEVSIM_MGMTDEV);
+  return g_strconcat ("pci/", (const char *) g_ptr_array_index (pf->vfs, i), NULL);
 }
 
 gboolean

@@ -31,6 +31,10 @@ typedef struct
    * change (an operator's devlink) prepares the PF again, where the VLAN's
    * place is checked; 0 for a backend that does not say */
   int eswitch_seen;
+  /* for people (vdpactl dev list), never for a decision: the model's
+   * name and the eswitch mode ("legacy", "switchdev"), NULL when not known */
+  char *model;
+  char *eswitch;
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
@@ -193,6 +197,13 @@ gboolean va_chardev_held_open (const char *path);
 
 /* Whether @pf is one that @pool selects. */
 gboolean va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf);
+/* Why @pool does not select @pf, naming the key ("match-pf=enp179s0f1",
+ * "type=vduse-test"), or NULL when it does. */
+char *va_pool_config_mismatch (const VaPoolConfig *pool, const VaPfInfo *pf);
+/* The vdpa management device of @pf's VF @i as `vdpa mgmtdev show` names
+ * it ("pci/0000:3b:00.2", "vdpasim_net", "vduse"), or NULL when it has
+ * none (the VF's reason says why, or the PF carries no vDPA). */
+char *va_pf_info_vf_mgmtdev (const VaPfInfo *pf, guint i);
 
 /* The simulated ConnectX-6 Dx: config->sim_pfs PFs × config->sim_vfs VFs,
  * its vDPA devices plain files under @run_dir/sim so that port symlinks

@@ -469,6 +469,75 @@ do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
   g_dbus_method_invocation_return_value (inv, g_variant_new ("(aa{sv})", &b));
 }
 
+/* ListDevices is open to everyone: answered from the allocator's memory
+ * (no sysfs, no netlink), at most this many VFs in a reply (about 200
+ * bytes each), the rest counted in left_out. */
+#define LIST_DEVICES_MAX_VFS 4096
+
+static void
+add_str (GVariantBuilder *b, const char *key, const char *value)
+{
+  g_variant_builder_add (b, "{sv}", key, g_variant_new_string (value ? value : ""));
+}
+
+static GVariant *
+dev_vf_variant (const VaDevVf *vf)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  add_str (&b, "pci", vf->pci);
+  add_str (&b, "mgmtdev", vf->mgmtdev);
+  add_str (&b, "state", vf->state);
+  add_str (&b, "uuid", vf->uuid);
+  add_str (&b, "mac", vf->mac);
+  add_str (&b, "domain_name", vf->domain_name);
+  add_str (&b, "reason", vf->reason);
+  return g_variant_builder_end (&b);
+}
+
+static GVariant *
+dev_pf_variant (const VaDevPf *pf)
+{
+  GVariantBuilder b, vfs;
+  char id[8];
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  add_str (&b, "pci", pf->pci);
+  add_str (&b, "name", pf->name);
+  add_str (&b, "model", pf->model);
+  /* as lspci -n and the match-vendor and match-device keys spell them */
+  g_snprintf (id, sizeof id, "%04x", pf->vendor);
+  add_str (&b, "vendor", id);
+  g_snprintf (id, sizeof id, "%04x", pf->device);
+  add_str (&b, "device", id);
+  g_variant_builder_add (&b, "{sv}", "numa", g_variant_new_int32 (pf->numa_node));
+  add_str (&b, "eswitch", pf->eswitch);
+  g_variant_builder_add (&b, "{sv}", "vf_count", g_variant_new_uint32 (pf->n_vfs));
+  add_str (&b, "pool_name", pf->pool);
+  add_str (&b, "no_pool_reason", pf->why_no_pool);
+  g_variant_builder_add (&b, "{sv}", "healthy", g_variant_new_boolean (pf->healthy));
+  add_str (&b, "health_reason", pf->health_reason);
+  g_variant_builder_init (&vfs, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < pf->vfs->len; i++)
+    g_variant_builder_add_value (&vfs, dev_vf_variant (g_ptr_array_index (pf->vfs, i)));
+  g_variant_builder_add (&b, "{sv}", "vfs", g_variant_builder_end (&vfs));
+  return g_variant_builder_end (&b);
+}
+
+static void
+do_list_devices (VaDbus *self, GDBusMethodInvocation *inv)
+{
+  guint left_out = 0;
+  g_autoptr (GPtrArray) pfs = va_allocator_list_devices (self->alloc, LIST_DEVICES_MAX_VFS, &left_out);
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < pfs->len; i++)
+    g_variant_builder_add_value (&b, dev_pf_variant (g_ptr_array_index (pfs, i)));
+  g_dbus_method_invocation_return_value (inv, g_variant_new ("(aa{sv}u)", &b, left_out));
+}
+
 static void
 do_rewrite (VaDbus *self, GDBusMethodInvocation *inv)
 {
@@ -506,9 +575,16 @@ manager_method (GDBusConnection *conn, const char *sender, const char *path, con
     AuthorizedFunc func;
     gboolean needs_auth;
   } methods[] = {
-    { "Allocate", do_allocate, TRUE },  { "Release", do_release, TRUE },         { "ReleaseDomain", do_release_domain, TRUE },
-    { "Claim", do_claim, TRUE },        { "Reconcile", do_reconcile, TRUE },     { "Drain", do_drain, TRUE },
-    { "SwapBack", do_swap_back, TRUE }, { "ListLeases", do_list_leases, FALSE }, { "RewriteDomain", do_rewrite, FALSE },
+    { "Allocate", do_allocate, TRUE },
+    { "Release", do_release, TRUE },
+    { "ReleaseDomain", do_release_domain, TRUE },
+    { "Claim", do_claim, TRUE },
+    { "Reconcile", do_reconcile, TRUE },
+    { "Drain", do_drain, TRUE },
+    { "SwapBack", do_swap_back, TRUE },
+    { "ListLeases", do_list_leases, FALSE },
+    { "RewriteDomain", do_rewrite, FALSE },
+    { "ListDevices", do_list_devices, FALSE },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (methods); i++)

@@ -98,8 +98,16 @@ kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gb
   return flags ? va_nl_vf_set (pf, vf, mac, vlan, TRUE, FALSE, error) : va_nl_vf_set_mac_vlan (pf, vf, mac, vlan, error);
 }
 
-static const VaKernelDevlink kernel_devlink
-  = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs, va_nl_vf_get, kernel_vf_set, va_nl_vf_set_flags };
+static gboolean
+kernel_vf_unbind (const char *vf, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/sys/bus/pci/devices/%s/driver/unbind", vf);
+
+  return va_sysfs_write (path, vf, error);
+}
+
+static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs,
+                                                va_nl_vf_get,      kernel_vf_set,     va_nl_vf_set_flags,  kernel_vf_unbind };
 static const VaKernelDevlink *devlink = &kernel_devlink;
 
 void
@@ -882,6 +890,37 @@ va_kernel_pci_driver (const char *pci)
   link = g_strdup_printf ("%s/%s/driver", devs, pci);
   target = g_file_read_link (link, NULL);
   return target ? g_path_get_basename (target) : NULL;
+}
+
+int
+va_kernel_vf_ifindex (const VaKernelPf *pf, const VaKernelVf *vf)
+{
+  g_autofree char *parent = NULL;
+  g_autofree char *path = NULL;
+  gint64 ifindex = 0;
+
+  g_return_val_if_fail (pf != NULL && vf != NULL, 0);
+
+  if (!vf->netdev)
+    return 0;
+  parent = g_path_get_dirname (pf->syspath);
+  path = g_build_filename (parent, vf->pci, "net", vf->netdev, "ifindex", NULL);
+  return va_sysfs_read_int (path, &ifindex, NULL) && ifindex > 0 ? (int) ifindex : 0;
+}
+
+gboolean
+va_kernel_vf_unbind (const char *vf, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  g_return_val_if_fail (vf != NULL, FALSE);
+
+  if (!devlink->vf_unbind (vf, &local))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: unbinding its host driver: %s", vf, local->message);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean

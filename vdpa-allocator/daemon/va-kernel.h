@@ -39,6 +39,9 @@ typedef struct
   gboolean (*vf_get) (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
   gboolean (*vf_set) (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
   gboolean (*vf_set_flags) (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
+  /* and a VF's host driver let go (sysfs driver/unbind), which a testbed
+   * cannot carry out by itself */
+  gboolean (*vf_unbind) (const char *vf, GError **error);
 } VaKernelDevlink;
 
 /* NULL: back to va-netlink.c's. */
@@ -148,6 +151,12 @@ gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError *
 /* The driver PCI device @pci (a VF) is bound to ("vfio-pci", "igbvf",
  * "mlx5_core"), or NULL when none is. */
 char *va_kernel_pci_driver (const char *pci);
+/* The ifindex of VF @vf's own netdev (one binding of mlx5_core: a new bind
+ * makes a new netdev, with a new ifindex); 0 when it has none. */
+int va_kernel_vf_ifindex (const VaKernelPf *pf, const VaKernelVf *vf);
+/* Unbinds VF @vf from its host driver (with the PF's
+ * sriov_drivers_autoprobe 0 it then stays on none). */
+gboolean va_kernel_vf_unbind (const char *vf, GError **error);
 /* The name of a vdpa device whose parent is the VF at @vf_syspath, or NULL. */
 char *va_kernel_vf_vdpa_device (const char *vf_syspath);
 
