@@ -568,7 +568,9 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
             g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: names no bridge, so it has no portable form", nic->mac);
           return FALSE;
         }
-      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software)
+      /* a NIC marked to swap back (after a move) is swapped live, onto
+       * the memory the guest started with */
+      if ((*want == VA_FORM_ACCELERATED || nic->swap_back) && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software)
         software = nic;
     }
   if (software)
