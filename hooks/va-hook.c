@@ -117,6 +117,8 @@ allocate_nics (Hook *h, VaPoolKind kind)
    * which the accelerated form has where one may be made: a domain
    * without it (defined before, or by hand) gets hardware or nothing */
   gboolean shared = va_domain_memory_is_shared (h->domain);
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
 
   for (guint i = 0; i < nics->len; i++)
     {
@@ -146,7 +148,7 @@ allocate_nics (Hook *h, VaPoolKind kind)
           /* QEMU opens what <source dev> names: the daemon refuses a
            * lease whose port path is not that file */
           req->port = nic->source_dev ? nic->source_dev : "";
-          req->form = shared ? NULL : "hardware";
+          req->form = va_client_alloc_form (view, nic, shared);
         }
       sent[n++] = nic;
     }
@@ -159,7 +161,7 @@ allocate_nics (Hook *h, VaPoolKind kind)
     return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
   for (guint i = 0; i < n; i++)
     {
-      if (errors[i] && rc == 0 && !shared && kind == VA_POOL_KIND_VDPA && g_error_matches (errors[i], VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+      if (errors[i] && rc == 0 && reqs[i].form && g_error_matches (errors[i], VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
         rc = fail (h,
                    "NIC %s: %s: the domain's memory is not shared and file-backed, which a software vDPA device needs ('vdpactl domain "
                    "accelerate' gives the domain such memory)",

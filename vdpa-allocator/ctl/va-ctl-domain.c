@@ -326,7 +326,11 @@ domain_attach (int argc, char **argv, const char *uri)
       req.network = network;
       /* a software device's relay reaches only shared, file-backed memory,
        * and a running guest's memory stays as it started */
-      req.form = domain && va_domain_memory_is_shared (domain) ? NULL : "hardware";
+      {
+        VaNic nic = { .mac = mac, .network = network };
+
+        req.form = va_client_alloc_form (NULL, &nic, domain && va_domain_memory_is_shared (domain));
+      }
       lease = va_client_allocate (va_client_get_default (), &req, &error);
       if (!lease && req.form && g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
         {

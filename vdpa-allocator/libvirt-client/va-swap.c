@@ -541,11 +541,11 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       req.domain_name = virDomainGetName (lv->dom);
       req.mac = nic->mac;
       req.network = nic->network;
-      req.form = shared ? NULL : "hardware";
+      req.form = va_client_alloc_form (NULL, nic, shared);
       lease = va_client_allocate (CLIENT, &req, &nic_error);
       if (!lease)
         {
-          if (!shared && g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+          if (req.form && g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
             va_swap_note (n,
                           "stays portable: hardware only, as the running domain's memory is not shared and file-backed, which a software "
                           "vDPA device needs (%s)",
