@@ -395,6 +395,18 @@ record_shared_memory (VaDomain *self)
     unset_prop (self->nics_node, VA_SHARED_MEMORY_ATTR);
 }
 
+/* Like insert_child, but into an element that may hold only text (a
+ * hand-written <memoryBacking> </memoryBacking>): there the new child goes
+ * first, so that removing it takes no text that was there before. */
+static void
+insert_into (xmlNode *parent, xmlNode *child)
+{
+  if (!first_element_child (parent) && parent->children)
+    xmlAddPrevSibling (parent->children, child);
+  else
+    insert_child (parent, child);
+}
+
 /* <memoryBacking> with shared, file-backed memory: a new element after
  * <memory> and its kin (where libvirt writes it), else the domain's own
  * with a memfd <source> where it has none and no hugepages (an anonymous
@@ -451,7 +463,7 @@ share_memory (VaDomain *self)
 
       if (!(src = first_child (mb, "source")))
         {
-          insert_child (mb, new_element (self->doc, "source", "type", "memfd"));
+          insert_into (mb, new_element (self->doc, "source", "type", "memfd"));
           self->shared_memory |= VA_SHARED_MEMORY_SOURCE;
         }
       else if (g_strcmp0 ((type = get_prop (src, "type")), "anonymous") == 0)
@@ -462,7 +474,7 @@ share_memory (VaDomain *self)
     }
   if (!(acc = first_child (mb, "access")))
     {
-      insert_child (mb, new_element (self->doc, "access", "mode", "shared"));
+      insert_into (mb, new_element (self->doc, "access", "mode", "shared"));
       self->shared_memory |= VA_SHARED_MEMORY_ACCESS;
     }
   else
@@ -488,14 +500,18 @@ unshare_memory (VaDomain *self)
   guint done = self->shared_memory;
   xmlNode *src = mb ? first_child (mb, "source") : NULL;
   xmlNode *acc = mb ? first_child (mb, "access") : NULL;
+  g_autofree char *type = src ? get_prop (src, "type") : NULL;
+  g_autofree char *mode = acc ? get_prop (acc, "mode") : NULL;
 
   if (!done)
     return;
-  if (src && (done & VA_SHARED_MEMORY_ANONYMOUS) && is_ours (src, "type", "memfd"))
+  /* a value changed goes back whatever else the element holds; an
+   * element added goes only while it is as it was written */
+  if ((done & VA_SHARED_MEMORY_ANONYMOUS) && g_strcmp0 (type, "memfd") == 0)
     xmlSetProp (src, XSTR ("type"), XSTR ("anonymous"));
   else if (src && (done & VA_SHARED_MEMORY_SOURCE) && is_ours (src, "type", "memfd"))
     remove_child (src);
-  if (acc && (done & VA_SHARED_MEMORY_PRIVATE) && is_ours (acc, "mode", "shared"))
+  if ((done & VA_SHARED_MEMORY_PRIVATE) && g_strcmp0 (mode, "shared") == 0)
     xmlSetProp (acc, XSTR ("mode"), XSTR ("private"));
   else if (acc && (done & VA_SHARED_MEMORY_ACCESS) && is_ours (acc, "mode", "shared"))
     remove_child (acc);
@@ -513,7 +529,8 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
   g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
   g_autoptr (GArray) fallbacks = g_array_sized_new (FALSE, TRUE, sizeof (gboolean), self->nics->len);
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
-  const VaNic *software = NULL; /* the first NIC that may get a software device */
+  const VaNic *software = NULL;       /* the first NIC that may get a software device */
+  const VaNic *software_accel = NULL; /* the first such NIC in the accelerated form */
 
   g_array_set_size (plans, self->nics->len);
   g_array_set_size (forms, self->nics->len);
@@ -572,19 +589,25 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
        * the memory the guest started with */
       if ((*want == VA_FORM_ACCELERATED || nic->swap_back) && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software)
         software = nic;
+      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software_accel)
+        software_accel = nic;
     }
   if (software)
     {
       xmlNode *cell = private_cell (xmlDocGetRootElement (self->doc));
 
-      if (cell)
+      /* a NIC that only waits to swap back makes no form fail: it gets
+       * hardware only, live */
+      if (cell && !software_accel)
+        software = NULL;
+      else if (cell)
         {
           g_autofree char *id = get_prop (cell, "id");
 
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
                        "NIC %s may get a software vDPA device, whose relay reaches only shared guest memory, and NUMA cell %.*s says "
                        "memAccess='private': make it shared, or put the NIC on a network whose pool has no software-slots",
-                       software->mac, VA_CUT (id ? id : "?", 16));
+                       software_accel->mac, VA_CUT (id ? id : "?", 16));
           return FALSE;
         }
     }
@@ -623,10 +646,12 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       else
         to_portable (iface, plan);
     }
+  /* what an earlier rewrite changed goes back first: the form then
+   * depends on the domain's own memory alone, whatever the record says,
+   * so that portable and accelerated forms give each other back */
+  unshare_memory (self);
   if (software)
     share_memory (self);
-  else
-    unshare_memory (self);
   return TRUE;
 }
 
