@@ -154,6 +154,15 @@ allocate (Fixture *f, const char *uuid, const char *mac, const char *network, in
   return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
 }
 
+static VaLease *
+allocate_req (Fixture *f, const VaAllocRequest *req, GError **error)
+{
+  g_autoptr (GAsyncResult) res = NULL;
+
+  va_allocator_allocate_async (f->alloc, req, done_cb, &res);
+  return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
+}
+
 static gboolean
 release (Fixture *f, const char *uuid, const char *mac, GError **error)
 {
@@ -426,6 +435,57 @@ test_software_fallback (Fixture *f, gconstpointer data)
   again = allocate (f, UUID2, "52:54:00:00:00:04", "soft", -1, &error);
   g_assert_no_error (error);
   g_assert_true (again->software);
+}
+
+/* A caller whose domain's memory is not shared (a live swap, an attach,
+ * the hook at start) asks for hardware only: a full pool then refuses,
+ * and makes no software device whose relay would reach none of the
+ * guest's memory; a software lease is not handed back to it either. */
+static void
+test_software_hardware_only (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=2\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL, sw = NULL;
+  VaAllocRequest req = { .uuid = UUID1, .domain_name = "vm", .mac = "52:54:00:00:00:02", .network = "soft", .numa_node = -1 };
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  req.form = "hardware";
+  req.mac = "52:54:00:00:00:01";
+  hw = allocate_req (f, &req, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+
+  req.mac = "52:54:00:00:00:02";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==,
+                   "pool 'accel' has no free hardware slot, and the NIC is hardware only (a software device was not asked for)");
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+
+  /* without it, the same NIC gets its software device */
+  req.form = NULL;
+  sw = allocate_req (f, &req, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  req.form = "hardware";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_nonnull (strstr (error->message, "holds a software device"));
+  g_clear_error (&error);
+
+  req.form = "software";
+  req.mac = "52:54:00:00:00:03";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
 static void
@@ -1280,6 +1340,7 @@ main (int argc, char **argv)
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/host-view-has-live-capacity", test_host_view_has_live_capacity);
   ADD ("/allocator/software-fallback", test_software_fallback);
+  ADD ("/allocator/software-hardware-only", test_software_hardware_only);
   ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();

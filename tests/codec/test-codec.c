@@ -247,6 +247,7 @@ assert_request_equal (const VaAllocRequest *a, const VaAllocRequest *b)
   g_assert_cmpstr (a->port, ==, b->port);
   g_assert_cmpstr (a->vf, ==, b->vf);
   g_assert_cmpuint (a->vf_vlan, ==, b->vf_vlan);
+  g_assert_cmpstr (a->form, ==, b->form);
 }
 
 static void
@@ -299,6 +300,7 @@ test_request_round_trip (void)
     .port = "/run/vdpa-allocator/ports/" UUID "/" MAC,
     .vf = "0000:b3:00.2",
     .vf_vlan = G_MAXUINT16,
+    .form = "hardware",
   };
 
   none.uuid = UUID;

@@ -1093,6 +1093,8 @@ va_config_to_host_view (const VaConfig *self, const char *port_root)
       va_host_view_set_pool_representor_vlan (
         view, p->name, p->kind == VA_POOL_KIND_SRIOV && (p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS),
         NULL);
+      /* type=software needs software-slots too: this is its one test */
+      va_host_view_set_pool_software (view, p->name, p->software_slots > 0, NULL);
     }
   for (guint i = 0; i < self->networks->len; i++)
     {

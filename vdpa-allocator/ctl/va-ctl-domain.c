@@ -324,7 +324,20 @@ domain_attach (int argc, char **argv, const char *uri)
       req.domain_name = virDomainGetName (lv->dom);
       req.mac = mac;
       req.network = network;
+      /* a software device's relay reaches only shared, file-backed memory,
+       * and a running guest's memory stays as it started */
+      {
+        VaNic nic = { .mac = mac, .network = network };
+
+        req.form = va_client_alloc_form (NULL, &nic, domain && va_domain_memory_is_shared (domain));
+      }
       lease = va_client_allocate (va_client_get_default (), &req, &error);
+      if (!lease && req.form && g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+        {
+          g_autofree char *msg = g_strdup_printf (
+            "%s: the running domain's memory is not shared and file-backed, which a software vDPA device needs", error->message);
+          return va_ctl_fail_msg (msg);
+        }
       if (!lease)
         return va_ctl_fail (error);
       iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/>"

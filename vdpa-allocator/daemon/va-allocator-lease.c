@@ -57,6 +57,12 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside %d..%d", req->vf_vlan, VA_VLAN_MIN, VA_VLAN_MAX);
       return FALSE;
     }
+  if (req->form && strcmp (req->form, "hardware") != 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "form '%.*s' is not hardware, the one a caller may ask for",
+                   VA_CUT (req->form, 64));
+      return FALSE;
+    }
   if (req->mtu && (req->mtu < VA_MTU_MIN || req->mtu > VA_MTU_MAX))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "MTU %u is outside %d..%d", req->mtu, VA_MTU_MIN, VA_MTU_MAX);
@@ -138,6 +144,12 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
 
   if (!resolve (self, req, mac, &network, &plan, error) || !check_kind (req, mac, &plan, error))
     return FALSE;
+  if (req->form && lease->software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a software device (%s), and this asks for hardware only", mac,
+                   lease->uuid, lease->device);
+      return FALSE;
+    }
   if (lease->sriov && g_strcmp0 (req->vf, lease->slot) != 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a lease on VF %s; this names VF %s: release it first", mac,
@@ -241,7 +253,9 @@ software_fallback (VaAllocator *self, const VaPoolConfig *pc, const VaNicPlan *p
 {
   g_autoptr (VaPoolStatus) st = NULL;
 
-  if (!pc || !pc->software_slots || plan->kind != VA_POOL_KIND_VDPA || !plan->bridge)
+  /* the view's one test (va_nic_resolve()): the rewrite shares the
+   * domain's memory for the same NICs */
+  if (!pc || !plan->software)
     return FALSE;
   if (!g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
     return FALSE;
@@ -314,7 +328,13 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.slot = req->vf;
   slot = va_pools_allocate (self->pools, &preq, &existed, &local);
   if (!slot && !req->vf && software_fallback (self, pc, &plan, local))
-    return provision_software (self, req, uuid, mac, network, &plan, pc, error);
+    {
+      if (!req->form)
+        return provision_software (self, req, uuid, mac, network, &plan, pc, error);
+      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                   "pool '%s' has no free hardware slot, and the NIC is hardware only (a software device was not asked for)", plan.pool);
+      return NULL;
+    }
   if (!slot)
     {
       VaPoolCounts c;
