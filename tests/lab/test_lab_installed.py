@@ -626,6 +626,9 @@ class InstalledHost(unittest.TestCase):
         self.assertEqual((lease["form"], lease["device"]), ("software", self.SW_DEVICE), lease)
         self.assertTrue(os.path.exists("/dev/vduse/" + self.SW_DEVICE))
         self.assertEqual(os.path.basename(os.readlink("/sys/bus/vdpa/devices/%s/driver" % self.SW_DEVICE)), "vhost_vdpa")
+        # the relay drops to nobody before it serves, maybe after Allocate
+        wait_until(lambda: [uid for uid, _ in self.relays().values()] == [65534], 30, "the relay, as nobody",
+                   interval=0.5)
         relays = self.relays()
         log("relays: %s", relays)
         self.assertEqual(len(relays), 1, relays)
@@ -703,7 +706,8 @@ class InstalledHost(unittest.TestCase):
         # KillMode=process: the relay outlives the daemon, and the next
         # one replaces it with its own (the guest, booting, sees a stall)
         systemctl("restart", UNIT)
-        wait_until(lambda: self.relays() and not set(self.relays()) & set(relays), 60, "the restarted daemon's relay",
+        wait_until(lambda: self.relays() and not set(self.relays()) & set(relays)
+                   and [uid for uid, _ in self.relays().values()] == [65534], 60, "the restarted daemon's relay, as nobody",
                    interval=0.5)
         self.assertIn("its relay of before the daemon's restart stopped", journal(UNIT, 80))
         relays = self.relays()
