@@ -113,6 +113,12 @@ allocate_nics (Hook *h, VaPoolKind kind)
   g_autoptr (GError) error = NULL;
   guint n = 0;
   int rc = 0;
+  /* a software device's relay reaches only shared, file-backed memory,
+   * which the accelerated form has where one may be made: a domain
+   * without it (defined before, or by hand) gets hardware or nothing */
+  gboolean shared = va_domain_memory_is_shared (h->domain);
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
 
   for (guint i = 0; i < nics->len; i++)
     {
@@ -138,9 +144,12 @@ allocate_nics (Hook *h, VaPoolKind kind)
           req->vf_vlan = nic->vf_vlan;
         }
       else
-        /* QEMU opens what <source dev> names: the daemon refuses a lease
-         * whose port path is not that file */
-        req->port = nic->source_dev ? nic->source_dev : "";
+        {
+          /* QEMU opens what <source dev> names: the daemon refuses a
+           * lease whose port path is not that file */
+          req->port = nic->source_dev ? nic->source_dev : "";
+          req->form = va_client_alloc_form (view, nic, shared);
+        }
       sent[n++] = nic;
     }
   /* at prepare the daemon is asked even with nothing to lease, as before */
@@ -152,7 +161,12 @@ allocate_nics (Hook *h, VaPoolKind kind)
     return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
   for (guint i = 0; i < n; i++)
     {
-      if (errors[i] && rc == 0)
+      if (errors[i] && rc == 0 && reqs[i].form && g_error_matches (errors[i], VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+        rc = fail (h,
+                   "NIC %s: %s: the domain's memory is not shared and file-backed, which a software vDPA device needs ('vdpactl domain "
+                   "accelerate' gives the domain such memory)",
+                   sent[i]->mac, errors[i]->message);
+      else if (errors[i] && rc == 0)
         rc = fail (h, "NIC %s: %s", sent[i]->mac, errors[i]->message);
       g_clear_error (&errors[i]);
       g_clear_pointer (&leases[i], va_lease_free);
@@ -226,8 +240,7 @@ on_start (Hook *h)
       if (!nic->target_dev)
         return fail (h, "NIC %s: libvirt named no tap, so VLAN %u cannot be applied", nic->mac, plan.vlan);
       /* fail closed: an untagged NIC would land on the bridge's default VLAN */
-      if (!va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &error)
-          || !va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &error))
+      if (!va_nl_bridge_port_vlan (nic->target_dev, plan.vlan, &error))
         return fail (h, "NIC %s: VLAN %u on Linux bridge %s: %s", nic->mac, plan.vlan, plan.bridge, error->message);
     }
   return 0;

@@ -48,6 +48,58 @@ va_domain_text_may_have_intent (const char *xml, gsize len)
   return va_text_may_have_intent (xml, len) != 0;
 }
 
+/* ---- the shared-memory record ------------------------------------------- */
+
+static const char *const shared_memory_words[] = { "memoryBacking", "source", "source-anonymous", "access", "access-private" };
+
+gboolean
+va_shared_memory_parse (const char *value, guint *flags)
+{
+  g_auto (GStrv) words = NULL;
+  guint out = 0;
+
+  /* a handful of words: anything longer is no record of ours */
+  if (!value || strlen (value) > 128)
+    return FALSE;
+  words = g_strsplit (value, " ", -1);
+  for (guint i = 0; words[i]; i++)
+    {
+      guint bit = 0;
+
+      for (guint w = 0; w < G_N_ELEMENTS (shared_memory_words); w++)
+        if (strcmp (words[i], shared_memory_words[w]) == 0)
+          bit = 1u << w;
+      if (!bit || (out & bit))
+        return FALSE;
+      out |= bit;
+    }
+  /* the element comes with both of its children; a source or an access
+   * is added or changed, not both; and in the order written */
+  if (!out || ((out & VA_SHARED_MEMORY_ELEMENT) && out != (VA_SHARED_MEMORY_ELEMENT | VA_SHARED_MEMORY_SOURCE | VA_SHARED_MEMORY_ACCESS))
+      || ((out & VA_SHARED_MEMORY_SOURCE) && (out & VA_SHARED_MEMORY_ANONYMOUS))
+      || ((out & VA_SHARED_MEMORY_ACCESS) && (out & VA_SHARED_MEMORY_PRIVATE)))
+    return FALSE;
+  {
+    g_autofree char *canonical = va_shared_memory_to_string (out);
+
+    if (strcmp (canonical, value) != 0)
+      return FALSE;
+  }
+  *flags = out;
+  return TRUE;
+}
+
+char *
+va_shared_memory_to_string (guint flags)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint w = 0; w < G_N_ELEMENTS (shared_memory_words); w++)
+    if (flags & (1u << w))
+      g_string_append_printf (s, "%s%s", s->len ? " " : "", shared_memory_words[w]);
+  return g_string_free (s, FALSE);
+}
+
 /* ---- parsing ------------------------------------------------------------ */
 
 typedef struct
@@ -594,10 +646,25 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 
   index_interfaces (root, by_mac, NULL);
 
+  self->nics_node = nics_node;
   for (xmlAttr *a = nics_node->properties; a; a = a->next)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.*s'", VA_CUT (a->name, 64));
-      return NULL;
+      g_autofree char *value = NULL;
+
+      if (a->ns || xmlStrcmp (a->name, XSTR (VA_SHARED_MEMORY_ATTR)) != 0)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.*s'", VA_CUT (a->name, 64));
+          return NULL;
+        }
+      value = get_prop (nics_node, VA_SHARED_MEMORY_ATTR);
+      if (!va_shared_memory_parse (value, &self->shared_memory))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                       "vdpa:nics: " VA_SHARED_MEMORY_ATTR "='%.*s' is not what a rewrite records ('memoryBacking source access', "
+                       "or source or source-anonymous, then access or access-private)",
+                       VA_CUT (value ? value : "", 64));
+          return NULL;
+        }
     }
 
   for (xmlNode *c = nics_node->children; c; c = c->next)

@@ -293,6 +293,234 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
     set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
+/* ---- shared guest memory for software devices ---------------------------- */
+
+/* A software vDPA device's relay maps guest memory with VDUSE_IOTLB_GET_FD,
+ * which hands out only shared, file-backed memory (memfd, a file, or
+ * hugetlbfs): the rest is silently absent from its map, and the NIC moves
+ * nothing. So the accelerated form of a domain with a NIC that may get
+ * one asks libvirt for such memory, merged with the domain's own
+ * <memoryBacking>, and records what it changed for the portable form to
+ * take back (and nothing else). */
+
+static xmlNode *
+new_element (xmlDoc *doc, const char *name, const char *attr, const char *value)
+{
+  xmlNode *node = xmlNewDocNode (doc, NULL, XSTR (name), NULL);
+
+  xmlNewProp (node, XSTR (attr), XSTR (value));
+  return node;
+}
+
+/* Whether @node is <name attr='value'/> and nothing else, as we write it. */
+static gboolean
+is_ours (const xmlNode *node, const char *attr, const char *value)
+{
+  g_autofree char *v = get_prop (node, attr);
+
+  return g_strcmp0 (v, value) == 0 && node->properties && !node->properties->next && !first_element_child (node);
+}
+
+/* The first NUMA cell whose memAccess says private (which the domain's
+ * <access> does not override), or NULL. */
+static xmlNode *
+private_cell (xmlNode *root)
+{
+  xmlNode *cpu = first_child (root, "cpu");
+  xmlNode *numa = cpu ? first_child (cpu, "numa") : NULL;
+
+  for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next)
+    {
+      g_autofree char *access = is_element (c, "cell") ? get_prop (c, "memAccess") : NULL;
+
+      if (g_strcmp0 (access, "private") == 0)
+        return c;
+    }
+  return NULL;
+}
+
+gboolean
+va_domain_memory_is_shared (const VaDomain *self)
+{
+  xmlNode *root, *mb, *src, *acc, *cpu, *numa;
+  g_autofree char *type = NULL, *mode = NULL;
+  gboolean file_backed, cells = FALSE;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  root = xmlDocGetRootElement (self->doc);
+  if (!(mb = first_child (root, "memoryBacking")))
+    return FALSE;
+  src = first_child (mb, "source");
+  type = src ? get_prop (src, "type") : NULL;
+  /* hugepages are hugetlbfs files whatever <source> says, but memfd */
+  file_backed = first_child (mb, "hugepages") || g_strcmp0 (type, "memfd") == 0 || g_strcmp0 (type, "file") == 0;
+  if (!file_backed || private_cell (root))
+    return FALSE;
+  acc = first_child (mb, "access");
+  mode = acc ? get_prop (acc, "mode") : NULL;
+  if (g_strcmp0 (mode, "shared") == 0)
+    return TRUE;
+  /* else every NUMA cell must say shared itself */
+  cpu = first_child (root, "cpu");
+  numa = cpu ? first_child (cpu, "numa") : NULL;
+  for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next)
+    {
+      g_autofree char *access = NULL;
+
+      if (!is_element (c, "cell"))
+        continue;
+      access = get_prop (c, "memAccess");
+      if (g_strcmp0 (access, "shared") != 0)
+        return FALSE;
+      cells = TRUE;
+    }
+  return cells;
+}
+
+static void
+record_shared_memory (VaDomain *self)
+{
+  if (!self->nics_node)
+    return; /* no vdpa:nics, so no NIC and nothing changed */
+  if (self->shared_memory)
+    {
+      g_autofree char *words = va_shared_memory_to_string (self->shared_memory);
+      g_autofree char *have = get_prop (self->nics_node, VA_SHARED_MEMORY_ATTR);
+
+      if (g_strcmp0 (have, words) != 0)
+        xmlSetProp (self->nics_node, XSTR (VA_SHARED_MEMORY_ATTR), XSTR (words));
+    }
+  else
+    unset_prop (self->nics_node, VA_SHARED_MEMORY_ATTR);
+}
+
+/* Like insert_child, but into an element that may hold only text (a
+ * hand-written <memoryBacking> </memoryBacking>): there the new child goes
+ * first, so that removing it takes no text that was there before. */
+static void
+insert_into (xmlNode *parent, xmlNode *child)
+{
+  if (!first_element_child (parent) && parent->children)
+    xmlAddPrevSibling (parent->children, child);
+  else
+    insert_child (parent, child);
+}
+
+/* <memoryBacking> with shared, file-backed memory: a new element after
+ * <memory> and its kin (where libvirt writes it), else the domain's own
+ * with a memfd <source> where it has none and no hugepages (an anonymous
+ * one made memfd; a file kept), and shared <access> (a private one made
+ * shared: libvirt's default, and the relay could not reach it). */
+static void
+share_memory (VaDomain *self)
+{
+  xmlNode *root = xmlDocGetRootElement (self->doc);
+  xmlNode *mb = first_child (root, "memoryBacking");
+  xmlNode *src, *acc;
+
+  if (!mb)
+    {
+      xmlNode *ref = NULL;
+      const xmlChar *indent = NULL;
+
+      for (xmlNode *c = root->children; c; c = c->next)
+        if (is_element (c, "memory") || is_element (c, "currentMemory") || is_element (c, "blkiotune") || is_element (c, "memtune"))
+          ref = c;
+      if (!ref)
+        for (xmlNode *c = root->children; c; c = c->next)
+          if (c->type == XML_ELEMENT_NODE)
+            ref = c;
+      if (ref && ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
+        indent = ref->prev->content;
+      mb = xmlNewDocNode (self->doc, NULL, XSTR ("memoryBacking"), NULL);
+      if (indent)
+        {
+          g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+
+          xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
+          xmlAddChild (mb, new_element (self->doc, "source", "type", "memfd"));
+          xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
+          xmlAddChild (mb, new_element (self->doc, "access", "mode", "shared"));
+          xmlAddChild (mb, xmlNewDocText (self->doc, indent));
+        }
+      else
+        {
+          xmlAddChild (mb, new_element (self->doc, "source", "type", "memfd"));
+          xmlAddChild (mb, new_element (self->doc, "access", "mode", "shared"));
+        }
+      if (ref)
+        insert_after (ref, mb);
+      else
+        xmlAddChild (root, mb);
+      self->shared_memory |= VA_SHARED_MEMORY_ELEMENT | VA_SHARED_MEMORY_SOURCE | VA_SHARED_MEMORY_ACCESS;
+      record_shared_memory (self);
+      return;
+    }
+  if (!first_child (mb, "hugepages"))
+    {
+      g_autofree char *type = NULL;
+
+      if (!(src = first_child (mb, "source")))
+        {
+          insert_into (mb, new_element (self->doc, "source", "type", "memfd"));
+          self->shared_memory |= VA_SHARED_MEMORY_SOURCE;
+        }
+      else if (g_strcmp0 ((type = get_prop (src, "type")), "anonymous") == 0)
+        {
+          xmlSetProp (src, XSTR ("type"), XSTR ("memfd"));
+          self->shared_memory |= VA_SHARED_MEMORY_ANONYMOUS;
+        }
+    }
+  if (!(acc = first_child (mb, "access")))
+    {
+      insert_into (mb, new_element (self->doc, "access", "mode", "shared"));
+      self->shared_memory |= VA_SHARED_MEMORY_ACCESS;
+    }
+  else
+    {
+      g_autofree char *mode = get_prop (acc, "mode");
+
+      if (g_strcmp0 (mode, "private") == 0)
+        {
+          xmlSetProp (acc, XSTR ("mode"), XSTR ("shared"));
+          self->shared_memory |= VA_SHARED_MEMORY_PRIVATE;
+        }
+    }
+  record_shared_memory (self);
+}
+
+/* Takes back what share_memory() recorded, where it is still as it left
+ * it; the domain's own pieces stay. */
+static void
+unshare_memory (VaDomain *self)
+{
+  xmlNode *root = xmlDocGetRootElement (self->doc);
+  xmlNode *mb = first_child (root, "memoryBacking");
+  guint done = self->shared_memory;
+  xmlNode *src = mb ? first_child (mb, "source") : NULL;
+  xmlNode *acc = mb ? first_child (mb, "access") : NULL;
+  g_autofree char *type = src ? get_prop (src, "type") : NULL;
+  g_autofree char *mode = acc ? get_prop (acc, "mode") : NULL;
+
+  if (!done)
+    return;
+  /* a value changed goes back whatever else the element holds; an
+   * element added goes only while it is as it was written */
+  if ((done & VA_SHARED_MEMORY_ANONYMOUS) && g_strcmp0 (type, "memfd") == 0)
+    xmlSetProp (src, XSTR ("type"), XSTR ("anonymous"));
+  else if (src && (done & VA_SHARED_MEMORY_SOURCE) && is_ours (src, "type", "memfd"))
+    remove_child (src);
+  if ((done & VA_SHARED_MEMORY_PRIVATE) && g_strcmp0 (mode, "shared") == 0)
+    xmlSetProp (acc, XSTR ("mode"), XSTR ("private"));
+  else if (acc && (done & VA_SHARED_MEMORY_ACCESS) && is_ours (acc, "mode", "shared"))
+    remove_child (acc);
+  if (mb && (done & VA_SHARED_MEMORY_ELEMENT) && !mb->properties && !first_element_child (mb))
+    remove_child (mb);
+  self->shared_memory = 0;
+  record_shared_memory (self);
+}
+
 /* @keep: a portable NIC stays portable whatever @form says. */
 static gboolean
 rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GError **error)
@@ -301,6 +529,8 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
   g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
   g_autoptr (GArray) fallbacks = g_array_sized_new (FALSE, TRUE, sizeof (gboolean), self->nics->len);
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+  const VaNic *software = NULL;       /* the first NIC that may get a software device */
+  const VaNic *software_accel = NULL; /* the first such NIC in the accelerated form */
 
   g_array_set_size (plans, self->nics->len);
   g_array_set_size (forms, self->nics->len);
@@ -355,6 +585,31 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
             g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: names no bridge, so it has no portable form", nic->mac);
           return FALSE;
         }
+      /* a NIC marked to swap back (after a move) is swapped live, onto
+       * the memory the guest started with */
+      if ((*want == VA_FORM_ACCELERATED || nic->swap_back) && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software)
+        software = nic;
+      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software_accel)
+        software_accel = nic;
+    }
+  if (software)
+    {
+      xmlNode *cell = private_cell (xmlDocGetRootElement (self->doc));
+
+      /* a NIC that only waits to swap back makes no form fail: it gets
+       * hardware only, live */
+      if (cell && !software_accel)
+        software = NULL;
+      else if (cell)
+        {
+          g_autofree char *id = get_prop (cell, "id");
+
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                       "NIC %s may get a software vDPA device, whose relay reaches only shared guest memory, and NUMA cell %.*s says "
+                       "memAccess='private': make it shared, or put the NIC on a network whose pool has no software-slots",
+                       software_accel->mac, VA_CUT (id ? id : "?", 16));
+          return FALSE;
+        }
     }
 
   for (guint i = 0; i < self->nics->len; i++)
@@ -391,6 +646,12 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       else
         to_portable (iface, plan);
     }
+  /* what an earlier rewrite changed goes back first: the form then
+   * depends on the domain's own memory alone, whatever the record says,
+   * so that portable and accelerated forms give each other back */
+  unshare_memory (self);
+  if (software)
+    share_memory (self);
   return TRUE;
 }
 

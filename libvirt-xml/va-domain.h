@@ -42,7 +42,11 @@ GPtrArray *va_domain_get_nics (const VaDomain *self);
 /* Rewrites every marked interface to @form (accelerated: each NIC whose mode
  * and pool capacity allow it, portable: all). Capacity is consumed in the
  * order of the vdpa:nic elements. All NICs are resolved before anything is changed: on error
- * the document is untouched. */
+ * the document is untouched. A form with an accelerated NIC whose pool may
+ * make software devices (VaNicPlan.software) gains shared, file-backed
+ * memory (va_domain_memory_is_shared()), merged into the domain's
+ * <memoryBacking>; what it changed is recorded in vdpa:nics shared-memory,
+ * and a form without such a NIC takes back just that. */
 gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
 
 /* For a restore or an incoming migration: QEMU loads a saved virtio-net
@@ -58,6 +62,14 @@ gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError
  * va_domain_rewrite_saved()). Pure: safe from any thread for a view that
  * no thread changes meanwhile. */
 char *va_domain_rewrite_text (const char *xml, gssize len, const VaHostView *view, const char *to, GError **error);
+
+/* Whether the domain's guest memory is shared and file-backed, which a
+ * software vDPA device's relay needs to reach it: <memoryBacking> with
+ * hugepages or a memfd or file <source>, and shared <access> (or every
+ * NUMA cell memAccess='shared'), no cell memAccess='private'. The
+ * accelerated form of a domain with a NIC that may get a software device
+ * has it (va_domain_rewrite()). */
+gboolean va_domain_memory_is_shared (const VaDomain *self);
 
 /* Serializes the document as libxml2 does, in UTF-8, keeping the XML
  * declaration only when the input had one. */

@@ -81,6 +81,11 @@ VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name)
  * there, so the form gives libvirt no <vlan>. FALSE until set. */
 gboolean va_host_view_set_pool_representor_vlan (VaHostView *self, const char *name, gboolean representor_vlan, GError **error);
 gboolean va_host_view_get_pool_representor_vlan (const VaHostView *self, const char *name);
+/* A kind=vdpa pool that makes software vDPA devices (software-slots, or
+ * type=software: issue 28) when it has no free hardware slot. FALSE until
+ * set. */
+gboolean va_host_view_set_pool_software (VaHostView *self, const char *name, gboolean software, GError **error);
+gboolean va_host_view_get_pool_software (const VaHostView *self, const char *name);
 
 typedef enum
 {
@@ -156,6 +161,11 @@ typedef struct
   /* sriov on a switchdev eswitch: the daemon sets the VLAN on the VF's
    * representor, and the form carries no <vlan> for libvirt */
   gboolean representor_vlan;
+  /* a kind=vdpa pool that makes software devices, and a bridge for their
+   * tap: the NIC may get a software vDPA device (VDUSE and the relay)
+   * when the pool has no free hardware slot, whose relay reaches only
+   * shared, file-backed guest memory */
+  gboolean software;
 } VaNicPlan;
 
 /* The intent of @nic on @view, into @plan: its network's (which the NIC

@@ -540,6 +540,52 @@ class LibvirtReconcileTest(unittest.TestCase):
             server.close()
 
 
+class SoftwareSlotTest(unittest.TestCase):
+    """Issue 28's software slot through the daemon and vdpactl, on the sim
+    backend (its software device a plain node file): a full pool with a
+    software slot, on a network with a fallback bridge."""
+
+    CONF = ("[simulate]\npfs=1\nvfs=1\n"
+            "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=1\n"
+            "[network vpc2]\nmode=vdpa\npool=accel\nvlan=2334\nfallback-bridge=br0\n")
+
+    def test_a_full_pool_gives_a_software_lease_that_says_so(self):
+        bus = Bus()
+        daemon = Daemon(bus, config=self.CONF)
+        try:
+            daemon.start()
+            hw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(1), "-n", "vpc2", check=True).stdout)
+            self.assertEqual(hw["form"], "hardware")
+            sw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(2), "-n", "vpc2", check=True).stdout)
+            self.assertEqual((sw["form"], sw["device"], sw["queues"], sw["vlan"]),
+                             ("software", "vasw-" + mac(2).replace(":", ""), 1, 2334), sw)
+            self.assertEqual(os.readlink(sw["port"]), sw["chardev"])
+            table = vdpactl("lease", "list", check=True).stdout
+            self.assertRegex(table, r"(?m)^\S+\s+%s\s+vdpa\s+software\s" % mac(2))
+            self.assertRegex(table, r"(?m)^\S+\s+%s\s+vdpa\s+hardware\s" % mac(1))
+            r = vdpactl("allocate", "-u", UUID2, "-m", mac(3), "-n", "vpc2")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("no free hardware slot, and its 1 software slot(s) are in use", r.stderr)
+            metrics = os.path.join(daemon.run_dir, "metrics.prom")
+            want = 'vdpa_allocator_leases{network="vpc2",pool="accel",form="software"} 1'
+            deadline = time.monotonic() + 10
+            text = ""
+            while want not in text and time.monotonic() < deadline:
+                time.sleep(0.1)
+                if os.path.exists(metrics):
+                    with open(metrics) as f:
+                        text = f.read()
+            self.assertIn(want, text)
+            self.assertIn("(a software device: the pool had no free hardware slot)", daemon.read_log())
+            vdpactl("release", "-u", UUID1, "-m", mac(2), check=True)
+            self.assertFalse(os.path.exists(sw["chardev"]))
+            self.assertEqual(daemon.stop(), 0)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+
 class CommandLineTest(unittest.TestCase):
     def test_daemon_not_running(self):
         bus = Bus()

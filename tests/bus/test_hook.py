@@ -16,7 +16,7 @@ from vatest import hookdoc
 from vatest.bus import Bus, Daemon, call, leases, vdpactl
 from vatest.hookdoc import CONFIG, PLAIN, UUID, domain
 from vatest.paths import HOOK
-from vatest.simconf import sim_config
+from vatest.simconf import ACCEL, sim_config
 
 
 def hook(xml, op, sub, name="vm1", hook_path=HOOK, env=None):
@@ -483,6 +483,53 @@ def sriov_domain(nics, name="vm1", uuid=UUID):
     return ("<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory>65536</memory>"
             "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>%s</vdpa:nics></metadata>"
             "<os><type>hvm</type></os><devices>%s</devices></domain>" % (name, uuid, meta, ifaces))
+
+
+class SoftwareMemoryHookTest(unittest.TestCase):
+    """Issue 28: a software device's relay reaches only shared, file-backed
+    guest memory. At prepare the hook asks for hardware only for a domain
+    without it, so a full pool refuses in one line rather than start the
+    guest on a NIC that moves nothing; with it, the NIC gets its software
+    device."""
+
+    CONF = sim_config(pfs=1, vfs=1, pools={"accel": dict(ACCEL, software_slots=1)},
+                      networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334, fallback_bridge="br0")})
+    SHARED = ("<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>"
+              "<os>")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.daemon = Daemon(self.bus, config=self.CONF)
+        self.daemon.start()
+        self.port_root = os.path.join(self.daemon.run_dir, "ports")
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.remove()
+
+    def test_a_full_pool_gives_software_only_to_shared_memory(self):
+        first = domain([("52:54:00:00:00:01", "vpc2", "vdpa")], "a", port_root=self.port_root)
+        self.assertEqual(hook(first, "prepare", "begin", name="a").returncode, 0)
+        uuid = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+        plain = domain([("52:54:00:00:00:02", "vpc2", "vdpa")], "b", uuid, port_root=self.port_root)
+        r = hook(plain, "prepare", "begin", name="b")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("NIC 52:54:00:00:00:02: pool 'accel' has no free hardware slot, and the NIC is hardware only", r.stderr)
+        self.assertIn("the domain's memory is not shared and file-backed", r.stderr)
+        self.assertEqual([x["mac"] for x in leases(self.bus)], ["52:54:00:00:00:01"])
+        shared = plain.replace("<os>", self.SHARED, 1)
+        r = hook(shared, "prepare", "begin", name="b")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        sw = [x for x in leases(self.bus) if x["mac"] == "52:54:00:00:00:02"]
+        self.assertEqual([x["form"] for x in sw], ["software"])
 
 
 class SriovHookTest(unittest.TestCase):

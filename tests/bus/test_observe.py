@@ -276,7 +276,7 @@ class Observe(unittest.TestCase):
         held.close()
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_leased", pool="accel"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_free", pool="accel"), 0, "draining: nothing to get")
-        self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel"), 1)
+        self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel", form="hardware"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocations_total"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_failures_total", reason="no_such_network"), 1)
         # a refused caller is not a failed allocation (issue 25): journal only

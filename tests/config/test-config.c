@@ -235,6 +235,30 @@ test_vduse_pool_type (Fixture *f, gconstpointer data)
   g_assert_cmpstr (va_pool_type_to_string (VA_POOL_TYPE_VDUSE_TEST), ==, "vduse-test");
 }
 
+/* Software devices (issue 28): a software-only pool, a hardware pool with
+ * software slots beside its VFs, and who the relays run as. */
+static void
+test_software_pools (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaConfig) empty = va_config_new_empty ();
+
+  g_free (write_file (f, "vdpa-allocator.conf",
+                      "[relay]\nuser=vdpa-relay\nmax-memory-mib=32\n[pool sw]\ntype=software\nsoftware-slots=4\n"
+                      "[pool cx]\nmatch-vendor=15b3\nsoftware-slots=2\n[pool plain]\nmatch-vendor=15b3\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (va_config_lookup_pool (config, "sw")->type, ==, VA_POOL_TYPE_SOFTWARE);
+  g_assert_cmpuint (va_config_lookup_pool (config, "sw")->software_slots, ==, 4);
+  g_assert_cmpuint (va_config_lookup_pool (config, "cx")->software_slots, ==, 2);
+  g_assert_cmpuint (va_config_lookup_pool (config, "plain")->software_slots, ==, 0);
+  g_assert_cmpstr (config->relay_user, ==, "vdpa-relay");
+  g_assert_cmpuint (config->relay_memory_mib, ==, 32);
+  g_assert_cmpstr (empty->relay_user, ==, "nobody");
+  g_assert_cmpuint (empty->relay_memory_mib, ==, VA_RELAY_MEMORY_MIB_DEFAULT);
+}
+
 static void
 test_hook_timeout (Fixture *f, gconstpointer data)
 {
@@ -280,7 +304,7 @@ static const BadCase bad_cases[] = {
   { "[pool a]\nvlan-method=bridge\n", "[pool a] vlan-method: bridge needs uplink-bridge" },
   { "[pool a]\nvlan-method=vst\neswitch=switchdev\n",
     "[pool a] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy" },
-  { "[pool a]\ntype=bluefield\n", "[pool a] type: 'bluefield' is not connectx, vduse-test or netdevsim-test" },
+  { "[pool a]\ntype=bluefield\n", "[pool a] type: 'bluefield' is not connectx, software, vduse-test or netdevsim-test" },
   { "[pool a]\ntype=netdevsim-test\nmatch-pci=0000:b3:00.1\n",
     "[pool a] type: netdevsim-test takes PFs by match-pf only (netdevsim devices have no PCI address)" },
   { "[pool a]\ntype=vduse-test\nmatch-pf=eth0\n",
@@ -338,7 +362,18 @@ static const BadCase bad_cases[] = {
   { "[hook]\ntimeout-ms=99\n", "[hook] timeout-ms: '99' is not a number from 100 to 300000" },
   { "[hook]\ntimeout-ms=2s\n", "[hook] timeout-ms: '2s' is not a number from 100 to 300000" },
   { "[hook]\ntimeout=2\n", "[hook] timeout: unknown key" },
-  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME, hook or simulate)" },
+  { "[pool a]\ntype=software\n", "[pool a] type: software takes no software-slots 0 (it has no other slots): give it software-slots=N" },
+  { "[pool a]\ntype=software\nsoftware-slots=1\nmatch-pf=p0\n", "[pool a] type: software takes no match-* keys (it takes no PF)" },
+  { "[pool a]\ntype=software\nsoftware-slots=1\nmax-vqp=2\n",
+    "[pool a] type: software takes no max-vqp other than 1 (VDUSE serves one queue pair)" },
+  { "[pool a]\nsoftware-slots=257\n", "[pool a] software-slots: '257' is not a number from 0 to 256" },
+  { "[pool a]\nkind=sriov\nsoftware-slots=1\n",
+    "[pool a] software-slots: a kind=sriov pool passes VFs through, and a software device is no VF" },
+  { "[relay]\nuser=root\n", "[relay] user: a relay serves a guest's rings: never as root" },
+  { "[relay]\nuser=0\n", "[relay] user: a relay serves a guest's rings: never as root" },
+  { "[relay]\nuser=a b\n", "[relay] user: 'a b' is not a user name or number" },
+  { "[relay]\ngroup=x\n", "[relay] group: unknown key" },
+  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME, hook, relay or simulate)" },
 };
 
 static void
@@ -503,6 +538,7 @@ main (int argc, char **argv)
   ADD ("/config/device-group-and-mode", test_device_permissions);
   ADD ("/config/pool-kinds", test_pool_kinds);
   ADD ("/config/vduse-pool-type", test_vduse_pool_type);
+  ADD ("/config/software-pools", test_software_pools);
   ADD ("/config/hook-timeout", test_hook_timeout);
   ADD ("/config/missing-dir", test_missing_dir);
   ADD ("/config/empty-dir", test_empty_dir);

@@ -170,6 +170,72 @@ test_metadata_update (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* What the accelerated rewrite changed in <memoryBacking> is recorded on
+ * vdpa:nics: a NIC added, removed or marked through libvirt's metadata
+ * API keeps the record, or the portable form could not take it back. */
+static void
+test_metadata_keeps_shared_memory (void)
+{
+  g_autoptr (GError) error = NULL;
+  const char *cur = "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/></nics>";
+  g_autofree char *added = va_metadata_update (cur, "52:54:00:00:00:02", "lab", &error);
+  g_autofree char *marked = NULL, *bogus = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (added, ==,
+                   "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/>"
+                   "<nic mac=\"52:54:00:00:00:02\" network=\"lab\"/></nics>");
+  marked = va_metadata_set_swap_back (cur, "52:54:00:00:00:01", TRUE, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (
+    marked, ==, "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\" swap-back=\"accelerated\"/></nics>");
+  /* what no rewrite writes is not carried over */
+  bogus = va_metadata_update ("<nics shared-memory=\"access&quot;/&gt;\"/>", "52:54:00:00:00:01", "vpc2", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (bogus, ==, "<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/></nics>");
+}
+
+/* Whether a running domain's memory is what a software device's relay
+ * reaches: shared and file-backed, no private NUMA cell. */
+static void
+test_memory_is_shared (void)
+{
+  static const struct
+  {
+    const char *memory;
+    gboolean shared;
+  } cases[] = {
+    { "", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><hugepages/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><hugepages/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='private'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='anonymous'/><access mode='shared'/></memoryBacking>", FALSE },
+    { "<memoryBacking><access mode='shared'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='private'/></numa></cpu>",
+      FALSE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='shared'/><cell id='1' memory='1' memAccess='shared'/></numa></cpu>",
+      TRUE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='shared'/><cell id='1' memory='1'/></numa></cpu>",
+      FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *xml = g_strdup_printf ("<domain><name>m</name>%s</domain>", cases[i].memory);
+      g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpint (va_domain_memory_is_shared (d), ==, cases[i].shared);
+    }
+}
+
 /* The swap-back marker set, given an outcome, and dropped with it; the
  * other NICs and attributes as they were. */
 static void
@@ -437,6 +503,8 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/metadata-swap-back", test_metadata_swap_back);
   g_test_add_func ("/domain/metadata-lost-macs", test_metadata_lost_macs);
+  g_test_add_func ("/domain/metadata-keeps-shared-memory", test_metadata_keeps_shared_memory);
+  g_test_add_func ("/domain/memory-is-shared", test_memory_is_shared);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);

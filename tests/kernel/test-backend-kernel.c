@@ -745,6 +745,32 @@ test_ovs_warning_no_tc (Fixture *f, gconstpointer data)
   g_unlink (config);
 }
 
+/* Issue 28, item 5: a pool that offers software slots on a kernel without
+ * VDUSE says so (the pool's warning: at start, in the journal and in
+ * vdpactl's pool and status), and says nothing once /dev/vduse/control is
+ * there (drivers/vdpa/vdpa_user/vduse_dev.c makes it at module load). */
+static void
+test_software_warning_no_vduse (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "dev", "vduse", NULL);
+  g_autofree char *control = g_build_filename (dir, "control", NULL);
+  g_autofree char *warning = NULL;
+  const char *pcis[] = { NULL };
+
+  f->pool.software_slots = 4;
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_nonnull (warning);
+  g_assert_true (g_str_has_prefix (warning, "software-slots=4: this kernel has no VDUSE loaded (/dev/vduse/control is missing;"));
+  g_assert_true (g_str_has_suffix (warning, "a NIC past the pool's hardware slots is refused"));
+  g_clear_pointer (&warning, g_free);
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (control, "", 0, NULL));
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_null (warning);
+  g_unlink (control);
+}
+
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
  * eswitch change, whatever the configuration asks. */
 static void
@@ -1144,6 +1170,7 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/secure-vf/switchdev-nothing-sent", "cx6dx-switchdev.umockdev", test_secure_vf_switchdev);
   ADD ("/backend-kernel/repair-vf/legacy", "cx6dx-legacy.umockdev", test_repair_vf_legacy);
   ADD ("/backend-kernel/pool-warning/ovs-without-tc-offload", "cx6dx-switchdev.umockdev", test_ovs_warning_no_tc);
+  ADD ("/backend-kernel/pool-warning/software-without-vduse", "cx6dx-switchdev.umockdev", test_software_warning_no_vduse);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

@@ -427,6 +427,23 @@ va_client_offline_view (const char *config_dir, GError **error)
   return va_config_to_host_view (config, ports);
 }
 
+const char *
+va_client_alloc_form (const VaHostView *view, const VaNic *nic, gboolean shared)
+{
+  g_autoptr (VaHostView) own = NULL;
+  VaNicPlan plan;
+
+  g_return_val_if_fail (nic != NULL, NULL);
+
+  if (shared)
+    return NULL;
+  if (!view)
+    view = own = va_client_offline_view (NULL, NULL);
+  if (view && va_nic_resolve (nic, view, &plan, NULL) && !plan.software)
+    return NULL;
+  return "hardware";
+}
+
 char *
 va_client_rewrite_domain (VaClient *self, const char *xml, const char *to, const char *config_dir, GError **error)
 {

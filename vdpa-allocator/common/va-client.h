@@ -94,6 +94,15 @@ VaConfig *va_client_load_config (const char *config_dir, GError **error);
  * rewrite, which never asks the daemon. */
 VaHostView *va_client_offline_view (const char *config_dir, GError **error);
 
+/* Allocate's "form" for the NIC @nic (its intent) of a domain whose
+ * memory is @shared (va_domain_memory_is_shared()): "hardware" when it is
+ * not and this host's configuration (@view; NULL: the default one,
+ * offline; unknown counts as yes) may give the NIC a software device,
+ * whose relay reaches only shared, file-backed memory; else NULL. Sent
+ * only then, so that a daemon from before the option is asked nothing
+ * new where there are no software slots. */
+const char *va_client_alloc_form (const VaHostView *view, const VaNic *nic, gboolean shared);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaClient, va_client_free)
 
 G_END_DECLS

@@ -41,9 +41,14 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" },  { "mac", "MAC" },         { "kind", "KIND" },          { "network", "NETWORK" }, { "pool", "POOL" },
-  { "vlan", "VLAN" },           { "queues", "QUEUES" },   { "slot", "SLOT" },          { "device", "DEVICE" },   { "broken", "BROKEN" },
-  { "created", "SINCE", TRUE }, { "uuid", "UUID", TRUE }, { "chardev", "NODE", TRUE }, { "port", "PORT", TRUE }, { NULL },
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },
+  { "kind", "KIND" },          { "form", "FORM" },
+  { "network", "NETWORK" },    { "pool", "POOL" },
+  { "vlan", "VLAN" },          { "queues", "QUEUES" },
+  { "slot", "SLOT" },          { "device", "DEVICE" },
+  { "broken", "BROKEN" },      { "created", "SINCE", TRUE },
+  { "uuid", "UUID", TRUE },    { "chardev", "NODE", TRUE },
+  { "port", "PORT", TRUE },    { NULL },
 };
 
 /* -o COLS and --no-headers of a command that prints a table */

@@ -692,7 +692,8 @@ va_allocator_update_pool_warnings (VaAllocator *self)
           g_autofree char *vfs = pool_vfs (self, pcis);
           warning = g_strdup (sync_network (self, pc->name, vfs));
         }
-      if (!warning && pcis->len > 1)
+      /* a software pool has no PF, and still a kernel to ask */
+      if (!warning && (pcis->len > 1 || pc->software_slots))
         warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
       for (guint i = 0; !warning && i + 1 < pcis->len; i++)
         {

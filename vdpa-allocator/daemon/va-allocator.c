@@ -167,10 +167,16 @@ va_allocator_get_host_view (VaAllocator *self)
   for (guint i = 0; names[i]; i++)
     {
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
+      const VaPoolConfig *pc = va_config_lookup_pool (self->config, names[i]);
+      guint software = 0;
       VaPoolCounts counts;
 
+      /* a software slot is room too, for NICs on a network with a
+       * fallback bridge */
+      if (st && pc && pc->software_slots && !st->draining)
+        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i]));
       if (st)
-        va_host_view_set_pool_free (view, names[i], st->free, NULL);
+        va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
       /* a refusal that says why and what helps, not only "no free slot" */
       if (st && st->draining)
         {
@@ -179,9 +185,9 @@ va_allocator_get_host_view (VaAllocator *self)
                                                   names[i]);
           va_host_view_set_pool_why_full (view, names[i], why, NULL);
         }
-      else if (va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
+      else if ((!pc || pc->type != VA_POOL_TYPE_SOFTWARE) && va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
         {
-          g_autofree char *keys = va_allocator_pool_match_keys (va_config_lookup_pool (self->config, names[i]));
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
           g_autofree char *why = g_strdup_printf ("no PF matches pool %s (%s)", names[i], keys);
           va_host_view_set_pool_why_full (view, names[i], why, NULL);
         }
@@ -284,6 +290,8 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   else if (strcmp (lease->port, port) != 0)
     g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.*s is not %s: left alone", VA_CUT (lease->port, 200), port);
+  else if (lease->software)
+    ; /* a software device holds no slot of the pool model */
   else
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   if (local)

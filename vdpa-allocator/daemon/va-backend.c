@@ -95,6 +95,68 @@ va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, 
   return VA_BACKEND_GET_CLASS (self)->destroy_device (self, slot, name, pool, error);
 }
 
+VaDeviceInfo *
+va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (req != NULL && req->mac != NULL && req->bridge != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->create_software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "NIC %s: the %s backend makes no software vDPA devices", req->mac,
+                   klass->name);
+      return NULL;
+    }
+  return klass->create_software (self, req, error);
+}
+
+gboolean
+va_backend_destroy_software (VaBackend *self, const char *name, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return !klass->destroy_software || klass->destroy_software (self, name, error);
+}
+
+VaDeviceInfo *
+va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendClass *klass;
+  gboolean dummy;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (req != NULL && req->mac != NULL && req->bridge != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->resume_software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "NIC %s: the %s backend makes no software vDPA devices", req->mac,
+                   klass->name);
+      return NULL;
+    }
+  return klass->resume_software (self, req, made ? made : &dummy, error);
+}
+
+GPtrArray *
+va_backend_list_software (VaBackend *self, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->list_software)
+    return g_ptr_array_new_with_free_func (g_free);
+  return klass->list_software (self, error);
+}
+
 GPtrArray *
 va_backend_list_devices (VaBackend *self, GError **error)
 {

@@ -52,6 +52,21 @@ typedef struct
   const VaPoolConfig *pool;
 } VaDeviceRequest;
 
+/* What a software vDPA device needs (issue 28): a VDUSE virtio-net device
+ * with the NIC's MAC and MTU and one queue pair, its tap on the network's
+ * fallback bridge in the NIC's VLAN, and the relay between them. */
+typedef struct
+{
+  const char *mac;
+  guint16 mtu;  /* 0: 1500 */
+  guint16 vlan; /* 0: untagged */
+  const char *bridge;
+  VaBridgeKind bridge_kind;
+  const char *relay_user;
+  guint relay_memory_mib;
+  const VaPoolConfig *pool; /* its node's group and mode */
+} VaSoftwareRequest;
+
 /* The steps of making a device, each timed: the hook's budget is set from
  * them (tests/bench/bench_lab_steps.py), and the metrics show them. */
 typedef enum
@@ -125,6 +140,20 @@ struct _VaBackendClass
    * device's VF does; detach_vf takes the representor out again. */
   gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
   gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+  /* A software vDPA device (issue 28), made and bound to vhost_vdpa with
+   * its relay running; its slot is its name. Backends without one leave
+   * these NULL: a software request is then an error. */
+  VaDeviceInfo *(*create_software) (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+  /* Deletes the vdpa device, stops the relay, destroys the VDUSE device
+   * (the tap goes with the relay); one already gone is no error. */
+  gboolean (*destroy_software) (VaBackend *self, const char *name, GError **error);
+  /* The software device of @req, made before (the daemon restarted, its
+   * relay died): served again by a relay of this daemon, or made anew
+   * (*@made) where it is gone. */
+  VaDeviceInfo *(*resume_software) (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+  /* The names of the software devices there are (char*), leased or not:
+   * reconciliation destroys those no lease holds. */
+  GPtrArray *(*list_software) (VaBackend *self, GError **error);
   /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
    * trust through the PF where its eswitch takes them (legacy), read back;
    * nothing where it does not (switchdev: the representor's port filters).
@@ -150,6 +179,10 @@ gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf
 VaVfHolder va_backend_vf_holder (VaBackend *self, const char *slot, char **driver);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
+VaDeviceInfo *va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+GPtrArray *va_backend_list_software (VaBackend *self, GError **error);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
                                GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */

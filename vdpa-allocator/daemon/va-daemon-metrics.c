@@ -275,7 +275,8 @@ va_metrics_render (VaMetrics *self)
   POOLS ("vdpa_allocator_pool_draining", "gauge", "1 while the pool is drained: no new allocations.", p->draining ? 1 : 0);
 #undef POOLS
 
-  /* leases by network (network="" for inline intent) and pool; broken ones by pool */
+  /* leases by network (network="" for inline intent), pool and form;
+   * broken ones by pool */
   by_network = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   broken = g_hash_table_new (g_str_hash, g_str_equal);
   for (guint i = 0; i < pools->len; i++)
@@ -283,21 +284,22 @@ va_metrics_render (VaMetrics *self)
   for (guint i = 0; i < leases->len; i++)
     {
       const VaLease *l = g_ptr_array_index (leases, i);
-      char *key = g_strdup_printf ("%s%c%s", l->network ? l->network : "", '\1', l->pool);
+      char *key = g_strdup_printf ("%s%c%s%c%s", l->network ? l->network : "", '\1', l->pool, '\1', VA_LEASE_FORM (l));
 
       g_hash_table_insert (by_network, key, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (by_network, key)) + 1));
       if (va_allocator_get_lease_broken (self->alloc, l->uuid, l->mac))
         g_hash_table_insert (broken, l->pool, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (broken, l->pool)) + 1));
     }
-  head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent) and pool.");
+  head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent), pool and form (hardware or software).");
   keys = g_list_sort (g_hash_table_get_keys (by_network), (GCompareFunc) strcmp);
   for (GList *k = keys; k; k = k->next)
     {
-      g_auto (GStrv) f = g_strsplit (k->data, "\1", 2);
+      g_auto (GStrv) f = g_strsplit (k->data, "\1", 3);
 
       g_string_append (out, "vdpa_allocator_leases{");
       label (out, "network", f[0], TRUE);
       label (out, "pool", f[1], FALSE);
+      label (out, "form", f[2], FALSE);
       g_string_append_printf (out, "} %u\n", GPOINTER_TO_UINT (g_hash_table_lookup (by_network, k->data)));
     }
   g_clear_pointer (&keys, g_list_free);

@@ -23,6 +23,7 @@
 #include "va-bus.h"
 #include "va-daemon-dbus.h"
 #include "va-error.h"
+#include "va-software.h"
 #include "va-daemon-events.h"
 #include "va-ids.h"
 #include "va-daemon-metrics.h"
@@ -370,8 +371,10 @@ print_check (const VaConfig *config, const char *dir)
   for (guint i = 0; i < config->pools->len; i++)
     {
       const VaPoolConfig *p = g_ptr_array_index (config->pools, i);
-      g_print ("  pool %s: vfs=%u eswitch=%s vlan-method=%s max-vqp=%u\n", p->name, p->vfs, va_eswitch_mode_to_string (p->eswitch),
-               va_vlan_method_to_string (p->vlan_method), p->max_vqp);
+      g_print ("  pool %s: vfs=%u eswitch=%s vlan-method=%s max-vqp=%u software-slots=%u\n", p->name, p->vfs,
+               va_eswitch_mode_to_string (p->eswitch), va_vlan_method_to_string (p->vlan_method), p->max_vqp, p->software_slots);
+      if (p->software_slots && !config->simulate && va_software_unavailable ())
+        g_print ("  pool %s: note: %s\n", p->name, va_software_unavailable ());
     }
   for (guint i = 0; i < config->networks->len; i++)
     {

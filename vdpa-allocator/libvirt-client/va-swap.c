@@ -671,11 +671,15 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
   g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   char uuid[VIR_UUID_STRING_BUFLEN];
   GPtrArray *nics, *wanted;
+  gboolean shared;
 
   /* a NIC an earlier swap lost is plugged back first, and swapped on
    * with the others */
   if (!va_swap_replug_lost (lv, replugged, error) || !(live = va_swap_live_domain (lv, error)))
     return FALSE;
+  /* a running guest's memory stays as it started: without shared,
+   * file-backed memory a software device's relay would reach none of it */
+  shared = va_domain_memory_is_shared (live);
   nics = va_domain_get_nics (live);
   for (guint i = 0; i < nics->len; i++)
     {
@@ -745,10 +749,17 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       req.domain_name = virDomainGetName (lv->dom);
       req.mac = nic->mac;
       req.network = nic->network;
+      req.form = va_client_alloc_form (NULL, nic, shared);
       lease = va_client_allocate (CLIENT, &req, &nic_error);
       if (!lease)
         {
-          va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
+          if (req.form && g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+            va_swap_note (n,
+                          "stays portable: hardware only, as the running domain's memory is not shared and file-backed, which a software "
+                          "vDPA device needs (%s)",
+                          nic_error->message);
+          else
+            va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
           n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room"
                        : g_error_matches (nic_error, VA_ERROR, VA_ERROR_TRY_AGAIN)    ? "busy"
                                                                                       : "refused";
