@@ -174,12 +174,16 @@ class Package(unittest.TestCase):
         unit = os.path.join(self.root.name, "lib/systemd/system/vdpa-allocatord.service")
         if not os.path.exists(unit):
             unit = os.path.join(self.root.name, "usr/lib/systemd/system/vdpa-allocatord.service")
-        # 2.6 on Debian 12's systemd 252 (3.2 before issue 12); fails above
-        r = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=26", unit],
+        # 2.6 on Debian 12's systemd 252 (3.2 before issue 12), 2.9 since
+        # software vDPA devices (issue 28): CAP_SETUID/CAP_SETGID (0.3) for
+        # the relay's drop to its user, CAP_KILL (0.1) to stop it then, and
+        # DeviceAllow= VDUSE and tun (0.1) under DevicePolicy=closed; fails
+        # above
+        r = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=29", unit],
                            capture_output=True, text=True)
         level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
         self.assertIsNotNone(level, r.stdout + r.stderr)
-        self.assertEqual(r.returncode, 0, "exposure %s, above 2.6" % level.group(1))
+        self.assertEqual(r.returncode, 0, "exposure %s, above 2.9" % level.group(1))
 
     def test_depends_runtime_only(self):
         fields = run(["dpkg-deb", "-f", self.deb, "Depends", "Recommends", "Version"]).stdout
