@@ -577,8 +577,19 @@ class SoftwareSlotTest(unittest.TestCase):
                         text = f.read()
             self.assertIn(want, text)
             self.assertIn("(a software device: the pool had no free hardware slot)", daemon.read_log())
+            # how many NICs run in software (issue 28, item 4): the pool's
+            # properties, pool list, status; the hardware counts unchanged
+            pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+            self.assertEqual((pool["software_slots"], pool["software_leased"], pool["total"], pool["leased"]),
+                             (1, 1, 1, 1), pool)
+            listed = vdpactl("pool", "list", "-o", "POOL,LEASED,SOFTWARE,SOFTWARE-SLOTS", check=True).stdout
+            self.assertRegex(listed, r"(?m)^accel\s+1\s+1\s+1\s*$")
+            self.assertIn("2 lease(s), 1 of them on software vDPA devices", vdpactl("status", check=True).stdout)
             vdpactl("release", "-u", UUID1, "-m", mac(2), check=True)
             self.assertFalse(os.path.exists(sw["chardev"]))
+            pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+            self.assertEqual((pool["software_slots"], pool["software_leased"]), (1, 0), pool)
+            self.assertNotIn("software vDPA devices", vdpactl("status", check=True).stdout)
             self.assertEqual(daemon.stop(), 0)
         finally:
             daemon.stop()

@@ -32,6 +32,8 @@ static const VaCtlColumn pool_cols[] = {
   { "Total", "TOTAL" },
   { "Free", "FREE" },
   { "Leased", "LEASED" },
+  { "SoftwareLeased", "SOFTWARE" },
+  { "SoftwareSlots", "SOFTWARE-SLOTS", TRUE },
   { "Healthy", "HEALTHY" },
   { "Draining", "DRAINING" },
   { "VlanMethod", "VLAN-METHOD" },
@@ -141,8 +143,24 @@ va_ctl_cmd_status (int argc, char **argv)
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
-      g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)\n\n", version, backend,
+      guint32 software = 0;
+      GVariantIter iter;
+      GVariant *pool;
+
+      g_variant_iter_init (&iter, pools);
+      while ((pool = g_variant_iter_next_value (&iter)))
+        {
+          guint32 n = 0;
+
+          g_variant_lookup (pool, "SoftwareLeased", "u", &n);
+          software += n;
+          g_variant_unref (pool);
+        }
+      g_print ("vdpa-allocatord %s, backend %s%s, %" G_GSIZE_FORMAT " lease(s)", version, backend,
                g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", g_variant_n_children (leases));
+      if (software)
+        g_print (", %u of them on software vDPA devices", software);
+      g_print ("\n\n");
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
       else

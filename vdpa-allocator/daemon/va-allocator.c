@@ -106,6 +106,8 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
       g_free (st->health_reason);
       st->health_reason = g_strdup ("its PFs have no VFs");
     }
+  st->software_slots = pc ? pc->software_slots : 0;
+  st->software_leased = va_allocator_software_leases (self, name);
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
   if (!st->warning)

@@ -34,7 +34,9 @@ typedef struct
   char *health_reason; /* "" when healthy */
   gboolean draining;
   const char *vlan_method;
-  char *warning; /* "" or why the pool works but the NIC does not carry its traffic */
+  char *warning;         /* "" or why the pool works but the NIC does not carry its traffic */
+  guint software_slots;  /* software devices the pool may make (issue 28) */
+  guint software_leased; /* NICs on one now */
 } VaPoolStatus;
 
 void va_pool_status_free (VaPoolStatus *status);

@@ -647,6 +647,8 @@ pool_props (const VaPoolStatus *st)
   g_variant_builder_add (&b, "{sv}", "Draining", g_variant_new_boolean (st->draining));
   g_variant_builder_add (&b, "{sv}", "VlanMethod", g_variant_new_string (st->vlan_method));
   g_variant_builder_add (&b, "{sv}", "Warning", g_variant_new_string (st->warning));
+  g_variant_builder_add (&b, "{sv}", "SoftwareSlots", g_variant_new_uint32 (st->software_slots));
+  g_variant_builder_add (&b, "{sv}", "SoftwareLeased", g_variant_new_uint32 (st->software_leased));
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
