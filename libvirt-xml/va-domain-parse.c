@@ -239,6 +239,7 @@ check_text (const char *xml, gsize len, GError **error)
 xmlDoc *
 va_xml_parse (const char *xml, gsize len, GError **error)
 {
+  static gsize xml_ready = 0;
   xmlParserCtxt *ctxt;
   xmlDoc *doc;
   ParseGuard guard = { FALSE };
@@ -254,6 +255,14 @@ va_xml_parse (const char *xml, gsize len, GError **error)
     return NULL;
   if (!check_text (xml, len, error))
     return NULL;
+
+  /* libxml2 2.9 sets up its globals lazily and without a lock: two threads
+   * parsing first at once each make a global mutex and one leaks. */
+  if (g_once_init_enter (&xml_ready))
+    {
+      xmlInitParser ();
+      g_once_init_leave (&xml_ready, 1);
+    }
 
   ctxt = xmlNewParserCtxt ();
   if (!ctxt)
