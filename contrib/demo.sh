@@ -8,21 +8,31 @@
 # benchmark (tests/pair/pairbench.py): two tiny guests booted through libvirt
 # and our hook, iperf3 between them, a table, JSON and an SVG.
 #
-#   contrib/demo.sh [--config DIR] [--time SECONDS]
+#   contrib/demo.sh [--config DIR] [--time SECONDS] [--repeat N]
 #
 # --config: the operator's configuration (networks vpc1 and vpc2) for the
 # benchmark, on a real ConnectX host; default: the simulated NIC.
-# --time: seconds per iperf3 test (default 3; 30 gives steadier figures).
+# --time: seconds per iperf3 test (default 2; 30 gives steadier figures).
+# --repeat: runs of each test (default 3): the report gives each figure's
+# median and its lowest and highest, so that noise shows as noise.
 set -eu
 config=""
-pair_time=3
+pair_time=2
+pair_repeat=3
+usage() { echo "usage: $0 [--config DIR] [--time SECONDS] [--repeat N]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || usage
     case "$1" in
-    --config) config=$2; shift 2 ;;
-    --time) pair_time=$2; shift 2 ;;
-    *) echo "usage: $0 [--config DIR] [--time SECONDS]" >&2; exit 2 ;;
+    --config) config=$2 ;;
+    --time) pair_time=$2 ;;
+    --repeat) pair_repeat=$2 ;;
+    *) usage ;;
     esac
+    shift 2
 done
+case "$pair_time.$pair_repeat" in
+*[!0-9.]* | .* | *. | *.*.*) echo "$0: --time and --repeat take whole numbers" >&2; exit 2 ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
@@ -124,13 +134,13 @@ elif grep -qx 0x15b3 /sys/bus/pci/devices/*/vendor 2>/dev/null; then
 else
     nic="the SIMULATED NIC (no ConnectX on this host)"
 fi
-step "The paired-guest benchmark on $nic: two guests, $pair_time s per test"
+step "The paired-guest benchmark on $nic: two guests, $pair_time s per test, $pair_repeat runs each"
 echo "    libvirtd, QEMU (TCG: software emulation, no KVM), Open vSwitch and the allocator (pool cx6-p1)"
 echo "    run in private namespaces and stop with it. The test guest is built first (a kernel download,"
 echo "    about a minute; cached after)."
 echo "    Without a vhost-vdpa device the vDPA NICs get their network's virtio fallback; the report says so,"
 echo "    and then network1 and network2 measure the same virtio path twice: their differences are noise."
-set -- --time "$pair_time" --show --out "$top/$out/pair"
+set -- --time "$pair_time" --repeat "$pair_repeat" --show --out "$top/$out/pair"
 [ -n "$config" ] && set -- "$@" --config "$config"
 # the shared test fixtures (vatest); the programs under build/, as built above
 PYTHONPATH="$top/tests/lib" VA_BUILDDIR="$top/build" /usr/bin/python3 tests/pair/pairbench.py "$@"

@@ -87,6 +87,44 @@ class Report(unittest.TestCase):
         """The title and the footer."""
         return self.figure_texts(report)[1:]
 
+    def test_repeated_tests_give_medians_and_their_spread(self):
+        """--repeat N: each row holds the median of its N runs and their
+        lowest and highest, the table shows them, the footer and the
+        table say how far the runs of one path came apart, and one failed
+        run fails the row naming it."""
+        runs = [ok("udp16-vnic.json"), ok("udp16-vdpa.json"), ok("udp16-vnic.json")]
+        results = {"udp16": {"vnic": runs, "vdpa": runs[1:2] * 3},
+                   "tcp4": {"vnic": [ok("tcp4-vnic.json"), {"rc": 1, "doc": fixture("udp1460-failed.json")},
+                                     ok("tcp4-vnic.json")]}}
+        report = rep.build_report(results, dict(META, vdpa_available=True, params=dict(META["params"], repeats=3)))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        u = rows(report, "udp16")
+        self.assertEqual(u["vnic"]["repeats"], 3)
+        self.assertAlmostEqual(u["vnic"]["bandwidth_mbps"], 12.1)
+        self.assertEqual([round(x, 1) for x in u["vnic"]["spread"]["bandwidth_mbps"]], [12.1, 19.2])
+        self.assertEqual([round(x, 1) for x in u["vnic"]["spread"]["pps"]], [95144.3, 151418.0])
+        self.assertNotIn("retransmits", u["vnic"]["spread"])
+        self.assertEqual(u["vdpa"]["spread"]["bandwidth_mbps"][0], u["vdpa"]["spread"]["bandwidth_mbps"][1])
+        self.assertAlmostEqual(u["vdpa"]["ratio_vdpa_vnic"], 19.2 / 12.1, msg="the ratio is of the medians")
+        t = rows(report, "tcp4")
+        self.assertEqual(t["vnic"]["status"], "failed")
+        self.assertIn("(run 2 of 3)", t["vnic"]["note"])
+        self.assertEqual([t["vnic"][k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+        table = rep.table(report)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vNIC -> vNIC | 12.1 (12.1-19.2) | 0.46 (0.46-0.74) | 95,144.3 (95,144.3-151,418.0) |",
+                      table)
+        note = rep.spread_note(report)
+        self.assertIn("the median of 3 runs", note)
+        self.assertIn("1.6x (UDP 16 B, 100 Mbit/s, vNIC, UDP loss)", note)
+        self.assertIn(note, table)
+        title, foot = self.texts(report)
+        self.assertIn("3 runs: bars the median, whiskers the lowest and highest", foot)
+        self.assertIn(note, foot)
+        # one run each: no spread said anywhere
+        single = rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, dict(META, vdpa_available=True))
+        self.assertIsNone(rep.spread_note(single))
+        self.assertIn("| 12.1 | 0.46 |", rep.table(single))
+
     def test_vdpa_host_numbers_and_ratios(self):
         results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
                    "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa": ok("tcp4-vdpa.json")},
