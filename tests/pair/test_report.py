@@ -119,6 +119,13 @@ class Report(unittest.TestCase):
         self.assertIn(note, table)
         title, foot = self.texts(report)
         self.assertIn("3 runs: bars the median, whiskers the lowest and highest", foot)
+        import matplotlib.pyplot as plt
+        fig = rep.figure(report)
+        try:
+            # the pps panel reaches the highest run, not only the medians
+            self.assertGreaterEqual(fig.axes[2].get_ylim()[1], 151418.0)
+        finally:
+            plt.close(fig)
         self.assertIn(note, foot)
         # one run each: no spread said anywhere
         single = rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, dict(META, vdpa_available=True))

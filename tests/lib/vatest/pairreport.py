@@ -275,7 +275,9 @@ def figure(report, title="vdpa-allocator paired-guest benchmark: two guests unde
     for ax, (key, ylabel, scale) in zip(axes, PANELS):
         tests = [t for t in TEST_NAMES if key == "bandwidth_mbps" or proto[t] == "udp"]
         values = [by.get((t, k), {}).get(key) for t in tests for k in kinds]
-        top = max([v for v in values if v] + [1.0])
+        # the whiskers' tops too: a panel shows every run it summarises
+        highs = [((by.get((t, k)) or {}).get("spread") or {}).get(key, [None, None])[1] for t in tests for k in kinds]
+        top = max([v for v in values + highs if v] + [1.0])
         ax.set_yscale(scale)
         if scale == "log":
             bottom = min([v for v in values if v] + [top]) / 10
