@@ -22,7 +22,7 @@ import threading
 import time
 import unittest
 
-from vatest.bus import Bus, Daemon, call, vdpactl
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, vdpactl
 from vatest.paths import VDPACTL
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
@@ -181,7 +181,7 @@ class Observe(unittest.TestCase):
         r = subprocess.run([VDPACTL, "metrics"], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.daemon.run_dir))
         self.assertEqual((r.returncode, r.stdout), (3, ""), "no daemon: vdpactl's status 3, as for an unreachable one")
-        self.assertIn("is vdpa-allocatord running?", r.stderr)
+        self.assertIn("vdpa-allocatord is not running", r.stderr)
         self.daemon.remove()
 
     def assertLeaseFields(self, r, lease):
@@ -254,7 +254,11 @@ class Observe(unittest.TestCase):
         self.assertEqual(sample(m, "vdpa_allocator_info", version=sample_version(text), backend="sim"), 1)
         pfs = {dict(k[1])["pf"]: v for k, v in m.items() if k[0] == "vdpa_allocator_pf_healthy"}
         self.assertEqual(pfs, {"sim0": 1, "sim1": 1})
-        self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, text)
+        # the daemon says where its file is, the run directory it was
+        # started with (--run-dir), and vdpactl reads it there, not in
+        # the run directory vdpactl would use
+        self.assertEqual(property_value(self.bus, "MetricsFile"), self.prom)
+        self.assertEqual(ctl_metrics(self.daemon.root).stdout, text)
 
         # a reader's open file keeps what it opened: the daemon renames a
         # new file over the name, it does not rewrite this one in place
@@ -288,7 +292,7 @@ class Observe(unittest.TestCase):
         self.assertGreater(sample(m, "vdpa_allocator_allocation_duration_seconds_sum"), 0)
         les = [dict(k[1])["le"] for k in m if k[0] == "vdpa_allocator_allocation_duration_seconds_bucket"]
         self.assertIn("0.0025", les)
-        self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, after)
+        self.assertEqual(ctl_metrics(self.daemon.root).stdout, after)
         call(self.bus, "Release", (UUID1, lease["mac"]), "(ss)")
 
 
@@ -311,9 +315,22 @@ class Catalog(unittest.TestCase):
         self.assertEqual(ids, set(IDS.values()))
 
 
-def ctl_metrics(run_dir):
+def ctl_metrics(root):
+    """vdpactl metrics with a run directory of its own (VDPA_ALLOCATOR_RUN_DIR)
+    other than the daemon's, holding another file of metrics"""
+    other = os.path.join(root, "vdpactl-run")
+    os.makedirs(other, exist_ok=True)
+    with open(os.path.join(other, "metrics.prom"), "w") as f:
+        f.write("# not the running daemon's metrics\n")
     return subprocess.run([VDPACTL, "metrics"], capture_output=True, text=True, check=True, timeout=60,
-                          env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=run_dir))
+                          env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=other))
+
+
+def property_value(bus, name):
+    """The manager's property @name, straight off the bus."""
+    ret = bus.conn.call_sync(NAME, PATH, "org.freedesktop.DBus.Properties", "Get", GLib.Variant("(ss)", (IFACE, name)),
+                             None, 0, -1, None)
+    return ret.unpack()[0]
 
 
 def sample_version(text):

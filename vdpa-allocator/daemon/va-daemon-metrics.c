@@ -147,6 +147,14 @@ va_metrics_free (VaMetrics *self)
   g_free (self);
 }
 
+const char *
+va_metrics_get_path (VaMetrics *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+
+  return self->path;
+}
+
 void
 va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
 {
