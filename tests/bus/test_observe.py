@@ -152,6 +152,9 @@ def metrics(path):
     return text, out
 
 
+PF_HEALTH = ("vdpa_allocator_pf_healthy", "vdpa_allocator_pf_unhealthy_reason")
+
+
 def sample(m, name, **labels):
     return m[(name, tuple(sorted(labels.items())))]
 
@@ -236,10 +239,40 @@ class Observe(unittest.TestCase):
         r = self.journal.wait("release", VA_MAC=lease["mac"])
         self.assertLeaseFields(r, lease)
 
-    def test_metrics_file_follows_the_leases(self):
+    def wait_for_metrics(self):
         deadline = time.monotonic() + 10
         while not os.path.exists(self.prom) and time.monotonic() < deadline:
             time.sleep(0.05)
+        return metrics(self.prom)
+
+    def test_pf_health_keeps_its_series(self):
+        """A PF's health series are labelled by the PF alone, its reason one
+        of a fixed set of words with a series each: a PF going down, or its
+        reason's words changing, adds and removes no series (a free-text
+        reason label did, one series per wording)"""
+        _, m = self.wait_for_metrics()
+        before = {k: v for k, v in m.items() if k[0] in PF_HEALTH}
+        self.daemon.stop()
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")) as f:
+            conf = f.read()
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(conf.replace("[simulate]\n", "[simulate]\nunhealthy-pfs=sim1\n", 1))
+        self.daemon.start(stderr=self.stream.fileno())
+        _, m = self.wait_for_metrics()
+        after = {k: v for k, v in m.items() if k[0] in PF_HEALTH}
+        self.assertEqual(sorted(after), sorted(before), "the same series, healthy or not")
+        self.assertEqual({dict(k[1])["reason"] for k in after if k[0] == "vdpa_allocator_pf_unhealthy_reason"},
+                         {"gone", "unsupported", "no_sriov", "no_netdev", "link_down", "no_vdpa_vf", "prepare_failed",
+                          "other"})
+        pci = {dict(k[1])["pf"]: dict(k[1])["pci"] for k in after}
+        for pf, healthy in (("sim0", 1), ("sim1", 0)):
+            self.assertEqual(sample(m, "vdpa_allocator_pf_healthy", pool="accel", pf=pf, pci=pci[pf]), healthy)
+        reasons = {(dict(k[1])["pf"], dict(k[1])["reason"]) for k, v in after.items()
+                   if k[0] == "vdpa_allocator_pf_unhealthy_reason" and v == 1}
+        self.assertEqual(reasons, {("sim1", "link_down")}, "one reason of the unhealthy PF; none of the healthy one")
+
+    def test_metrics_file_follows_the_leases(self):
+        self.wait_for_metrics()
         self.assertEqual(os.stat(self.prom).st_mode & 0o777, 0o644)
         text, m = metrics(self.prom)
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots", pool="accel"), 8)
