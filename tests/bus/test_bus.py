@@ -319,6 +319,13 @@ class BusTest(unittest.TestCase):
         r = vdpactl("dev", "list", check=True)
         self.assertRegex(r.stdout, r"(?m)^sim1 .* in no pool: pool accel: match-pf=sim0; pool cx6-p1: match-pf=enp179s0f1$")
         self.assertRegex(r.stdout, r"(?m)^%s +sim0 +pci/%s +leased +web5 +%s" % (lease["slot"], lease["slot"], mac(1)))
+        # one table for a script, as lease list and pool list: the columns
+        # it names, no header line
+        r = vdpactl("dev", "list", "vf", "-o", "vf,State,DOMAIN", "--no-headers", user=NOBODY, check=True)
+        rows = sorted(line.split() for line in r.stdout.splitlines())
+        self.assertEqual(rows, sorted([[vf, vfs[vf]["state"], "web5" if vf == lease["slot"] else "-"] for vf in vfs]))
+        r = vdpactl("dev", "list", "pf", "-o", "POOL,PF", check=True)
+        self.assertEqual([line.split() for line in r.stdout.splitlines()], [["POOL", "PF"], ["accel", "sim0"], ["-", "sim1"]])
         # a pool no PF matches says so in pool show and status, naming its keys
         for words in (("pool", "show", "cx6-p1"), ("status",)):
             out = vdpactl(*words, check=True).stdout

@@ -516,6 +516,16 @@ test_release_while_gone (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 8, 0, TRUE, "");
 }
 
+/* The one PF's reason as the metrics' fixed word. */
+static void
+assert_pf_code (Fixture *f, VaPfHealth code)
+{
+  g_autoptr (GPtrArray) pfs = va_allocator_list_pfs (f->alloc);
+
+  g_assert_cmpuint (pfs->len, ==, 1);
+  g_assert_cmpstr (va_pf_health_to_string (((VaPfStatus *) g_ptr_array_index (pfs, 0))->health_code), ==, va_pf_health_to_string (code));
+}
+
 static void
 test_link_down_up (Fixture *f, gconstpointer data)
 {
@@ -537,6 +547,7 @@ test_link_down_up (Fixture *f, gconstpointer data)
   assert_field (r, "PRIORITY", "4");
   assert_field (r, "VA_HEALTHY", "0");
   assert_field (r, "VA_REASON", "link down on enp59s0f0np0 (operstate down, carrier off)");
+  assert_pf_code (f, VA_PF_HEALTH_LINK_DOWN);
 
   mark = f->changes;
   umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
@@ -551,6 +562,7 @@ test_link_down_up (Fixture *f, gconstpointer data)
   assert_field (r, "VA_PCI", "0000:3b:00.0");
   g_assert_null (g_hash_table_lookup (r, "VA_REASON"));
   g_assert_cmpuint (f->broken->len, ==, 0);
+  assert_pf_code (f, VA_PF_HEALTH_OK);
 }
 
 /* The eswitch mode is read from the PF, not taken from the configuration:
@@ -580,6 +592,7 @@ test_eswitch_flip_checks_vlan (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 0, 0, FALSE,
                "enp59s0f0np0: PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but network tenant's VLAN 100 goes to "
                "libvirt's <vlan>: set vlan-method=bridge or ovs with uplink-bridge in [pool accel], or eswitch=legacy");
+  assert_pf_code (f, VA_PF_HEALTH_PREPARE_FAILED);
 
   mark = f->changes;
   fake_devlink.mode = VA_KERNEL_ESWITCH_LEGACY;
@@ -608,6 +621,7 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   uevent (f, PF_NET_SYS, "change");
   g_assert_true (settle (f, mark));
   assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: VF 0000:3b:00.2 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
+  assert_pf_code (f, VA_PF_HEALTH_NO_VDPA_VF);
 
   /* mlx5_vdpa loaded: its management devices come (the auxiliary
    * device's bind), and the slots with them */

@@ -396,19 +396,35 @@ dev_list (int argc, char **argv)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) pfs = NULL;
+  g_autofree char *output = NULL;
   guint left_out = 0;
-  gboolean json = FALSE;
+  gboolean json = FALSE, no_headers = FALSE;
+  const GOptionEntry entries[] = { TABLE_ENTRIES (output, no_headers), { NULL } };
+  const VaCtlColumn *only = NULL; /* one table: pf_cols or vf_cols */
   GVariantBuilder pb, vb;
   GVariantIter iter;
   GVariant *pf;
   int rc;
 
-  if ((rc = va_ctl_parse (&argc, &argv, "- list the PFs, VFs and vdpa management devices the daemon sees",
+  if ((rc = va_ctl_parse (&argc, &argv, "[pf|vf] - list the PFs, VFs and vdpa management devices the daemon sees",
                           "Lists every PF the daemon's discovery saw, in a pool or not: model, PCI address, NUMA node,\n"
                           "eswitch mode, VF count, its pool or why no pool takes it (the key that leaves it out);\n"
                           "then every VF: its vdpa management device, whether it is free, leased (to which domain)\n"
-                          "or lost, and why it takes no lease.",
-                          NULL, &json, 0, 0)))
+                          "or lost, and why it takes no lease. pf or vf prints that table alone, the one -o and\n"
+                          "--no-headers are for.",
+                          entries, &json, 0, 1)))
+    return rc;
+  if (argc == 2 && strcmp (argv[1], "pf") == 0)
+    only = pf_cols;
+  else if (argc == 2 && strcmp (argv[1], "vf") == 0)
+    only = vf_cols;
+  else if (argc == 2)
+    return va_ctl_usage ("dev list takes pf or vf");
+  if (json && only)
+    return va_ctl_usage ("-j lists the PFs with their VFs: pf and vf are for the tables");
+  if (!only && (output || no_headers))
+    return va_ctl_usage ("-o and --no-headers are for one table: dev list pf or dev list vf");
+  if ((rc = table_options (output, no_headers, json, only ? only : pf_cols)))
     return rc;
   pfs = va_client_list_devices (CLIENT, &left_out, &error);
   if (!pfs)
@@ -423,7 +439,7 @@ dev_list (int argc, char **argv)
       va_ctl_json_print (b);
       return 0;
     }
-  if (g_variant_n_children (pfs) == 0)
+  if (g_variant_n_children (pfs) == 0 && !only)
     {
       g_print ("the daemon sees no PF: no ConnectX (or other SR-IOV) PF on this host; see connectx-hosts.md\n");
       return 0;
@@ -453,14 +469,23 @@ dev_list (int argc, char **argv)
     g_autoptr (GVariant) prows = g_variant_ref_sink (g_variant_builder_end (&pb));
     g_autoptr (GVariant) vrows = g_variant_ref_sink (g_variant_builder_end (&vb));
 
-    va_ctl_print_table (prows, pf_cols, NULL);
-    if (g_variant_n_children (vrows))
+    /* one table: the rows only, for a script (an empty one too) */
+    if (only)
+      va_ctl_print_table (only == pf_cols ? prows : vrows, only, NULL);
+    else
       {
-        g_print ("\n");
-        va_ctl_print_table (vrows, vf_cols, NULL);
+        va_ctl_print_table (prows, pf_cols, NULL);
+        if (g_variant_n_children (vrows))
+          {
+            g_print ("\n");
+            va_ctl_print_table (vrows, vf_cols, NULL);
+          }
       }
   }
-  if (left_out)
+  /* on stderr under a table a script reads */
+  if (left_out && only)
+    g_printerr ("vdpactl: %u more VFs not listed: the daemon sends at most 4096\n", left_out);
+  else if (left_out)
     g_print ("(%u more VFs not listed: the daemon sends at most 4096)\n", left_out);
   return 0;
 }

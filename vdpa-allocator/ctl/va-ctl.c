@@ -247,7 +247,7 @@ static const Command commands[] = {
   { "status", "Show the daemon, its backend and its pools", va_ctl_cmd_status },
   { "pool", "list | show NAME | drain NAME | undrain NAME", va_ctl_cmd_pool },
   { "lease", "list [--domain DOMAIN]: which VM NIC holds which device", va_ctl_cmd_lease },
-  { "dev", "list: the PFs, VFs and vdpa management devices the daemon sees", va_ctl_cmd_dev },
+  { "dev", "list [pf|vf]: the PFs, VFs and vdpa management devices the daemon sees", va_ctl_cmd_dev },
   { "network", "list: the configured networks (offline)", va_ctl_cmd_network },
   { "allocate", "Lease a vDPA device for a VM NIC, as the hook does", va_ctl_cmd_allocate },
   { "release", "Give a lease back (--uuid U or --domain NAME; --mac M, or --all)", va_ctl_cmd_release },

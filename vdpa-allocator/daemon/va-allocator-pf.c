@@ -13,6 +13,7 @@ struct _PfState
   gboolean gone;
   gboolean healthy;
   char *reason;        /* current health reason; NULL when healthy */
+  VaPfHealth code;     /* the reason as a fixed word; OK when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
   char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
   gboolean prepared;   /* prepare_pf succeeded for the fields below */
@@ -63,15 +64,19 @@ pool_for (VaAllocator *self, const VaPfInfo *pf)
 /* Health by precedence: gone, then what discovery says (a model that cannot
  * carry vDPA, no netdev, link down), then a failed prepare_pf. */
 static void
-update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, const char *reason)
+update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, VaPfHealth code, const char *reason)
 {
   if (healthy && st->prepare_error)
     {
       healthy = FALSE;
+      code = VA_PF_HEALTH_PREPARE_FAILED;
       reason = st->prepare_error;
     }
   if (!healthy && !reason)
     reason = "unhealthy";
+  if (!healthy && code == VA_PF_HEALTH_OK)
+    code = VA_PF_HEALTH_OTHER;
+  st->code = healthy ? VA_PF_HEALTH_OK : code;
   if (st->healthy == healthy && g_strcmp0 (st->reason, healthy ? NULL : reason) == 0)
     return;
   st->healthy = healthy;
@@ -165,7 +170,7 @@ pf_gone (VaAllocator *self, const char *pci, PfState *st)
       g_hash_table_add (set, slots[k]);
     }
   g_clear_pointer (&st->prepare_error, g_free);
-  update_health (self, pool, pf, st, FALSE, reason);
+  update_health (self, pool, pf, st, FALSE, VA_PF_HEALTH_GONE, reason);
   pf_event (self, pool, pf, "PF %s (%s) left pool %s: its %u slot(s) are lost", pf, pci, pool, slots ? g_strv_length (slots) : 0);
   keys = entries_on (self, set, FALSE);
   for (guint i = 0; i < keys->len; i++)
@@ -400,6 +405,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           pf->healthy = pf->sriov_reason == NULL;
           g_free (pf->health_reason);
           pf->health_reason = g_strdup (pf->sriov_reason);
+          pf->health_code = pf->sriov_code;
           g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
           pf->vf_reasons = host_held_reasons (self, pf->vfs);
         }
@@ -412,10 +418,10 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
       st->gone = FALSE;
       g_clear_pointer (&st->slots_warning, g_free);
       if (pf->healthy && pf->vf_reasons && pf->vf_reasons->len && every_slot_unusable (pf->vf_reasons))
-        update_health (self, pool, name, st, FALSE, g_ptr_array_index (pf->vf_reasons, 0));
+        update_health (self, pool, name, st, FALSE, VA_PF_HEALTH_NO_VDPA_VF, g_ptr_array_index (pf->vf_reasons, 0));
       else
         {
-          update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+          update_health (self, pool, name, st, pf->healthy, pf->health_code, pf->health_reason);
           st->slots_warning = slots_warning (pf);
         }
     next:
@@ -800,6 +806,10 @@ va_allocator_list_pfs (VaAllocator *self)
       s->present = !st->gone;
       s->healthy = !st->gone && st->healthy;
       s->health_reason = g_strdup (s->healthy ? "" : st->reason ? st->reason : st->gone ? "gone" : "unhealthy");
+      s->health_code = s->healthy                    ? VA_PF_HEALTH_OK
+                       : st->gone                    ? VA_PF_HEALTH_GONE
+                       : st->code != VA_PF_HEALTH_OK ? st->code
+                                                     : VA_PF_HEALTH_OTHER;
       g_ptr_array_add (out, s);
     }
   g_ptr_array_sort (out, by_pci);

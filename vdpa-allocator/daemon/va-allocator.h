@@ -48,8 +48,9 @@ typedef struct
   char *pool; /* the pool it is in */
   char *name; /* its netdev */
   gboolean present;
-  gboolean healthy;    /* present, link up, prepared */
-  char *health_reason; /* "" when healthy */
+  gboolean healthy;       /* present, link up, prepared */
+  char *health_reason;    /* "" when healthy */
+  VaPfHealth health_code; /* health_reason as a fixed word (the metrics' label); OK when healthy */
 } VaPfStatus;
 
 void va_pf_status_free (VaPfStatus *status);

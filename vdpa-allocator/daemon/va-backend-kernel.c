@@ -207,11 +207,13 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->numa_node = kpf->numa_node;
       pf->healthy = kpf->reason == NULL;
       pf->health_reason = g_strdup (kpf->reason);
+      pf->health_code = kpf->code;
       pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->sriov_code = kpf->sriov_code;
       pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
       pf->model = g_strdup (kpf->model ? kpf->model->name : NULL);
       pf->eswitch = g_strdup (eswitch_name (kpf));
@@ -549,6 +551,7 @@ refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error)
       g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
       g_free (pf->sriov_reason);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->sriov_code = kpf->sriov_code;
     }
   return TRUE;
 }

@@ -70,8 +70,13 @@ sim_discover (VaBackend *backend, GError **error)
       pf->numa_node = (int) (i % self->numa_nodes);
       pf->healthy = !(self->unhealthy && g_strv_contains ((const char *const *) self->unhealthy, pf->name));
       if (!pf->healthy)
-        pf->health_reason = g_strdup ("link down (simulated)");
-      pf->sriov_reason = g_strdup (pf->health_reason); /* a simulated ConnectX-6 Dx serves either kind */
+        {
+          pf->health_reason = g_strdup ("link down (simulated)");
+          pf->health_code = VA_PF_HEALTH_LINK_DOWN;
+        }
+      /* a simulated ConnectX-6 Dx serves either kind */
+      pf->sriov_reason = g_strdup (pf->health_reason);
+      pf->sriov_code = pf->health_code;
       pf->vfs = g_ptr_array_new_full (self->vfs, g_free);
       for (guint k = 0; k < self->vfs; k++)
         g_ptr_array_add (pf->vfs, vf_address (i, k));

@@ -12,6 +12,10 @@ G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
 
 VA_ENUM_IMPL (va_device_step, VaDeviceStep, VA_DEVICE_STEP_LAST, [VA_DEVICE_STEP_CREATE] = "create", [VA_DEVICE_STEP_BIND] = "bind",
               [VA_DEVICE_STEP_NODE] = "node", [VA_DEVICE_STEP_VLAN] = "vlan")
+VA_ENUM_IMPL (va_pf_health, VaPfHealth,
+              VA_PF_HEALTH_LAST, [VA_PF_HEALTH_OK] = "ok", [VA_PF_HEALTH_GONE] = "gone", [VA_PF_HEALTH_UNSUPPORTED] = "unsupported",
+              [VA_PF_HEALTH_NO_SRIOV] = "no_sriov", [VA_PF_HEALTH_NO_NETDEV] = "no_netdev", [VA_PF_HEALTH_LINK_DOWN] = "link_down",
+              [VA_PF_HEALTH_NO_VDPA_VF] = "no_vdpa_vf", [VA_PF_HEALTH_PREPARE_FAILED] = "prepare_failed", [VA_PF_HEALTH_OTHER] = "other")
 
 static void
 va_backend_class_init (VaBackendClass *klass)

@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "va-config.h"
+#include "va-pf-health.h"
 
 G_BEGIN_DECLS
 
@@ -20,6 +21,7 @@ typedef struct
   int numa_node; /* -1: unknown */
   gboolean healthy;
   char *health_reason;     /* NULL when healthy */
+  VaPfHealth health_code;  /* health_reason as a fixed word; OK when healthy */
   GPtrArray *vfs;          /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
   GPtrArray *vf_reasons;   /* char* or NULL, by slot: why that VF cannot carry vDPA; NULL: all can, or unknown */
   gboolean vduse_test;     /* the VDUSE test PF: only vduse-test pools take it */
@@ -27,6 +29,7 @@ typedef struct
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
   gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
   char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
+  VaPfHealth sriov_code;   /* sriov_reason as a fixed word; OK when NULL */
   /* the PF's eswitch as discovery read it, opaque to the allocator: a
    * change (an operator's devlink) prepares the PF again, where the VLAN's
    * place is checked; 0 for a backend that does not say */

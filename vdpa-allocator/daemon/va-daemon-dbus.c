@@ -626,6 +626,8 @@ manager_get_property (GDBusConnection *conn, const char *sender, const char *pat
     return g_variant_new_string (va_allocator_get_backend_name (self->alloc));
   if (strcmp (prop, "Pools") == 0)
     return pools_variant (self);
+  if (strcmp (prop, "MetricsFile") == 0)
+    return g_variant_new_string (self->metrics ? va_metrics_get_path (self->metrics) : "");
   g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
   return NULL;
 }

@@ -147,6 +147,14 @@ va_metrics_free (VaMetrics *self)
   g_free (self);
 }
 
+const char *
+va_metrics_get_path (VaMetrics *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+
+  return self->path;
+}
+
 void
 va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
 {
@@ -180,6 +188,14 @@ label (GString *out, const char *name, const char *value, gboolean first)
       g_string_append_c (out, *p);
     }
   g_string_append_c (out, '"');
+}
+
+static void
+pf_labels (GString *out, const VaPfStatus *pf)
+{
+  label (out, "pool", pf->pool, TRUE);
+  label (out, "pf", pf->name, FALSE);
+  label (out, "pci", pf->pci, FALSE);
 }
 
 static void
@@ -314,22 +330,35 @@ va_metrics_render (VaMetrics *self)
       const VaPfStatus *pf = g_ptr_array_index (pfs, i);
 
       g_string_append (out, "vdpa_allocator_pf_present{");
-      label (out, "pool", pf->pool, TRUE);
-      label (out, "pf", pf->name, FALSE);
-      label (out, "pci", pf->pci, FALSE);
+      pf_labels (out, pf);
       g_string_append_printf (out, "} %d\n", pf->present ? 1 : 0);
     }
-  head (out, "vdpa_allocator_pf_healthy", "gauge", "1 while the PF is present, its link up and prepared; reason says why not.");
+  head (out, "vdpa_allocator_pf_healthy", "gauge", "1 while the PF is present, its link up and prepared.");
   for (guint i = 0; i < pfs->len; i++)
     {
       const VaPfStatus *pf = g_ptr_array_index (pfs, i);
 
       g_string_append (out, "vdpa_allocator_pf_healthy{");
-      label (out, "pool", pf->pool, TRUE);
-      label (out, "pf", pf->name, FALSE);
-      label (out, "pci", pf->pci, FALSE);
-      label (out, "reason", pf->health_reason, FALSE);
+      pf_labels (out, pf);
       g_string_append_printf (out, "} %d\n", pf->healthy ? 1 : 0);
+    }
+  /* the reason as a state set (node_exporter's node_systemd_unit_state):
+   * a series for each of a fixed set of words, 1 on the current one, so
+   * the series stay the same when the reason or its wording changes; the
+   * words themselves are in the journal and vdpactl dev list */
+  head (out, "vdpa_allocator_pf_unhealthy_reason", "gauge",
+        "1 for the reason the PF takes no lease, 0 for the other reasons; all 0 while it is healthy.");
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      const VaPfStatus *pf = g_ptr_array_index (pfs, i);
+
+      for (VaPfHealth code = VA_PF_HEALTH_OK + 1; code < VA_PF_HEALTH_LAST; code++)
+        {
+          g_string_append (out, "vdpa_allocator_pf_unhealthy_reason{");
+          pf_labels (out, pf);
+          label (out, "reason", va_pf_health_to_string (code), FALSE);
+          g_string_append_printf (out, "} %d\n", !pf->healthy && pf->health_code == code ? 1 : 0);
+        }
     }
 
   head (out, "vdpa_allocator_allocations_total", "counter", "Allocations that succeeded since the daemon started.");

@@ -404,7 +404,8 @@ va_daemon_main (int argc, char **argv)
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration directory (default " VA_SYSCONFDIR "/vdpa-allocator)", "DIR" },
     { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &state_arg, "Durable state (default " VA_LOCALSTATEDIR "/lib/vdpa-allocator)", "DIR" },
-    { "run-dir", 0, 0, G_OPTION_ARG_FILENAME, &run_arg, "Run directory for port links (default /run/vdpa-allocator)", "DIR" },
+    { "run-dir", 0, 0, G_OPTION_ARG_FILENAME, &run_arg, "Run directory for port links and the metrics (default /run/vdpa-allocator)",
+      "DIR" },
     { "check-config", 0, 0, G_OPTION_ARG_NONE, &check_config, "Validate the configuration, print a summary and exit", NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
     { NULL },

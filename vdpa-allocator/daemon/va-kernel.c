@@ -559,28 +559,56 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
    * VLAN on; its link is set up by prepare_pf (libvirt refuses a VF of a
    * PF that is not up) */
   if (!pf->totalvfs)
-    pf->sriov_reason = g_strdup ("no SR-IOV: sriov_totalvfs is 0");
+    {
+      pf->sriov_code = VA_PF_HEALTH_NO_SRIOV;
+      pf->sriov_reason = g_strdup ("no SR-IOV: sriov_totalvfs is 0");
+    }
   else if (!pf->netdev)
-    pf->sriov_reason = g_strdup ("no netdev: no driver bound to the PF");
+    {
+      pf->sriov_code = VA_PF_HEALTH_NO_NETDEV;
+      pf->sriov_reason = g_strdup ("no netdev: no driver bound to the PF");
+    }
   else if (pf->admin_up && (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier))
-    pf->sriov_reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
-                                        pf->carrier ? "on" : "off");
+    {
+      pf->sriov_code = VA_PF_HEALTH_LINK_DOWN;
+      pf->sriov_reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev,
+                                          pf->operstate ? pf->operstate : "unknown", pf->carrier ? "on" : "off");
+    }
   else if (!pf->admin_up)
-    pf->sriov_reason = g_strdup_printf ("link down on %s (administratively down)", pf->netdev);
+    {
+      pf->sriov_code = VA_PF_HEALTH_LINK_DOWN;
+      pf->sriov_reason = g_strdup_printf ("link down on %s (administratively down)", pf->netdev);
+    }
 
   if (model == &sriov_model)
-    pf->reason = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason
+        = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+    }
   else if (model == &mlx_other_model)
-    pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
+    }
   else if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks", model->name,
-                                  model->device, model->name);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks",
+                                    model->name, model->device, model->name);
+    }
   else if (!pf->netdev)
-    pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
+    {
+      pf->code = VA_PF_HEALTH_NO_NETDEV;
+      pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
+    }
   /* netdevsim reports no link state: operstate unknown, carrier on */
   else if ((g_strcmp0 (pf->operstate, "up") != 0 && !(sim && g_strcmp0 (pf->operstate, "unknown") == 0)) || !pf->carrier)
-    pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
-                                  pf->carrier ? "on" : "off");
+    {
+      pf->code = VA_PF_HEALTH_LINK_DOWN;
+      pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
+                                    pf->carrier ? "on" : "off");
+    }
   return g_steal_pointer (&pf);
 }
 

@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "va-pf-health.h"
+
 G_BEGIN_DECLS
 
 /* What the kernel shows of ConnectX NICs (libudev, sysfs), and the sysfs
@@ -78,9 +80,11 @@ typedef struct
   gboolean admin_up;       /* the uplink's IFF_UP */
   guint numvfs;
   guint totalvfs;
-  GPtrArray *vfs;     /* VaKernelVf*, by index */
-  char *reason;       /* why the PF cannot serve a kind=vdpa pool; NULL when it can */
-  char *sriov_reason; /* why it cannot serve a kind=sriov pool (VFs passed through); NULL when it can */
+  GPtrArray *vfs;        /* VaKernelVf*, by index */
+  char *reason;          /* why the PF cannot serve a kind=vdpa pool; NULL when it can */
+  char *sriov_reason;    /* why it cannot serve a kind=sriov pool (VFs passed through); NULL when it can */
+  VaPfHealth code;       /* reason as a fixed word; OK when NULL */
+  VaPfHealth sriov_code; /* sriov_reason as a fixed word */
 } VaKernelPf;
 
 void va_kernel_pf_free (VaKernelPf *pf);
