@@ -46,6 +46,10 @@ typedef struct
   guint16 vlan; /* 0: untagged */
   char *bridge; /* the portable (fallback) bridge; NULL: none */
   VaBridgeKind bridge_kind;
+  /* mode=sriov only, with a bridge: the accelerated form is the virtio
+   * standby of a failover pair (<teaming type='persistent'/>) on the
+   * bridge, and the VF is plugged beside it at run time */
+  gboolean failover;
 } VaNetwork;
 
 /* The host as the intent engine sees it: networks, pools and their free
