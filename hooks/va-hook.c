@@ -125,7 +125,9 @@ allocate_nics (Hook *h, VaPoolKind kind)
       const VaNic *nic = g_ptr_array_index (nics, i);
       VaAllocRequest *req = &reqs[n];
 
-      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
+      /* a failover standby leases nothing: its VF is leased when it is
+       * plugged beside it, once the domain runs */
+      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind || nic->failover)
         continue;
       /* fail closed: a VF we do not know of would run unrecorded */
       if (kind == VA_POOL_KIND_SRIOV && !nic->vf)
@@ -209,8 +211,8 @@ on_reconnect (Hook *h)
   return 0;
 }
 
-/* A portable NIC on a Linux bridge: libvirt refuses <vlan> there, so the
- * tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
+/* A portable NIC or a failover standby on a Linux bridge: libvirt refuses
+ * <vlan> there, so the tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
  * (bridge vlan add ... pvid untagged; bridge vlan del ... vid 1). */
 static int
 on_start (Hook *h)
@@ -229,7 +231,8 @@ on_start (Hook *h)
       g_autoptr (GError) error = NULL;
       VaNicPlan plan;
 
-      if (nic->form != VA_FORM_PORTABLE)
+      /* a failover standby is a tap on the bridge too */
+      if (nic->form != VA_FORM_PORTABLE && !nic->failover)
         continue;
       /* the resolver's errors name the NIC */
       if (!va_nic_resolve (nic, view, &plan, &error))

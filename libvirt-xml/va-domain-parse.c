@@ -24,6 +24,8 @@ nic_free (VaNic *nic)
   g_free (nic->source_dev);
   g_free (nic->vf);
   g_free (nic->swap_back_outcome);
+  g_free (nic->alias);
+  g_free (nic->standby_alias);
   g_free (nic);
 }
 
@@ -439,6 +441,19 @@ parse_nic (xmlNode *node, GError **error)
             }
           nic->swap_back_outcome = g_steal_pointer (&value);
         }
+      else if (strcmp (name, "standby-alias") == 0)
+        {
+          g_autofree char *ours = va_standby_alias (mac);
+
+          /* what the failover form writes, and nothing else */
+          if (g_strcmp0 (value, ours) != 0)
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: standby-alias='%.*s' is not %s", mac,
+                           VA_CUT (value, 64), ours);
+              break;
+            }
+          nic->standby_alias = g_steal_pointer (&value);
+        }
       else
         {
           g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: unknown attribute '%.*s'", mac, VA_CUT (name, 64));
@@ -494,8 +509,20 @@ find_metadata_nics (xmlNode *root, GError **error)
   return found;
 }
 
+/* The type of an interface's <teaming>, or NULL. */
+static char *
+teaming_type (const xmlNode *iface)
+{
+  xmlNode *teaming = first_child (iface, "teaming");
+
+  return teaming ? get_prop (teaming, "type") : NULL;
+}
+
+/* Every <interface> by MAC; the transient members of failover pairs
+ * (<teaming type='transient'>), which share their standby's MAC, in
+ * @members instead. */
 static gboolean
-index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
+index_interfaces (xmlNode *root, GHashTable *by_mac, GHashTable *members, GError **error)
 {
   xmlNode *devices = first_child (root, "devices");
 
@@ -515,11 +542,16 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
       raw = get_prop (mac_node, "address");
       if (!raw || !va_mac_normalize (raw, mac))
         continue;
-      /* NULL value marks a MAC that two interfaces carry */
-      if (g_hash_table_contains (by_mac, mac))
-        g_hash_table_insert (by_mac, g_strdup (mac), NULL);
-      else
-        g_hash_table_insert (by_mac, g_strdup (mac), iface);
+      {
+        g_autofree char *teaming = teaming_type (iface);
+        GHashTable *table = g_strcmp0 (teaming, "transient") == 0 ? members : by_mac;
+
+        /* NULL value marks a MAC that two interfaces carry */
+        if (g_hash_table_contains (table, mac))
+          g_hash_table_insert (table, g_strdup (mac), NULL);
+        else
+          g_hash_table_insert (table, g_strdup (mac), iface);
+      }
     }
   return TRUE;
 }
@@ -527,13 +559,22 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
 /* The sriov form is a NIC on one of our hostdev networks as defined, and
  * the VF libvirt gave it (type='hostdev') in a started domain's XML. */
 static VaForm
-interface_form (const xmlNode *iface, VaPoolKind *kind)
+interface_form (const xmlNode *iface, VaPoolKind *kind, gboolean *failover)
 {
   g_autofree char *type = get_prop (iface, "type");
   xmlNode *source = first_child (iface, "source");
   g_autofree char *network = source ? get_prop (source, "network") : NULL;
+  g_autofree char *teaming = teaming_type (iface);
 
   *kind = VA_POOL_KIND_VDPA;
+  *failover = FALSE;
+  /* the failover form: a VF's virtio standby */
+  if (g_strcmp0 (teaming, "persistent") == 0)
+    {
+      *kind = VA_POOL_KIND_SRIOV;
+      *failover = TRUE;
+      return VA_FORM_ACCELERATED;
+    }
   if (g_strcmp0 (type, "vdpa") == 0)
     return VA_FORM_ACCELERATED;
   if (g_strcmp0 (type, "hostdev") == 0
@@ -606,6 +647,7 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 {
   g_autoptr (VaDomain) self = NULL;
   g_autoptr (GHashTable) by_mac = NULL;
+  g_autoptr (GHashTable) members = NULL;
   g_autoptr (GHashTable) seen = NULL;
   xmlNode *root, *nics_node, *node;
 
@@ -613,6 +655,7 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 
   self = g_new0 (VaDomain, 1);
   by_mac = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  members = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   seen = g_hash_table_new (g_str_hash, g_str_equal);
   if (len < 0)
     len = strlen (xml);
@@ -653,7 +696,7 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
   if (!nics_node)
     return (error && *error) ? NULL : g_steal_pointer (&self);
 
-  index_interfaces (root, by_mac, NULL);
+  index_interfaces (root, by_mac, members, NULL);
 
   self->nics_node = nics_node;
   for (xmlAttr *a = nics_node->properties; a; a = a->next)
@@ -728,15 +771,21 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac);
           return NULL;
         }
-      nic->form = interface_form (iface, &nic->accel_kind);
+      nic->form = interface_form (iface, &nic->accel_kind, &nic->failover);
       {
         xmlNode *target = first_child (iface, "target");
         xmlNode *source = first_child (iface, "source");
+        xmlNode *alias = first_child (iface, "alias");
+        xmlNode *member = g_hash_table_lookup (members, nic->mac);
 
+        nic->alias = alias ? get_prop (alias, "name") : NULL;
+        /* the standby's VF, when the document shows it plugged */
+        if (nic->failover && member && first_child (member, "source"))
+          live_vf (member, first_child (member, "source"), nic);
         nic->target_dev = target ? get_prop (target, "dev") : NULL;
-        if (nic->form == VA_FORM_ACCELERATED && source)
+        if (nic->form == VA_FORM_ACCELERATED && !nic->failover && source)
           nic->source_dev = get_prop (source, "dev");
-        if (nic->form == VA_FORM_ACCELERATED && nic->accel_kind == VA_POOL_KIND_SRIOV && source)
+        if (nic->form == VA_FORM_ACCELERATED && nic->accel_kind == VA_POOL_KIND_SRIOV && !nic->failover && source)
           live_vf (iface, source, nic);
       }
       g_ptr_array_add (self->nic_ifaces, iface);
@@ -802,7 +851,12 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
       g_autofree char *raw = NULL;
       char have[VA_MAC_STRING_LEN];
 
+      g_autofree char *teaming = NULL;
+
       if (!is_element (iface, "interface") || !(m = first_child (iface, "mac")))
+        continue;
+      /* a failover pair's VF shares its standby's MAC */
+      if (g_strcmp0 ((teaming = teaming_type (iface)), "transient") == 0)
         continue;
       raw = get_prop (m, "address");
       if (raw && va_mac_normalize (raw, have) && strcmp (have, want) == 0)

@@ -7,6 +7,7 @@
 #include "va-domain.h"
 
 #include <libxml/xmlsave.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "va-domain-private.h"
@@ -293,6 +294,166 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
     set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
+/* ---- the failover form --------------------------------------------------- */
+
+static gboolean is_ours (const xmlNode *node, const char *attr, const char *value);
+
+/* The virtio standby of a failover pair: the portable form with
+ * <teaming type='persistent'/> and a user alias, which the transient
+ * member (the VF, plugged at run time: va_domain_failover_member_xml())
+ * names. An alias of the user's own ("ua-...") is kept and named; else
+ * ours goes in its place (libvirt drops other aliases from a defined
+ * domain) and vdpa:nic standby-alias records it for the way back. */
+static void
+to_failover (xmlNode *iface, xmlNode *nic_node, VaNic *nic, const VaNicPlan *plan)
+{
+  xmlNode *teaming = first_child (iface, "teaming");
+  xmlNode *alias = first_child (iface, "alias");
+  g_autofree char *name = alias ? get_prop (alias, "name") : NULL;
+  g_autofree char *ours = va_standby_alias (nic->mac);
+
+  to_portable (iface, plan);
+  if (!teaming || !is_ours (teaming, "type", "persistent"))
+    {
+      remove_all (iface, "teaming");
+      xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("teaming"), NULL)), XSTR ("type"), XSTR ("persistent"));
+    }
+  if (va_user_alias_is_valid (name) && g_strcmp0 (name, ours) != 0)
+    {
+      /* the user's own: nothing of ours to take back */
+      unset_prop (nic_node, "standby-alias");
+      g_clear_pointer (&nic->standby_alias, g_free);
+    }
+  else
+    {
+      if (g_strcmp0 (name, ours) != 0 || !alias || alias->properties->next || first_element_child (alias))
+        {
+          remove_all (iface, "alias");
+          xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("alias"), NULL)), XSTR ("name"), XSTR (ours));
+        }
+      /* ours, whether this rewrite wrote it or an earlier one did */
+      if (!nic->standby_alias)
+        {
+          xmlSetProp (nic_node, XSTR ("standby-alias"), XSTR (ours));
+          nic->standby_alias = g_strdup (ours);
+        }
+    }
+  g_free (nic->alias);
+  nic->alias = g_strdup (va_user_alias_is_valid (name) ? name : ours);
+  nic->failover = TRUE;
+}
+
+/* What to_failover() added, taken back for every other form: the
+ * <teaming>, and the alias where the record says it is ours. */
+static void
+drop_failover (xmlNode *iface, xmlNode *nic_node, VaNic *nic)
+{
+  remove_all (iface, "teaming");
+  if (nic->standby_alias)
+    {
+      for (xmlNode *c = iface->children; c;)
+        {
+          xmlNode *next = c->next;
+          g_autofree char *name = is_element (c, "alias") ? get_prop (c, "name") : NULL;
+
+          if (g_strcmp0 (name, nic->standby_alias) == 0)
+            remove_child (c);
+          c = next;
+        }
+      if (g_strcmp0 (nic->alias, nic->standby_alias) == 0)
+        g_clear_pointer (&nic->alias, g_free);
+      unset_prop (nic_node, "standby-alias");
+      g_clear_pointer (&nic->standby_alias, g_free);
+    }
+  nic->failover = FALSE;
+}
+
+/* Whether the domain's machine can take a failover pair's VF: QEMU puts a
+ * failover primary on a PCI Express slot only ("failover primary device
+ * must be on PCIExpress bus"), which an i440fx ("pc") machine has none
+ * of. @machine: what the document says, or NULL. */
+static gboolean
+machine_takes_failover (const VaDomain *self, char **machine)
+{
+  xmlNode *os = first_child (xmlDocGetRootElement (self->doc), "os");
+  xmlNode *type = os ? first_child (os, "type") : NULL;
+
+  *machine = type ? get_prop (type, "machine") : NULL;
+  return *machine
+         && (strcmp (*machine, "q35") == 0 || g_str_has_prefix (*machine, "pc-q35-") || strcmp (*machine, "virt") == 0
+             || g_str_has_prefix (*machine, "virt-"));
+}
+
+char *
+va_domain_failover_member_xml (const VaDomain *self, const VaHostView *view, const char *mac, const char *vf, GError **error)
+{
+  char want[VA_MAC_STRING_LEN];
+  const VaNic *nic = NULL;
+  VaNicPlan plan;
+  g_autofree char *member = NULL;
+  g_autoptr (GString) out = g_string_new (NULL);
+  guint dom, bus, slot, fn;
+  guint16 vlan;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  if (!va_mac_check (mac, want, error))
+    return NULL;
+  for (guint i = 0; i < self->nics->len && !nic; i++)
+    if (strcmp (((const VaNic *) g_ptr_array_index (self->nics, i))->mac, want) == 0)
+      nic = g_ptr_array_index (self->nics, i);
+  if (!nic)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no vdpa:nic has MAC %s", want);
+      return NULL;
+    }
+  if (!nic->failover)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s is not a failover standby (no <teaming type='persistent'/>)", want);
+      return NULL;
+    }
+  if (!va_user_alias_is_valid (nic->alias))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "NIC %s: its standby has no user alias (<alias name='ua-...'/>) for the VF to name", want);
+      return NULL;
+    }
+  if (!vf || !va_pci_address_is_valid (vf) || sscanf (vf, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a PCI address like 0000:b3:00.2", VA_CUT (vf ? vf : "", 32));
+      return NULL;
+    }
+  if (!va_nic_resolve (nic, view, &plan, error))
+    return NULL;
+  if (!plan.failover)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: %s asks for no failover", want,
+                   nic->network ? "its network" : "an inline intent");
+      return NULL;
+    }
+  /* in switchdev the daemon tags the VF's representor: libvirt would fail
+   * on a VF VLAN there */
+  vlan = plan.representor_vlan ? 0 : plan.vlan;
+  member = va_member_alias (want);
+  g_string_append_printf (out,
+                          "<interface type='hostdev' managed='yes'>\n"
+                          "  <mac address='%s'/>\n"
+                          "  <source>\n"
+                          "    <address type='pci' domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>\n"
+                          "  </source>\n",
+                          want, dom, bus, slot, fn);
+  if (vlan)
+    g_string_append_printf (out, "  <vlan>\n    <tag id='%u'/>\n  </vlan>\n", vlan);
+  g_string_append_printf (out,
+                          "  <teaming type='transient' persistent='%s'/>\n"
+                          "  <alias name='%s'/>\n"
+                          "</interface>\n",
+                          nic->alias, member);
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
 /* ---- shared guest memory for software devices ---------------------------- */
 
 /* A software vDPA device's relay maps guest memory with VDUSE_IOTLB_GET_FD,
@@ -549,7 +710,23 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO && !(keep && nic->form == VA_FORM_PORTABLE))
                 ? VA_FORM_ACCELERATED
                 : VA_FORM_PORTABLE;
-      if (*want == VA_FORM_ACCELERATED)
+      if (*want == VA_FORM_ACCELERATED && plan->failover)
+        {
+          /* the standby needs no slot: the VF comes at run time, if one
+           * is free then */
+          g_autofree char *machine = NULL;
+
+          if (!machine_takes_failover (self, &machine))
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "NIC %s: network '%s' asks for failover, whose VF QEMU plugs only on PCI Express, and %s%.*s%s is no q35: "
+                           "make the domain q35, or give the NIC mode=\"auto\" for the plain passthrough form",
+                           nic->mac, nic->network, machine ? "machine '" : "the domain names no machine (libvirt picks pc)",
+                           VA_CUT (machine ? machine : "", 64), machine ? "'" : "");
+              return FALSE;
+            }
+        }
+      else if (*want == VA_FORM_ACCELERATED)
         {
           gint64 free_slots = va_host_view_get_pool_free (view, plan->pool);
           guint taken = GPOINTER_TO_UINT (g_hash_table_lookup (used, plan->pool));
@@ -636,6 +813,11 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
           nic->swap_back = FALSE;
           g_clear_pointer (&nic->swap_back_outcome, g_free);
         }
+      if (nic->form == VA_FORM_ACCELERATED && plan->failover)
+        {
+          to_failover (iface, g_ptr_array_index (self->nic_nodes, i), nic, plan);
+          continue;
+        }
       if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
         to_sriov (iface, plan);
       else if (nic->form == VA_FORM_ACCELERATED)
@@ -645,6 +827,7 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
         }
       else
         to_portable (iface, plan);
+      drop_failover (iface, g_ptr_array_index (self->nic_nodes, i), nic);
     }
   /* what an earlier rewrite changed goes back first: the form then
    * depends on the domain's own memory alone, whatever the record says,

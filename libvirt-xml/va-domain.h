@@ -78,6 +78,15 @@ char *va_domain_to_string (const VaDomain *self, gsize *len);
 /* Parse, rewrite and serialize in one step. */
 char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error);
 
+/* The transient member of the failover pair of the NIC @mac (in the
+ * failover form: its <interface> is the virtio standby), on the VF @vf
+ * (a PCI address, "0000:3c:00.1"), as libvirt's attach takes it: type
+ * 'hostdev' (managed), the NIC's MAC, the VLAN of its plan unless the
+ * pool tags the VF's representor, <teaming type='transient'
+ * persistent='STANDBY ALIAS'/> and an alias of its own
+ * (va_member_alias()), by which it can be detached. */
+char *va_domain_failover_member_xml (const VaDomain *self, const VaHostView *view, const char *mac, const char *vf, GError **error);
+
 /* The <interface> element whose MAC is @mac, serialized (what libvirt's
  * detach wants), or NULL with VA_ERROR_NOT_FOUND. */
 char *va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error);

@@ -429,6 +429,10 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
               return FALSE;
             }
           plan->representor_vlan = va_host_view_get_pool_representor_vlan (view, plan->pool);
+          /* a NIC that narrows to auto leaves failover: the plain
+           * passthrough form, for a guest without a failover driver */
+          if (nic->network && plan->mode == VA_MODE_SRIOV && plan->bridge)
+            plan->failover = va_host_view_lookup_network (view, nic->network)->failover;
           return TRUE;
         }
       plan->software = va_host_view_get_pool_software (view, plan->pool) && plan->bridge;

@@ -46,6 +46,10 @@ typedef struct
   guint16 vlan; /* 0: untagged */
   char *bridge; /* the portable (fallback) bridge; NULL: none */
   VaBridgeKind bridge_kind;
+  /* mode=sriov only, with a bridge: the accelerated form is the virtio
+   * standby of a failover pair (<teaming type='persistent'/>) on the
+   * bridge, and the VF is plugged beside it at run time */
+  gboolean failover;
 } VaNetwork;
 
 /* The host as the intent engine sees it: networks, pools and their free
@@ -137,6 +141,16 @@ typedef struct
    * while it has not tried. Dropped with swap-back, and by the rewrite
    * for a restore or an incoming migration (a new try). */
   char *swap_back_outcome;
+  /* <teaming type='persistent'/>: the interface is the virtio standby of a
+   * failover pair, the accelerated form on a network with failover=true
+   * (form VA_FORM_ACCELERATED, accel_kind VA_POOL_KIND_SRIOV); its VF, the
+   * transient member (<teaming type='transient'>, same MAC), is plugged at
+   * run time, and when the document shows one, @vf and @vf_vlan are its */
+  gboolean failover;
+  char *alias; /* the interface's <alias name>, or NULL */
+  /* vdpa:nic standby-alias: the alias (va_standby_alias()) the failover
+   * form added, which a form without failover takes back; NULL: none */
+  char *standby_alias;
 } VaNic;
 
 /* "no-room", "refused", "busy", or "lost": a swap cut short between its
@@ -166,6 +180,10 @@ typedef struct
    * when the pool has no free hardware slot, whose relay reaches only
    * shared, file-backed guest memory */
   gboolean software;
+  /* sriov on a network with failover=true: the accelerated form is the
+   * virtio standby on the bridge (which such a network has), whatever the
+   * pool's room, and the VF is plugged beside it at run time */
+  gboolean failover;
 } VaNicPlan;
 
 /* The intent of @nic on @view, into @plan: its network's (which the NIC

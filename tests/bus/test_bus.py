@@ -653,6 +653,31 @@ class CommandLineTest(unittest.TestCase):
                           % missing), r.stderr)
         self.assertNotIn("(null)", r.stdout + r.stderr)
 
+    def test_check_config_refuses_failover_that_cannot_work(self):
+        # issue 27, point 5: failover pairs a VF with a virtio standby on
+        # the network's bridge
+        d = Daemon(None)
+        conf = os.path.join(d.conf_dir, "vdpa-allocator.conf")
+        try:
+            with open(conf) as f:
+                base = f.read()
+            with open(conf, "w") as f:
+                f.write(base + "[pool vf]\nkind=sriov\nmatch-vendor=8086\n"
+                        "[network fo]\nmode=sriov\npool=vf\nvlan=30\nfallback-bridge=br0\nfailover=true\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            for net, words in (("mode=sriov\npool=vf\nfailover=true\n",
+                                "failover: the virtio standby goes on fallback-bridge, which this network lacks"),
+                               ("mode=auto\npool=vf\nfallback-bridge=br0\nfailover=true\n",
+                                "failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network "
+                                "is mode=auto")):
+                with open(conf, "w") as f:
+                    f.write(base + "[pool vf]\nkind=sriov\nmatch-vendor=8086\n[network fo]\n" + net)
+                r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+                self.assertEqual((r.returncode, r.stderr.strip()), (1, "vdpa-allocatord: %s: [network fo] %s" % (conf, words)))
+        finally:
+            d.remove()
+
     def test_an_sriov_pool_is_served(self):
         # it used to be refused until the daemon tracked its leases
         d = Daemon(None)

@@ -460,6 +460,9 @@ class BusyDaemonTest(unittest.TestCase):
 SRIOV_CONFIG = sim_config(
     pfs=2, vfs=2, pools={"accel": {"match_pci": "0000:3b:00.0"}, "pt": {"kind": "sriov", "match_pci": "0001:3b:00.0"}},
     networks={"pt2334": dict(mode="sriov", pool="pt", vlan=2334),
+              "ptfo": dict(mode="sriov", pool="pt", vlan=2334, fallback_bridge="br0", failover="true"),
+              "ptfo-ovs": dict(mode="sriov", pool="pt", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs",
+                               failover="true"),
               "ptauto": dict(mode="auto", pool="pt", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs")})
 UUID2 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 
@@ -599,6 +602,28 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.leases(), [])
         self.assertEqual(self.pool()["free"], 2)
+
+    def test_a_failover_standby_leases_nothing_and_its_tap_is_tagged(self):
+        # issue 27, point 5: the standby is a tap on the network's bridge;
+        # its VF is leased when the daemon plugs it beside the standby
+        def standby(mac, network, bridge):
+            return ("<domain type='qemu'><name>vm1</name><uuid>%s</uuid><memory>65536</memory>"
+                    "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+                    "<vdpa:nic mac='%s' network='%s'/></vdpa:nics></metadata>"
+                    "<os><type machine='pc-q35-7.2'>hvm</type></os><devices><interface type='bridge'><mac address='%s'/>"
+                    "<source bridge='%s'/><target dev='vnet93'/><model type='virtio'/><teaming type='persistent'/>"
+                    "<alias name='ua-vdpa-525400000001'/></interface></devices></domain>" % (UUID, mac, network, mac, bridge))
+        mac = "52:54:00:00:00:01"
+        ovs = standby(mac, "ptfo-ovs", "br-ovs")
+        for op in ("prepare", "start", "started"):
+            r = hook(ovs, op, "begin", env=self.env)
+            self.assertEqual((op, r.returncode, r.stderr), (op, 0, ""))
+        self.assertEqual(self.leases(), [])
+        # on a Linux bridge the hook tags the tap, as for a portable NIC:
+        # vnet93 does not exist here, so the start is refused, closed
+        r = self.start(standby(mac, "ptfo", "br0"))
+        self.assertOneLine(r, "NIC %s" % mac, "VLAN 2334 on Linux bridge br0", "vnet93")
+        self.assertEqual(self.leases(), [])
 
     def test_refusals_are_one_line_and_fail_the_start(self):
         a = "52:54:00:00:00:01"

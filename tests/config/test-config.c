@@ -187,7 +187,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
                       "[network sr]\nmode=sriov\npool=cx5\nvlan=2334\n"
                       "[network sr-auto]\nmode=auto\npool=cx5\nvlan=100\nfallback-bridge=br0\nspoofchk=false\ntrust=true\n"
                       "[network vd-auto]\nmode=auto\npool=cx7\nfallback-bridge=br0\n"
-                      "[network vd]\nmode=vdpa\npool=cx6\n"));
+                      "[network vd]\nmode=vdpa\npool=cx6\n"
+                      "[network sr-fo]\nmode=sriov\npool=cx5\nvlan=2334\nfallback-bridge=br0\nfailover=true\n"
+                      "[network sr-nofo]\nmode=sriov\npool=cx5\nfallback-bridge=br0\nfailover=false\n"));
   config = va_config_load (f->dir, &error);
   g_assert_no_error (error);
   g_assert_cmpint (va_config_lookup_pool (config, "cx6")->kind, ==, VA_POOL_KIND_VDPA); /* the default */
@@ -198,6 +200,10 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_false (va_config_lookup_network (config, "sr")->trust);
   g_assert_false (va_config_lookup_network (config, "sr-auto")->spoofchk);
   g_assert_true (va_config_lookup_network (config, "sr-auto")->trust);
+  /* failover: asked for, never the default */
+  g_assert_true (va_config_lookup_network (config, "sr-fo")->net.failover);
+  g_assert_false (va_config_lookup_network (config, "sr-nofo")->net.failover);
+  g_assert_false (va_config_lookup_network (config, "sr")->net.failover);
   g_assert_null (va_config_lookup_network (config, "ghost"));
   /* the first network with a VLAN on each pool, for the eswitch check */
   g_assert_cmpstr (va_config_lookup_pool (config, "cx5")->vlan_network, ==, "sr");
@@ -214,6 +220,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_cmpuint (net->vlan, ==, 2334);
   g_assert_null (net->bridge);
   g_assert_cmpint (va_host_view_lookup_network (view, "sr-auto")->mode, ==, VA_MODE_AUTO);
+  /* the engine sees it: the failover form is the host view's to decide */
+  g_assert_true (va_host_view_lookup_network (view, "sr-fo")->failover);
+  g_assert_false (va_host_view_lookup_network (view, "sr-nofo")->failover);
   g_assert_true (va_host_view_set_pool_kind (view, "cx6", VA_POOL_KIND_SRIOV, &error));
   g_assert_cmpint (va_host_view_get_pool_kind (view, "cx6"), ==, VA_POOL_KIND_SRIOV);
   g_assert_false (va_host_view_set_pool_kind (view, "ghost", VA_POOL_KIND_SRIOV, &error));
@@ -341,6 +350,17 @@ static const BadCase bad_cases[] = {
     "[network n] pool: mode=vdpa needs a pool of kind vdpa, and 'a' is kind sriov" },
   { "[network n]\nmode=auto\npool=a\n[pool a]\nkind=sriov\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
   { "[network n]\nmode=sriov\npool=a\nspoofchk=yes\n[pool a]\nkind=sriov\n", "[network n] spoofchk: 'yes' is not true or false" },
+  { "[network n]\nmode=sriov\npool=a\nfallback-bridge=br0\nfailover=on\n[pool a]\nkind=sriov\n",
+    "[network n] failover: 'on' is not true or false" },
+  /* failover: a VF and its virtio standby, which needs a bridge */
+  { "[network n]\nmode=sriov\npool=a\nfailover=true\n[pool a]\nkind=sriov\n",
+    "[network n] failover: the virtio standby goes on fallback-bridge, which this network lacks" },
+  { "[network n]\nmode=auto\npool=a\nfallback-bridge=br0\nfailover=true\n[pool a]\nkind=sriov\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=auto" },
+  { "[network n]\nmode=vdpa\npool=a\nfallback-bridge=br0\nfailover=true\n[pool a]\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=vdpa" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\nfailover=true\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=virtio" },
   /* mlx5 in switchdev refuses a VF VLAN through the PF (esw/legacy.c) */
   { "[network n]\nmode=sriov\npool=a\nvlan=100\n[pool a]\nkind=sriov\neswitch=switchdev\n",
     "[network n] vlan: pool 'a' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it vlan-method=bridge or "

@@ -707,9 +707,9 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
           if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
             return FALSE;
         }
-      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0)
+      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0 || strcmp (key, "failover") == 0)
         {
-          gboolean *out = key[0] == 's' ? &n->spoofchk : &n->trust;
+          gboolean *out = key[0] == 's' ? &n->spoofchk : key[0] == 't' ? &n->trust : &n->net.failover;
 
           if (g_strcmp0 (it.entry->value, "true") == 0)
             *out = TRUE;
@@ -744,6 +744,21 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] fallback-bridge: missing, and mode=%s needs one", g->file, g->name,
                    va_mode_to_string (n->net.mode));
       return FALSE;
+    }
+  /* failover pairs a passed-through VF with a virtio standby: no VF in
+   * the other modes (auto would be failover's own "VF while one is free,
+   * else virtio", decided once at start instead of at run time), and no
+   * standby without a bridge to put it on */
+  if (n->net.failover && n->net.mode != VA_MODE_SRIOV)
+    {
+      Item it = { g, "failover", g_hash_table_lookup (g->entries, "failover") };
+      return item_error (&it, error, "pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=%s",
+                         va_mode_to_string (n->net.mode));
+    }
+  if (n->net.failover && !n->net.bridge)
+    {
+      Item it = { g, "failover", g_hash_table_lookup (g->entries, "failover") };
+      return item_error (&it, error, "the virtio standby goes on fallback-bridge, which this network lacks");
     }
   return TRUE;
 }

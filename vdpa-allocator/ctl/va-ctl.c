@@ -163,7 +163,11 @@ print_summary (const VaDomain *domain, const VaHostView *view)
 
       if (!va_nic_resolve (nic, view, &plan, NULL))
         continue;
-      if (nic->form == VA_FORM_ACCELERATED && plan.kind == VA_POOL_KIND_SRIOV)
+      if (nic->form == VA_FORM_ACCELERATED && nic->failover)
+        g_printerr ("%s: accelerated on pool %s, VLAN %u, a virtio standby on bridge %s for a VF plugged while the domain runs "
+                    "(failover)\n",
+                    nic->mac, plan.pool, plan.vlan, plan.bridge);
+      else if (nic->form == VA_FORM_ACCELERATED && plan.kind == VA_POOL_KIND_SRIOV)
         g_printerr ("%s: accelerated on pool %s, VLAN %u, a VF passed through\n", nic->mac, plan.pool, plan.vlan);
       else if (nic->form == VA_FORM_ACCELERATED)
         g_printerr ("%s: accelerated on pool %s, VLAN %u, %u queue(s)\n", nic->mac, plan.pool, plan.vlan, plan.queues);

@@ -739,6 +739,14 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           n->outcome = "refused";
           continue;
         }
+      /* the failover standby and its VF go in at start; a live plug of
+       * the pair is the daemon's, not yet written (issue 27, point 5) */
+      if (want->failover)
+        {
+          va_swap_note (n, "stays portable: its network asks for failover, whose standby a start brings (no live swap to it yet)");
+          n->outcome = "refused";
+          continue;
+        }
       if (want->accel_kind == VA_POOL_KIND_SRIOV)
         {
           if (!swap_to_vf (lv, live, accel, nic, n, uuid, error))
