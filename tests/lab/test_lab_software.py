@@ -23,7 +23,11 @@ fallback bridge is a VLAN-filtering Linux bridge.
   and replaces the relay of before (no child of it) with its own, which
   carries the ping again; release after the restart takes the device away;
 - reconciliation removes a software device no lease holds (its vdpa
-  device, the process serving it, the VDUSE device).
+  device, the process serving it, the VDUSE device);
+- a relay killed a sixth time within 60 s is given up on: one line of the
+  log, no relay started again, the lease kept and broken with that line's
+  words; vdpactl reconcile starts a relay again, and the ping goes
+  through.
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
@@ -280,6 +284,53 @@ class SoftwareSlot(unittest.TestCase):
         finally:
             if p.poll() is None:
                 p.kill()
+
+    def test_7_a_relay_that_dies_too_often_is_given_up_on_until_reconcile(self):
+        """A relay killed more often than the restart bound allows (5
+        restarts within 60 s): the sixth death is said in one line and no
+        relay is started again; the lease stays, broken with that line's
+        words; vdpactl reconcile starts a relay again and the ping goes
+        through."""
+        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
+        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        self.attach_kernel_virtio()
+        self.assertEqual(self.ping("before the kills").returncode, 0)
+        seen = len(self.daemon.read_log())  # what earlier cases logged
+        t0 = time.monotonic()
+        for n in range(1, 7):
+            relays = wait_until(unprivileged_relays, 30, "relay %d, unprivileged" % n)
+            self.assertEqual(len(relays), 1, relays)
+            pid = next(iter(relays))
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: pid not in lab.relay_processes(), 30, "relay %d gone" % n)
+        gave_up = ("software device %s: its relay was killed by signal 9, 6 times within 60 s: not started again; "
+                   "the NIC stalls until its lease is released or vdpactl reconcile runs" % SW_DEVICE)
+        wait_until(lambda: gave_up in self.daemon.read_log()[seen:], 30, "the daemon giving up on the relay")
+        print("# six relays killed and given up on in %.2f s (nested TCG)" % (time.monotonic() - t0), file=sys.stderr)
+        self.assertLess(time.monotonic() - t0, 60, "the kills must fall within the restart window")
+        lab.holds_for(lambda: not lab.relay_processes(), 3, "no relay started again")
+        log = self.daemon.read_log()[seen:].splitlines()
+        self.assertEqual(len([l for l in log if "not started again" in l]), 1, log)
+        self.assertEqual(len([l for l in log if "its relay started again (" in l]), 5, log)
+        # the lease stays, and says it carries nothing, and why
+        mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
+        self.assertEqual([(l["form"], l["device"], l["broken"], l["broken_reason"]) for l in mine],
+                         [("software", SW_DEVICE, True, gave_up)], mine)
+        self.assertRegex(vdpactl("lease", "list", "-o", "MAC,FORM,BROKEN").stdout, r"(?m)^%s\s+software\s+yes\s*$" % MAC_SW)
+        # reconcile starts a relay again (libvirt is not reachable here:
+        # exit 5, done in part), and the NIC carries the ping again
+        r = ctl.vdpactl("reconcile", check=False, timeout=None)
+        self.assertIn(r.returncode, (0, 5), r.stdout + r.stderr)
+        wait_until(unprivileged_relays, 30, "the relay reconcile started, unprivileged")
+        self.assertIn("software device %s: its relay, given up on, is started again" % SW_DEVICE, self.daemon.read_log()[seen:])
+        mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
+        self.assertEqual([(l["form"], l["broken"]) for l in mine], [("software", False)], mine)
+        self.assertEqual(master(SW_TAP), BRIDGE)
+        self.assertEqual(bridge_vlans(SW_TAP), [(10, ["Egress Untagged", "PVID"])])
+        out = self.ping("after reconcile started the relay given up on", count=10)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        self.release_all()
+
 
 if __name__ == "__main__":
     unittest.main()
