@@ -124,7 +124,7 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
       st->health_reason = g_strdup ("its PFs have no VFs");
     }
   st->software_slots = pc ? pc->software_slots : 0;
-  st->software_leased = va_allocator_software_leases (self, name);
+  st->software_leased = va_allocator_software_leases (self, name, NULL);
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
   if (!st->warning)
@@ -193,7 +193,7 @@ va_allocator_get_host_view (VaAllocator *self)
       /* a software slot is room too, for NICs on a network with a
        * fallback bridge */
       if (st && pc && pc->software_slots && !st->draining)
-        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i]));
+        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i], NULL));
       if (st)
         va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
       /* a refusal that says why and what helps, not only "no free slot" */
