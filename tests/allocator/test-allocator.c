@@ -437,6 +437,116 @@ test_software_fallback (Fixture *f, gconstpointer data)
   g_assert_true (again->software);
 }
 
+/* A network's quota counts its software leases as it counts its
+ * hardware ones: a full pool with software slots left gives no software
+ * device to a network at its quota, and a software-only pool none
+ * beyond it; the refusal is the quota's own. */
+static void
+test_software_quota (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=3\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=3\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\nquota=2\n"
+                                  "[network other]\nmode=vdpa\npool=accel\nvlan=30\nfallback-bridge=br0\n"
+                                  "[network swnet]\nmode=vdpa\npool=sw\nvlan=40\nfallback-bridge=br1\nquota=1\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (VaLease) other = NULL;
+  g_autoptr (VaLease) only = NULL;
+  g_autoptr (VaLease) again = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  hw = allocate (f, UUID1, "52:54:00:00:00:01", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+  sw = allocate (f, UUID1, "52:54:00:00:00:02", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  /* two leases on "soft", one of them software: at its quota */
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:03", "soft", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "network soft has reached its quota of 2 leases in pool accel");
+  g_clear_error (&error);
+  /* the pool's software slots are still there for another network */
+  other = allocate (f, UUID2, "52:54:00:00:00:04", "other", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (other->software);
+  /* a software-only pool: its one software lease fills the quota */
+  only = allocate (f, UUID2, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (only->software);
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:06", "swnet", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "network swnet has reached its quota of 1 leases in pool sw");
+  g_clear_error (&error);
+  /* a software lease released gives its room back */
+  g_assert_true (release (f, UUID1, sw->mac, &error));
+  g_assert_no_error (error);
+  again = allocate (f, UUID2, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (again->software);
+}
+
+/* A software device whose relay was given up on (it died too often; the
+ * sim backend's stand-in is RUN/sim/relay/NAME.stalled) carries nothing:
+ * its lease stays, with its port link, and says why, until
+ * reconciliation serves the device again. */
+static void
+test_software_relay_given_up (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=1\n"
+                                  "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
+  static const char why[] = "software device vasw-525400000005: its relay was killed by signal 9, 6 times within 60 s: not started "
+                            "again; the NIC stalls until its lease is released or vdpactl reconcile runs";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *relay_dir = g_build_filename (f->run_dir, "sim", "relay", NULL);
+  g_autofree char *stalled_file = g_build_filename (relay_dir, "vasw-525400000005.stalled", NULL);
+  g_autofree char *stalled = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  sw = allocate (f, UUID1, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  g_assert_null (va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac));
+
+  g_assert_cmpint (g_mkdir_with_parents (relay_dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (stalled_file, why, -1, &error));
+  stalled = va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac);
+  g_assert_cmpstr (stalled, ==, why);
+  /* not broken in the slot's sense: the device is there, its link too */
+  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID1, sw->mac));
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 1);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), sw));
+  g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
+
+  /* reconciliation starts its relay again */
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (report->missing->len, ==, 0);
+  g_assert_null (va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac));
+  g_assert_false (g_file_test (stalled_file, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+}
+
 /* A caller whose domain's memory is not shared (a live swap, an attach,
  * the hook at start) asks for hardware only: a full pool then refuses,
  * and makes no software device whose relay would reach none of the
@@ -1341,6 +1451,8 @@ main (int argc, char **argv)
   ADD ("/allocator/host-view-has-live-capacity", test_host_view_has_live_capacity);
   ADD ("/allocator/software-fallback", test_software_fallback);
   ADD ("/allocator/software-hardware-only", test_software_hardware_only);
+  ADD ("/allocator/software-relay-given-up", test_software_relay_given_up);
+  ADD ("/allocator/software-quota", test_software_quota);
   ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();

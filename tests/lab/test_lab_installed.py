@@ -586,21 +586,6 @@ class InstalledHost(unittest.TestCase):
     SW_MAC = "52:54:00:1a:b0:ee"
     SW_DEVICE = "vasw-5254001ab0ee"
 
-    def relays(self):
-        """pid: (real uid, seccomp mode) of each running vdpa-allocator-relay"""
-        out = {}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    if not f.read().split(b"\0")[0].endswith(b"vdpa-allocator-relay"):
-                        continue
-                with open("/proc/%s/status" % pid) as f:
-                    st = dict(l.split(":", 1) for l in f if ":" in l)
-                out[int(pid)] = (int(st["Uid"].split()[0]), int(st["Seccomp"].strip()))
-            except (OSError, KeyError, ValueError):
-                continue
-        return out
-
     def test_10b_a_software_device_under_the_installed_unit(self):
         """Issue 28 under the package's own unit: DevicePolicy=closed lets
         the daemon reach VDUSE (char-vduse) and the tun driver, the bounding
@@ -627,16 +612,16 @@ class InstalledHost(unittest.TestCase):
         self.assertTrue(os.path.exists("/dev/vduse/" + self.SW_DEVICE))
         self.assertEqual(os.path.basename(os.readlink("/sys/bus/vdpa/devices/%s/driver" % self.SW_DEVICE)), "vhost_vdpa")
         # the relay drops to nobody before it serves, maybe after Allocate
-        wait_until(lambda: [uid for uid, _ in self.relays().values()] == [65534], 30, "the relay, as nobody",
+        wait_until(lambda: [uid for uid, _ in lab.relay_processes().values()] == [65534], 30, "the relay, as nobody",
                    interval=0.5)
-        relays = self.relays()
+        relays = lab.relay_processes()
         log("relays: %s", relays)
         self.assertEqual(len(relays), 1, relays)
         # nobody, under a seccomp filter (2: SECCOMP_MODE_FILTER)
         self.assertEqual(list(relays.values()), [(65534, 2)], relays)
         sh([VDPACTL, "release", "--uuid", self.SW_UUID, "--all"], timeout=120)
         wait_until(lambda: not os.path.exists("/dev/vduse/" + self.SW_DEVICE), 60, "the VDUSE device destroyed")
-        wait_until(lambda: not self.relays(), 30, "no relay left")
+        wait_until(lambda: not lab.relay_processes(), 30, "no relay left")
         type(self).software_pool = True
 
     SOFT_NAME = "vm3"
@@ -700,17 +685,17 @@ class InstalledHost(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         mine = [l for l in leases() if l["uuid"] == self.SOFT_UUID]
         self.assertEqual([(l["mac"], l["form"]) for l in mine], [(self.SOFT_MAC, "software")], mine)
-        relays = self.relays()
+        relays = lab.relay_processes()
         self.assertEqual(len(relays), 1, relays)
         self.assertIn(mine[0]["chardev"], fds_of(qemu_pid(name)))
         # KillMode=process: the relay outlives the daemon, and the next
         # one replaces it with its own (the guest, booting, sees a stall)
         systemctl("restart", UNIT)
-        wait_until(lambda: self.relays() and not set(self.relays()) & set(relays)
-                   and [uid for uid, _ in self.relays().values()] == [65534], 60, "the restarted daemon's relay, as nobody",
-                   interval=0.5)
+        wait_until(lambda: lab.relay_processes() and not set(lab.relay_processes()) & set(relays)
+                   and [uid for uid, _ in lab.relay_processes().values()] == [65534], 60,
+                   "the restarted daemon's relay, as nobody", interval=0.5)
         self.assertIn("its relay of before the daemon's restart stopped", journal(UNIT, 80))
-        relays = self.relays()
+        relays = lab.relay_processes()
         self.assertEqual([uid for uid, _ in relays.values()], [65534], relays)
         relay = next(iter(relays))
         mine = [l for l in leases() if l["uuid"] == self.SOFT_UUID]
@@ -758,7 +743,7 @@ class InstalledHost(unittest.TestCase):
         # the client powers off: libvirt destroys it, the hook releases
         wait_until(lambda: not [l for l in leases() if l["uuid"] == self.SOFT_UUID], 120, "the lease given back")
         wait_until(lambda: not os.path.exists("/dev/vduse/vasw-5254001ab0dd"), 60, "the software device destroyed")
-        wait_until(lambda: not self.relays(), 30, "no relay left")
+        wait_until(lambda: not lab.relay_processes(), 30, "no relay left")
 
     def test_12_remove_keeps_the_leases_purge_removes_them(self):
         if not [l for l in leases() if l["uuid"] == self.OP_UUID]:

@@ -23,7 +23,11 @@ fallback bridge is a VLAN-filtering Linux bridge.
   and replaces the relay of before (no child of it) with its own, which
   carries the ping again; release after the restart takes the device away;
 - reconciliation removes a software device no lease holds (its vdpa
-  device, the process serving it, the VDUSE device).
+  device, the process serving it, the VDUSE device);
+- a relay killed a sixth time within 60 s is given up on: one line of the
+  log, no relay started again, the lease kept and broken with that line's
+  words; vdpactl reconcile starts a relay again, and the ping goes
+  through.
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
@@ -66,23 +70,12 @@ def sh(*argv, check=True):
     return run(*argv, check=check)
 
 
-def relay_pids():
-    """The pids of vdpa-allocator-relay processes, and their real uid."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv0 = f.read().split(b"\0")[0]
-            if not argv0.endswith(b"vdpa-allocator-relay"):
-                continue
-            with open("/proc/%s/status" % pid) as f:
-                uid = [int(l.split()[1]) for l in f if l.startswith("Uid:")][0]
-            out[int(pid)] = uid
-        except (OSError, IndexError):
-            continue
-    return out
+def unprivileged_relays():
+    """The relays (pid: lab.Relay), when there are some and none runs as
+    root still (each starts as root with its fds and drops before it
+    serves, maybe after Allocate returned); else {}."""
+    relays = lab.relay_processes()
+    return relays if relays and all(r.uid != 0 for r in relays.values()) else {}
 
 
 class SoftwareSlot(unittest.TestCase):
@@ -155,8 +148,8 @@ class SoftwareSlot(unittest.TestCase):
         self.assertTrue(os.path.exists("/dev/vduse/" + SW_DEVICE))
         # its relay, unprivileged: it starts as root with the fds and
         # drops before it reads anything from them (maybe after Allocate)
-        wait_until(lambda: relay_pids() and 0 not in relay_pids().values(), 30, "the relay, unprivileged")
-        relays = relay_pids()
+        wait_until(lambda: unprivileged_relays(), 30, "the relay, unprivileged")
+        relays = lab.relay_processes()
         self.assertEqual(len(relays), 1, relays)
         # its tap on the fallback bridge, in the NIC's VLAN alone
         self.assertEqual(master(SW_TAP), BRIDGE)
@@ -207,7 +200,7 @@ class SoftwareSlot(unittest.TestCase):
     def test_3_release_takes_device_relay_and_tap_away(self):
         vdpactl("release", "--uuid", UUID, "--mac", MAC_SW)
         wait_until(lambda: SW_DEVICE not in vdpa_devices(), 30, "vdpa device %s deleted" % SW_DEVICE)
-        wait_until(lambda: not relay_pids(), 30, "the relay gone")
+        wait_until(lambda: not lab.relay_processes(), 30, "the relay gone")
         wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 30, "VDUSE device destroyed")
         self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
@@ -216,7 +209,7 @@ class SoftwareSlot(unittest.TestCase):
     def release_all(self):
         vdpactl("release", "--uuid", UUID, "--mac", MAC_SW)
         wait_until(lambda: SW_DEVICE not in vdpa_devices(), 60, "vdpa device %s deleted" % SW_DEVICE)
-        wait_until(lambda: not relay_pids(), 30, "the relay gone")
+        wait_until(lambda: not lab.relay_processes(), 30, "the relay gone")
         wait_until(lambda: not os.path.exists("/dev/vduse/" + SW_DEVICE), 60, "VDUSE device destroyed")
         self.assertFalse(os.path.exists("/sys/class/net/" + SW_TAP))
         vdpactl("release", "--uuid", UUID, "--mac", MAC_HW)
@@ -227,7 +220,7 @@ class SoftwareSlot(unittest.TestCase):
         self.assertEqual(self.allocate(MAC_SW)["form"], "software")
         self.attach_kernel_virtio()
         self.assertEqual(self.ping("before the kill").returncode, 0)
-        pids = relay_pids()
+        pids = lab.relay_processes()
         self.assertEqual(len(pids), 1, pids)
         old = next(iter(pids))
         t0 = time.monotonic()
@@ -235,10 +228,9 @@ class SoftwareSlot(unittest.TestCase):
         wait_until(lambda: "software device %s: its relay was killed by signal 9: starting it again" % SW_DEVICE
                    in self.daemon.read_log(), 30, "the relay's death in the daemon's log")
         # started as root with the fds, it drops to nobody before it serves
-        wait_until(lambda: relay_pids() and old not in relay_pids() and 0 not in relay_pids().values(), 30,
-                   "a new relay, unprivileged")
+        wait_until(lambda: unprivileged_relays() and old not in unprivileged_relays(), 30, "a new relay, unprivileged")
         print("# relay restarted: a new one %.2f s after the kill (nested TCG)" % (time.monotonic() - t0), file=sys.stderr)
-        new = relay_pids()
+        new = lab.relay_processes()
         self.assertEqual(len(new), 1, new)
         # the tap made again on the bridge, in the NIC's VLAN alone
         self.assertEqual(master(SW_TAP), BRIDGE)
@@ -253,13 +245,13 @@ class SoftwareSlot(unittest.TestCase):
         self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
         self.assertEqual(self.allocate(MAC_SW)["form"], "software")
         self.attach_kernel_virtio()
-        before = relay_pids()
+        before = lab.relay_processes()
         self.assertEqual(len(before), 1, before)
         self.assertEqual(self.daemon.stop(), 0)
         # the relay outlives the daemon (systemd's KillMode=process)
-        self.assertEqual(relay_pids(), before)
+        self.assertEqual(lab.relay_processes(), before)
         self.daemon.start()
-        wait_until(lambda: relay_pids() and not set(relay_pids()) & set(before), 60, "the new daemon's relay")
+        wait_until(lambda: lab.relay_processes() and not set(lab.relay_processes()) & set(before), 60, "the new daemon's relay")
         mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
         self.assertEqual(len(mine), 1)
         self.assertEqual((mine[0]["form"], mine[0]["broken"], mine[0]["device"]), ("software", False, SW_DEVICE), mine)
@@ -292,6 +284,53 @@ class SoftwareSlot(unittest.TestCase):
         finally:
             if p.poll() is None:
                 p.kill()
+
+    def test_7_a_relay_that_dies_too_often_is_given_up_on_until_reconcile(self):
+        """A relay killed more often than the restart bound allows (5
+        restarts within 60 s): the sixth death is said in one line and no
+        relay is started again; the lease stays, broken with that line's
+        words; vdpactl reconcile starts a relay again and the ping goes
+        through."""
+        self.assertEqual(self.allocate(MAC_HW)["form"], "hardware")
+        self.assertEqual(self.allocate(MAC_SW)["form"], "software")
+        self.attach_kernel_virtio()
+        self.assertEqual(self.ping("before the kills").returncode, 0)
+        seen = len(self.daemon.read_log())  # what earlier cases logged
+        t0 = time.monotonic()
+        for n in range(1, 7):
+            relays = wait_until(unprivileged_relays, 30, "relay %d, unprivileged" % n)
+            self.assertEqual(len(relays), 1, relays)
+            pid = next(iter(relays))
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: pid not in lab.relay_processes(), 30, "relay %d gone" % n)
+        gave_up = ("software device %s: its relay was killed by signal 9, 6 times within 60 s: not started again; "
+                   "the NIC stalls until its lease is released or vdpactl reconcile runs" % SW_DEVICE)
+        wait_until(lambda: gave_up in self.daemon.read_log()[seen:], 30, "the daemon giving up on the relay")
+        print("# six relays killed and given up on in %.2f s (nested TCG)" % (time.monotonic() - t0), file=sys.stderr)
+        self.assertLess(time.monotonic() - t0, 60, "the kills must fall within the restart window")
+        lab.holds_for(lambda: not lab.relay_processes(), 3, "no relay started again")
+        log = self.daemon.read_log()[seen:].splitlines()
+        self.assertEqual(len([l for l in log if "not started again" in l]), 1, log)
+        self.assertEqual(len([l for l in log if "its relay started again (" in l]), 5, log)
+        # the lease stays, and says it carries nothing, and why
+        mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
+        self.assertEqual([(l["form"], l["device"], l["broken"], l["broken_reason"]) for l in mine],
+                         [("software", SW_DEVICE, True, gave_up)], mine)
+        self.assertRegex(vdpactl("lease", "list", "-o", "MAC,FORM,BROKEN").stdout, r"(?m)^%s\s+software\s+yes\s*$" % MAC_SW)
+        # reconcile starts a relay again (libvirt is not reachable here:
+        # exit 5, done in part), and the NIC carries the ping again
+        r = ctl.vdpactl("reconcile", check=False, timeout=None)
+        self.assertIn(r.returncode, (0, 5), r.stdout + r.stderr)
+        wait_until(unprivileged_relays, 30, "the relay reconcile started, unprivileged")
+        self.assertIn("software device %s: its relay, given up on, is started again" % SW_DEVICE, self.daemon.read_log()[seen:])
+        mine = [l for l in json.loads(vdpactl("lease", "list", "-j").stdout)["leases"] if l["mac"] == MAC_SW]
+        self.assertEqual([(l["form"], l["broken"]) for l in mine], [("software", False)], mine)
+        self.assertEqual(master(SW_TAP), BRIDGE)
+        self.assertEqual(bridge_vlans(SW_TAP), [(10, ["Egress Untagged", "PVID"])])
+        out = self.ping("after reconcile started the relay given up on", count=10)
+        self.assertEqual(out.returncode, 0, out.stdout)
+        self.release_all()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -44,7 +44,7 @@ va_allocator_make_key (const char *uuid, const char *mac)
 }
 
 guint
-va_allocator_software_leases (VaAllocator *self, const char *pool)
+va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network)
 {
   GHashTableIter iter;
   Entry *e;
@@ -52,7 +52,7 @@ va_allocator_software_leases (VaAllocator *self, const char *pool)
 
   g_hash_table_iter_init (&iter, self->entries);
   while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
-    if (e->lease->software && g_strcmp0 (e->lease->pool, pool) == 0)
+    if (e->lease->software && (!pool || g_strcmp0 (e->lease->pool, pool) == 0) && (!network || g_strcmp0 (e->lease->network, network) == 0))
       n++;
   return n;
 }

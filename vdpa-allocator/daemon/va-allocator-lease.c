@@ -206,8 +206,11 @@ provision_software (VaAllocator *self, const VaAllocRequest *req, const char *uu
   VaSoftwareRequest sreq = { 0 };
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (VaLease) lease = NULL;
-  guint used = va_allocator_software_leases (self, plan->pool);
+  guint used = va_allocator_software_leases (self, plan->pool, NULL);
 
+  /* a software device is a lease on its network like any other */
+  if (!va_pools_check_quota (self->pools, network, network ? va_allocator_software_leases (self, NULL, network) : 0, plan->pool, error))
+    return NULL;
   if (used >= pc->software_slots)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "pool '%s': no free hardware slot, and its %u software slot(s) are in use",
@@ -259,7 +262,8 @@ software_fallback (VaAllocator *self, const VaPoolConfig *pc, const VaNicPlan *p
     return FALSE;
   if (!g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
     return FALSE;
-  /* a network at its quota is refused, not moved to software */
+  /* a network at its quota is refused, not moved to software: the pool
+   * has free slots, or provision_software() checks the quota */
   st = va_allocator_get_pool (self, plan->pool, NULL);
   return st && st->free == 0 && !st->draining;
 }
@@ -324,6 +328,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.mac = mac;
   preq.pool = plan.pool;
   preq.network = network;
+  preq.network_others = network ? va_allocator_software_leases (self, NULL, network) : 0;
   preq.numa_node = req->numa_node;
   preq.slot = req->vf;
   slot = va_pools_allocate (self->pools, &preq, &existed, &local);

@@ -134,8 +134,9 @@ void va_allocator_entry_free (Entry *e);
 char *va_allocator_make_key (const char *uuid, const char *mac);
 /* By "uuid/mac" key, or NULL. */
 Entry *va_allocator_lookup_entry (VaAllocator *self, const char *key);
-/* How many software devices (issue 28) the leases of @pool hold. */
-guint va_allocator_software_leases (VaAllocator *self, const char *pool);
+/* How many software devices (issue 28) the leases of @pool, on
+ * @network, hold (NULL: any pool, any network). */
+guint va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network);
 /* The one home of what a software device is made from: the NIC's plan on
  * this configuration, the pool's MTU, the [relay] group. */
 void va_allocator_software_request (VaAllocator *self, const char *mac, guint16 mtu, const VaNicPlan *plan, const VaPoolConfig *pc,

@@ -66,6 +66,23 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
   return e && e->broken ? (e->broken_reason ? e->broken_reason : "broken") : NULL;
 }
 
+char *
+va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac)
+{
+  g_autofree char *key = NULL;
+  char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
+  Entry *e;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
+    return NULL;
+  key = va_allocator_make_key (u, m);
+  e = va_allocator_lookup_entry (self, key);
+  /* the backend's, as it is now */
+  return e && e->lease->software ? va_backend_software_stalled (self->backend, e->lease->device) : NULL;
+}
+
 VaPoolStatus *
 va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
 {
@@ -107,7 +124,7 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
       st->health_reason = g_strdup ("its PFs have no VFs");
     }
   st->software_slots = pc ? pc->software_slots : 0;
-  st->software_leased = va_allocator_software_leases (self, name);
+  st->software_leased = va_allocator_software_leases (self, name, NULL);
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
   if (!st->warning)
@@ -176,7 +193,7 @@ va_allocator_get_host_view (VaAllocator *self)
       /* a software slot is room too, for NICs on a network with a
        * fallback bridge */
       if (st && pc && pc->software_slots && !st->draining)
-        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i]));
+        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i], NULL));
       if (st)
         va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
       /* a refusal that says why and what helps, not only "no free slot" */

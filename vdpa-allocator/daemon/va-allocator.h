@@ -136,6 +136,10 @@ GPtrArray *va_allocator_list_leases (VaAllocator *self);
 /* Why the lease of (@uuid, @mac) is broken (its slot left the host, or came
  * back without its device), or NULL when it is not, or there is none. */
 const char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac);
+/* Why the software device of the lease of (@uuid, @mac) carries nothing
+ * and will not again by itself (its relay died too often and was given
+ * up on: reconciliation or release ends that), or NULL. */
+char *va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac);
 
 /* VaPoolStatus* by pool name. */
 GPtrArray *va_allocator_list_pools (VaAllocator *self);

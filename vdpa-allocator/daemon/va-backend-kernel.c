@@ -1042,8 +1042,9 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
 
 /* A relay that dies while its lease lives is started again: the guest's
  * NIC stalls, it is not lost. At most RELAY_RESTARTS in RELAY_WINDOW_S
- * (a relay that dies at once, again and again, is given up on), each
- * after a delay that doubles from RELAY_DELAY_MS. */
+ * (a relay that dies at once, again and again, is given up on: one line,
+ * and the lease says it, until reconcile or release), each after a delay
+ * that doubles from RELAY_DELAY_MS. */
 #define RELAY_RESTARTS 5
 #define RELAY_WINDOW_S 60
 #define RELAY_DELAY_MS 100
@@ -1060,6 +1061,7 @@ typedef struct
   guint restarts;      /* within the window */
   gint64 window_start; /* monotonic, µs */
   GSource *restart;    /* pending restart */
+  char *stalled;       /* why it was given up on, or NULL */
   GWeakRef backend;
 } Relay;
 
@@ -1075,7 +1077,27 @@ relay_free (Relay *r)
   g_free (r->mac);
   g_free (r->bridge);
   g_free (r->user);
+  g_free (r->stalled);
   g_free (r);
+}
+
+/* No more restarts: the words the lease says (kernel_software_stalled)
+ * until resume_software serves the device again. */
+static const char *
+relay_stall (Relay *r, const char *why)
+{
+  g_free (r->stalled);
+  r->stalled = g_strdup_printf ("%s; the NIC stalls until its lease is released or vdpactl reconcile runs", why);
+  return r->stalled;
+}
+
+/* ... and one line of the log, the same words. */
+static void
+relay_give_up (Relay *r, const char *why)
+{
+  g_autofree char *line = g_strdup_printf ("software device %s: %s", r->name, why);
+
+  g_warning ("%s", relay_stall (r, line));
 }
 
 /* Taken out of the table first: its exit, expected, then says nothing. */
@@ -1154,9 +1176,9 @@ on_relay_restart (gpointer user_data)
     g_message ("software device %s: its relay started again (%u of %u within %u s)", r->name, r->restarts, RELAY_RESTARTS, RELAY_WINDOW_S);
   else
     {
-      g_warning ("software device %s: starting its relay again: %s: the NIC stalls until its lease is released or vdpactl reconcile runs",
-                 r->name, error->message);
-      g_hash_table_remove (self->relays, r->name);
+      g_autofree char *why = g_strdup_printf ("starting its relay again: %s", error->message);
+
+      relay_give_up (r, why);
     }
   return G_SOURCE_REMOVE;
 }
@@ -1191,10 +1213,10 @@ on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data)
     }
   if (r->restarts >= RELAY_RESTARTS)
     {
-      g_warning ("software device %s: its relay %s, %u times within %u s: not started again; the NIC stalls until its lease is "
-                 "released or vdpactl reconcile runs",
-                 name, how, r->restarts + 1, RELAY_WINDOW_S);
-      g_hash_table_remove (self->relays, name);
+      g_autofree char *why
+        = g_strdup_printf ("its relay %s, %u times within %u s: not started again", how, r->restarts + 1, RELAY_WINDOW_S);
+
+      relay_give_up (r, why);
       return;
     }
   g_warning ("software device %s: its relay %s: starting it again (the guest's NIC stalls meanwhile)", name, how);
@@ -1350,12 +1372,19 @@ kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboole
   r = g_hash_table_lookup (self->relays, name);
   if (!r || !(r->proc || r->restart))
     {
-      if (va_software_relay_stop_stray (name))
+      g_autoptr (GError) local = NULL;
+
+      if (r && r->stalled)
+        g_message ("software device %s: its relay, given up on, is started again", name);
+      else if (va_software_relay_stop_stray (name))
         g_message ("software device %s: its relay of before the daemon's restart stopped; this daemon's takes its queues up", name);
-      if (!relay_launch (self, relay_add (self, name, req), error))
+      r = relay_add (self, name, req);
+      if (!relay_launch (self, r, &local))
         {
-          g_hash_table_remove (self->relays, name);
-          g_prefix_error (error, "software device %s: serving it again: ", name);
+          g_prefix_error (&local, "software device %s: serving it again: ", name);
+          /* the caller says it; the lease says it until the next try */
+          relay_stall (r, local->message);
+          g_propagate_error (error, g_steal_pointer (&local));
           return NULL;
         }
     }
@@ -1371,6 +1400,14 @@ kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboole
 /* drivers/vdpa/vdpa_user/vduse_dev.c (6.12): each device is a node of
  * class "vduse" named as it was created, beside "control" */
 #define VDUSE_CLASS "/sys/class/vduse"
+
+static char *
+kernel_software_stalled (VaBackend *backend, const char *name)
+{
+  Relay *r = g_hash_table_lookup (VA_BACKEND_KERNEL (backend)->relays, name);
+
+  return r && r->stalled ? g_strdup (r->stalled) : NULL;
+}
 
 static GPtrArray *
 kernel_list_software (VaBackend *backend, GError **error)
@@ -1903,6 +1940,7 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->destroy_software = kernel_destroy_software;
   backend_class->resume_software = kernel_resume_software;
   backend_class->list_software = kernel_list_software;
+  backend_class->software_stalled = kernel_software_stalled;
   backend_class->secure_vf = kernel_secure_vf;
 }
 

@@ -186,7 +186,28 @@ sim_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError **
   return g_steal_pointer (&dev);
 }
 
-/* a node of before is served as it is (the simulation has no relay) */
+/* A simulated relay given up on: RUN/sim/relay/NAME.stalled holds why
+ * (tests write it, as the kernel backend's relay dies too often); serving
+ * the device again or destroying it takes it away. */
+static char *
+stalled_file (VaBackendSim *self, const char *name)
+{
+  return g_strdup_printf ("%s/relay/%s.stalled", self->root, name);
+}
+
+static char *
+sim_software_stalled (VaBackend *backend, const char *name)
+{
+  g_autofree char *path = NULL;
+  char *why = NULL;
+
+  if (!va_software_is_device_name (name))
+    return NULL;
+  path = stalled_file (VA_BACKEND_SIM (backend), name);
+  return g_file_get_contents (path, &why, NULL, NULL) ? g_strchomp (why) : NULL;
+}
+
+/* a node of before is served as it is, by a relay started again */
 static VaDeviceInfo *
 sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
 {
@@ -202,6 +223,10 @@ sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean 
       *made = TRUE;
       return sim_create_software (backend, req, error);
     }
+  {
+    g_autofree char *stalled = stalled_file (self, name);
+    g_unlink (stalled);
+  }
   dev = g_new0 (VaDeviceInfo, 1);
   dev->chardev = g_steal_pointer (&node);
   dev->name = g_strdup (name);
@@ -260,6 +285,7 @@ sim_destroy_software (VaBackend *backend, const char *name, GError **error)
 {
   VaBackendSim *self = VA_BACKEND_SIM (backend);
   g_autofree char *node = NULL;
+  g_autofree char *stalled = NULL;
 
   if (!va_software_is_device_name (name) || strchr (name, '/'))
     {
@@ -267,7 +293,8 @@ sim_destroy_software (VaBackend *backend, const char *name, GError **error)
       return FALSE;
     }
   node = software_node (self, name);
-  return unlink_if_there (node, error);
+  stalled = stalled_file (self, name);
+  return unlink_if_there (node, error) && unlink_if_there (stalled, error);
 }
 
 static GPtrArray *
@@ -440,6 +467,7 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->destroy_software = sim_destroy_software;
   backend_class->resume_software = sim_resume_software;
   backend_class->list_software = sim_list_software;
+  backend_class->software_stalled = sim_software_stalled;
 }
 
 static void

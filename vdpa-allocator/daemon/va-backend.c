@@ -161,6 +161,18 @@ va_backend_list_software (VaBackend *self, GError **error)
   return klass->list_software (self, error);
 }
 
+char *
+va_backend_software_stalled (VaBackend *self, const char *name)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->software_stalled ? klass->software_stalled (self, name) : NULL;
+}
+
 GPtrArray *
 va_backend_list_devices (VaBackend *self, GError **error)
 {

@@ -157,6 +157,10 @@ struct _VaBackendClass
   /* The names of the software devices there are (char*), leased or not:
    * reconciliation destroys those no lease holds. */
   GPtrArray *(*list_software) (VaBackend *self, GError **error);
+  /* Why software device @name carries nothing and will not again by
+   * itself (its relay died too often and was given up on), or NULL while
+   * it is served or being restarted. resume_software ends that. */
+  char *(*software_stalled) (VaBackend *self, const char *name);
   /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
    * trust through the PF where its eswitch takes them (legacy), read back;
    * nothing where it does not (switchdev: the representor's port filters).
@@ -186,6 +190,7 @@ VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareReque
 gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
 VaDeviceInfo *va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
 GPtrArray *va_backend_list_software (VaBackend *self, GError **error);
+char *va_backend_software_stalled (VaBackend *self, const char *name);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
                                GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */

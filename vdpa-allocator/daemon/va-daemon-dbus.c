@@ -458,10 +458,14 @@ do_list_leases (VaDbus *self, GDBusMethodInvocation *inv)
     {
       const VaLease *lease = g_ptr_array_index (leases, i);
       const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
+      /* a software device whose relay was given up on carries nothing */
+      g_autofree char *stalled = broken ? NULL : va_allocator_get_lease_stalled (self->alloc, lease->uuid, lease->mac);
       g_autoptr (GVariant) v = g_variant_ref_sink (va_lease_to_variant (lease));
       GVariantDict d;
 
       g_variant_dict_init (&d, v);
+      if (stalled)
+        broken = stalled;
       g_variant_dict_insert (&d, "broken", "b", broken != NULL);
       g_variant_dict_insert (&d, "broken_reason", "s", broken ? broken : "");
       g_variant_builder_add_value (&b, g_variant_dict_end (&d));
