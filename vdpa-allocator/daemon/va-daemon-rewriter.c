@@ -21,6 +21,7 @@ struct _VaRewriter
   GMainContext *context;
   GHashTable *senders; /* unique name → GPtrArray of its Job*, main thread only */
   guint queued;        /* jobs queued or running */
+  gulong hold_us;      /* tests only: how long each job holds its worker first */
 };
 
 typedef struct
@@ -83,6 +84,8 @@ run_job (gpointer data, gpointer user_data)
         g_debug ("lowering the rewrite thread's priority: %s", g_strerror (errno));
       g_private_set (&niced, GINT_TO_POINTER (1));
     }
+  if (job->rewriter->hold_us)
+    g_usleep (job->rewriter->hold_us);
   if (g_atomic_int_get (&job->cancelled))
     {
       g_message ("RewriteDomain of %s not parsed: the caller left the bus", job->sender);
@@ -107,6 +110,13 @@ VaRewriter *
 va_rewriter_new (void)
 {
   VaRewriter *self = g_new0 (VaRewriter, 1);
+  /* tests only: jobs that hold their workers make "calls arriving while
+   * the workers are busy" the test's choice, not the machine's pace */
+  const char *hold = g_getenv ("VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS");
+  guint64 hold_ms = 0;
+
+  if (hold && g_ascii_string_to_unsigned (hold, 10, 0, 60000, &hold_ms, NULL))
+    self->hold_us = (gulong) hold_ms * 1000;
 
   self->context = g_main_context_ref_thread_default ();
   self->senders = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_ptr_array_unref);
