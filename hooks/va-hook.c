@@ -113,13 +113,21 @@ allocate_nics (Hook *h, VaPoolKind kind)
   g_autoptr (GError) error = NULL;
   guint n = 0;
   int rc = 0;
+  /* a software device's relay reaches only shared, file-backed memory,
+   * which the accelerated form has where one may be made: a domain
+   * without it (defined before, or by hand) gets hardware or nothing */
+  gboolean shared = va_domain_memory_is_shared (h->domain);
+  g_autofree char *ports = va_path_ports (va_path_get (VA_PATH_RUN));
+  g_autoptr (VaHostView) view = va_config_to_host_view (h->config, ports);
 
   for (guint i = 0; i < nics->len; i++)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       VaAllocRequest *req = &reqs[n];
 
-      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind)
+      /* a failover standby leases nothing: its VF is leased when it is
+       * plugged beside it, once the domain runs */
+      if (nic->form != VA_FORM_ACCELERATED || nic->accel_kind != kind || nic->failover)
         continue;
       /* fail closed: a VF we do not know of would run unrecorded */
       if (kind == VA_POOL_KIND_SRIOV && !nic->vf)
@@ -138,9 +146,12 @@ allocate_nics (Hook *h, VaPoolKind kind)
           req->vf_vlan = nic->vf_vlan;
         }
       else
-        /* QEMU opens what <source dev> names: the daemon refuses a lease
-         * whose port path is not that file */
-        req->port = nic->source_dev ? nic->source_dev : "";
+        {
+          /* QEMU opens what <source dev> names: the daemon refuses a
+           * lease whose port path is not that file */
+          req->port = nic->source_dev ? nic->source_dev : "";
+          req->form = va_client_alloc_form (view, nic, shared);
+        }
       sent[n++] = nic;
     }
   /* at prepare the daemon is asked even with nothing to lease, as before */
@@ -152,7 +163,12 @@ allocate_nics (Hook *h, VaPoolKind kind)
     return fail (h, "vdpa-allocatord is unreachable: %s", error->message);
   for (guint i = 0; i < n; i++)
     {
-      if (errors[i] && rc == 0)
+      if (errors[i] && rc == 0 && reqs[i].form && g_error_matches (errors[i], VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+        rc = fail (h,
+                   "NIC %s: %s: the domain's memory is not shared and file-backed, which a software vDPA device needs ('vdpactl domain "
+                   "accelerate' gives the domain such memory)",
+                   sent[i]->mac, errors[i]->message);
+      else if (errors[i] && rc == 0)
         rc = fail (h, "NIC %s: %s", sent[i]->mac, errors[i]->message);
       g_clear_error (&errors[i]);
       g_clear_pointer (&leases[i], va_lease_free);
@@ -185,11 +201,18 @@ on_reconnect (Hook *h)
   /* A failure here must not make libvirt kill a running guest. */
   if (va_client_claim (h->client, va_domain_get_uuid (h->domain), &error) < 0)
     fail (h, "leases not claimed: %s", error->message);
+  /* a NIC that a swap lost when libvirtd went (swap-back-outcome="lost";
+   * its <interface> is gone, so the live XML does not parse: a text
+   * test): the daemon's swap helper plugs it back once libvirtd runs */
+  g_clear_error (&error);
+  if (h->xml && (strstr (h->xml, "swap-back-outcome=\"lost\"") || strstr (h->xml, "swap-back-outcome='lost'"))
+      && !va_client_swap_back (h->client, va_domain_get_uuid (h->domain), h->name, &error))
+    fail (h, "a NIC lost in a swap is not plugged back now: %s", error->message);
   return 0;
 }
 
-/* A portable NIC on a Linux bridge: libvirt refuses <vlan> there, so the
- * tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
+/* A portable NIC or a failover standby on a Linux bridge: libvirt refuses
+ * <vlan> there, so the tap it named joins the NIC's VLAN as untagged PVID and leaves VLAN 1
  * (bridge vlan add ... pvid untagged; bridge vlan del ... vid 1). */
 static int
 on_start (Hook *h)
@@ -208,7 +231,8 @@ on_start (Hook *h)
       g_autoptr (GError) error = NULL;
       VaNicPlan plan;
 
-      if (nic->form != VA_FORM_PORTABLE)
+      /* a failover standby is a tap on the bridge too */
+      if (nic->form != VA_FORM_PORTABLE && !nic->failover)
         continue;
       /* the resolver's errors name the NIC */
       if (!va_nic_resolve (nic, view, &plan, &error))
@@ -219,8 +243,7 @@ on_start (Hook *h)
       if (!nic->target_dev)
         return fail (h, "NIC %s: libvirt named no tap, so VLAN %u cannot be applied", nic->mac, plan.vlan);
       /* fail closed: an untagged NIC would land on the bridge's default VLAN */
-      if (!va_nl_bridge_vlan (nic->target_dev, TRUE, plan.vlan, TRUE, &error)
-          || !va_nl_bridge_vlan_del_absent_ok (nic->target_dev, 1, &error))
+      if (!va_nl_bridge_port_vlan (nic->target_dev, plan.vlan, &error))
         return fail (h, "NIC %s: VLAN %u on Linux bridge %s: %s", nic->mac, plan.vlan, plan.bridge, error->message);
     }
   return 0;

@@ -37,6 +37,24 @@ append_nic (GString *out, xmlNode *nic)
   append_nic_except (out, nic, FALSE, NULL);
 }
 
+/* "<nics" and the attributes of @root (NULL: none) that a rewrite
+ * recorded there (shared-memory, when it parses), then ">": what the
+ * metadata API changes of a NIC keeps of the domain's. */
+static void
+append_nics_open (GString *out, xmlNode *root)
+{
+  g_autofree char *value = root ? get_prop (root, VA_SHARED_MEMORY_ATTR) : NULL;
+  guint flags = 0;
+
+  g_string_append (out, "<nics");
+  if (value && va_shared_memory_parse (value, &flags))
+    {
+      g_autofree char *words = va_shared_memory_to_string (flags);
+      g_string_append_printf (out, " " VA_SHARED_MEMORY_ATTR "=\"%s\"", words);
+    }
+  g_string_append (out, ">");
+}
+
 /* The root <nics> of metadata as libvirt's virDomainGetMetadata returns
  * it (without its namespace) or namespaced; NULL with @error else. */
 static xmlNode *
@@ -56,7 +74,7 @@ char *
 va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error)
 {
   g_autofree char *extra = NULL;
-  g_autoptr (GString) out = g_string_new ("<nics>");
+  g_autoptr (GString) out = g_string_new (NULL);
   xmlDoc *doc;
   xmlNode *root;
   char want[VA_MAC_STRING_LEN];
@@ -82,6 +100,7 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, co
       xmlFreeDoc (doc);
       return NULL;
     }
+  append_nics_open (out, root);
   for (xmlNode *c = root->children; c; c = c->next)
     {
       g_autofree char *m = NULL;
@@ -108,12 +127,49 @@ va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, co
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
+GStrv
+va_metadata_lost_macs (const char *current, GError **error)
+{
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  xmlDoc *doc;
+  xmlNode *root;
+  guint n = 0;
+
+  g_return_val_if_fail (current != NULL, NULL);
+
+  if (!(doc = va_xml_parse (current, strlen (current), error)))
+    return NULL;
+  if (!(root = metadata_root (doc, error)))
+    {
+      xmlFreeDoc (doc);
+      return NULL;
+    }
+  for (xmlNode *c = root->children; c && n < VA_XML_MAX_NICS; c = c->next)
+    {
+      g_autofree char *m = NULL;
+      g_autofree char *outcome = NULL;
+      char have[VA_MAC_STRING_LEN];
+
+      if (c->type != XML_ELEMENT_NODE || (c->ns && !is_va_element (c)) || xmlStrcmp (c->name, XSTR ("nic")) != 0)
+        continue;
+      m = get_prop (c, "mac");
+      outcome = get_prop (c, "swap-back-outcome");
+      if (m && va_mac_normalize (m, have) && g_strcmp0 (outcome, "lost") == 0)
+        {
+          g_strv_builder_add (b, have);
+          n++;
+        }
+    }
+  xmlFreeDoc (doc);
+  return g_strv_builder_end (b);
+}
+
 char *
 va_metadata_update (const char *current, const char *mac, const char *network, GError **error)
 {
   /* as libvirt's metadata API takes it: no namespace, which libvirt puts on
    * the element and every child itself */
-  g_autoptr (GString) out = g_string_new ("<nics>");
+  g_autoptr (GString) out = g_string_new (NULL);
   xmlDoc *doc = NULL;
   xmlNode *root;
   char want[VA_MAC_STRING_LEN];
@@ -139,6 +195,7 @@ va_metadata_update (const char *current, const char *mac, const char *network, G
       g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_XML, "the domain's vdpa metadata is not a vdpa:nics element");
       return NULL;
     }
+  append_nics_open (out, root);
   for (xmlNode *c = root ? root->children : NULL; c; c = c->next)
     {
       g_autofree char *m = NULL;

@@ -24,6 +24,8 @@ nic_free (VaNic *nic)
   g_free (nic->source_dev);
   g_free (nic->vf);
   g_free (nic->swap_back_outcome);
+  g_free (nic->alias);
+  g_free (nic->standby_alias);
   g_free (nic);
 }
 
@@ -46,6 +48,58 @@ gboolean
 va_domain_text_may_have_intent (const char *xml, gsize len)
 {
   return va_text_may_have_intent (xml, len) != 0;
+}
+
+/* ---- the shared-memory record ------------------------------------------- */
+
+static const char *const shared_memory_words[] = { "memoryBacking", "source", "source-anonymous", "access", "access-private" };
+
+gboolean
+va_shared_memory_parse (const char *value, guint *flags)
+{
+  g_auto (GStrv) words = NULL;
+  guint out = 0;
+
+  /* a handful of words: anything longer is no record of ours */
+  if (!value || strlen (value) > 128)
+    return FALSE;
+  words = g_strsplit (value, " ", -1);
+  for (guint i = 0; words[i]; i++)
+    {
+      guint bit = 0;
+
+      for (guint w = 0; w < G_N_ELEMENTS (shared_memory_words); w++)
+        if (strcmp (words[i], shared_memory_words[w]) == 0)
+          bit = 1u << w;
+      if (!bit || (out & bit))
+        return FALSE;
+      out |= bit;
+    }
+  /* the element comes with both of its children; a source or an access
+   * is added or changed, not both; and in the order written */
+  if (!out || ((out & VA_SHARED_MEMORY_ELEMENT) && out != (VA_SHARED_MEMORY_ELEMENT | VA_SHARED_MEMORY_SOURCE | VA_SHARED_MEMORY_ACCESS))
+      || ((out & VA_SHARED_MEMORY_SOURCE) && (out & VA_SHARED_MEMORY_ANONYMOUS))
+      || ((out & VA_SHARED_MEMORY_ACCESS) && (out & VA_SHARED_MEMORY_PRIVATE)))
+    return FALSE;
+  {
+    g_autofree char *canonical = va_shared_memory_to_string (out);
+
+    if (strcmp (canonical, value) != 0)
+      return FALSE;
+  }
+  *flags = out;
+  return TRUE;
+}
+
+char *
+va_shared_memory_to_string (guint flags)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint w = 0; w < G_N_ELEMENTS (shared_memory_words); w++)
+    if (flags & (1u << w))
+      g_string_append_printf (s, "%s%s", s->len ? " " : "", shared_memory_words[w]);
+  return g_string_free (s, FALSE);
 }
 
 /* ---- parsing ------------------------------------------------------------ */
@@ -187,6 +241,7 @@ check_text (const char *xml, gsize len, GError **error)
 xmlDoc *
 va_xml_parse (const char *xml, gsize len, GError **error)
 {
+  static gsize xml_ready = 0;
   xmlParserCtxt *ctxt;
   xmlDoc *doc;
   ParseGuard guard = { FALSE };
@@ -202,6 +257,14 @@ va_xml_parse (const char *xml, gsize len, GError **error)
     return NULL;
   if (!check_text (xml, len, error))
     return NULL;
+
+  /* libxml2 2.9 sets up its globals lazily and without a lock: two threads
+   * parsing first at once each make a global mutex and one leaks. */
+  if (g_once_init_enter (&xml_ready))
+    {
+      xmlInitParser ();
+      g_once_init_leave (&xml_ready, 1);
+    }
 
   ctxt = xmlNewParserCtxt ();
   if (!ctxt)
@@ -373,10 +436,23 @@ parse_nic (xmlNode *node, GError **error)
           if (!va_swap_back_outcome_is_valid (value))
             {
               g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
-                           "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room, refused or busy", mac, VA_CUT (value, 64));
+                           "vdpa:nic %s: swap-back-outcome='%.*s' is not no-room, refused, busy or lost", mac, VA_CUT (value, 64));
               break;
             }
           nic->swap_back_outcome = g_steal_pointer (&value);
+        }
+      else if (strcmp (name, "standby-alias") == 0)
+        {
+          g_autofree char *ours = va_standby_alias (mac);
+
+          /* what the failover form writes, and nothing else */
+          if (g_strcmp0 (value, ours) != 0)
+            {
+              g_set_error (&local, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s: standby-alias='%.*s' is not %s", mac,
+                           VA_CUT (value, 64), ours);
+              break;
+            }
+          nic->standby_alias = g_steal_pointer (&value);
         }
       else
         {
@@ -433,8 +509,20 @@ find_metadata_nics (xmlNode *root, GError **error)
   return found;
 }
 
+/* The type of an interface's <teaming>, or NULL. */
+static char *
+teaming_type (const xmlNode *iface)
+{
+  xmlNode *teaming = first_child (iface, "teaming");
+
+  return teaming ? get_prop (teaming, "type") : NULL;
+}
+
+/* Every <interface> by MAC; the transient members of failover pairs
+ * (<teaming type='transient'>), which share their standby's MAC, in
+ * @members instead. */
 static gboolean
-index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
+index_interfaces (xmlNode *root, GHashTable *by_mac, GHashTable *members, GError **error)
 {
   xmlNode *devices = first_child (root, "devices");
 
@@ -454,11 +542,16 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
       raw = get_prop (mac_node, "address");
       if (!raw || !va_mac_normalize (raw, mac))
         continue;
-      /* NULL value marks a MAC that two interfaces carry */
-      if (g_hash_table_contains (by_mac, mac))
-        g_hash_table_insert (by_mac, g_strdup (mac), NULL);
-      else
-        g_hash_table_insert (by_mac, g_strdup (mac), iface);
+      {
+        g_autofree char *teaming = teaming_type (iface);
+        GHashTable *table = g_strcmp0 (teaming, "transient") == 0 ? members : by_mac;
+
+        /* NULL value marks a MAC that two interfaces carry */
+        if (g_hash_table_contains (table, mac))
+          g_hash_table_insert (table, g_strdup (mac), NULL);
+        else
+          g_hash_table_insert (table, g_strdup (mac), iface);
+      }
     }
   return TRUE;
 }
@@ -466,13 +559,22 @@ index_interfaces (xmlNode *root, GHashTable *by_mac, GError **error)
 /* The sriov form is a NIC on one of our hostdev networks as defined, and
  * the VF libvirt gave it (type='hostdev') in a started domain's XML. */
 static VaForm
-interface_form (const xmlNode *iface, VaPoolKind *kind)
+interface_form (const xmlNode *iface, VaPoolKind *kind, gboolean *failover)
 {
   g_autofree char *type = get_prop (iface, "type");
   xmlNode *source = first_child (iface, "source");
   g_autofree char *network = source ? get_prop (source, "network") : NULL;
+  g_autofree char *teaming = teaming_type (iface);
 
   *kind = VA_POOL_KIND_VDPA;
+  *failover = FALSE;
+  /* the failover form: a VF's virtio standby */
+  if (g_strcmp0 (teaming, "persistent") == 0)
+    {
+      *kind = VA_POOL_KIND_SRIOV;
+      *failover = TRUE;
+      return VA_FORM_ACCELERATED;
+    }
   if (g_strcmp0 (type, "vdpa") == 0)
     return VA_FORM_ACCELERATED;
   if (g_strcmp0 (type, "hostdev") == 0
@@ -545,6 +647,7 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 {
   g_autoptr (VaDomain) self = NULL;
   g_autoptr (GHashTable) by_mac = NULL;
+  g_autoptr (GHashTable) members = NULL;
   g_autoptr (GHashTable) seen = NULL;
   xmlNode *root, *nics_node, *node;
 
@@ -552,6 +655,7 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
 
   self = g_new0 (VaDomain, 1);
   by_mac = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  members = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   seen = g_hash_table_new (g_str_hash, g_str_equal);
   if (len < 0)
     len = strlen (xml);
@@ -592,12 +696,27 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
   if (!nics_node)
     return (error && *error) ? NULL : g_steal_pointer (&self);
 
-  index_interfaces (root, by_mac, NULL);
+  index_interfaces (root, by_mac, members, NULL);
 
+  self->nics_node = nics_node;
   for (xmlAttr *a = nics_node->properties; a; a = a->next)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.*s'", VA_CUT (a->name, 64));
-      return NULL;
+      g_autofree char *value = NULL;
+
+      if (a->ns || xmlStrcmp (a->name, XSTR (VA_SHARED_MEMORY_ATTR)) != 0)
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nics: unknown attribute '%.*s'", VA_CUT (a->name, 64));
+          return NULL;
+        }
+      value = get_prop (nics_node, VA_SHARED_MEMORY_ATTR);
+      if (!va_shared_memory_parse (value, &self->shared_memory))
+        {
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                       "vdpa:nics: " VA_SHARED_MEMORY_ATTR "='%.*s' is not what a rewrite records ('memoryBacking source access', "
+                       "or source or source-anonymous, then access or access-private)",
+                       VA_CUT (value ? value : "", 64));
+          return NULL;
+        }
     }
 
   for (xmlNode *c = nics_node->children; c; c = c->next)
@@ -652,15 +771,21 @@ parse_domain (const char *xml, gssize len, gboolean with_nics, GError **error)
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "vdpa:nic %s matches more than one <interface>", nic->mac);
           return NULL;
         }
-      nic->form = interface_form (iface, &nic->accel_kind);
+      nic->form = interface_form (iface, &nic->accel_kind, &nic->failover);
       {
         xmlNode *target = first_child (iface, "target");
         xmlNode *source = first_child (iface, "source");
+        xmlNode *alias = first_child (iface, "alias");
+        xmlNode *member = g_hash_table_lookup (members, nic->mac);
 
+        nic->alias = alias ? get_prop (alias, "name") : NULL;
+        /* the standby's VF, when the document shows it plugged */
+        if (nic->failover && member && first_child (member, "source"))
+          live_vf (member, first_child (member, "source"), nic);
         nic->target_dev = target ? get_prop (target, "dev") : NULL;
-        if (nic->form == VA_FORM_ACCELERATED && source)
+        if (nic->form == VA_FORM_ACCELERATED && !nic->failover && source)
           nic->source_dev = get_prop (source, "dev");
-        if (nic->form == VA_FORM_ACCELERATED && nic->accel_kind == VA_POOL_KIND_SRIOV && source)
+        if (nic->form == VA_FORM_ACCELERATED && nic->accel_kind == VA_POOL_KIND_SRIOV && !nic->failover && source)
           live_vf (iface, source, nic);
       }
       g_ptr_array_add (self->nic_ifaces, iface);
@@ -726,7 +851,12 @@ va_domain_interface_xml (const VaDomain *self, const char *mac, GError **error)
       g_autofree char *raw = NULL;
       char have[VA_MAC_STRING_LEN];
 
+      g_autofree char *teaming = NULL;
+
       if (!is_element (iface, "interface") || !(m = first_child (iface, "mac")))
+        continue;
+      /* a failover pair's VF shares its standby's MAC */
+      if (g_strcmp0 ((teaming = teaming_type (iface)), "transient") == 0)
         continue;
       raw = get_prop (m, "address");
       if (raw && va_mac_normalize (raw, have) && strcmp (have, want) == 0)

@@ -21,7 +21,30 @@ struct _VaDomain
   GPtrArray *nics;       /* VaNic* */
   GPtrArray *nic_ifaces; /* xmlNode* of each NIC's <interface>, same index */
   GPtrArray *nic_nodes;  /* xmlNode* of each vdpa:nic, same index */
+  xmlNode *nics_node;    /* the vdpa:nics element, or NULL */
+  guint shared_memory;   /* VaSharedMemory: what an accelerated form changed in <memoryBacking> */
 };
+
+/* What the accelerated rewrite changed in <memoryBacking> so that a
+ * software vDPA device's relay reaches guest memory (shared, file-backed),
+ * recorded in vdpa:nics shared-memory="..." (one word each, in this
+ * order) for the portable rewrite to take back, and only that. */
+typedef enum
+{
+  VA_SHARED_MEMORY_ELEMENT = 1 << 0,   /* "memoryBacking": the element, with the next two */
+  VA_SHARED_MEMORY_SOURCE = 1 << 1,    /* "source": <source type='memfd'/> */
+  VA_SHARED_MEMORY_ANONYMOUS = 1 << 2, /* "source-anonymous": source type anonymous made memfd */
+  VA_SHARED_MEMORY_ACCESS = 1 << 3,    /* "access": <access mode='shared'/> */
+  VA_SHARED_MEMORY_PRIVATE = 1 << 4,   /* "access-private": access mode private made shared */
+} VaSharedMemory;
+
+#define VA_SHARED_MEMORY_ATTR "shared-memory"
+
+/* The words of @value into @flags; FALSE unless they are what a rewrite
+ * writes (va_shared_memory_to_string() of a combination it makes). */
+G_GNUC_INTERNAL gboolean va_shared_memory_parse (const char *value, guint *flags);
+/* @flags (not 0) as the attribute's words. */
+G_GNUC_INTERNAL char *va_shared_memory_to_string (guint flags);
 
 #define XSTR(s) ((const xmlChar *) (s))
 

@@ -7,6 +7,7 @@
 #include "va-domain.h"
 
 #include <libxml/xmlsave.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "va-domain-private.h"
@@ -293,6 +294,394 @@ to_sriov (xmlNode *iface, const VaNicPlan *plan)
     set_vlan (iface, plan->vlan, first_child (iface, "source"));
 }
 
+/* ---- the failover form --------------------------------------------------- */
+
+static gboolean is_ours (const xmlNode *node, const char *attr, const char *value);
+
+/* The virtio standby of a failover pair: the portable form with
+ * <teaming type='persistent'/> and a user alias, which the transient
+ * member (the VF, plugged at run time: va_domain_failover_member_xml())
+ * names. An alias of the user's own ("ua-...") is kept and named; else
+ * ours goes in its place (libvirt drops other aliases from a defined
+ * domain) and vdpa:nic standby-alias records it for the way back. */
+static void
+to_failover (xmlNode *iface, xmlNode *nic_node, VaNic *nic, const VaNicPlan *plan)
+{
+  xmlNode *teaming = first_child (iface, "teaming");
+  xmlNode *alias = first_child (iface, "alias");
+  g_autofree char *name = alias ? get_prop (alias, "name") : NULL;
+  g_autofree char *ours = va_standby_alias (nic->mac);
+
+  to_portable (iface, plan);
+  if (!teaming || !is_ours (teaming, "type", "persistent"))
+    {
+      remove_all (iface, "teaming");
+      xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("teaming"), NULL)), XSTR ("type"), XSTR ("persistent"));
+    }
+  if (va_user_alias_is_valid (name) && g_strcmp0 (name, ours) != 0)
+    {
+      /* the user's own: nothing of ours to take back */
+      unset_prop (nic_node, "standby-alias");
+      g_clear_pointer (&nic->standby_alias, g_free);
+    }
+  else
+    {
+      if (g_strcmp0 (name, ours) != 0 || !alias || alias->properties->next || first_element_child (alias))
+        {
+          remove_all (iface, "alias");
+          xmlNewProp (insert_child (iface, xmlNewDocNode (iface->doc, NULL, XSTR ("alias"), NULL)), XSTR ("name"), XSTR (ours));
+        }
+      /* ours, whether this rewrite wrote it or an earlier one did */
+      if (!nic->standby_alias)
+        {
+          xmlSetProp (nic_node, XSTR ("standby-alias"), XSTR (ours));
+          nic->standby_alias = g_strdup (ours);
+        }
+    }
+  g_free (nic->alias);
+  nic->alias = g_strdup (va_user_alias_is_valid (name) ? name : ours);
+  nic->failover = TRUE;
+}
+
+/* What to_failover() added, taken back for every other form: the
+ * <teaming>, and the alias where the record says it is ours. */
+static void
+drop_failover (xmlNode *iface, xmlNode *nic_node, VaNic *nic)
+{
+  remove_all (iface, "teaming");
+  if (nic->standby_alias)
+    {
+      for (xmlNode *c = iface->children; c;)
+        {
+          xmlNode *next = c->next;
+          g_autofree char *name = is_element (c, "alias") ? get_prop (c, "name") : NULL;
+
+          if (g_strcmp0 (name, nic->standby_alias) == 0)
+            remove_child (c);
+          c = next;
+        }
+      if (g_strcmp0 (nic->alias, nic->standby_alias) == 0)
+        g_clear_pointer (&nic->alias, g_free);
+      unset_prop (nic_node, "standby-alias");
+      g_clear_pointer (&nic->standby_alias, g_free);
+    }
+  nic->failover = FALSE;
+}
+
+/* Whether the domain's machine can take a failover pair's VF: QEMU puts a
+ * failover primary on a PCI Express slot only ("failover primary device
+ * must be on PCIExpress bus"), which an i440fx ("pc") machine has none
+ * of. @machine: what the document says, or NULL. */
+static gboolean
+machine_takes_failover (const VaDomain *self, char **machine)
+{
+  xmlNode *os = first_child (xmlDocGetRootElement (self->doc), "os");
+  xmlNode *type = os ? first_child (os, "type") : NULL;
+
+  *machine = type ? get_prop (type, "machine") : NULL;
+  return *machine
+         && (strcmp (*machine, "q35") == 0 || g_str_has_prefix (*machine, "pc-q35-") || strcmp (*machine, "virt") == 0
+             || g_str_has_prefix (*machine, "virt-"));
+}
+
+char *
+va_domain_failover_member_xml (const VaDomain *self, const VaHostView *view, const char *mac, const char *vf, GError **error)
+{
+  char want[VA_MAC_STRING_LEN];
+  const VaNic *nic = NULL;
+  VaNicPlan plan;
+  g_autofree char *member = NULL;
+  g_autoptr (GString) out = g_string_new (NULL);
+  guint dom, bus, slot, fn;
+  guint16 vlan;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (view != NULL, NULL);
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  if (!va_mac_check (mac, want, error))
+    return NULL;
+  for (guint i = 0; i < self->nics->len && !nic; i++)
+    if (strcmp (((const VaNic *) g_ptr_array_index (self->nics, i))->mac, want) == 0)
+      nic = g_ptr_array_index (self->nics, i);
+  if (!nic)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "no vdpa:nic has MAC %s", want);
+      return NULL;
+    }
+  if (!nic->failover)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s is not a failover standby (no <teaming type='persistent'/>)", want);
+      return NULL;
+    }
+  if (!va_user_alias_is_valid (nic->alias))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                   "NIC %s: its standby has no user alias (<alias name='ua-...'/>) for the VF to name", want);
+      return NULL;
+    }
+  if (!vf || !va_pci_address_is_valid (vf) || sscanf (vf, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%.*s' is not a PCI address like 0000:b3:00.2", VA_CUT (vf ? vf : "", 32));
+      return NULL;
+    }
+  if (!va_nic_resolve (nic, view, &plan, error))
+    return NULL;
+  if (!plan.failover)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: %s asks for no failover", want,
+                   nic->network ? "its network" : "an inline intent");
+      return NULL;
+    }
+  /* in switchdev the daemon tags the VF's representor: libvirt would fail
+   * on a VF VLAN there */
+  vlan = plan.representor_vlan ? 0 : plan.vlan;
+  member = va_member_alias (want);
+  g_string_append_printf (out,
+                          "<interface type='hostdev' managed='yes'>\n"
+                          "  <mac address='%s'/>\n"
+                          "  <source>\n"
+                          "    <address type='pci' domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>\n"
+                          "  </source>\n",
+                          want, dom, bus, slot, fn);
+  if (vlan)
+    g_string_append_printf (out, "  <vlan>\n    <tag id='%u'/>\n  </vlan>\n", vlan);
+  g_string_append_printf (out,
+                          "  <teaming type='transient' persistent='%s'/>\n"
+                          "  <alias name='%s'/>\n"
+                          "</interface>\n",
+                          nic->alias, member);
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+/* ---- shared guest memory for software devices ---------------------------- */
+
+/* A software vDPA device's relay maps guest memory with VDUSE_IOTLB_GET_FD,
+ * which hands out only shared, file-backed memory (memfd, a file, or
+ * hugetlbfs): the rest is silently absent from its map, and the NIC moves
+ * nothing. So the accelerated form of a domain with a NIC that may get
+ * one asks libvirt for such memory, merged with the domain's own
+ * <memoryBacking>, and records what it changed for the portable form to
+ * take back (and nothing else). */
+
+static xmlNode *
+new_element (xmlDoc *doc, const char *name, const char *attr, const char *value)
+{
+  xmlNode *node = xmlNewDocNode (doc, NULL, XSTR (name), NULL);
+
+  xmlNewProp (node, XSTR (attr), XSTR (value));
+  return node;
+}
+
+/* Whether @node is <name attr='value'/> and nothing else, as we write it. */
+static gboolean
+is_ours (const xmlNode *node, const char *attr, const char *value)
+{
+  g_autofree char *v = get_prop (node, attr);
+
+  return g_strcmp0 (v, value) == 0 && node->properties && !node->properties->next && !first_element_child (node);
+}
+
+/* The first NUMA cell whose memAccess says private (which the domain's
+ * <access> does not override), or NULL. */
+static xmlNode *
+private_cell (xmlNode *root)
+{
+  xmlNode *cpu = first_child (root, "cpu");
+  xmlNode *numa = cpu ? first_child (cpu, "numa") : NULL;
+
+  for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next)
+    {
+      g_autofree char *access = is_element (c, "cell") ? get_prop (c, "memAccess") : NULL;
+
+      if (g_strcmp0 (access, "private") == 0)
+        return c;
+    }
+  return NULL;
+}
+
+gboolean
+va_domain_memory_is_shared (const VaDomain *self)
+{
+  xmlNode *root, *mb, *src, *acc, *cpu, *numa;
+  g_autofree char *type = NULL, *mode = NULL;
+  gboolean file_backed, cells = FALSE;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  root = xmlDocGetRootElement (self->doc);
+  if (!(mb = first_child (root, "memoryBacking")))
+    return FALSE;
+  src = first_child (mb, "source");
+  type = src ? get_prop (src, "type") : NULL;
+  /* hugepages are hugetlbfs files whatever <source> says, but memfd */
+  file_backed = first_child (mb, "hugepages") || g_strcmp0 (type, "memfd") == 0 || g_strcmp0 (type, "file") == 0;
+  if (!file_backed || private_cell (root))
+    return FALSE;
+  acc = first_child (mb, "access");
+  mode = acc ? get_prop (acc, "mode") : NULL;
+  if (g_strcmp0 (mode, "shared") == 0)
+    return TRUE;
+  /* else every NUMA cell must say shared itself */
+  cpu = first_child (root, "cpu");
+  numa = cpu ? first_child (cpu, "numa") : NULL;
+  for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next)
+    {
+      g_autofree char *access = NULL;
+
+      if (!is_element (c, "cell"))
+        continue;
+      access = get_prop (c, "memAccess");
+      if (g_strcmp0 (access, "shared") != 0)
+        return FALSE;
+      cells = TRUE;
+    }
+  return cells;
+}
+
+static void
+record_shared_memory (VaDomain *self)
+{
+  if (!self->nics_node)
+    return; /* no vdpa:nics, so no NIC and nothing changed */
+  if (self->shared_memory)
+    {
+      g_autofree char *words = va_shared_memory_to_string (self->shared_memory);
+      g_autofree char *have = get_prop (self->nics_node, VA_SHARED_MEMORY_ATTR);
+
+      if (g_strcmp0 (have, words) != 0)
+        xmlSetProp (self->nics_node, XSTR (VA_SHARED_MEMORY_ATTR), XSTR (words));
+    }
+  else
+    unset_prop (self->nics_node, VA_SHARED_MEMORY_ATTR);
+}
+
+/* Like insert_child, but into an element that may hold only text (a
+ * hand-written <memoryBacking> </memoryBacking>): there the new child goes
+ * first, so that removing it takes no text that was there before. */
+static void
+insert_into (xmlNode *parent, xmlNode *child)
+{
+  if (!first_element_child (parent) && parent->children)
+    xmlAddPrevSibling (parent->children, child);
+  else
+    insert_child (parent, child);
+}
+
+/* <memoryBacking> with shared, file-backed memory: a new element after
+ * <memory> and its kin (where libvirt writes it), else the domain's own
+ * with a memfd <source> where it has none and no hugepages (an anonymous
+ * one made memfd; a file kept), and shared <access> (a private one made
+ * shared: libvirt's default, and the relay could not reach it). */
+static void
+share_memory (VaDomain *self)
+{
+  xmlNode *root = xmlDocGetRootElement (self->doc);
+  xmlNode *mb = first_child (root, "memoryBacking");
+  xmlNode *src, *acc;
+
+  if (!mb)
+    {
+      xmlNode *ref = NULL;
+      const xmlChar *indent = NULL;
+
+      for (xmlNode *c = root->children; c; c = c->next)
+        if (is_element (c, "memory") || is_element (c, "currentMemory") || is_element (c, "blkiotune") || is_element (c, "memtune"))
+          ref = c;
+      if (!ref)
+        for (xmlNode *c = root->children; c; c = c->next)
+          if (c->type == XML_ELEMENT_NODE)
+            ref = c;
+      if (ref && ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
+        indent = ref->prev->content;
+      mb = xmlNewDocNode (self->doc, NULL, XSTR ("memoryBacking"), NULL);
+      if (indent)
+        {
+          g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+
+          xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
+          xmlAddChild (mb, new_element (self->doc, "source", "type", "memfd"));
+          xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
+          xmlAddChild (mb, new_element (self->doc, "access", "mode", "shared"));
+          xmlAddChild (mb, xmlNewDocText (self->doc, indent));
+        }
+      else
+        {
+          xmlAddChild (mb, new_element (self->doc, "source", "type", "memfd"));
+          xmlAddChild (mb, new_element (self->doc, "access", "mode", "shared"));
+        }
+      if (ref)
+        insert_after (ref, mb);
+      else
+        xmlAddChild (root, mb);
+      self->shared_memory |= VA_SHARED_MEMORY_ELEMENT | VA_SHARED_MEMORY_SOURCE | VA_SHARED_MEMORY_ACCESS;
+      record_shared_memory (self);
+      return;
+    }
+  if (!first_child (mb, "hugepages"))
+    {
+      g_autofree char *type = NULL;
+
+      if (!(src = first_child (mb, "source")))
+        {
+          insert_into (mb, new_element (self->doc, "source", "type", "memfd"));
+          self->shared_memory |= VA_SHARED_MEMORY_SOURCE;
+        }
+      else if (g_strcmp0 ((type = get_prop (src, "type")), "anonymous") == 0)
+        {
+          xmlSetProp (src, XSTR ("type"), XSTR ("memfd"));
+          self->shared_memory |= VA_SHARED_MEMORY_ANONYMOUS;
+        }
+    }
+  if (!(acc = first_child (mb, "access")))
+    {
+      insert_into (mb, new_element (self->doc, "access", "mode", "shared"));
+      self->shared_memory |= VA_SHARED_MEMORY_ACCESS;
+    }
+  else
+    {
+      g_autofree char *mode = get_prop (acc, "mode");
+
+      if (g_strcmp0 (mode, "private") == 0)
+        {
+          xmlSetProp (acc, XSTR ("mode"), XSTR ("shared"));
+          self->shared_memory |= VA_SHARED_MEMORY_PRIVATE;
+        }
+    }
+  record_shared_memory (self);
+}
+
+/* Takes back what share_memory() recorded, where it is still as it left
+ * it; the domain's own pieces stay. */
+static void
+unshare_memory (VaDomain *self)
+{
+  xmlNode *root = xmlDocGetRootElement (self->doc);
+  xmlNode *mb = first_child (root, "memoryBacking");
+  guint done = self->shared_memory;
+  xmlNode *src = mb ? first_child (mb, "source") : NULL;
+  xmlNode *acc = mb ? first_child (mb, "access") : NULL;
+  g_autofree char *type = src ? get_prop (src, "type") : NULL;
+  g_autofree char *mode = acc ? get_prop (acc, "mode") : NULL;
+
+  if (!done)
+    return;
+  /* a value changed goes back whatever else the element holds; an
+   * element added goes only while it is as it was written */
+  if ((done & VA_SHARED_MEMORY_ANONYMOUS) && g_strcmp0 (type, "memfd") == 0)
+    xmlSetProp (src, XSTR ("type"), XSTR ("anonymous"));
+  else if (src && (done & VA_SHARED_MEMORY_SOURCE) && is_ours (src, "type", "memfd"))
+    remove_child (src);
+  if ((done & VA_SHARED_MEMORY_PRIVATE) && g_strcmp0 (mode, "shared") == 0)
+    xmlSetProp (acc, XSTR ("mode"), XSTR ("private"));
+  else if (acc && (done & VA_SHARED_MEMORY_ACCESS) && is_ours (acc, "mode", "shared"))
+    remove_child (acc);
+  if (mb && (done & VA_SHARED_MEMORY_ELEMENT) && !mb->properties && !first_element_child (mb))
+    remove_child (mb);
+  self->shared_memory = 0;
+  record_shared_memory (self);
+}
+
 /* @keep: a portable NIC stays portable whatever @form says. */
 static gboolean
 rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GError **error)
@@ -301,6 +690,8 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
   g_autoptr (GArray) forms = g_array_sized_new (FALSE, TRUE, sizeof (VaForm), self->nics->len);
   g_autoptr (GArray) fallbacks = g_array_sized_new (FALSE, TRUE, sizeof (gboolean), self->nics->len);
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+  const VaNic *software = NULL;       /* the first NIC that may get a software device */
+  const VaNic *software_accel = NULL; /* the first such NIC in the accelerated form */
 
   g_array_set_size (plans, self->nics->len);
   g_array_set_size (forms, self->nics->len);
@@ -319,7 +710,23 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
       *want = (form == VA_FORM_ACCELERATED && plan->mode != VA_MODE_VIRTIO && !(keep && nic->form == VA_FORM_PORTABLE))
                 ? VA_FORM_ACCELERATED
                 : VA_FORM_PORTABLE;
-      if (*want == VA_FORM_ACCELERATED)
+      if (*want == VA_FORM_ACCELERATED && plan->failover)
+        {
+          /* the standby needs no slot: the VF comes at run time, if one
+           * is free then */
+          g_autofree char *machine = NULL;
+
+          if (!machine_takes_failover (self, &machine))
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                           "NIC %s: network '%s' asks for failover, whose VF QEMU plugs only on PCI Express, and %s%.*s%s is no q35: "
+                           "make the domain q35, or give the NIC mode=\"auto\" for the plain passthrough form",
+                           nic->mac, nic->network, machine ? "machine '" : "the domain names no machine (libvirt picks pc)",
+                           VA_CUT (machine ? machine : "", 64), machine ? "'" : "");
+              return FALSE;
+            }
+        }
+      else if (*want == VA_FORM_ACCELERATED)
         {
           gint64 free_slots = va_host_view_get_pool_free (view, plan->pool);
           guint taken = GPOINTER_TO_UINT (g_hash_table_lookup (used, plan->pool));
@@ -355,6 +762,31 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
             g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "NIC %s: names no bridge, so it has no portable form", nic->mac);
           return FALSE;
         }
+      /* a NIC marked to swap back (after a move) is swapped live, onto
+       * the memory the guest started with */
+      if ((*want == VA_FORM_ACCELERATED || nic->swap_back) && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software)
+        software = nic;
+      if (*want == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_VDPA && plan->software && !software_accel)
+        software_accel = nic;
+    }
+  if (software)
+    {
+      xmlNode *cell = private_cell (xmlDocGetRootElement (self->doc));
+
+      /* a NIC that only waits to swap back makes no form fail: it gets
+       * hardware only, live */
+      if (cell && !software_accel)
+        software = NULL;
+      else if (cell)
+        {
+          g_autofree char *id = get_prop (cell, "id");
+
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
+                       "NIC %s may get a software vDPA device, whose relay reaches only shared guest memory, and NUMA cell %.*s says "
+                       "memAccess='private': make it shared, or put the NIC on a network whose pool has no software-slots",
+                       software_accel->mac, VA_CUT (id ? id : "?", 16));
+          return FALSE;
+        }
     }
 
   for (guint i = 0; i < self->nics->len; i++)
@@ -381,6 +813,11 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
           nic->swap_back = FALSE;
           g_clear_pointer (&nic->swap_back_outcome, g_free);
         }
+      if (nic->form == VA_FORM_ACCELERATED && plan->failover)
+        {
+          to_failover (iface, g_ptr_array_index (self->nic_nodes, i), nic, plan);
+          continue;
+        }
       if (nic->form == VA_FORM_ACCELERATED && plan->kind == VA_POOL_KIND_SRIOV)
         to_sriov (iface, plan);
       else if (nic->form == VA_FORM_ACCELERATED)
@@ -390,7 +827,14 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
         }
       else
         to_portable (iface, plan);
+      drop_failover (iface, g_ptr_array_index (self->nic_nodes, i), nic);
     }
+  /* what an earlier rewrite changed goes back first: the form then
+   * depends on the domain's own memory alone, whatever the record says,
+   * so that portable and accelerated forms give each other back */
+  unshare_memory (self);
+  if (software)
+    share_memory (self);
   return TRUE;
 }
 

@@ -42,7 +42,11 @@ GPtrArray *va_domain_get_nics (const VaDomain *self);
 /* Rewrites every marked interface to @form (accelerated: each NIC whose mode
  * and pool capacity allow it, portable: all). Capacity is consumed in the
  * order of the vdpa:nic elements. All NICs are resolved before anything is changed: on error
- * the document is untouched. */
+ * the document is untouched. A form with an accelerated NIC whose pool may
+ * make software devices (VaNicPlan.software) gains shared, file-backed
+ * memory (va_domain_memory_is_shared()), merged into the domain's
+ * <memoryBacking>; what it changed is recorded in vdpa:nics shared-memory,
+ * and a form without such a NIC takes back just that. */
 gboolean va_domain_rewrite (VaDomain *self, const VaHostView *view, VaForm form, GError **error);
 
 /* For a restore or an incoming migration: QEMU loads a saved virtio-net
@@ -59,12 +63,29 @@ gboolean va_domain_rewrite_saved (VaDomain *self, const VaHostView *view, GError
  * no thread changes meanwhile. */
 char *va_domain_rewrite_text (const char *xml, gssize len, const VaHostView *view, const char *to, GError **error);
 
+/* Whether the domain's guest memory is shared and file-backed, which a
+ * software vDPA device's relay needs to reach it: <memoryBacking> with
+ * hugepages or a memfd or file <source>, and shared <access> (or every
+ * NUMA cell memAccess='shared'), no cell memAccess='private'. The
+ * accelerated form of a domain with a NIC that may get a software device
+ * has it (va_domain_rewrite()). */
+gboolean va_domain_memory_is_shared (const VaDomain *self);
+
 /* Serializes the document as libxml2 does, in UTF-8, keeping the XML
  * declaration only when the input had one. */
 char *va_domain_to_string (const VaDomain *self, gsize *len);
 
 /* Parse, rewrite and serialize in one step. */
 char *va_domain_rewrite_xml (const char *xml, gssize len, const VaHostView *view, VaForm form, GError **error);
+
+/* The transient member of the failover pair of the NIC @mac (in the
+ * failover form: its <interface> is the virtio standby), on the VF @vf
+ * (a PCI address, "0000:3c:00.1"), as libvirt's attach takes it: type
+ * 'hostdev' (managed), the NIC's MAC, the VLAN of its plan unless the
+ * pool tags the VF's representor, <teaming type='transient'
+ * persistent='STANDBY ALIAS'/> and an alias of its own
+ * (va_member_alias()), by which it can be detached. */
+char *va_domain_failover_member_xml (const VaDomain *self, const VaHostView *view, const char *mac, const char *vf, GError **error);
 
 /* The <interface> element whose MAC is @mac, serialized (what libvirt's
  * detach wants), or NULL with VA_ERROR_NOT_FOUND. */
@@ -81,6 +102,12 @@ char *va_metadata_update (const char *current, const char *mac, const char *netw
  * with its outcome, everything else kept; VA_ERROR_NOT_FOUND when no NIC
  * has @mac. */
 char *va_metadata_set_swap_back (const char *current, const char *mac, gboolean on, const char *outcome, GError **error);
+
+/* The MACs (normalized) of @current's NICs marked swap-back-outcome="lost",
+ * at most VA_XML_MAX_NICS; NULL with @error when the metadata does not
+ * parse. Read from the metadata alone: the live domain has no <interface>
+ * for them, so va_domain_parse() refuses it. */
+GStrv va_metadata_lost_macs (const char *current, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDomain, va_domain_free)
 

@@ -14,6 +14,7 @@ typedef struct
   gint64 free;
   VaPoolKind kind;
   gboolean representor_vlan;
+  gboolean software;
   char *why_full; /* NULL: none known */
 } Pool;
 
@@ -280,6 +281,33 @@ va_host_view_get_pool_representor_vlan (const VaHostView *self, const char *name
   return p && p->representor_vlan;
 }
 
+gboolean
+va_host_view_set_pool_software (VaHostView *self, const char *name, gboolean software, GError **error)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = lookup_pool (self, name, error);
+  if (!p)
+    return FALSE;
+  p->software = software;
+  return TRUE;
+}
+
+gboolean
+va_host_view_get_pool_software (const VaHostView *self, const char *name)
+{
+  Pool *p;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  p = g_hash_table_lookup (self->pools, name);
+  return p && p->software;
+}
+
 VA_ENUM_IMPL (va_mode, VaMode,
               VA_MODE_LAST, [VA_MODE_VDPA] = "vdpa", [VA_MODE_VIRTIO] = "virtio", [VA_MODE_AUTO] = "auto", [VA_MODE_SRIOV] = "sriov")
 
@@ -401,8 +429,13 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
               return FALSE;
             }
           plan->representor_vlan = va_host_view_get_pool_representor_vlan (view, plan->pool);
+          /* a NIC that narrows to auto leaves failover: the plain
+           * passthrough form, for a guest without a failover driver */
+          if (nic->network && plan->mode == VA_MODE_SRIOV && plan->bridge)
+            plan->failover = va_host_view_lookup_network (view, nic->network)->failover;
           return TRUE;
         }
+      plan->software = va_host_view_get_pool_software (view, plan->pool) && plan->bridge;
       max_vqp = va_host_view_get_pool_max_vqp (view, plan->pool);
       plan->queues = nic->queues ? nic->queues : MAX (max_vqp, 1);
       if (max_vqp && plan->queues > max_vqp)
@@ -420,7 +453,9 @@ va_nic_resolve (const VaNic *nic, const VaHostView *view, VaNicPlan *plan, GErro
 gboolean
 va_swap_back_outcome_is_valid (const char *outcome)
 {
-  return outcome && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0);
+  return outcome
+         && (strcmp (outcome, "no-room") == 0 || strcmp (outcome, "refused") == 0 || strcmp (outcome, "busy") == 0
+             || strcmp (outcome, "lost") == 0);
 }
 
 gboolean

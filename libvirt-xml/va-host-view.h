@@ -46,6 +46,10 @@ typedef struct
   guint16 vlan; /* 0: untagged */
   char *bridge; /* the portable (fallback) bridge; NULL: none */
   VaBridgeKind bridge_kind;
+  /* mode=sriov only, with a bridge: the accelerated form is the virtio
+   * standby of a failover pair (<teaming type='persistent'/>) on the
+   * bridge, and the VF is plugged beside it at run time */
+  gboolean failover;
 } VaNetwork;
 
 /* The host as the intent engine sees it: networks, pools and their free
@@ -81,6 +85,11 @@ VaPoolKind va_host_view_get_pool_kind (const VaHostView *self, const char *name)
  * there, so the form gives libvirt no <vlan>. FALSE until set. */
 gboolean va_host_view_set_pool_representor_vlan (VaHostView *self, const char *name, gboolean representor_vlan, GError **error);
 gboolean va_host_view_get_pool_representor_vlan (const VaHostView *self, const char *name);
+/* A kind=vdpa pool that makes software vDPA devices (software-slots, or
+ * type=software: issue 28) when it has no free hardware slot. FALSE until
+ * set. */
+gboolean va_host_view_set_pool_software (VaHostView *self, const char *name, gboolean software, GError **error);
+gboolean va_host_view_get_pool_software (const VaHostView *self, const char *name);
 
 typedef enum
 {
@@ -132,9 +141,22 @@ typedef struct
    * while it has not tried. Dropped with swap-back, and by the rewrite
    * for a restore or an incoming migration (a new try). */
   char *swap_back_outcome;
+  /* <teaming type='persistent'/>: the interface is the virtio standby of a
+   * failover pair, the accelerated form on a network with failover=true
+   * (form VA_FORM_ACCELERATED, accel_kind VA_POOL_KIND_SRIOV); its VF, the
+   * transient member (<teaming type='transient'>, same MAC), is plugged at
+   * run time, and when the document shows one, @vf and @vf_vlan are its */
+  gboolean failover;
+  char *alias; /* the interface's <alias name>, or NULL */
+  /* vdpa:nic standby-alias: the alias (va_standby_alias()) the failover
+   * form added, which a form without failover takes back; NULL: none */
+  char *standby_alias;
 } VaNic;
 
-/* "no-room", "refused" or "busy". */
+/* "no-room", "refused", "busy", or "lost": a swap cut short between its
+ * unplug and its plug (libvirt failed there) left the NIC in no form; its
+ * <interface> is gone from the live domain, and the next swap to the
+ * accelerated form plugs it back first (va_swap_replug_lost()). */
 gboolean va_swap_back_outcome_is_valid (const char *outcome);
 /* Whether @nic waits for a swap back on this host: marked, portable, and
  * not tried, or tried while the daemon was busy. */
@@ -153,6 +175,15 @@ typedef struct
   /* sriov on a switchdev eswitch: the daemon sets the VLAN on the VF's
    * representor, and the form carries no <vlan> for libvirt */
   gboolean representor_vlan;
+  /* a kind=vdpa pool that makes software devices, and a bridge for their
+   * tap: the NIC may get a software vDPA device (VDUSE and the relay)
+   * when the pool has no free hardware slot, whose relay reaches only
+   * shared, file-backed guest memory */
+  gboolean software;
+  /* sriov on a network with failover=true: the accelerated form is the
+   * virtio standby on the bridge (which such a network has), whatever the
+   * pool's room, and the VF is plugged beside it at run time */
+  gboolean failover;
 } VaNicPlan;
 
 /* The intent of @nic on @view, into @plan: its network's (which the NIC

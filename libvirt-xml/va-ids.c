@@ -201,6 +201,53 @@ va_sriov_network_name (const char *pool)
   return g_strconcat (VA_SRIOV_NETWORK_PREFIX, pool, NULL);
 }
 
+static char *
+alias_of (const char *prefix, const char *mac)
+{
+  char norm[VA_MAC_STRING_LEN];
+  GString *out;
+
+  if (!va_mac_normalize (mac, norm))
+    return NULL;
+  out = g_string_new (prefix);
+  for (const char *p = norm; *p; p++)
+    if (*p != ':')
+      g_string_append_c (out, *p);
+  return g_string_free (out, FALSE);
+}
+
+char *
+va_standby_alias (const char *mac)
+{
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  return alias_of (VA_STANDBY_ALIAS_PREFIX, mac);
+}
+
+char *
+va_member_alias (const char *mac)
+{
+  g_return_val_if_fail (mac != NULL, NULL);
+
+  return alias_of (VA_MEMBER_ALIAS_PREFIX, mac);
+}
+
+gboolean
+va_user_alias_is_valid (const char *alias)
+{
+  gsize len;
+
+  if (!alias || !g_str_has_prefix (alias, "ua-"))
+    return FALSE;
+  len = strlen (alias);
+  if (len <= 3 || len > VA_USER_ALIAS_MAX)
+    return FALSE;
+  for (const char *p = alias + 3; *p; p++)
+    if (!g_ascii_isalnum (*p) && *p != '-' && *p != '_')
+      return FALSE;
+  return TRUE;
+}
+
 gboolean
 va_ifname_is_valid (const char *name)
 {

@@ -64,6 +64,20 @@ gboolean va_domain_name_is_display (const char *name);
 #define VA_SRIOV_NETWORK_PREFIX "vdpa-allocator-"
 char *va_sriov_network_name (const char *pool);
 
+/* The alias the failover form gives a NIC's virtio standby when its
+ * interface has no user alias of its own: "ua-vdpa-" and the MAC's 12 hex
+ * digits (libvirt keeps only aliases that start with "ua-" in a defined
+ * domain). Stable: the transient member names it in <teaming persistent>.
+ * The transient member itself is "ua-vdpa-vf-" and the same digits. */
+#define VA_STANDBY_ALIAS_PREFIX "ua-vdpa-"
+#define VA_MEMBER_ALIAS_PREFIX "ua-vdpa-vf-"
+#define VA_USER_ALIAS_MAX 64
+char *va_standby_alias (const char *mac);
+char *va_member_alias (const char *mac);
+/* A user alias libvirt keeps: "ua-" then 1 to VA_USER_ALIAS_MAX - 3
+ * letters, digits, '-' or '_' (libvirt's own set). */
+gboolean va_user_alias_is_valid (const char *alias);
+
 /* A network interface name as the kernel takes it. */
 gboolean va_ifname_is_valid (const char *name);
 

@@ -154,6 +154,15 @@ allocate (Fixture *f, const char *uuid, const char *mac, const char *network, in
   return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
 }
 
+static VaLease *
+allocate_req (Fixture *f, const VaAllocRequest *req, GError **error)
+{
+  g_autoptr (GAsyncResult) res = NULL;
+
+  va_allocator_allocate_async (f->alloc, req, done_cb, &res);
+  return va_allocator_allocate_finish (f->alloc, wait_for (&res), error);
+}
+
 static gboolean
 release (Fixture *f, const char *uuid, const char *mac, GError **error)
 {
@@ -296,6 +305,297 @@ test_quota_drain_numa (Fixture *f, gconstpointer data)
   g_assert_true (release (f, UUID1, a->mac, &error));
   g_assert_false (va_allocator_drain (f->alloc, "ghost", TRUE, &error));
   g_assert_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL);
+}
+
+/* Issue 28's software slot: a NIC whose pool has no free hardware slot,
+ * on a network with a fallback bridge, gets a software device (the sim
+ * backend's stand-in for VDUSE and the relay) while the pool has software
+ * slots; a software-only pool makes nothing else; the leases say their
+ * form, survive a restart, and release takes the device away. */
+static void
+test_software_fallback (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=1\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=1\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n"
+                                  "[network nofb]\nmode=vdpa\npool=accel\nvlan=30\n"
+                                  "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (VaLease) again = NULL;
+  g_autoptr (VaLease) only = NULL;
+  g_autoptr (VaHostView) view = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autofree char *target = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  /* room in software counts for the intent engine */
+  view = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "accel"), ==, 2);
+  g_clear_pointer (&view, va_host_view_unref);
+
+  hw = allocate (f, UUID1, "52:54:00:00:00:01", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+
+  /* no fallback bridge: no software device, the pool's own refusal */
+  g_assert_null (allocate (f, UUID1, "52:54:00:00:00:02", "nofb", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_nonnull (strstr (error->message, "pool accel is exhausted"));
+  g_clear_error (&error);
+
+  sw = allocate (f, UUID1, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  g_assert_cmpstr (sw->slot, ==, "vasw-525400000003");
+  g_assert_cmpstr (sw->device, ==, "vasw-525400000003");
+  g_assert_cmpstr (sw->pool, ==, "accel");
+  g_assert_cmpuint (sw->vlan, ==, 20);
+  g_assert_cmpuint (sw->queues, ==, 1);
+  target = g_file_read_link (sw->port, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (target, ==, sw->chardev);
+  g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+
+  /* the same NIC again: its lease back, idempotent */
+  again = allocate (f, UUID1, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (va_lease_equal (again, sw));
+
+  /* the one software slot is taken */
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:04", "soft", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "pool 'accel': no free hardware slot, and its 1 software slot(s) are in use");
+  g_clear_error (&error);
+  view = va_allocator_get_host_view (f->alloc);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "accel"), ==, 0);
+  g_assert_cmpint (va_host_view_get_pool_free (view, "sw"), ==, 1);
+
+  /* a software-only pool */
+  only = allocate (f, UUID2, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (only->software);
+  g_assert_cmpstr (only->pool, ==, "sw");
+
+  /* the form survives a restart, and the leases are not broken */
+  stop (f);
+  start (f);
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 3);
+  for (guint i = 0; i < leases->len; i++)
+    {
+      VaLease *l = g_ptr_array_index (leases, i);
+      if (strcmp (l->mac, sw->mac) == 0)
+        g_assert_true (va_lease_equal (l, sw));
+    }
+  g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
+  /* reconciliation keeps a leased software device, and removes one no
+   * lease holds (a crash between making it and the commit) */
+  {
+    g_autoptr (GAsyncResult) res = NULL;
+    g_autoptr (VaReconcileReport) report = NULL;
+    g_autofree char *dir = g_path_get_dirname (sw->chardev);
+    g_autofree char *orphan = g_build_filename (dir, "vhost-vdpa-vasw-5254000000ee", NULL);
+
+    g_assert_true (g_file_set_contents (orphan, "", 0, &error));
+    va_allocator_reconcile_async (f->alloc, done_cb, &res);
+    report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (report->missing->len, ==, 0);
+    g_assert_cmpuint (report->orphans->len, ==, 1);
+    g_assert_cmpstr (g_ptr_array_index (report->orphans, 0), ==, "vasw-5254000000ee");
+    g_assert_false (g_file_test (orphan, G_FILE_TEST_EXISTS));
+    g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  }
+  /* a device gone (a reboot) is made anew, and said missing */
+  {
+    g_autoptr (GAsyncResult) res = NULL;
+    g_autoptr (VaReconcileReport) report = NULL;
+
+    g_assert_cmpint (g_unlink (sw->chardev), ==, 0);
+    va_allocator_reconcile_async (f->alloc, done_cb, &res);
+    report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (report->missing->len, ==, 1);
+    g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  }
+
+  /* release takes the software device away, and frees its slot */
+  g_assert_true (release (f, UUID1, sw->mac, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&again, va_lease_free);
+  again = allocate (f, UUID2, "52:54:00:00:00:04", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (again->software);
+}
+
+/* A network's quota counts its software leases as it counts its
+ * hardware ones: a full pool with software slots left gives no software
+ * device to a network at its quota, and a software-only pool none
+ * beyond it; the refusal is the quota's own. */
+static void
+test_software_quota (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=3\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=3\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\nquota=2\n"
+                                  "[network other]\nmode=vdpa\npool=accel\nvlan=30\nfallback-bridge=br0\n"
+                                  "[network swnet]\nmode=vdpa\npool=sw\nvlan=40\nfallback-bridge=br1\nquota=1\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (VaLease) other = NULL;
+  g_autoptr (VaLease) only = NULL;
+  g_autoptr (VaLease) again = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  hw = allocate (f, UUID1, "52:54:00:00:00:01", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+  sw = allocate (f, UUID1, "52:54:00:00:00:02", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  /* two leases on "soft", one of them software: at its quota */
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:03", "soft", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "network soft has reached its quota of 2 leases in pool accel");
+  g_clear_error (&error);
+  /* the pool's software slots are still there for another network */
+  other = allocate (f, UUID2, "52:54:00:00:00:04", "other", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (other->software);
+  /* a software-only pool: its one software lease fills the quota */
+  only = allocate (f, UUID2, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (only->software);
+  g_assert_null (allocate (f, UUID2, "52:54:00:00:00:06", "swnet", -1, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "network swnet has reached its quota of 1 leases in pool sw");
+  g_clear_error (&error);
+  /* a software lease released gives its room back */
+  g_assert_true (release (f, UUID1, sw->mac, &error));
+  g_assert_no_error (error);
+  again = allocate (f, UUID2, "52:54:00:00:00:03", "soft", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (again->software);
+}
+
+/* A software device whose relay was given up on (it died too often; the
+ * sim backend's stand-in is RUN/sim/relay/NAME.stalled) carries nothing:
+ * its lease stays, with its port link, and says why, until
+ * reconciliation serves the device again. */
+static void
+test_software_relay_given_up (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool sw]\ntype=software\nsoftware-slots=1\n"
+                                  "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
+  static const char why[] = "software device vasw-525400000005: its relay was killed by signal 9, 6 times within 60 s: not started "
+                            "again; the NIC stalls until its lease is released or vdpactl reconcile runs";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *relay_dir = g_build_filename (f->run_dir, "sim", "relay", NULL);
+  g_autofree char *stalled_file = g_build_filename (relay_dir, "vasw-525400000005.stalled", NULL);
+  g_autofree char *stalled = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) sw = NULL;
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GAsyncResult) res = NULL;
+  g_autoptr (VaReconcileReport) report = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  sw = allocate (f, UUID1, "52:54:00:00:00:05", "swnet", -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  g_assert_null (va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac));
+
+  g_assert_cmpint (g_mkdir_with_parents (relay_dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (stalled_file, why, -1, &error));
+  stalled = va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac);
+  g_assert_cmpstr (stalled, ==, why);
+  /* not broken in the slot's sense: the device is there, its link too */
+  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID1, sw->mac));
+  leases = va_allocator_list_leases (f->alloc);
+  g_assert_cmpuint (leases->len, ==, 1);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), sw));
+  g_assert_true (g_file_test (sw->port, G_FILE_TEST_EXISTS));
+
+  /* reconciliation starts its relay again */
+  va_allocator_reconcile_async (f->alloc, done_cb, &res);
+  report = va_allocator_reconcile_finish (f->alloc, wait_for (&res), &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (report->missing->len, ==, 0);
+  g_assert_null (va_allocator_get_lease_stalled (f->alloc, UUID1, sw->mac));
+  g_assert_false (g_file_test (stalled_file, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (sw->chardev, G_FILE_TEST_EXISTS));
+}
+
+/* A caller whose domain's memory is not shared (a live swap, an attach,
+ * the hook at start) asks for hardware only: a full pool then refuses,
+ * and makes no software device whose relay would reach none of the
+ * guest's memory; a software lease is not handed back to it either. */
+static void
+test_software_hardware_only (Fixture *f, gconstpointer data)
+{
+  static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
+                                  "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=2\n"
+                                  "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n";
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaLease) hw = NULL, sw = NULL;
+  VaAllocRequest req = { .uuid = UUID1, .domain_name = "vm", .mac = "52:54:00:00:00:02", .network = "soft", .numa_node = -1 };
+
+  stop (f);
+  g_file_set_contents (conf_file, soft_conf, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+
+  req.form = "hardware";
+  req.mac = "52:54:00:00:00:01";
+  hw = allocate_req (f, &req, &error);
+  g_assert_no_error (error);
+  g_assert_false (hw->software);
+
+  req.mac = "52:54:00:00:00:02";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==,
+                   "pool 'accel' has no free hardware slot, and the NIC is hardware only (a software device was not asked for)");
+  g_clear_error (&error);
+  g_assert_cmpuint (n_leases (f), ==, 1);
+
+  /* without it, the same NIC gets its software device */
+  req.form = NULL;
+  sw = allocate_req (f, &req, &error);
+  g_assert_no_error (error);
+  g_assert_true (sw->software);
+  req.form = "hardware";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_BUSY);
+  g_assert_nonnull (strstr (error->message, "holds a software device"));
+  g_clear_error (&error);
+
+  req.form = "software";
+  req.mac = "52:54:00:00:00:03";
+  g_assert_null (allocate_req (f, &req, &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
 static void
@@ -1149,6 +1449,10 @@ main (int argc, char **argv)
   ADD ("/allocator/same-nic-other-intent-refused", test_same_nic_other_intent_refused);
   ADD ("/allocator/no-release-while-open", test_no_release_while_open);
   ADD ("/allocator/host-view-has-live-capacity", test_host_view_has_live_capacity);
+  ADD ("/allocator/software-fallback", test_software_fallback);
+  ADD ("/allocator/software-hardware-only", test_software_hardware_only);
+  ADD ("/allocator/software-relay-given-up", test_software_relay_given_up);
+  ADD ("/allocator/software-quota", test_software_quota);
   ADD ("/allocator/held-slot-is-never-leased", test_held_slot_is_never_leased);
   g_test_add_func ("/allocator/held-open-unknown-is-held", test_held_open_unknown_is_held);
   return g_test_run ();

@@ -15,6 +15,7 @@ import unittest
 
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
 from vatest.paths import DAEMON, VDPACTL
+from vatest.simconf import sim_config
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -285,6 +286,55 @@ class BusTest(unittest.TestCase):
         pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
         self.assertEqual(pool["leased"], 3)
 
+    def test_dev_list_shows_the_pfs_vfs_and_why_a_pf_is_in_no_pool(self):
+        # issue 26, point 2: what the daemon sees, as `devlink dev show` and
+        # `vdpa mgmtdev show` would, with its pools beside it; open to any
+        # local user, as the other reads
+        self.daemon.stop()
+        self.daemon.remove()
+        self.daemon = Daemon(self.bus, config=sim_config(
+            pfs=2, vfs=2, numa_nodes=2,
+            pools={"accel": dict(match_pf="sim0", max_vqp=1), "cx6-p1": dict(match_pf="enp179s0f1", match_vendor="15b3")},
+            networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
+        self.daemon.start()
+        lease = call(self.bus, "Allocate", (UUID1, "web5", mac(1), "vpc2", {}), "(ssssa{sv})")[0]
+        r = vdpactl("dev", "list", "-j", user=NOBODY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["vfs_left_out"], 0)
+        pfs = {pf["name"]: pf for pf in doc["pfs"]}
+        self.assertEqual(sorted(pfs), ["sim0", "sim1"])
+        self.assertEqual((pfs["sim0"]["pool_name"], pfs["sim0"]["numa"], pfs["sim0"]["vf_count"]), ("accel", 0, 2))
+        self.assertIsNone(pfs["sim0"]["no_pool_reason"])
+        self.assertEqual((pfs["sim1"]["pool_name"], pfs["sim1"]["numa"]), (None, 1))
+        self.assertEqual(pfs["sim1"]["no_pool_reason"], "pool accel: match-pf=sim0; pool cx6-p1: match-pf=enp179s0f1")
+        self.assertEqual(pfs["sim0"]["vendor"], "15b3")
+        vfs = {vf["pci"]: vf for pf in doc["pfs"] for vf in pf["vfs"]}
+        self.assertEqual(len(vfs), 4)
+        held = vfs[lease["slot"]]
+        self.assertEqual((held["state"], held["domain_name"], held["mac"], held["uuid"]), ("leased", "web5", mac(1), UUID1))
+        self.assertEqual(held["mgmtdev"], "pci/" + lease["slot"])
+        self.assertEqual(sorted(vf["state"] for vf in vfs.values()), ["free", "leased", "unpooled", "unpooled"])
+        # the table says the same in words
+        r = vdpactl("dev", "list", check=True)
+        self.assertRegex(r.stdout, r"(?m)^sim1 .* in no pool: pool accel: match-pf=sim0; pool cx6-p1: match-pf=enp179s0f1$")
+        self.assertRegex(r.stdout, r"(?m)^%s +sim0 +pci/%s +leased +web5 +%s" % (lease["slot"], lease["slot"], mac(1)))
+        # one table for a script, as lease list and pool list: the columns
+        # it names, no header line
+        r = vdpactl("dev", "list", "vf", "-o", "vf,State,DOMAIN", "--no-headers", user=NOBODY, check=True)
+        rows = sorted(line.split() for line in r.stdout.splitlines())
+        self.assertEqual(rows, sorted([[vf, vfs[vf]["state"], "web5" if vf == lease["slot"] else "-"] for vf in vfs]))
+        r = vdpactl("dev", "list", "pf", "-o", "POOL,PF", check=True)
+        self.assertEqual([line.split() for line in r.stdout.splitlines()], [["POOL", "PF"], ["accel", "sim0"], ["-", "sim1"]])
+        # a pool no PF matches says so in pool show and status, naming its keys
+        for words in (("pool", "show", "cx6-p1"), ("status",)):
+            out = vdpactl(*words, check=True).stdout
+            self.assertIn("no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3)", out, words)
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", mac(2), "--pool", "cx6-p1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3); 'vdpactl dev list'", r.stderr)
+        self.assertNotIn("exhausted", r.stderr)
+
     def test_lease_whose_slot_is_gone_is_listed_broken(self):
         kept = allocate(self.bus, UUID1, mac(1))
         lost = allocate(self.bus, UUID1, mac(2))
@@ -327,6 +377,30 @@ class BusTest(unittest.TestCase):
         time.sleep(0.2)
         self.assertServing()
         self.assertEqual(allocate(self.bus, UUID1, mac(2), "vpc9")["vlan"], 9)
+
+    def test_reload_says_a_changed_simulate_group_waits_for_a_restart(self):
+        # issue 26, point 9: the backend is made at start; a reload that
+        # asks another one used to be ignored without a word
+        def reload_and_wait():
+            before = self.daemon.read_log().count("configuration reloaded")
+            self.daemon.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while self.daemon.read_log().count("configuration reloaded") == before:
+                self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+                time.sleep(0.05)
+
+        reload_and_wait()
+        self.assertNotIn("restart vdpa-allocatord", self.daemon.read_log(), "nothing changed: nothing to say")
+        conf = os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace("pfs=2", "pfs=3"))
+        reload_and_wait()
+        self.assertIn("the configuration now asks for the simulated NIC ([simulate] pfs=3 vfs=4 numa-nodes=2), but this daemon "
+                      "runs the simulated NIC ([simulate] pfs=2 vfs=4 numa-nodes=2), chosen at start: restart vdpa-allocatord "
+                      "to change it", self.daemon.read_log())
+        self.assertServing()
 
     def test_rewrite_domain_uses_live_capacity(self):
         xml = ("<domain><name>x</name><uuid>%s</uuid><metadata>"
@@ -389,20 +463,42 @@ print(json.dumps(results))
         if os.environ.get("VA_DAEMON_WRAPPER"):
             self.skipTest("the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
 
-    def test_rewrite_domain_over_the_callers_bound_is_held(self):
+    def hold_rewrites(self, ms):
+        """Restarts the daemon with each rewrite holding its slot and its
+        worker @ms before it parses (VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS):
+        the calls that come meanwhile find them taken whatever the
+        machine's pace. Without it the parses of a fast machine, or the
+        slow sends of a loaded one, ended before the fifth call came, now
+        and then."""
+        self.assertEqual(self.daemon.stop(), 0)
+        os.environ["VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS"] = str(ms)
+        try:
+            self.daemon.start()
+        finally:
+            del os.environ["VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS"]
+
+    def test_rewrite_domain_is_bounded_per_user(self):
         self.skip_under_a_wrapper()
-        r = self.flood(6)
+        # each call holds its slot 7 s, on the 2 threads of unprivileged
+        # users: the user's slots free 2 at a time, at about 7 s and 14 s
+        self.hold_rewrites(7000)
+        # twelve at once, as one connection of one user: 4 take the user's
+        # slots (the document parses; it has no vdpa:nics, so it comes back
+        # as it was), the other 8 wait in the user's queue. At 7 s two
+        # slots free and the 2 oldest held calls run; the 6 still held at
+        # 10 s are answered TryAgain (VA_OPEN_HOLD_MS), before the next
+        # slots free at 14 s. Without the bound all 12 run; refused at once
+        # instead of held, 8 are TryAgain (the turn before)
+        r = self.flood(12)
         self.assertEqual(r.returncode, 0, r.stderr)
         results = json.loads(r.stdout)
-        # 4 run at a time (the document parses; it has no vdpa:nics, so it
-        # comes back as it was), the other 2 wait for a slot of their user
-        # and run: none is refused. Which of them ran first is the
-        # scheduler's, so this is all a test can ask
-        self.assertEqual(results, ["ok"] * 6)
+        self.assertEqual(len(results), 12)
+        self.assertEqual((results.count("ok"), results.count("org.vdpa_allocator.Error.TryAgain")), (6, 6), results)
         self.assertServing()
 
     def test_rewrite_domain_of_a_caller_that_left_is_not_parsed(self):
         self.skip_under_a_wrapper()
+        self.hold_rewrites(5000)
         r = self.flood(4, leave=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         deadline = time.monotonic() + 60
@@ -470,6 +566,97 @@ class LibvirtReconcileTest(unittest.TestCase):
             server.close()
 
 
+class SoftwareSlotTest(unittest.TestCase):
+    """Issue 28's software slot through the daemon and vdpactl, on the sim
+    backend (its software device a plain node file): a full pool with a
+    software slot, on a network with a fallback bridge."""
+
+    CONF = ("[simulate]\npfs=1\nvfs=1\n"
+            "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=1\n"
+            "[network vpc2]\nmode=vdpa\npool=accel\nvlan=2334\nfallback-bridge=br0\n")
+
+    def test_a_full_pool_gives_a_software_lease_that_says_so(self):
+        bus = Bus()
+        daemon = Daemon(bus, config=self.CONF)
+        try:
+            daemon.start()
+            hw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(1), "-n", "vpc2", check=True).stdout)
+            self.assertEqual(hw["form"], "hardware")
+            sw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(2), "-n", "vpc2", check=True).stdout)
+            self.assertEqual((sw["form"], sw["device"], sw["queues"], sw["vlan"]),
+                             ("software", "vasw-" + mac(2).replace(":", ""), 1, 2334), sw)
+            self.assertEqual(os.readlink(sw["port"]), sw["chardev"])
+            table = vdpactl("lease", "list", check=True).stdout
+            self.assertRegex(table, r"(?m)^\S+\s+%s\s+vdpa\s+software\s" % mac(2))
+            self.assertRegex(table, r"(?m)^\S+\s+%s\s+vdpa\s+hardware\s" % mac(1))
+            r = vdpactl("allocate", "-u", UUID2, "-m", mac(3), "-n", "vpc2")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("no free hardware slot, and its 1 software slot(s) are in use", r.stderr)
+            metrics = os.path.join(daemon.run_dir, "metrics.prom")
+            want = 'vdpa_allocator_leases{network="vpc2",pool="accel",form="software"} 1'
+            deadline = time.monotonic() + 10
+            text = ""
+            while want not in text and time.monotonic() < deadline:
+                time.sleep(0.1)
+                if os.path.exists(metrics):
+                    with open(metrics) as f:
+                        text = f.read()
+            self.assertIn(want, text)
+            self.assertIn("(a software device: the pool had no free hardware slot)", daemon.read_log())
+            # how many NICs run in software (issue 28, item 4): the pool's
+            # properties, pool list, status; the hardware counts unchanged
+            pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+            self.assertEqual((pool["software_slots"], pool["software_leased"], pool["total"], pool["leased"]),
+                             (1, 1, 1, 1), pool)
+            listed = vdpactl("pool", "list", "-o", "POOL,LEASED,SOFTWARE,SOFTWARE-SLOTS", check=True).stdout
+            self.assertRegex(listed, r"(?m)^accel\s+1\s+1\s+1\s*$")
+            self.assertIn("2 lease(s), 1 of them on software vDPA devices", vdpactl("status", check=True).stdout)
+            vdpactl("release", "-u", UUID1, "-m", mac(2), check=True)
+            self.assertFalse(os.path.exists(sw["chardev"]))
+            pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+            self.assertEqual((pool["software_slots"], pool["software_leased"]), (1, 0), pool)
+            self.assertNotIn("software vDPA devices", vdpactl("status", check=True).stdout)
+            self.assertEqual(daemon.stop(), 0)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_a_relay_given_up_on_is_said_by_its_lease_until_reconcile(self):
+        """The kernel backend gives up on a relay that died more than 5
+        times in 60 s (lab-software); the sim's stand-in is a file. The
+        lease stays, and lease list says it carries nothing and why."""
+        bus = Bus()
+        daemon = Daemon(bus, config=self.CONF)
+        try:
+            daemon.start()
+            vdpactl("allocate", "-u", UUID1, "-m", mac(1), "-n", "vpc2", check=True)
+            sw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(2), "-n", "vpc2", check=True).stdout)
+            self.assertEqual(sw["form"], "software")
+            why = ("software device %s: its relay was killed by signal 9, 6 times within 60 s: not started again; "
+                   "the NIC stalls until its lease is released or vdpactl reconcile runs" % sw["device"])
+            os.makedirs(os.path.join(daemon.run_dir, "sim", "relay"))
+            with open(os.path.join(daemon.run_dir, "sim", "relay", sw["device"] + ".stalled"), "w") as f:
+                f.write(why + "\n")
+            leases = {l["mac"]: l for l in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]}
+            self.assertEqual((leases[mac(2)]["form"], leases[mac(2)]["broken"], leases[mac(2)]["broken_reason"]),
+                             ("software", True, why), leases)
+            self.assertEqual((leases[mac(1)]["broken"], leases[mac(1)]["broken_reason"]), (False, None), leases)
+            table = vdpactl("lease", "list", "-o", "MAC,FORM,BROKEN", check=True).stdout
+            self.assertRegex(table, r"(?m)^%s\s+software\s+yes\s*$" % mac(2))
+            self.assertRegex(table, r"(?m)^%s\s+hardware\s+no\s*$" % mac(1))
+            # reconcile starts the relay again (libvirt is not reachable
+            # here: exit 5, done in part)
+            vdpactl("reconcile")
+            leases = {l["mac"]: l for l in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]}
+            self.assertEqual((leases[mac(2)]["broken"], leases[mac(2)]["broken_reason"]), (False, None), leases)
+            self.assertEqual(daemon.stop(), 0)
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+
 class CommandLineTest(unittest.TestCase):
     def test_daemon_not_running(self):
         bus = Bus()
@@ -493,6 +680,18 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s/vdpa-allocator.conf: [network bad] pool: no pool named 'nowhere'"
                              % d.conf_dir)
+            # a line that does not parse: its number and our words, not
+            # GKeyFile's (issue 26, point 9)
+            conf = os.path.join(d.conf_dir, "vdpa-allocator.conf")
+            with open(conf) as f:
+                lines = f.read().splitlines()
+            lines[-1] = "pool cx6-p1"
+            with open(conf, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.strip(), "vdpa-allocatord: %s:%d: 'pool cx6-p1' is neither key=value, a [group] nor a # comment"
+                             % (conf, len(lines)))
         finally:
             d.remove()
 
@@ -506,6 +705,31 @@ class CommandLineTest(unittest.TestCase):
                          (0, "no configuration: %s does not exist; the daemon would serve no pools (see vdpa-allocator.conf(5))\n"
                           % missing), r.stderr)
         self.assertNotIn("(null)", r.stdout + r.stderr)
+
+    def test_check_config_refuses_failover_that_cannot_work(self):
+        # issue 27, point 5: failover pairs a VF with a virtio standby on
+        # the network's bridge
+        d = Daemon(None)
+        conf = os.path.join(d.conf_dir, "vdpa-allocator.conf")
+        try:
+            with open(conf) as f:
+                base = f.read()
+            with open(conf, "w") as f:
+                f.write(base + "[pool vf]\nkind=sriov\nmatch-vendor=8086\n"
+                        "[network fo]\nmode=sriov\npool=vf\nvlan=30\nfallback-bridge=br0\nfailover=true\n")
+            r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            for net, words in (("mode=sriov\npool=vf\nfailover=true\n",
+                                "failover: the virtio standby goes on fallback-bridge, which this network lacks"),
+                               ("mode=auto\npool=vf\nfallback-bridge=br0\nfailover=true\n",
+                                "failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network "
+                                "is mode=auto")):
+                with open(conf, "w") as f:
+                    f.write(base + "[pool vf]\nkind=sriov\nmatch-vendor=8086\n[network fo]\n" + net)
+                r = subprocess.run([DAEMON, "--check-config", "--config", d.conf_dir], capture_output=True, text=True)
+                self.assertEqual((r.returncode, r.stderr.strip()), (1, "vdpa-allocatord: %s: [network fo] %s" % (conf, words)))
+        finally:
+            d.remove()
 
     def test_an_sriov_pool_is_served(self):
         # it used to be refused until the daemon tracked its leases

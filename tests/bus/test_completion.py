@@ -37,7 +37,10 @@ printf '%s\n' "${COMPREPLY[@]}"
 
 
 def complete(*words, env=None, cwd=None):
-    e = dict(os.environ, COMPLETION=COMPLETION, PATH=os.path.dirname(VDPACTL) + ":" + os.environ["PATH"])
+    # libvirt's domains come from virsh at vdpactl's URI: none here unless
+    # a case gives --connect (never this host's libvirtd)
+    e = dict(os.environ, COMPLETION=COMPLETION, PATH=os.path.dirname(VDPACTL) + ":" + os.environ["PATH"],
+             VDPA_ALLOCATOR_LIBVIRT_URI="test:///nonexistent-so-unreachable")
     e.update(env or {})
     r = subprocess.run(["bash", "-c", DRIVER, "bash"] + list(words), capture_output=True, text=True, env=e, timeout=60,
                        cwd=cwd)
@@ -72,7 +75,7 @@ class CompletionTest(unittest.TestCase):
         self.assertIn("domain", top)
         self.assertEqual(complete("vdpactl", ""), sorted(top + ["--help", "--version"]))
         for words in (["status"], ["reconcile"], ["allocate"], ["release"], ["rewrite"], ["pool", "list"],
-                      ["pool", "show", "x"], ["lease", "list"], ["network", "list"], ["domain", "show", "vm1"],
+                      ["pool", "show", "x"], ["lease", "list"], ["dev", "list"], ["network", "list"], ["domain", "show", "vm1"],
                       ["domain", "accelerate", "vm1"], ["domain", "portable", "vm1"], ["domain", "attach", "vm1"],
                       ["domain", "detach", "vm1"], ["domain", "migrate", "vm1"], ["domain", "save", "vm1"],
                       ["domain", "managedsave", "vm1"], ["domain", "restore", "vm1"]):
@@ -106,6 +109,11 @@ class CompletionTest(unittest.TestCase):
                 self.assertEqual(complete("vdpactl", "release", "--uuid", ""), [UUID])
                 self.assertEqual(complete("vdpactl", "domain", "show", ""), ["vm-one"])
                 self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "show", "vm"), ["vm-one"])
+                # issue 26, point 9: libvirt's own domains too (the test
+                # driver's "test", which holds no lease), each name once
+                self.assertEqual(complete("vdpactl", "domain", "--connect", "test:///default", "show", ""), ["test", "vm-one"])
+                self.assertEqual(complete("vdpactl", "domain", "show", "", env={"VDPA_ALLOCATOR_LIBVIRT_URI": "test:///default"}),
+                                 ["test", "vm-one"])
             finally:
                 daemon.stop()
                 daemon.remove()
@@ -150,8 +158,18 @@ class CompletionTest(unittest.TestCase):
                                                                                   "accelerate", ""]):
             with self.subTest(words=" ".join(words)):
                 got = offered(*words)
-                self.assertEqual(len(got), len(names), got)
-                self.assertEqual(as_run(got), sorted(names))
+                want = sorted(names + (["test"] if "test:///default" in words else []))
+                self.assertEqual(len(got), len(want), got)
+                self.assertEqual(as_run(got), want)
+        # the names libvirt gives (virsh list) are data as well
+        lv = ["$(touch pwned-lv) lv", "`touch pwned-lvbq` lv", "lv*", "vm*"]
+        node = os.path.join(work, "node.xml")
+        with open(node, "w") as f:
+            f.write("<node>" + "".join(
+                "<domain type='test'><name>%s</name><memory>1024</memory><os><type>hvm</type></os></domain>"
+                % n.replace("&", "&amp;").replace("<", "&lt;") for n in lv) + "</node>")
+        got = offered("domain", "--connect", "test://" + node, "show", "")
+        self.assertEqual(as_run(got), sorted(set(names + lv)), "libvirt's and the leases' names, each once")
         # a prefix is matched as text, never as a pattern: vm* is not a glob
         self.assertEqual(as_run(offered("domain", "show", "vm")), sorted(n for n in names if n.startswith("vm")))
         self.assertEqual(as_run(offered("domain", "show", "vm*")), ["vm*"])

@@ -184,6 +184,57 @@ class DomainCliTest(unittest.TestCase):
             r = vdpactl(*argv)
             self.assertEqual(r.returncode, 2, (argv, r.stderr))
 
+    def test_live_accelerate_onto_private_memory_is_hardware_only(self):
+        # issue 28: a software device's relay reaches only shared,
+        # file-backed guest memory, and a running guest's memory stays as
+        # it started. Before, the swap took the pool's software slot and
+        # plugged a NIC that moves nothing.
+        conf = sim_config(pfs=1, vfs=1, pools={"accel": dict(ACCEL, software_slots=1)},
+                          networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334, fallback_bridge="br0"),
+                                    "vpc1": dict(mode="virtio", vlan=2200, fallback_bridge="br0")})
+        bus = Bus()
+        daemon = Daemon(bus, config=conf)
+        try:
+            daemon.start()
+            vdpactl("allocate", "-u", "4dea22b3-1d52-d8f3-2516-782e98ab3fb9", "-m", "52:54:00:00:00:99", "-n", "vpc2", check=True)
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=daemon.conf_dir)
+            r = ctl.vdpactl("domain", "--connect", self.uri, "accelerate", "--live", "vm1", "-j", check=False, env=env)
+            self.assertEqual(r.returncode, 5, r.stderr)
+            nics = {n["mac"]: n for n in json.loads(r.stdout)["nics"]}
+            nic = nics["52:54:00:6b:3c:58"]
+            self.assertEqual(nic["form_after"], "portable")
+            self.assertIn("stays portable: hardware only, as the running domain's memory is not shared and file-backed", nic["note"])
+            self.assertIn("pool 'accel' has no free hardware slot", nic["note"])
+            forms = [x["form"] for x in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]]
+            self.assertEqual(forms, ["hardware"])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_live_accelerate_leaves_a_failover_nic_portable(self):
+        # issue 27, point 5: the failover standby comes with a start; the
+        # live plug of the pair is not written yet. Before, the swap took
+        # the plain passthrough path for it (the hostdev network's form)
+        conf = sim_config(pfs=1, vfs=1, pools={"pt": dict(kind="sriov", match_pci="0000:3b:00.0")},
+                          networks={"vpc2": dict(mode="sriov", pool="pt", vlan=2334, fallback_bridge="br0", failover="true"),
+                                    "vpc1": dict(mode="virtio", vlan=2200, fallback_bridge="br0")})
+        bus = Bus()
+        daemon = Daemon(bus, config=conf)
+        try:
+            daemon.start()
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=daemon.conf_dir)
+            r = ctl.vdpactl("domain", "--connect", self.uri, "accelerate", "--live", "vm1", "-j", check=False, env=env)
+            self.assertEqual(r.returncode, 5, r.stderr)
+            nic = {n["mac"]: n for n in json.loads(r.stdout)["nics"]}["52:54:00:6b:3c:58"]
+            self.assertEqual(nic["form_after"], "portable")
+            self.assertIn("stays portable: its network asks for failover", nic["note"])
+            self.assertEqual(json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"], [])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
     def test_issue26_partial_live_accelerate_and_restore_of_a_portable_nic(self):
         bus = Bus()
         with open(os.path.join(EXAMPLES, "sim", "vdpa-allocator.conf")) as f:

@@ -16,7 +16,7 @@ from vatest import hookdoc
 from vatest.bus import Bus, Daemon, call, leases, vdpactl
 from vatest.hookdoc import CONFIG, PLAIN, UUID, domain
 from vatest.paths import HOOK
-from vatest.simconf import sim_config
+from vatest.simconf import ACCEL, sim_config
 
 
 def hook(xml, op, sub, name="vm1", hook_path=HOOK, env=None):
@@ -418,6 +418,23 @@ class BusyDaemonTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.calls(log), ["Allocate"] * 3 + ["SwapBack"] * 3)
 
+    def test_reconnect_asks_a_swap_back_for_a_nic_a_swap_lost(self):
+        # issue 25 (5): a swap cut short by libvirtd's restart marks its NIC
+        # swap-back-outcome="lost" (no <interface> left, so the live XML
+        # does not parse); libvirtd's reconnect is the moment to plug it
+        # back, which the daemon's swap helper does once libvirtd runs
+        log, env = self.busy_daemon(0)
+        lost = domain([("52:54:00:00:00:01", "vpc2", "bridge")]).replace(
+            "</vdpa:nics>", '<vdpa:nic mac="52:54:00:00:00:02" network="vpc2" swap-back="accelerated" '
+            'swap-back-outcome="lost"/></vdpa:nics>', 1)
+        r = hook(lost, "reconnect", "begin", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(log), ["SwapBack"])
+        # nothing lost: no swap back at a reconnect
+        r = hook(lost.replace('swap-back-outcome="lost"', 'swap-back-outcome="refused"'), "reconnect", "begin", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.calls(log), ["SwapBack"])
+
     def test_try_again_past_the_budget_fails_what_may_fail_in_one_line(self):
         log, env = self.busy_daemon(1000)
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
@@ -443,6 +460,9 @@ class BusyDaemonTest(unittest.TestCase):
 SRIOV_CONFIG = sim_config(
     pfs=2, vfs=2, pools={"accel": {"match_pci": "0000:3b:00.0"}, "pt": {"kind": "sriov", "match_pci": "0001:3b:00.0"}},
     networks={"pt2334": dict(mode="sriov", pool="pt", vlan=2334),
+              "ptfo": dict(mode="sriov", pool="pt", vlan=2334, fallback_bridge="br0", failover="true"),
+              "ptfo-ovs": dict(mode="sriov", pool="pt", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs",
+                               failover="true"),
               "ptauto": dict(mode="auto", pool="pt", vlan=2334, fallback_bridge="br-ovs", fallback_bridge_type="ovs")})
 UUID2 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 
@@ -466,6 +486,53 @@ def sriov_domain(nics, name="vm1", uuid=UUID):
     return ("<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory>65536</memory>"
             "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>%s</vdpa:nics></metadata>"
             "<os><type>hvm</type></os><devices>%s</devices></domain>" % (name, uuid, meta, ifaces))
+
+
+class SoftwareMemoryHookTest(unittest.TestCase):
+    """Issue 28: a software device's relay reaches only shared, file-backed
+    guest memory. At prepare the hook asks for hardware only for a domain
+    without it, so a full pool refuses in one line rather than start the
+    guest on a NIC that moves nothing; with it, the NIC gets its software
+    device."""
+
+    CONF = sim_config(pfs=1, vfs=1, pools={"accel": dict(ACCEL, software_slots=1)},
+                      networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334, fallback_bridge="br0")})
+    SHARED = ("<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>"
+              "<os>")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bus = Bus()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.bus.close()
+
+    def setUp(self):
+        self.daemon = Daemon(self.bus, config=self.CONF)
+        self.daemon.start()
+        self.port_root = os.path.join(self.daemon.run_dir, "ports")
+
+    def tearDown(self):
+        self.daemon.stop()
+        self.daemon.remove()
+
+    def test_a_full_pool_gives_software_only_to_shared_memory(self):
+        first = domain([("52:54:00:00:00:01", "vpc2", "vdpa")], "a", port_root=self.port_root)
+        self.assertEqual(hook(first, "prepare", "begin", name="a").returncode, 0)
+        uuid = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
+        plain = domain([("52:54:00:00:00:02", "vpc2", "vdpa")], "b", uuid, port_root=self.port_root)
+        r = hook(plain, "prepare", "begin", name="b")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("NIC 52:54:00:00:00:02: pool 'accel' has no free hardware slot, and the NIC is hardware only", r.stderr)
+        self.assertIn("the domain's memory is not shared and file-backed", r.stderr)
+        self.assertEqual([x["mac"] for x in leases(self.bus)], ["52:54:00:00:00:01"])
+        shared = plain.replace("<os>", self.SHARED, 1)
+        r = hook(shared, "prepare", "begin", name="b")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        sw = [x for x in leases(self.bus) if x["mac"] == "52:54:00:00:00:02"]
+        self.assertEqual([x["form"] for x in sw], ["software"])
 
 
 class SriovHookTest(unittest.TestCase):
@@ -535,6 +602,28 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.leases(), [])
         self.assertEqual(self.pool()["free"], 2)
+
+    def test_a_failover_standby_leases_nothing_and_its_tap_is_tagged(self):
+        # issue 27, point 5: the standby is a tap on the network's bridge;
+        # its VF is leased when the daemon plugs it beside the standby
+        def standby(mac, network, bridge):
+            return ("<domain type='qemu'><name>vm1</name><uuid>%s</uuid><memory>65536</memory>"
+                    "<metadata><vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"
+                    "<vdpa:nic mac='%s' network='%s'/></vdpa:nics></metadata>"
+                    "<os><type machine='pc-q35-7.2'>hvm</type></os><devices><interface type='bridge'><mac address='%s'/>"
+                    "<source bridge='%s'/><target dev='vnet93'/><model type='virtio'/><teaming type='persistent'/>"
+                    "<alias name='ua-vdpa-525400000001'/></interface></devices></domain>" % (UUID, mac, network, mac, bridge))
+        mac = "52:54:00:00:00:01"
+        ovs = standby(mac, "ptfo-ovs", "br-ovs")
+        for op in ("prepare", "start", "started"):
+            r = hook(ovs, op, "begin", env=self.env)
+            self.assertEqual((op, r.returncode, r.stderr), (op, 0, ""))
+        self.assertEqual(self.leases(), [])
+        # on a Linux bridge the hook tags the tap, as for a portable NIC:
+        # vnet93 does not exist here, so the start is refused, closed
+        r = self.start(standby(mac, "ptfo", "br0"))
+        self.assertOneLine(r, "NIC %s" % mac, "VLAN 2334 on Linux bridge br0", "vnet93")
+        self.assertEqual(self.leases(), [])
 
     def test_refusals_are_one_line_and_fail_the_start(self):
         a = "52:54:00:00:00:01"

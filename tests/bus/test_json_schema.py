@@ -27,6 +27,7 @@ COMMANDS = {
     ("pool", "list"): "pool-list",
     ("pool", "show"): "pool-show",
     ("lease", "list"): "lease-list",
+    ("dev", "list"): "dev-list",
     ("network", "list"): "network-list",
     ("allocate",): "allocate",
     ("reconcile",): "reconcile",
@@ -38,7 +39,7 @@ COMMANDS = {
     ("domain", "accelerate"): "domain-swap",
     ("domain", "portable"): "domain-swap",
 }
-SUBCOMMANDS = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "network": ["list"],
+SUBCOMMANDS = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "dev": ["list"], "network": ["list"],
                "domain": ["show", "accelerate", "portable", "attach", "detach", "migrate", "save",
                                   "managedsave", "restore"]}
 
@@ -101,6 +102,11 @@ class JsonSchemaTest(unittest.TestCase):
             status = self.check(("status",))
             self.assertEqual((status["backend"], status["lease_count"]), ("sim", 2))
             self.assertEqual(self.check(("pool", "list"))["pools"], status["pools"])
+            devs = self.check(("dev", "list"))
+            vfs = [vf for pf in devs["pfs"] for vf in pf["vfs"]]
+            self.assertEqual(sorted(vf["mac"] for vf in vfs if vf["state"] == "leased"),
+                             ["52:54:00:00:00:01", "52:54:00:00:00:02"])
+            self.assertIn(lease["mgmtdev"], [vf["mgmtdev"] for vf in vfs])
             pool = self.check(("pool", "show"), "accel")
             self.assertEqual((pool["leased"], pool["health_reason"]), (2, None))
             report = self.check(("reconcile",), rc=5)  # done in part: libvirt is down
@@ -195,7 +201,8 @@ class JsonSchemaTest(unittest.TestCase):
         new = {k.lower(): v for k, v in old.items()}
         self.assertFalse(validator("pool-show").is_valid(new))  # "" and CamelCase keys
         new = {"version": 1, "name": "accel", "total": 8, "free": 8, "leased": 0, "healthy": True,
-               "health_reason": None, "warning": None, "draining": False, "vlan_method": "none"}
+               "health_reason": None, "warning": None, "draining": False, "vlan_method": "none", "software_slots": 0,
+               "software_leased": 0}
         self.assertTrue(validator("pool-show").is_valid(new))
         self.assertFalse(validator("pool-show").is_valid(dict(new, health_reason="")))
 

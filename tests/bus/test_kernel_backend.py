@@ -54,7 +54,7 @@ class KernelBackendTest(unittest.TestCase):
         self.assertEqual(pool["total"], 0)
         self.assertEqual(pool["free"], 0)
         self.assertFalse(pool["healthy"])
-        self.assertEqual(pool["health_reason"], "no PF matches the pool")
+        self.assertEqual(pool["health_reason"], "no PF matches pool accel (match-vendor=15b3 match-device=101d)")
 
     def test_allocate_says_exhausted(self):
         with self.assertRaises(GLib.Error) as cm:

@@ -22,7 +22,7 @@ import threading
 import time
 import unittest
 
-from vatest.bus import Bus, Daemon, call, vdpactl
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, vdpactl
 from vatest.paths import VDPACTL
 from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
 
@@ -152,6 +152,9 @@ def metrics(path):
     return text, out
 
 
+PF_HEALTH = ("vdpa_allocator_pf_healthy", "vdpa_allocator_pf_unhealthy_reason")
+
+
 def sample(m, name, **labels):
     return m[(name, tuple(sorted(labels.items())))]
 
@@ -181,7 +184,7 @@ class Observe(unittest.TestCase):
         r = subprocess.run([VDPACTL, "metrics"], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.daemon.run_dir))
         self.assertEqual((r.returncode, r.stdout), (3, ""), "no daemon: vdpactl's status 3, as for an unreachable one")
-        self.assertIn("is vdpa-allocatord running?", r.stderr)
+        self.assertIn("vdpa-allocatord is not running", r.stderr)
         self.daemon.remove()
 
     def assertLeaseFields(self, r, lease):
@@ -236,10 +239,40 @@ class Observe(unittest.TestCase):
         r = self.journal.wait("release", VA_MAC=lease["mac"])
         self.assertLeaseFields(r, lease)
 
-    def test_metrics_file_follows_the_leases(self):
+    def wait_for_metrics(self):
         deadline = time.monotonic() + 10
         while not os.path.exists(self.prom) and time.monotonic() < deadline:
             time.sleep(0.05)
+        return metrics(self.prom)
+
+    def test_pf_health_keeps_its_series(self):
+        """A PF's health series are labelled by the PF alone, its reason one
+        of a fixed set of words with a series each: a PF going down, or its
+        reason's words changing, adds and removes no series (a free-text
+        reason label did, one series per wording)"""
+        _, m = self.wait_for_metrics()
+        before = {k: v for k, v in m.items() if k[0] in PF_HEALTH}
+        self.daemon.stop()
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf")) as f:
+            conf = f.read()
+        with open(os.path.join(self.daemon.conf_dir, "vdpa-allocator.conf"), "w") as f:
+            f.write(conf.replace("[simulate]\n", "[simulate]\nunhealthy-pfs=sim1\n", 1))
+        self.daemon.start(stderr=self.stream.fileno())
+        _, m = self.wait_for_metrics()
+        after = {k: v for k, v in m.items() if k[0] in PF_HEALTH}
+        self.assertEqual(sorted(after), sorted(before), "the same series, healthy or not")
+        self.assertEqual({dict(k[1])["reason"] for k in after if k[0] == "vdpa_allocator_pf_unhealthy_reason"},
+                         {"gone", "unsupported", "no_sriov", "no_netdev", "link_down", "no_vdpa_vf", "prepare_failed",
+                          "other"})
+        pci = {dict(k[1])["pf"]: dict(k[1])["pci"] for k in after}
+        for pf, healthy in (("sim0", 1), ("sim1", 0)):
+            self.assertEqual(sample(m, "vdpa_allocator_pf_healthy", pool="accel", pf=pf, pci=pci[pf]), healthy)
+        reasons = {(dict(k[1])["pf"], dict(k[1])["reason"]) for k, v in after.items()
+                   if k[0] == "vdpa_allocator_pf_unhealthy_reason" and v == 1}
+        self.assertEqual(reasons, {("sim1", "link_down")}, "one reason of the unhealthy PF; none of the healthy one")
+
+    def test_metrics_file_follows_the_leases(self):
+        self.wait_for_metrics()
         self.assertEqual(os.stat(self.prom).st_mode & 0o777, 0o644)
         text, m = metrics(self.prom)
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots", pool="accel"), 8)
@@ -254,7 +287,11 @@ class Observe(unittest.TestCase):
         self.assertEqual(sample(m, "vdpa_allocator_info", version=sample_version(text), backend="sim"), 1)
         pfs = {dict(k[1])["pf"]: v for k, v in m.items() if k[0] == "vdpa_allocator_pf_healthy"}
         self.assertEqual(pfs, {"sim0": 1, "sim1": 1})
-        self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, text)
+        # the daemon says where its file is, the run directory it was
+        # started with (--run-dir), and vdpactl reads it there, not in
+        # the run directory vdpactl would use
+        self.assertEqual(property_value(self.bus, "MetricsFile"), self.prom)
+        self.assertEqual(ctl_metrics(self.daemon.root).stdout, text)
 
         # a reader's open file keeps what it opened: the daemon renames a
         # new file over the name, it does not rewrite this one in place
@@ -276,7 +313,7 @@ class Observe(unittest.TestCase):
         held.close()
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_leased", pool="accel"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_pool_slots_free", pool="accel"), 0, "draining: nothing to get")
-        self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel"), 1)
+        self.assertEqual(sample(m, "vdpa_allocator_leases", network="vpc2", pool="accel", form="hardware"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocations_total"), 1)
         self.assertEqual(sample(m, "vdpa_allocator_allocation_failures_total", reason="no_such_network"), 1)
         # a refused caller is not a failed allocation (issue 25): journal only
@@ -288,7 +325,7 @@ class Observe(unittest.TestCase):
         self.assertGreater(sample(m, "vdpa_allocator_allocation_duration_seconds_sum"), 0)
         les = [dict(k[1])["le"] for k in m if k[0] == "vdpa_allocator_allocation_duration_seconds_bucket"]
         self.assertIn("0.0025", les)
-        self.assertEqual(ctl_metrics(self.daemon.run_dir).stdout, after)
+        self.assertEqual(ctl_metrics(self.daemon.root).stdout, after)
         call(self.bus, "Release", (UUID1, lease["mac"]), "(ss)")
 
 
@@ -311,9 +348,22 @@ class Catalog(unittest.TestCase):
         self.assertEqual(ids, set(IDS.values()))
 
 
-def ctl_metrics(run_dir):
+def ctl_metrics(root):
+    """vdpactl metrics with a run directory of its own (VDPA_ALLOCATOR_RUN_DIR)
+    other than the daemon's, holding another file of metrics"""
+    other = os.path.join(root, "vdpactl-run")
+    os.makedirs(other, exist_ok=True)
+    with open(os.path.join(other, "metrics.prom"), "w") as f:
+        f.write("# not the running daemon's metrics\n")
     return subprocess.run([VDPACTL, "metrics"], capture_output=True, text=True, check=True, timeout=60,
-                          env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=run_dir))
+                          env=dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=other))
+
+
+def property_value(bus, name):
+    """The manager's property @name, straight off the bus."""
+    ret = bus.conn.call_sync(NAME, PATH, "org.freedesktop.DBus.Properties", "Get", GLib.Variant("(ss)", (IFACE, name)),
+                             None, 0, -1, None)
+    return ret.unpack()[0]
 
 
 def sample_version(text):

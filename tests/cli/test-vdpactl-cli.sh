@@ -46,6 +46,12 @@ done
 bash -n "$src/contrib/vdpactl.bash-completion" && ok "bash completion parses" || not_ok "bash completion parses"
 
 expect_error 2 "no command" vdpactl_run
+expect_error 2 "unknown dev command" vdpactl_run dev frobnicate
+expect_error 2 "dev list takes pf or vf" vdpactl_run dev list extra
+expect_error 2 "dev list: -o names one table's columns" vdpactl_run dev list -o PF
+expect_error 2 "dev list: --no-headers for one table" vdpactl_run dev list --no-headers
+expect_error 2 "dev list: pf with -j" vdpactl_run dev list pf -j
+expect_error 2 "dev list vf: an unknown column" vdpactl_run dev list vf -o VF,MODEL
 expect_error 2 "unknown command" vdpactl_run frobnicate
 expect_error 2 "unknown option" vdpactl_run rewrite --bogus "$dom"
 expect_error 2 "bad --to" vdpactl_run rewrite --config "$cfg" --to fast "$dom"

@@ -72,7 +72,7 @@ def help_options(argv):
 def vdpactl_commands():
     out = subprocess.run([VDPACTL, "--help"], capture_output=True, text=True, check=True).stdout
     top = re.findall(r"^  ([a-z]+) ", out, re.M)
-    subs = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "network": ["list"],
+    subs = {"pool": ["list", "show", "drain", "undrain"], "lease": ["list"], "dev": ["list"], "network": ["list"],
             "domain": ["show", "accelerate", "portable", "attach", "detach", "migrate", "save", "managedsave", "restore"]}
     cmds = [[]]
     for c in top:

@@ -103,6 +103,34 @@ test_lease_round_trip (void)
   set (&sriov->port, g_strdup (""));
   sriov->queues = 0;
   assert_lease_round_trip (sriov);
+
+  /* form software: a VDUSE device and our relay, kind vdpa only */
+  l->software = TRUE;
+  assert_lease_round_trip (l);
+  sriov->software = TRUE;
+  g_assert_false (va_lease_validate (sriov, NULL));
+}
+
+/* A lease from a daemon older than the software form has no "form": it
+ * reads as hardware. */
+static void
+test_lease_without_form (void)
+{
+  g_autoptr (VaLease) l = make_lease ();
+  g_autoptr (GVariant) good = NULL;
+  g_autoptr (GVariant) v = NULL;
+  g_autoptr (VaLease) back = NULL;
+  g_autoptr (GError) error = NULL;
+  GVariantDict d;
+
+  l->software = TRUE;
+  good = g_variant_ref_sink (va_lease_to_variant (l));
+  g_variant_dict_init (&d, good);
+  g_assert_true (g_variant_dict_remove (&d, "form"));
+  v = g_variant_ref_sink (g_variant_dict_end (&d));
+  back = va_lease_from_variant (v, &error);
+  g_assert_no_error (error);
+  g_assert_false (back->software);
 }
 
 /* Past each bound by one: the decoder refuses what the store would. */
@@ -168,6 +196,7 @@ test_lease_refused (void)
     { "vlan", g_variant_new_uint32 (10), "lease field vlan must be of type q, not u" },
     { "uuid", NULL, "lease field uuid is missing" },
     { "kind", g_variant_new_string ("tap"), "lease field kind is 'tap', not vdpa or sriov" },
+    { "form", g_variant_new_string ("firmware"), "lease field form is 'firmware', not hardware or software" },
     { "created", g_variant_new_int64 (5), "lease field created must be of type t, not x" },
   };
 
@@ -218,6 +247,7 @@ assert_request_equal (const VaAllocRequest *a, const VaAllocRequest *b)
   g_assert_cmpstr (a->port, ==, b->port);
   g_assert_cmpstr (a->vf, ==, b->vf);
   g_assert_cmpuint (a->vf_vlan, ==, b->vf_vlan);
+  g_assert_cmpstr (a->form, ==, b->form);
 }
 
 static void
@@ -270,6 +300,7 @@ test_request_round_trip (void)
     .port = "/run/vdpa-allocator/ports/" UUID "/" MAC,
     .vf = "0000:b3:00.2",
     .vf_vlan = G_MAXUINT16,
+    .form = "hardware",
   };
 
   none.uuid = UUID;
@@ -435,6 +466,7 @@ main (int argc, char **argv)
   g_test_add_func ("/codec/lease/round-trip", test_lease_round_trip);
   g_test_add_func ("/codec/lease/past-bounds", test_lease_past_bounds);
   g_test_add_func ("/codec/lease/refused", test_lease_refused);
+  g_test_add_func ("/codec/lease/without-form", test_lease_without_form);
   g_test_add_func ("/codec/request/round-trip", test_request_round_trip);
   g_test_add_func ("/codec/request/refused", test_request_refused);
   g_test_add_func ("/codec/ids", test_id_checks);

@@ -187,7 +187,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
                       "[network sr]\nmode=sriov\npool=cx5\nvlan=2334\n"
                       "[network sr-auto]\nmode=auto\npool=cx5\nvlan=100\nfallback-bridge=br0\nspoofchk=false\ntrust=true\n"
                       "[network vd-auto]\nmode=auto\npool=cx7\nfallback-bridge=br0\n"
-                      "[network vd]\nmode=vdpa\npool=cx6\n"));
+                      "[network vd]\nmode=vdpa\npool=cx6\n"
+                      "[network sr-fo]\nmode=sriov\npool=cx5\nvlan=2334\nfallback-bridge=br0\nfailover=true\n"
+                      "[network sr-nofo]\nmode=sriov\npool=cx5\nfallback-bridge=br0\nfailover=false\n"));
   config = va_config_load (f->dir, &error);
   g_assert_no_error (error);
   g_assert_cmpint (va_config_lookup_pool (config, "cx6")->kind, ==, VA_POOL_KIND_VDPA); /* the default */
@@ -198,6 +200,10 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_false (va_config_lookup_network (config, "sr")->trust);
   g_assert_false (va_config_lookup_network (config, "sr-auto")->spoofchk);
   g_assert_true (va_config_lookup_network (config, "sr-auto")->trust);
+  /* failover: asked for, never the default */
+  g_assert_true (va_config_lookup_network (config, "sr-fo")->net.failover);
+  g_assert_false (va_config_lookup_network (config, "sr-nofo")->net.failover);
+  g_assert_false (va_config_lookup_network (config, "sr")->net.failover);
   g_assert_null (va_config_lookup_network (config, "ghost"));
   /* the first network with a VLAN on each pool, for the eswitch check */
   g_assert_cmpstr (va_config_lookup_pool (config, "cx5")->vlan_network, ==, "sr");
@@ -214,6 +220,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_cmpuint (net->vlan, ==, 2334);
   g_assert_null (net->bridge);
   g_assert_cmpint (va_host_view_lookup_network (view, "sr-auto")->mode, ==, VA_MODE_AUTO);
+  /* the engine sees it: the failover form is the host view's to decide */
+  g_assert_true (va_host_view_lookup_network (view, "sr-fo")->failover);
+  g_assert_false (va_host_view_lookup_network (view, "sr-nofo")->failover);
   g_assert_true (va_host_view_set_pool_kind (view, "cx6", VA_POOL_KIND_SRIOV, &error));
   g_assert_cmpint (va_host_view_get_pool_kind (view, "cx6"), ==, VA_POOL_KIND_SRIOV);
   g_assert_false (va_host_view_set_pool_kind (view, "ghost", VA_POOL_KIND_SRIOV, &error));
@@ -233,6 +242,30 @@ test_vduse_pool_type (Fixture *f, gconstpointer data)
   g_assert_cmpint (va_config_lookup_pool (config, "lab")->type, ==, VA_POOL_TYPE_VDUSE_TEST);
   g_assert_cmpint (va_config_lookup_pool (config, "cx")->type, ==, VA_POOL_TYPE_CONNECTX);
   g_assert_cmpstr (va_pool_type_to_string (VA_POOL_TYPE_VDUSE_TEST), ==, "vduse-test");
+}
+
+/* Software devices (issue 28): a software-only pool, a hardware pool with
+ * software slots beside its VFs, and who the relays run as. */
+static void
+test_software_pools (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaConfig) config = NULL;
+  g_autoptr (VaConfig) empty = va_config_new_empty ();
+
+  g_free (write_file (f, "vdpa-allocator.conf",
+                      "[relay]\nuser=vdpa-relay\nmax-memory-mib=32\n[pool sw]\ntype=software\nsoftware-slots=4\n"
+                      "[pool cx]\nmatch-vendor=15b3\nsoftware-slots=2\n[pool plain]\nmatch-vendor=15b3\n"));
+  config = va_config_load (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (va_config_lookup_pool (config, "sw")->type, ==, VA_POOL_TYPE_SOFTWARE);
+  g_assert_cmpuint (va_config_lookup_pool (config, "sw")->software_slots, ==, 4);
+  g_assert_cmpuint (va_config_lookup_pool (config, "cx")->software_slots, ==, 2);
+  g_assert_cmpuint (va_config_lookup_pool (config, "plain")->software_slots, ==, 0);
+  g_assert_cmpstr (config->relay_user, ==, "vdpa-relay");
+  g_assert_cmpuint (config->relay_memory_mib, ==, 32);
+  g_assert_cmpstr (empty->relay_user, ==, "nobody");
+  g_assert_cmpuint (empty->relay_memory_mib, ==, VA_RELAY_MEMORY_MIB_DEFAULT);
 }
 
 static void
@@ -280,7 +313,7 @@ static const BadCase bad_cases[] = {
   { "[pool a]\nvlan-method=bridge\n", "[pool a] vlan-method: bridge needs uplink-bridge" },
   { "[pool a]\nvlan-method=vst\neswitch=switchdev\n",
     "[pool a] vlan-method: vst sets the VLAN on the PF, which works only with eswitch=legacy" },
-  { "[pool a]\ntype=bluefield\n", "[pool a] type: 'bluefield' is not connectx, vduse-test or netdevsim-test" },
+  { "[pool a]\ntype=bluefield\n", "[pool a] type: 'bluefield' is not connectx, software, vduse-test or netdevsim-test" },
   { "[pool a]\ntype=netdevsim-test\nmatch-pci=0000:b3:00.1\n",
     "[pool a] type: netdevsim-test takes PFs by match-pf only (netdevsim devices have no PCI address)" },
   { "[pool a]\ntype=vduse-test\nmatch-pf=eth0\n",
@@ -317,6 +350,17 @@ static const BadCase bad_cases[] = {
     "[network n] pool: mode=vdpa needs a pool of kind vdpa, and 'a' is kind sriov" },
   { "[network n]\nmode=auto\npool=a\n[pool a]\nkind=sriov\n", "[network n] fallback-bridge: missing, and mode=auto needs one" },
   { "[network n]\nmode=sriov\npool=a\nspoofchk=yes\n[pool a]\nkind=sriov\n", "[network n] spoofchk: 'yes' is not true or false" },
+  { "[network n]\nmode=sriov\npool=a\nfallback-bridge=br0\nfailover=on\n[pool a]\nkind=sriov\n",
+    "[network n] failover: 'on' is not true or false" },
+  /* failover: a VF and its virtio standby, which needs a bridge */
+  { "[network n]\nmode=sriov\npool=a\nfailover=true\n[pool a]\nkind=sriov\n",
+    "[network n] failover: the virtio standby goes on fallback-bridge, which this network lacks" },
+  { "[network n]\nmode=auto\npool=a\nfallback-bridge=br0\nfailover=true\n[pool a]\nkind=sriov\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=auto" },
+  { "[network n]\nmode=vdpa\npool=a\nfallback-bridge=br0\nfailover=true\n[pool a]\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=vdpa" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\nfailover=true\n",
+    "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=virtio" },
   /* mlx5 in switchdev refuses a VF VLAN through the PF (esw/legacy.c) */
   { "[network n]\nmode=sriov\npool=a\nvlan=100\n[pool a]\nkind=sriov\neswitch=switchdev\n",
     "[network n] vlan: pool 'a' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it vlan-method=bridge or "
@@ -338,7 +382,18 @@ static const BadCase bad_cases[] = {
   { "[hook]\ntimeout-ms=99\n", "[hook] timeout-ms: '99' is not a number from 100 to 300000" },
   { "[hook]\ntimeout-ms=2s\n", "[hook] timeout-ms: '2s' is not a number from 100 to 300000" },
   { "[hook]\ntimeout=2\n", "[hook] timeout: unknown key" },
-  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME, hook or simulate)" },
+  { "[pool a]\ntype=software\n", "[pool a] type: software takes no software-slots 0 (it has no other slots): give it software-slots=N" },
+  { "[pool a]\ntype=software\nsoftware-slots=1\nmatch-pf=p0\n", "[pool a] type: software takes no match-* keys (it takes no PF)" },
+  { "[pool a]\ntype=software\nsoftware-slots=1\nmax-vqp=2\n",
+    "[pool a] type: software takes no max-vqp other than 1 (VDUSE serves one queue pair)" },
+  { "[pool a]\nsoftware-slots=257\n", "[pool a] software-slots: '257' is not a number from 0 to 256" },
+  { "[pool a]\nkind=sriov\nsoftware-slots=1\n",
+    "[pool a] software-slots: a kind=sriov pool passes VFs through, and a software device is no VF" },
+  { "[relay]\nuser=root\n", "[relay] user: a relay serves a guest's rings: never as root" },
+  { "[relay]\nuser=0\n", "[relay] user: a relay serves a guest's rings: never as root" },
+  { "[relay]\nuser=a b\n", "[relay] user: 'a b' is not a user name or number" },
+  { "[relay]\ngroup=x\n", "[relay] group: unknown key" },
+  { "[daemon]\n", "[daemon]: unknown group (pool NAME, network NAME, hook, relay or simulate)" },
 };
 
 static void
@@ -420,10 +475,11 @@ test_repeats_in_one_file (Fixture *f, gconstpointer data)
   } cases[] = {
     { "[network vpc2]\nvlan=10\n\n[network vpc2]\nvlan=20\n", "4: [network vpc2] is written twice in this file" },
     { "[network vpc2]\nmode=virtio\nvlan=10\n# again\nvlan = 20\n", "5: [network vpc2] vlan is set twice in this file" },
-    /* GKeyFile's own refusals, with the line it does not name */
-    { "[pool a]\nmatch-vendor=15b3\n\n[network n\nmode=vdpa\n",
-      "4: Key file contains line \u201c[network n\u201d which is not a key-value pair, group, or comment" },
-    { "# a comment\nvlan=10\n", "2: Key file does not start with a group" },
+    /* GKeyFile's own refusals, with the line it does not name, in our
+     * words (issue 26, point 9) */
+    { "[pool a]\nmatch-vendor=15b3\n\n[network n\nmode=vdpa\n", "4: '[network n' is not a group header: write [NAME] alone on its line" },
+    { "# a comment\nvlan=10\n", "2: 'vlan=10' comes before any [group]: every key belongs to a group, such as [network NAME]" },
+    { "[network n]\nmode=vdpa\npool cx6-p1\n", "3: 'pool cx6-p1' is neither key=value, a [group] nor a # comment" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -502,6 +558,7 @@ main (int argc, char **argv)
   ADD ("/config/device-group-and-mode", test_device_permissions);
   ADD ("/config/pool-kinds", test_pool_kinds);
   ADD ("/config/vduse-pool-type", test_vduse_pool_type);
+  ADD ("/config/software-pools", test_software_pools);
   ADD ("/config/hook-timeout", test_hook_timeout);
   ADD ("/config/missing-dir", test_missing_dir);
   ADD ("/config/empty-dir", test_empty_dir);

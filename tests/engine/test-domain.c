@@ -170,6 +170,72 @@ test_metadata_update (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* What the accelerated rewrite changed in <memoryBacking> is recorded on
+ * vdpa:nics: a NIC added, removed or marked through libvirt's metadata
+ * API keeps the record, or the portable form could not take it back. */
+static void
+test_metadata_keeps_shared_memory (void)
+{
+  g_autoptr (GError) error = NULL;
+  const char *cur = "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/></nics>";
+  g_autofree char *added = va_metadata_update (cur, "52:54:00:00:00:02", "lab", &error);
+  g_autofree char *marked = NULL, *bogus = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (added, ==,
+                   "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/>"
+                   "<nic mac=\"52:54:00:00:00:02\" network=\"lab\"/></nics>");
+  marked = va_metadata_set_swap_back (cur, "52:54:00:00:00:01", TRUE, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (
+    marked, ==, "<nics shared-memory=\"source access\"><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\" swap-back=\"accelerated\"/></nics>");
+  /* what no rewrite writes is not carried over */
+  bogus = va_metadata_update ("<nics shared-memory=\"access&quot;/&gt;\"/>", "52:54:00:00:00:01", "vpc2", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (bogus, ==, "<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/></nics>");
+}
+
+/* Whether a running domain's memory is what a software device's relay
+ * reaches: shared and file-backed, no private NUMA cell. */
+static void
+test_memory_is_shared (void)
+{
+  static const struct
+  {
+    const char *memory;
+    gboolean shared;
+  } cases[] = {
+    { "", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><hugepages/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><source type='file'/><access mode='shared'/></memoryBacking>", TRUE },
+    { "<memoryBacking><hugepages/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='private'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='anonymous'/><access mode='shared'/></memoryBacking>", FALSE },
+    { "<memoryBacking><access mode='shared'/></memoryBacking>", FALSE },
+    { "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='private'/></numa></cpu>",
+      FALSE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='shared'/><cell id='1' memory='1' memAccess='shared'/></numa></cpu>",
+      TRUE },
+    { "<memoryBacking><source type='memfd'/></memoryBacking>"
+      "<cpu><numa><cell id='0' memory='1' memAccess='shared'/><cell id='1' memory='1'/></numa></cpu>",
+      FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *xml = g_strdup_printf ("<domain><name>m</name>%s</domain>", cases[i].memory);
+      g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpint (va_domain_memory_is_shared (d), ==, cases[i].shared);
+    }
+}
+
 /* The swap-back marker set, given an outcome, and dropped with it; the
  * other NICs and attributes as they were. */
 static void
@@ -201,6 +267,35 @@ test_metadata_swap_back (void)
   g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
 }
 
+/* A NIC a swap lost (issue 25, 5) is found from the metadata alone, its
+ * MAC normalized; the others are not. */
+static void
+test_metadata_lost_macs (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) none = NULL;
+  g_auto (GStrv) lost = va_metadata_lost_macs ("<nics><nic mac=\"52:54:00:00:00:01\" network=\"vpc2\"/>"
+                                               "<nic mac=\"52:54:00:00:00:0A\" network=\"vpc2\" swap-back=\"accelerated\" "
+                                               "swap-back-outcome=\"lost\"/><nic mac=\"52:54:00:00:00:03\" swap-back=\"accelerated\" "
+                                               "swap-back-outcome=\"refused\"/></nics>",
+                                               &error);
+  g_autofree char *marked = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (lost), ==, 1);
+  g_assert_cmpstr (lost[0], ==, "52:54:00:00:00:0a");
+  none = va_metadata_lost_macs ("<nics/>", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (none), ==, 0);
+  g_assert_null (va_metadata_lost_macs ("<other/>", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_XML);
+  g_clear_error (&error);
+  /* the outcome is one va_metadata_set_swap_back() writes */
+  marked = va_metadata_set_swap_back ("<nics><nic mac=\"52:54:00:00:00:01\"/></nics>", "52:54:00:00:00:01", TRUE, "lost", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (marked, ==, "<nics><nic mac=\"52:54:00:00:00:01\" swap-back=\"accelerated\" swap-back-outcome=\"lost\"/></nics>");
+}
+
 /* A swap back refused for a transient reason ("busy": the daemon was at
  * a bound) is tried again by the next started begin and the daemon's
  * resume; "no-room" and "refused" are final (issue 25, 4). */
@@ -211,7 +306,7 @@ test_swap_back_pending (void)
   {
     const char *outcome;
     gboolean pending;
-  } cases[] = { { NULL, TRUE }, { "busy", TRUE }, { "refused", FALSE }, { "no-room", FALSE } };
+  } cases[] = { { NULL, TRUE }, { "busy", TRUE }, { "refused", FALSE }, { "no-room", FALSE }, { "lost", FALSE } };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -392,6 +487,189 @@ test_live_vf (void)
   g_assert_null (nic->vf);
 }
 
+/* Issue 27, point 5: a network with failover=true. Its NIC's accelerated
+ * form is the virtio standby (whatever the pool's room: the VF comes at
+ * run time), refused on a machine without PCI Express; the transient
+ * member, built for the daemon's plug, names the standby's alias; a live
+ * domain with both members parses, the VF read off the member. */
+#define FO_DOMAIN                                                                                                                          \
+  "<domain><name>d</name><uuid>6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b</uuid><metadata>"                                                      \
+  "<vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'>"                                                                    \
+  "<vdpa:nic mac='52:54:00:00:00:01' network='fo'/></vdpa:nics></metadata>"                                                                \
+  "<os><type arch='x86_64' machine='%s'>hvm</type></os><devices>"                                                                          \
+  "<interface type='network'><mac address='52:54:00:00:00:01'/><source network='default'/><model type='virtio'/></interface>%s"            \
+  "</devices></domain>"
+
+static VaHostView *
+failover_view (void)
+{
+  g_autoptr (GError) error = NULL;
+  VaNetwork net = { .name = "fo", .mode = VA_MODE_SRIOV, .pool = "cx5", .vlan = 2334, .bridge = "br0", .failover = TRUE };
+  VaHostView *view = va_host_view_new ("/run/p");
+
+  va_host_view_add_network (view, &net);
+  va_host_view_add_pool (view, "cx5", 0, 0); /* full: the standby needs no slot */
+  g_assert_true (va_host_view_set_pool_kind (view, "cx5", VA_POOL_KIND_SRIOV, &error));
+  return view;
+}
+
+static void
+test_failover_form (void)
+{
+  g_autoptr (VaHostView) view = failover_view ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) d = NULL;
+  g_autoptr (VaDomain) live = NULL;
+  g_autofree char *xml = g_strdup_printf (FO_DOMAIN, "pc-q35-7.2", "");
+  g_autofree char *accel = NULL, *portable = NULL, *member = NULL, *live_xml = NULL, *iface = NULL;
+  const VaNic *nic;
+  VaNicPlan plan;
+
+  d = va_domain_parse (xml, -1, &error);
+  g_assert_no_error (error);
+  nic = g_ptr_array_index (va_domain_get_nics (d), 0);
+  g_assert_true (va_nic_resolve (nic, view, &plan, &error));
+  g_assert_true (plan.failover);
+  g_assert_true (va_domain_rewrite (d, view, VA_FORM_ACCELERATED, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (nic->form, ==, VA_FORM_ACCELERATED);
+  g_assert_cmpint (nic->accel_kind, ==, VA_POOL_KIND_SRIOV);
+  g_assert_true (nic->failover);
+  g_assert_false (nic->fallback);
+  g_assert_cmpstr (nic->alias, ==, "ua-vdpa-525400000001");
+  accel = va_domain_to_string (d, NULL);
+  g_assert_nonnull (strstr (accel, "<interface type=\"bridge\"><mac address=\"52:54:00:00:00:01\"/><source bridge=\"br0\"/>"
+                                   "<model type=\"virtio\"/><teaming type=\"persistent\"/><alias name=\"ua-vdpa-525400000001\"/>"
+                                   "</interface>"));
+  g_assert_nonnull (strstr (accel, "standby-alias=\"ua-vdpa-525400000001\""));
+
+  /* the transient member, for the daemon's plug: legacy eswitch, so
+   * libvirt sets the VF's VLAN */
+  member = va_domain_failover_member_xml (d, view, "52:54:00:00:00:01", "0000:3c:00.1", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (member, ==,
+                   "<interface type='hostdev' managed='yes'>\n"
+                   "  <mac address='52:54:00:00:00:01'/>\n"
+                   "  <source>\n"
+                   "    <address type='pci' domain='0x0000' bus='0x3c' slot='0x00' function='0x1'/>\n"
+                   "  </source>\n"
+                   "  <vlan>\n"
+                   "    <tag id='2334'/>\n"
+                   "  </vlan>\n"
+                   "  <teaming type='transient' persistent='ua-vdpa-525400000001'/>\n"
+                   "  <alias name='ua-vdpa-vf-525400000001'/>\n"
+                   "</interface>\n");
+  g_clear_pointer (&member, g_free);
+  /* switchdev: the representor carries the VLAN, libvirt none */
+  g_assert_true (va_host_view_set_pool_representor_vlan (view, "cx5", TRUE, &error));
+  member = va_domain_failover_member_xml (d, view, "52:54:00:00:00:01", "0000:3c:00.1", &error);
+  g_assert_no_error (error);
+  g_assert_null (strstr (member, "<vlan>"));
+  g_clear_pointer (&member, g_free);
+  g_assert_null (va_domain_failover_member_xml (d, view, "52:54:00:00:00:01", "0000:3c:00", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (va_domain_failover_member_xml (d, view, "52:54:00:00:00:02", "0000:3c:00.1", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  /* the running domain shows both members with one MAC: the NIC is the
+   * standby, its VF the member's */
+  {
+    /* the standby as the rewrite made it, the member after it */
+    g_autofree char *standby_doc = g_strdup (accel);
+    char *end = strstr (standby_doc, "</devices>");
+
+    *end = '\0';
+    live_xml = g_strconcat (standby_doc,
+                            "<interface type='hostdev' managed='yes'><mac address='52:54:00:00:00:01'/><source><address type='pci' "
+                            "domain='0x0000' bus='0x3c' slot='0x00' function='0x1'/></source><vlan><tag id='2334'/></vlan>"
+                            "<teaming type='transient' persistent='ua-vdpa-525400000001'/></interface></devices></domain>",
+                            NULL);
+  }
+  live = va_domain_parse (live_xml, -1, &error);
+  g_assert_no_error (error);
+  nic = g_ptr_array_index (va_domain_get_nics (live), 0);
+  g_assert_true (nic->failover);
+  g_assert_cmpstr (nic->vf, ==, "0000:3c:00.1");
+  g_assert_cmpuint (nic->vf_vlan, ==, 2334);
+  iface = va_domain_interface_xml (live, "52:54:00:00:00:01", &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (iface, "persistent"));
+  g_assert_null (strstr (iface, "transient"));
+
+  /* portable: a plain virtio NIC, what the failover form added gone */
+  g_assert_true (va_domain_rewrite (d, view, VA_FORM_PORTABLE, &error));
+  g_assert_no_error (error);
+  nic = g_ptr_array_index (va_domain_get_nics (d), 0);
+  g_assert_false (nic->failover);
+  g_assert_null (nic->standby_alias);
+  portable = va_domain_to_string (d, NULL);
+  g_assert_null (strstr (portable, "teaming"));
+  g_assert_null (strstr (portable, "alias"));
+  g_assert_nonnull (strstr (portable, "<interface type=\"bridge\"><mac address=\"52:54:00:00:00:01\"/><source bridge=\"br0\"/>"
+                                      "<model type=\"virtio\"/></interface>"));
+  /* and a portable NIC has no member to build */
+  g_assert_null (va_domain_failover_member_xml (d, view, "52:54:00:00:00:01", "0000:3c:00.1", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+test_failover_needs_pcie (void)
+{
+  g_autoptr (VaHostView) view = failover_view ();
+  const char *machines[] = { "pc-i440fx-7.2", "pc", "isapc", NULL };
+
+  for (guint i = 0; i < G_N_ELEMENTS (machines); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *xml = machines[i] ? g_strdup_printf (FO_DOMAIN, machines[i], "") : NULL;
+      g_autoptr (VaDomain) d = NULL;
+
+      if (!xml)
+        {
+          /* no machine: libvirt picks pc */
+          g_autofree char *with = g_strdup_printf (FO_DOMAIN, "X", "");
+          g_auto (GStrv) parts = g_strsplit (with, " machine='X'", 2);
+          xml = g_strjoinv ("", parts);
+        }
+      d = va_domain_parse (xml, -1, &error);
+      g_assert_no_error (error);
+      g_assert_false (va_domain_rewrite (d, view, VA_FORM_ACCELERATED, &error));
+      g_assert_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "asks for failover"));
+      g_assert_null (strchr (error->message, '\n'));
+      /* the document is untouched, and the portable form still works */
+      g_clear_error (&error);
+      g_assert_true (va_domain_rewrite (d, view, VA_FORM_PORTABLE, &error));
+      g_assert_no_error (error);
+    }
+  {
+    g_autoptr (GError) error = NULL;
+    g_autofree char *xml = g_strdup_printf (FO_DOMAIN, "q35", "");
+    g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+    g_assert_true (va_domain_rewrite (d, view, VA_FORM_ACCELERATED, &error));
+    g_assert_no_error (error);
+  }
+}
+
+static void
+test_standby_alias (void)
+{
+  g_autofree char *a = va_standby_alias ("52:54:00:6B:3C:58");
+  g_autofree char *m = va_member_alias ("52:54:00:6b:3c:58");
+
+  g_assert_cmpstr (a, ==, "ua-vdpa-5254006b3c58");
+  g_assert_cmpstr (m, ==, "ua-vdpa-vf-5254006b3c58");
+  g_assert_null (va_standby_alias ("01:00:5e:00:00:01"));
+  g_assert_true (va_user_alias_is_valid ("ua-web_1"));
+  g_assert_false (va_user_alias_is_valid ("net0"));
+  g_assert_false (va_user_alias_is_valid ("ua-"));
+  g_assert_false (va_user_alias_is_valid ("ua-a'b"));
+  g_assert_false (va_user_alias_is_valid (NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -407,9 +685,15 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/port-path", test_port_path);
   g_test_add_func ("/domain/metadata-update", test_metadata_update);
   g_test_add_func ("/domain/metadata-swap-back", test_metadata_swap_back);
+  g_test_add_func ("/domain/metadata-lost-macs", test_metadata_lost_macs);
+  g_test_add_func ("/domain/metadata-keeps-shared-memory", test_metadata_keeps_shared_memory);
+  g_test_add_func ("/domain/memory-is-shared", test_memory_is_shared);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);
   g_test_add_func ("/domain/live-vf", test_live_vf);
+  g_test_add_func ("/domain/failover-form", test_failover_form);
+  g_test_add_func ("/domain/failover-needs-pcie", test_failover_needs_pcie);
+  g_test_add_func ("/domain/standby-alias", test_standby_alias);
   return g_test_run ();
 }

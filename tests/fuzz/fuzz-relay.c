@@ -65,6 +65,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   guint64 avail = RW_IOVA + (guint64) (data[3] | (data[4] & 0x3f) << 8);
   guint64 used = (data[4] & 0x80) ? RO_IOVA : RW_IOVA + (guint64) (data[5] | (data[6] & 0x3f) << 8);
   guint16 start = (guint16) (data[7] * 257);
+  gboolean resume = (data[6] & 0x40) != 0;
   data += 8;
   size -= 8;
 
@@ -80,7 +81,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   invariant (va_relay_mem_add (&mem, RW_IOVA, RW_IOVA + RW_SIZE - 1, rw, TRUE, TRUE, NULL, 0, NULL), "add rw");
   invariant (va_relay_mem_add (&mem, RO_IOVA, RO_IOVA + RO_SIZE - 1, ro, TRUE, FALSE, NULL, 0, NULL), "add ro");
 
-  if (va_vring_setup (&vr, &mem, 0, num, desc & ~15ULL, avail & ~1ULL, used & ~3ULL, start, NULL))
+  /* a relay started on a running device takes the used index the guest
+   * may have written (va_vring_resume) instead of the kernel's */
+  if (va_vring_setup (&vr, &mem, 0, num, desc & ~15ULL, avail & ~1ULL, used & ~3ULL, start, NULL)
+      && (!resume || va_vring_resume (&vr, NULL)))
     {
       VaVringChain chain;
       guint taken = 0;

@@ -80,6 +80,10 @@ make_view (const gint64 free_slots[3])
   va_host_view_add_pool (view, "pool-c", 0, free_slots[2]);
   va_host_view_add_pool (view, "pool-d", 0, free_slots[1]);
   va_host_view_set_pool_kind (view, "pool-d", VA_POOL_KIND_SRIOV, NULL);
+  /* software slots (issue 28): vpc2 and auto-ovs NICs make the
+   * accelerated form share the domain's memory */
+  va_host_view_set_pool_software (view, "pool-b", TRUE, NULL);
+  va_host_view_set_pool_software (view, "pool-c", TRUE, NULL);
   return view;
 }
 

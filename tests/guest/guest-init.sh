@@ -14,7 +14,8 @@
 #                       tcp5r (-P 5 -R), udp16 (-u -l 16 -b 100M),
 #                       udp1460 (-u -l 1460 -b 1G), custom (va.args)
 #                       T@ADDR runs T against ADDR instead of va.peer (a
-#                       guest with several NICs: one test per path)
+#                       guest with several NICs: one test per path);
+#                       T~N is T again, its N-th repeat (one name each)
 #   va.time=SECONDS     length of each iperf3 test (default 3)
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
 #
@@ -148,7 +149,8 @@ for test in $(echo "$tests" | tr ',' ' '); do
     case "$test" in
     *@*) to=${test#*@} ;;
     esac
-    case "${test%%@*}" in
+    kind=${test%%@*}
+    case "${kind%%~*}" in
     ping)
         say "VA-PING-BEGIN test=$test"
         ping -c 3 "$to"

@@ -132,16 +132,33 @@ test_discover (Fixture *f, gconstpointer data)
       g_assert_cmpstr (g_ptr_array_index (pf->vfs, i), ==, pci);
     }
 
-  /* the pool's selectors take it, or not */
+  /* what vdpactl dev list shows of it: the model, the eswitch mode devlink
+   * reports, each VF's vdpa management device */
+  g_assert_cmpstr (pf->model, ==, "ConnectX-6 Dx");
+  g_assert_cmpstr (pf->eswitch, ==, fake_devlink.mode == VA_KERNEL_ESWITCH_SWITCHDEV ? "switchdev" : "legacy");
+  {
+    g_autofree char *m0 = va_pf_info_vf_mgmtdev (pf, 0);
+    g_assert_cmpstr (m0, ==, "pci/0000:3b:00.2");
+  }
+
+  /* the pool's selectors take it, or not, and the key that does not */
   g_assert_true (va_pool_config_matches (&f->pool, pf));
   f->pool.match_vendor = 0;
   f->pool.match_pf = (char *[]){ (char *) "enp59s0f0np0", NULL };
   g_assert_true (va_pool_config_matches (&f->pool, pf));
-  f->pool.match_pf = (char *[]){ (char *) "enp94s0f0", NULL };
+  f->pool.match_pf = (char *[]){ (char *) "enp94s0f0", (char *) "enp94s0f1", NULL };
   g_assert_false (va_pool_config_matches (&f->pool, pf));
+  {
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (why, ==, "match-pf=enp94s0f0,enp94s0f1");
+  }
   f->pool.match_pf = NULL;
   f->pool.match_device = 0x1017;
   g_assert_false (va_pool_config_matches (&f->pool, pf));
+  {
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (why, ==, "match-device=1017");
+  }
 }
 
 /* A VF without its vdpa management device comes with its reason, for the
@@ -161,6 +178,13 @@ test_discover_vf_reasons (Fixture *f, gconstpointer data)
   g_assert_null (g_ptr_array_index (pf->vf_reasons, 0));
   g_assert_cmpstr (g_ptr_array_index (pf->vf_reasons, 1), ==,
                    "VF 0000:3b:00.3 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
+  {
+    /* and vdpactl dev list names none for it */
+    g_autofree char *m0 = va_pf_info_vf_mgmtdev (pf, 0);
+    g_autofree char *m1 = va_pf_info_vf_mgmtdev (pf, 1);
+    g_assert_cmpstr (m0, ==, "pci/0000:3b:00.2");
+    g_assert_null (m1);
+  }
   g_clear_pointer (&pfs, g_ptr_array_unref);
 
   /* every VF has one: no reasons at all */
@@ -721,6 +745,32 @@ test_ovs_warning_no_tc (Fixture *f, gconstpointer data)
   g_unlink (config);
 }
 
+/* Issue 28, item 5: a pool that offers software slots on a kernel without
+ * VDUSE says so (the pool's warning: at start, in the journal and in
+ * vdpactl's pool and status), and says nothing once /dev/vduse/control is
+ * there (drivers/vdpa/vdpa_user/vduse_dev.c makes it at module load). */
+static void
+test_software_warning_no_vduse (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = g_build_filename (umockdev_testbed_get_root_dir (f->bed), "dev", "vduse", NULL);
+  g_autofree char *control = g_build_filename (dir, "control", NULL);
+  g_autofree char *warning = NULL;
+  const char *pcis[] = { NULL };
+
+  f->pool.software_slots = 4;
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_nonnull (warning);
+  g_assert_true (g_str_has_prefix (warning, "software-slots=4: this kernel has no VDUSE loaded (/dev/vduse/control is missing;"));
+  g_assert_true (g_str_has_suffix (warning, "a NIC past the pool's hardware slots is refused"));
+  g_clear_pointer (&warning, g_free);
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (control, "", 0, NULL));
+  warning = va_backend_pool_warning (f->backend, &f->pool, pcis);
+  g_assert_null (warning);
+  g_unlink (control);
+}
+
 /* Leases on a PF's VFs (a restart with guests running): no VF count or
  * eswitch change, whatever the configuration asks. */
 static void
@@ -1019,6 +1069,12 @@ test_vduse_pool (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pf->vfs->len, ==, 2);
   g_assert_cmpstr (g_ptr_array_index (pf->vfs, 0), ==, "vduse0");
   g_assert_cmpstr (g_ptr_array_index (pf->vfs, 1), ==, "vduse1");
+  {
+    g_autofree char *m = va_pf_info_vf_mgmtdev (pf, 0);
+    g_autofree char *why = va_pool_config_mismatch (&f->pool, pf);
+    g_assert_cmpstr (m, ==, "vduse");
+    g_assert_cmpstr (why, ==, "the VDUSE test PF: only a type=vduse-test pool takes it");
+  }
 
   /* only a vduse-test pool takes it, and it takes nothing else */
   g_assert_true (va_pool_config_matches (&vduse_pool, pf));
@@ -1114,6 +1170,7 @@ main (int argc, char **argv)
   ADD ("/backend-kernel/secure-vf/switchdev-nothing-sent", "cx6dx-switchdev.umockdev", test_secure_vf_switchdev);
   ADD ("/backend-kernel/repair-vf/legacy", "cx6dx-legacy.umockdev", test_repair_vf_legacy);
   ADD ("/backend-kernel/pool-warning/ovs-without-tc-offload", "cx6dx-switchdev.umockdev", test_ovs_warning_no_tc);
+  ADD ("/backend-kernel/pool-warning/software-without-vduse", "cx6dx-switchdev.umockdev", test_software_warning_no_vduse);
   ADD ("/backend-kernel/create/no-vdpa-family", "cx6dx-switchdev.umockdev", test_create_no_vdpa_family);
   ADD ("/backend-kernel/create/busy-vf", "cx6dx-vdpa.umockdev", test_create_on_busy_vf);
   ADD ("/backend-kernel/attach/bind-node-access", "cx6dx-vdpa.umockdev", test_attach_binds_and_sets_node);

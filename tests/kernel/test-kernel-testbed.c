@@ -244,6 +244,8 @@ test_cx5_reason (Fixture *f, gconstpointer data)
   g_assert_cmpuint (pf->vfs->len, ==, 0);
   g_assert_cmpstr (pf->reason, ==,
                    "ConnectX-5 (15b3:1017) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which ConnectX-5 lacks");
+  /* the metrics' fixed word beside the text */
+  g_assert_cmpstr (va_pf_health_to_string (pf->code), ==, "unsupported");
 }
 
 #define IGB_NET "/sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0/net/enp1s0"
@@ -272,7 +274,9 @@ test_igb (Fixture *f, gconstpointer data)
   g_assert_cmpint (pf->eswitch, ==, VA_KERNEL_ESWITCH_UNKNOWN);
   g_assert_true (pf->no_devlink);
   g_assert_cmpstr (pf->reason, ==, "8086:10c9 is no ConnectX and cannot carry vDPA: only kind=sriov pools take it");
+  g_assert_cmpint (pf->code, ==, VA_PF_HEALTH_UNSUPPORTED);
   g_assert_null (pf->sriov_reason);
+  g_assert_cmpint (pf->sriov_code, ==, VA_PF_HEALTH_OK);
 
   /* down: prepare_pf sets it up; until then discovery says so */
   umockdev_testbed_set_attribute (f->bed, IGB_NET, "flags", "0x1002");
@@ -281,6 +285,7 @@ test_igb (Fixture *f, gconstpointer data)
   pf = g_ptr_array_index (again, 0);
   g_assert_false (pf->admin_up);
   g_assert_cmpstr (pf->sriov_reason, ==, "link down on enp1s0 (administratively down)");
+  g_assert_cmpint (pf->sriov_code, ==, VA_PF_HEALTH_LINK_DOWN);
 }
 
 /* The driver a VF is bound to: what tells a kind=sriov pool's VF that

@@ -319,7 +319,7 @@ test_pf_appears (Fixture *f, gconstpointer data)
 {
   guint mark = 0;
   start (f);
-  assert_pool (f, 0, 0, 0, FALSE, "no PF matches the pool");
+  assert_pool (f, 0, 0, 0, FALSE, "no PF matches pool accel (match-vendor=15b3)");
 
   /* a ConnectX-6 Dx shows up after the daemon started */
   mark = f->changes;
@@ -328,6 +328,30 @@ test_pf_appears (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 8, 0, TRUE, "");
   g_assert_cmpuint (f->events->len, ==, 1);
   g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 (0000:3b:00.0) joined pool accel with 8 slot(s)");
+  /* vdpactl dev list: what discovery saw, from memory */
+  {
+    guint left_out = 99;
+    g_autoptr (GPtrArray) devs = va_allocator_list_devices (f->alloc, 3, &left_out);
+    const VaDevPf *pf;
+    const VaDevVf *vf;
+
+    g_assert_cmpuint (devs->len, ==, 1);
+    pf = g_ptr_array_index (devs, 0);
+    g_assert_cmpstr (pf->pci, ==, "0000:3b:00.0");
+    g_assert_cmpstr (pf->name, ==, "enp59s0f0np0");
+    g_assert_cmpstr (pf->model, ==, "ConnectX-6 Dx");
+    /* this testbed answers no devlink: the mode is not known, not guessed */
+    g_assert_null (pf->eswitch);
+    g_assert_cmpstr (pf->pool, ==, "accel");
+    g_assert_null (pf->why_no_pool);
+    g_assert_cmpuint (pf->n_vfs, ==, 8);
+    /* the bound: 3 VFs sent, 5 counted */
+    g_assert_cmpuint (pf->vfs->len, ==, 3);
+    g_assert_cmpuint (left_out, ==, 5);
+    vf = g_ptr_array_index (pf->vfs, 0);
+    g_assert_cmpstr (vf->state, ==, "free");
+    g_assert_cmpstr (vf->mgmtdev, ==, "pci/0000:3b:00.2");
+  }
 
   /* the same PF announced again joins nothing twice */
   mark = f->changes;
@@ -492,6 +516,16 @@ test_release_while_gone (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 8, 0, TRUE, "");
 }
 
+/* The one PF's reason as the metrics' fixed word. */
+static void
+assert_pf_code (Fixture *f, VaPfHealth code)
+{
+  g_autoptr (GPtrArray) pfs = va_allocator_list_pfs (f->alloc);
+
+  g_assert_cmpuint (pfs->len, ==, 1);
+  g_assert_cmpstr (va_pf_health_to_string (((VaPfStatus *) g_ptr_array_index (pfs, 0))->health_code), ==, va_pf_health_to_string (code));
+}
+
 static void
 test_link_down_up (Fixture *f, gconstpointer data)
 {
@@ -513,6 +547,7 @@ test_link_down_up (Fixture *f, gconstpointer data)
   assert_field (r, "PRIORITY", "4");
   assert_field (r, "VA_HEALTHY", "0");
   assert_field (r, "VA_REASON", "link down on enp59s0f0np0 (operstate down, carrier off)");
+  assert_pf_code (f, VA_PF_HEALTH_LINK_DOWN);
 
   mark = f->changes;
   umockdev_testbed_set_attribute (f->bed, PF_NET_SYS, "operstate", "up");
@@ -527,6 +562,7 @@ test_link_down_up (Fixture *f, gconstpointer data)
   assert_field (r, "VA_PCI", "0000:3b:00.0");
   g_assert_null (g_hash_table_lookup (r, "VA_REASON"));
   g_assert_cmpuint (f->broken->len, ==, 0);
+  assert_pf_code (f, VA_PF_HEALTH_OK);
 }
 
 /* The eswitch mode is read from the PF, not taken from the configuration:
@@ -556,6 +592,7 @@ test_eswitch_flip_checks_vlan (Fixture *f, gconstpointer data)
   assert_pool (f, 8, 0, 0, FALSE,
                "enp59s0f0np0: PF 0000:3b:00.0 is in eswitch mode switchdev and takes no VF VLAN, but network tenant's VLAN 100 goes to "
                "libvirt's <vlan>: set vlan-method=bridge or ovs with uplink-bridge in [pool accel], or eswitch=legacy");
+  assert_pf_code (f, VA_PF_HEALTH_PREPARE_FAILED);
 
   mark = f->changes;
   fake_devlink.mode = VA_KERNEL_ESWITCH_LEGACY;
@@ -584,6 +621,7 @@ test_vf_without_mgmtdev (Fixture *f, gconstpointer data)
   uevent (f, PF_NET_SYS, "change");
   g_assert_true (settle (f, mark));
   assert_pool (f, 0, 0, 0, FALSE, "enp59s0f0np0: VF 0000:3b:00.2 has no vdpa management device: is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
+  assert_pf_code (f, VA_PF_HEALTH_NO_VDPA_VF);
 
   /* mlx5_vdpa loaded: its management devices come (the auxiliary
    * device's bind), and the slots with them */
@@ -694,6 +732,57 @@ test_reload_pf_without_vfs (Fixture *f, gconstpointer data)
   assert_pool (f, 0, 0, 0, FALSE, cx5);
 }
 
+static void
+stop (Fixture *f)
+{
+  g_clear_object (&f->alloc);
+  g_clear_pointer (&f->store, va_store_free);
+  g_clear_object (&f->backend);
+  g_clear_pointer (&f->config, va_config_free);
+}
+
+/* A PF moved from a kind=vdpa pool to a kind=sriov one (issue 27): the
+ * VFs the daemon had on mlx5_core as vDPA slots are let go of, as a
+ * kind=sriov pool makes its VFs, so they are slots, across a daemon
+ * restart and with no hand on the VFs; a VF bound again by someone since
+ * (a new netdev) is the host's, untouched and not offered. */
+static void
+test_vdpa_pool_to_sriov (Fixture *f, gconstpointer data)
+{
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autofree char *vf7 = vf_sys (7);
+  g_autofree char *vf7_net = g_strconcat (vf7, "/net/enp59s0f0np0v7", NULL);
+  g_autofree char *autoprobe = NULL;
+  g_autoptr (GString) unbound = g_string_new (NULL);
+  g_autoptr (VaPoolStatus) st = NULL;
+
+  fake_devlink_for ("cx6dx-legacy");
+  start (f);
+  assert_pool (f, 8, 8, 0, TRUE, "");
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, "");
+
+  /* the host took VF 7 meanwhile: unbound and bound again */
+  umockdev_testbed_set_attribute (f->bed, vf7_net, "ifindex", "99");
+  stop (f);
+  g_assert_true (g_file_set_contents (conf_file, "[pool accel]\nkind=sriov\nmatch-vendor=15b3\n", -1, NULL));
+  start (f);
+
+  st = pool (f);
+  g_assert_cmpuint (st->free, ==, 7);
+  g_assert_true (st->healthy);
+  g_assert_nonnull (strstr (st->warning, "VF 0000:3b:01.1"));
+  for (guint i = 0; i < 7; i++)
+    g_string_append_printf (unbound, "0000:3b:%02x.%u unbind\n", (2 + i) / 8, (2 + i) % 8);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, unbound->str);
+  autoprobe = va_sysfs_read (PF_SYS "/sriov_drivers_autoprobe", NULL);
+  g_assert_cmpstr (autoprobe, ==, "0");
+
+  /* prepared again (a reload, a restart): nothing more is unbound */
+  stop (f);
+  start (f);
+  g_assert_cmpstr (fake_devlink.vf_calls->str, ==, unbound->str);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -710,5 +799,6 @@ main (int argc, char **argv)
   ADD ("/monitor/vf-without-mgmtdev", "cx6dx-switchdev.umockdev", test_vf_without_mgmtdev);
   ADD ("/monitor/carrier-without-uevent", "cx6dx-switchdev.umockdev", test_carrier_without_uevent);
   ADD ("/monitor/reload-pf-without-vfs", "cx5.umockdev", test_reload_pf_without_vfs);
+  ADD ("/monitor/vdpa-pool-to-sriov", "cx6dx-switchdev.umockdev", test_vdpa_pool_to_sriov);
   return g_test_run ();
 }

@@ -16,6 +16,7 @@
 #include "va-error.h"
 #include "va-kernel.h"
 #include "va-netlink.h"
+#include "va-sysfs.h"
 
 typedef struct
 {
@@ -229,8 +230,21 @@ fake_vf_set_flags (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust
   return TRUE;
 }
 
+/* what the kernel does on driver/unbind, as far as the daemon reads it:
+ * the VF's driver link goes */
+static gboolean
+fake_vf_unbind (const char *vf, GError **error)
+{
+  g_autofree char *dir = g_strdup_printf ("/sys/bus/pci/devices/%s/driver", vf);
+  g_autofree char *link = va_sysfs_path (dir);
+
+  g_string_append_printf (fake_devlink.vf_calls, "%s unbind\n", vf);
+  g_assert_cmpint (g_unlink (link), ==, 0);
+  return TRUE;
+}
+
 static const VaKernelDevlink fake_devlink_ops
-  = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs, fake_vf_get, fake_vf_set, fake_vf_set_flags };
+  = { fake_eswitch_get, fake_eswitch_set, fake_ports, fake_mgmtdevs, fake_vf_get, fake_vf_set, fake_vf_set_flags, fake_vf_unbind };
 
 /* The mode a testbed's name says; the PF's VFs as its pcivf ports. */
 static void

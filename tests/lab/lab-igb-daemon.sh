@@ -75,7 +75,6 @@ EOF
 lvpid=$!
 until_ok 240 test -e "$lvready" || bail "libvirtd started" "$(cat /run/lab-igb-daemon-libvirt.log)"
 ok "libvirtd $(libvirtd --version | awk '{ print $NF }') started"
-v() { virsh -q -c qemu:///system "$@"; }
 
 section daemon
 work=$(mktemp -d)

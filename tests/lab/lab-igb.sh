@@ -175,7 +175,6 @@ if ! [ -e "$lvready" ]; then
 fi
 ok "libvirtd $(libvirtd --version | awk '{ print $NF }') started"
 lvroot=$(cat "$lvready")
-v() { virsh -q -c qemu:///system "$@"; }
 work=$(mktemp -d)
 cat >"$work/net.xml" <<EOF
 <network>
@@ -185,7 +184,8 @@ cat >"$work/net.xml" <<EOF
   </forward>
 </network>
 EOF
-check "net-define + net-start of a hostdev network on <pf dev='$pf'/>" sh -c "virsh -q -c qemu:///system net-define $work/net.xml && virsh -q -c qemu:///system net-start igb-pool"
+net_up() { v net-define "$work/net.xml" && v net-start igb-pool; }
+check "net-define + net-start of a hostdev network on <pf dev='$pf'/>" net_up
 netxml=$(v net-dumpxml igb-pool 2>&1)
 addrs=$(printf '%s\n' "$netxml" | grep -c "<address type='pci'")
 eq "the running network lists the PF's 2 VFs as <address type='pci'>" 2 "$addrs"

@@ -32,6 +32,8 @@ NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 CONFIG = sim_config(pools={"accel": ACCEL},
                     networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334),
+                              # untagged: its portable form starts on this machine's bridge
+                              "vpc0": dict(mode="vdpa", pool="accel", fallback_bridge=BRIDGE),
                               "lan": dict(mode="virtio", fallback_bridge=BRIDGE),
                               "lan30": dict(mode="virtio", vlan=30, fallback_bridge=BRIDGE)})
 
@@ -292,6 +294,87 @@ class HookInLibvirt(unittest.TestCase):
         while self.leases() and time.monotonic() < deadline:
             time.sleep(0.1)
         self.assertEqual(self.leases(), [])
+
+    def swap_paused_after_unplug(self, name):
+        """vdpactl domain accelerate --live NAME, held between its NIC's
+        unplug and its plug (VDPA_ALLOCATOR_TEST_PAUSE_AFTER_UNPLUG); returns
+        the process and the FIFO's write end, which lets it go on."""
+        fifo = os.path.join(self.tmp, "pause-" + name)
+        os.mkfifo(fifo)
+        env = dict(os.environ, VDPA_ALLOCATOR_TEST_PAUSE_AFTER_UNPLUG=fifo, VDPA_ALLOCATOR_UNPLUG_TIMEOUT="5")
+        proc = subprocess.Popen([VDPACTL, "domain", "accelerate", "--live", name], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                # ENXIO until the swap opens it for reading: after the unplug
+                return proc, os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    out, err = proc.communicate()
+                    self.fail("the swap never paused after the unplug (status %s): %s%s" % (proc.returncode, out, err))
+                time.sleep(0.05)
+
+    def test_libvirtd_gone_between_unplug_and_plug_loses_the_nic_loudly(self):
+        # issue 25 (5): libvirtd went right after the swap's device_del; the
+        # NIC was gone from the guest and vdpactl said it was kept, exit 0
+        name = "va-lost"
+        uuid = "77777777-0000-0000-0000-000000000050"
+        mac = "52:54:00:77:00:50"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.50/24"), [mac]), uuid,
+                          [(mac, "vpc0")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        proc, fd = self.swap_paused_after_unplug(name)
+        self.lv.stop_libvirtd()
+        os.write(fd, b"x")
+        os.close(fd)
+        out, err = proc.communicate(timeout=120)
+        self.lv.start_libvirtd()
+        sys.stderr.write("\n%s%s" % (out, err))
+        self.assertEqual(proc.returncode, 1, out + err)
+        self.assertIn("vdpactl: domain va-lost: NIC %s is lost: the guest runs without it" % mac, err)
+        self.assertNotIn("accelerate done", out)
+        self.assertRegex(out, r"NIC %s .*lost: unplugged from the running guest and not plugged back .*its lease was released" % mac)
+        self.assertEqual(self.leases(), [])
+        self.assertEqual(self.lv.virsh("domstate", name).stdout.strip(), "running")
+        self.assertNotIn(mac, self.lv.virsh("domiflist", name).stdout)
+        # marked as vdpactl marks it where libvirt answers (here it did
+        # not): the next swap to the accelerated form plugs it back first
+        self.lv.virsh("metadata", name, NS, "--key", "vdpa", "--live", "--set",
+                      '<nics><nic mac="%s" network="vpc0" swap-back="accelerated" swap-back-outcome="lost"/></nics>' % mac)
+        r = run([VDPACTL, "domain", "accelerate", "--live", name], check=False)
+        sys.stderr.write("%s%s" % (r.stdout, r.stderr))
+        # this machine refuses the vdpa plug: plugged back portable, and
+        # stays so (done in part)
+        self.assertEqual(r.returncode, 5, r.stdout + r.stderr)
+        self.assertIn("plugged back in its portable form first (lost in an earlier swap)", r.stdout)
+        self.assertIn(mac, self.lv.virsh("domiflist", name).stdout)
+        r = run(["busybox", "ping", "-c", "1", "-W", "10", "10.77.0.50"], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("lost", self.lv.virsh("metadata", name, NS, "--live").stdout)
+
+    def test_libvirtd_restarted_between_unplug_and_plug_gets_the_nic_back(self):
+        # the same cut with a libvirtd that comes back (a restart): the swap
+        # reconnects and plugs the old form back at once
+        name = "va-relost"
+        uuid = "77777777-0000-0000-0000-000000000051"
+        mac = "52:54:00:77:00:51"
+        xml = with_intent(domain_xml(name, self.kernel, self.initrd, guest_cmdline(name, ip="10.77.0.51/24"), [mac]), uuid,
+                          [(mac, "vpc0")])
+        self.boot(name, self.rewrite(xml, "portable"))
+        proc, fd = self.swap_paused_after_unplug(name)
+        self.lv.restart_libvirtd()
+        os.write(fd, b"x")
+        os.close(fd)
+        out, err = proc.communicate(timeout=120)
+        sys.stderr.write("\n%s%s" % (out, err))
+        self.assertEqual(proc.returncode, 5, out + err)
+        self.assertIn("stays portable", out)
+        self.assertIn(mac, self.lv.virsh("domiflist", name).stdout)
+        self.assertEqual(self.leases(), [])
+        r = run(["busybox", "ping", "-c", "1", "-W", "10", "10.77.0.51"], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_guest_poweroff_gives_the_leases_back(self):
         name = "va-poweroff"

@@ -101,14 +101,17 @@ class Package(unittest.TestCase):
             self.assertIn("/usr/share/man/" + page, self.files)
         self.assertIn("/usr/share/bash-completion/completions/vdpactl", self.files)
 
-    def test_schemas_uncompressed(self):
-        # every vdpactl -j schema, as vdpactl(8) names it: dh_compress would
-        # gzip one over 4 KiB (domain-move) unless debian/rules excludes them
+    def test_schemas_uncompressed_outside_doc(self):
+        # every vdpactl -j schema, as vdpactl(8) names it, uncompressed
+        # (domain-move is over 4 KiB, which dh_compress gzips in
+        # /usr/share/doc), and outside /usr/share/doc, which minimal images
+        # drop; beside the metadata's RELAX NG schema
         schemas = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SRC, "docs", "schemas", "*.json")))
         self.assertIn("domain-move.schema.json", schemas)
         there = sorted(os.path.basename(p) for p in self.files
-                       if os.path.dirname(p) == "/usr/share/doc/vdpa-allocator/schemas")
-        self.assertEqual(there, schemas)
+                       if os.path.dirname(p) == "/usr/share/vdpa-allocator/schemas")
+        self.assertEqual(there, sorted(schemas + ["vdpa-metadata.rng"]))
+        self.assertEqual([p for p in self.files if p.startswith("/usr/share/doc/vdpa-allocator/schemas")], [])
 
     def test_journal_catalog(self):
         # systemd's dpkg trigger on this directory runs journalctl --update-catalog
@@ -174,12 +177,16 @@ class Package(unittest.TestCase):
         unit = os.path.join(self.root.name, "lib/systemd/system/vdpa-allocatord.service")
         if not os.path.exists(unit):
             unit = os.path.join(self.root.name, "usr/lib/systemd/system/vdpa-allocatord.service")
-        # 2.6 on Debian 12's systemd 252 (3.2 before issue 12); fails above
-        r = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=26", unit],
+        # 2.6 on Debian 12's systemd 252 (3.2 before issue 12), 2.9 since
+        # software vDPA devices (issue 28): CAP_SETUID/CAP_SETGID (0.3) for
+        # the relay's drop to its user, CAP_KILL (0.1) to stop it then, and
+        # DeviceAllow= VDUSE and tun (0.1) under DevicePolicy=closed; fails
+        # above
+        r = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=29", unit],
                            capture_output=True, text=True)
         level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
         self.assertIsNotNone(level, r.stdout + r.stderr)
-        self.assertEqual(r.returncode, 0, "exposure %s, above 2.6" % level.group(1))
+        self.assertEqual(r.returncode, 0, "exposure %s, above 2.9" % level.group(1))
 
     def test_depends_runtime_only(self):
         fields = run(["dpkg-deb", "-f", self.deb, "Depends", "Recommends", "Version"]).stdout

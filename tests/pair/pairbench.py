@@ -6,7 +6,7 @@ guests, each with a NIC on the reference's "VPC network1" (virtio, VLAN
 with `virsh start` through our hook in a real libvirtd, iperf3 between them,
 and a report (vatest/pairreport.py) as a table, JSON and a plot (SVG, PNG).
 
-    pairbench.py [--time SECONDS] [--out DIR] [--show] [--config DIR]
+    pairbench.py [--time SECONDS] [--repeat N] [--out DIR] [--show] [--config DIR]
 
 Runs inside private mount, network and PID namespaces (tests/lib/vatest/libvirt.py):
 libvirtd, virtlogd, a private system bus, vdpa-allocatord, and Open vSwitch
@@ -62,6 +62,7 @@ NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/2
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
 # the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)
 NET3 = {"name": sriov.NETWORK, "mode": "sriov", "subnet": "192.171.0.0/24"}
+SIM_POOL = "cx6-p1"
 GUESTS = {
     "vm1": {"domain": "va-pair-vm1", "uuid": "77770000-0000-4000-8000-000000000001", "role": "server",
             "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214"),
@@ -77,9 +78,11 @@ def sim_text(ovs):
     BRIDGE; untagged without OVS: a Linux bridge here could not carry the
     tags."""
     kind = "ovs" if ovs else "linux"
+    # the pool of contrib/examples/vdpa-allocator.conf, so that the demo
+    # names one pool throughout
     return sim_config(
-        pfs=1, vfs=4, pools={"accel": ACCEL},
-        networks={NET2["name"]: dict(mode="vdpa", pool="accel", vlan=NET2["vlan"] if ovs else None,
+        pfs=1, vfs=4, pools={SIM_POOL: ACCEL},
+        networks={NET2["name"]: dict(mode="vdpa", pool=SIM_POOL, vlan=NET2["vlan"] if ovs else None,
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind),
                   NET1["name"]: dict(mode="virtio", vlan=NET1["vlan"] if ovs else None,
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
@@ -116,6 +119,11 @@ def parse_iperf3(console):
             doc = {"error": body.strip()[-500:]}
         out[m.group(1)] = (int(m.group(3)), doc)
     return out
+
+
+def run_name(name, n, repeat):
+    """The guest's name of the n-th run of a test (guest-init.sh: T~N)."""
+    return name if repeat == 1 else "%s~%d" % (name, n)
 
 
 def proc_cpu_seconds(pid):
@@ -342,8 +350,11 @@ class Bench:
         if self.meta.get("sriov_available"):
             paths.append(("sriov", vm1["sriov"][1]))
         tests = ["ping@%s" % a for _, a in paths]
-        for name in rep.TEST_NAMES:
-            tests += ["%s@%s" % (name, a) for _, a in paths]
+        # repeats go round the whole matrix, so that a slow moment of the
+        # host falls on every path alike rather than on one path's runs
+        for n in range(1, self.args.repeat + 1):
+            for name in rep.TEST_NAMES:
+                tests += ["%s@%s" % (run_name(name, n, self.args.repeat), a) for _, a in paths]
         t0 = time.monotonic()
         self.start_domain(vm1["domain"], self.domain(vm1, kernel, initrd))
         self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120)
@@ -391,10 +402,14 @@ class Bench:
         results = {}
         for name in rep.TEST_NAMES:
             for kind, addr in paths:
-                key = "%s@%s" % (name, addr)
-                if key in docs:
-                    rc, doc = docs[key]
-                    results.setdefault(name, {})[kind] = {"rc": rc, "doc": doc, "cpu_seconds": cpu.get(key)}
+                runs = []
+                for n in range(1, self.args.repeat + 1):
+                    key = "%s@%s" % (run_name(name, n, self.args.repeat), addr)
+                    if key in docs:
+                        rc, doc = docs[key]
+                        runs.append({"rc": rc, "doc": doc, "cpu_seconds": cpu.get(key)})
+                if runs:
+                    results.setdefault(name, {})[kind] = runs
         return results
 
     def ovs_ports(self):
@@ -488,7 +503,7 @@ class Bench:
             if self.meta["sriov_available"]:
                 for k, g in GUESTS.items():
                     self.meta["guests"][k]["network3_nic"] = {"mac": g["sriov"][0], "ip": g["sriov"][1]}
-            self.meta["params"] = {"time_s": args.time, "direction": "vm2 (client) -> vm1 (server); tcp5r: vm1 -> vm2",
+            self.meta["params"] = {"time_s": args.time, "repeats": args.repeat, "direction": "vm2 (client) -> vm1 (server); tcp5r: vm1 -> vm2",
                                    "tests": rep.TEST_NAMES}
             self.meta["leases"] = {"before": leases()}
             log("backend %s; network2 in its %s form%s; bridge: %s" % (
@@ -520,7 +535,9 @@ class Bench:
             text = rep.table(report)
             with open(os.path.join(args.out, "pairbench.md"), "w") as f:
                 f.write(text)
-            print("\nPaired-guest benchmark (%s s per test, guests under TCG; host backend %s)" % (args.time, self.meta["host"]["backend"]))
+            print("\nPaired-guest benchmark (%s s per test, %s; guests under TCG; host backend %s)" % (
+                args.time, "one run each" if args.repeat == 1 else "%d runs each: the median, and (min-max)" % args.repeat,
+                self.meta["host"]["backend"]))
             print("network1 %s VLAN %s, network2 %s VLAN %s: %s" % (
                 NET1["name"], self.meta["networks"]["network1"]["vlan"], NET2["name"], self.meta["networks"]["network2"]["vlan"], bridge_note))
             n3 = self.meta["networks"].get("network3")
@@ -529,8 +546,10 @@ class Bench:
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
-            print("leases before/during/after: %d/%d/%d, all returned: %s; domains left: %s; VLAN isolation: %s" % (
+            print("leases before/during/after: %d/%d/%d%s, all returned: %s; domains left: %s; VLAN isolation: %s" % (
                 len(self.meta["leases"]["before"]), len(self.meta["leases"]["during"]), len(self.meta["leases"]["after"]),
+                " (none to make: every NIC ran virtio, network2 its fallback, so the hook leased nothing)"
+                if not self.meta["vdpa_available"] and not self.meta.get("sriov_available") else "",
                 self.meta["leases"]["returned"], self.meta["domains_left"] or "none",
                 {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[iso]))
             print("JSON: %s\nSVG:  %s\nwall time %.1f s" % (jpath, spath, self.meta["wall_time_s"]))
@@ -544,11 +563,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--time", type=int, default=int(os.environ.get("VA_PAIR_TIME", "30")),
                    help="seconds per iperf3 test (the reference: 30; CI: 2)")
+    p.add_argument("--repeat", type=int, default=int(os.environ.get("VA_PAIR_REPEAT", "1")), metavar="N",
+                   help="run every test N times (1 to 20): the report gives the median and the spread, so that noise "
+                        "is not read as a difference")
     p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
     p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2, and vpc3 (mode=sriov) for the "
                                     "SR-IOV path (default: the simulated NIC, without vpc3)")
     args = p.parse_args()
+    if not 1 <= args.repeat <= 20:
+        p.error("--repeat must be 1 to 20, not %d" % args.repeat)
+    if args.time < 1:
+        p.error("--time must be at least 1, not %d" % args.time)
     args.out = os.path.abspath(args.out)
     sys.exit(Bench(args).main())
 

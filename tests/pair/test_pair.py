@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The paired-guest benchmark end to end with short durations
-(pairbench.py --time VA_PAIR_TIME, default 2): the report's schema, packets on
+(pairbench.py --time VA_PAIR_TIME, default 1, --repeat VA_PAIR_REPEAT, default
+2): the report's schema, packets on
 every vNIC row, no domains left, every lease back, the VLANs kept apart, and
 the SR-IOV rows unavailable (this machine has no SR-IOV PF).
 Needs root, libvirtd, QEMU and Open vSwitch (contrib/install-deps.sh); the
@@ -18,6 +19,7 @@ from vatest import pairreport as rep
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
+REPEAT = os.environ.get("VA_PAIR_REPEAT", "2")
 
 
 class PairBench(unittest.TestCase):
@@ -27,7 +29,7 @@ class PairBench(unittest.TestCase):
             raise unittest.SkipTest("the benchmark needs root (namespaces, libvirtd)")
         cls.out = tempfile.mkdtemp(prefix="va-pair-")
         cls.proc = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "pairbench.py"), "--time",
-                                   os.environ.get("VA_PAIR_TIME", "2"), "--out", cls.out],
+                                   os.environ.get("VA_PAIR_TIME", "1"), "--repeat", REPEAT, "--out", cls.out],
                                   capture_output=True, text=True, timeout=420)
         sys.stderr.write(cls.proc.stdout + cls.proc.stderr[-4000:])
         if cls.proc.returncode == 77:
@@ -60,6 +62,21 @@ class PairBench(unittest.TestCase):
             self.assertGreater(r["bandwidth_mbps"], 0, r)
             if r["test"].startswith("udp"):
                 self.assertGreater(r["pps"], 0, r)
+
+    def test_every_test_ran_as_often_as_asked(self):
+        """--repeat: each measured row is the median of that many runs,
+        with the lowest and highest of its bandwidth, and the printed
+        table says how far the runs came apart."""
+        measured = [r for r in self.report["rows"] if r["status"] == "measured"]
+        self.assertTrue(measured)
+        self.assertEqual(self.report["params"]["repeats"], int(REPEAT))
+        for r in measured:
+            self.assertEqual(r["repeats"], int(REPEAT), r)
+            lo, hi = r["spread"]["bandwidth_mbps"]
+            self.assertLessEqual(lo, r["bandwidth_mbps"], r)
+            self.assertLessEqual(r["bandwidth_mbps"], hi, r)
+        if int(REPEAT) > 1:
+            self.assertIn("each figure is the median of %s runs" % REPEAT, self.proc.stdout)
 
     def test_vdpa_rows_never_invent_numbers(self):
         for r in self.report["rows"]:

@@ -69,6 +69,69 @@ class Report(unittest.TestCase):
         self.assertGreater(len(png), 20000, "a figure with three panels, not a blank image")
         return svg, png
 
+    def figure_texts(self, report):
+        import matplotlib.pyplot as plt
+        fig = rep.figure(report)
+        try:
+            legend = fig.axes[0].get_legend()
+            return ([t.get_text() for t in legend.get_texts()] if legend else [],
+                    fig._suptitle.get_text(), fig._supxlabel.get_text())
+        finally:
+            plt.close(fig)
+
+    def legend(self, report):
+        """The legend's entries, as drawn."""
+        return self.figure_texts(report)[0]
+
+    def texts(self, report):
+        """The title and the footer."""
+        return self.figure_texts(report)[1:]
+
+    def test_repeated_tests_give_medians_and_their_spread(self):
+        """--repeat N: each row holds the median of its N runs and their
+        lowest and highest, the table shows them, the footer and the
+        table say how far the runs of one path came apart, and one failed
+        run fails the row naming it."""
+        runs = [ok("udp16-vnic.json"), ok("udp16-vdpa.json"), ok("udp16-vnic.json")]
+        results = {"udp16": {"vnic": runs, "vdpa": runs[1:2] * 3},
+                   "tcp4": {"vnic": [ok("tcp4-vnic.json"), {"rc": 1, "doc": fixture("udp1460-failed.json")},
+                                     ok("tcp4-vnic.json")]}}
+        report = rep.build_report(results, dict(META, vdpa_available=True, params=dict(META["params"], repeats=3)))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        u = rows(report, "udp16")
+        self.assertEqual(u["vnic"]["repeats"], 3)
+        self.assertAlmostEqual(u["vnic"]["bandwidth_mbps"], 12.1)
+        self.assertEqual([round(x, 1) for x in u["vnic"]["spread"]["bandwidth_mbps"]], [12.1, 19.2])
+        self.assertEqual([round(x, 1) for x in u["vnic"]["spread"]["pps"]], [95144.3, 151418.0])
+        self.assertNotIn("retransmits", u["vnic"]["spread"])
+        self.assertEqual(u["vdpa"]["spread"]["bandwidth_mbps"][0], u["vdpa"]["spread"]["bandwidth_mbps"][1])
+        self.assertAlmostEqual(u["vdpa"]["ratio_vdpa_vnic"], 19.2 / 12.1, msg="the ratio is of the medians")
+        t = rows(report, "tcp4")
+        self.assertEqual(t["vnic"]["status"], "failed")
+        self.assertIn("(run 2 of 3)", t["vnic"]["note"])
+        self.assertEqual([t["vnic"][k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+        table = rep.table(report)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vNIC -> vNIC | 12.1 (12.1-19.2) | 0.46 (0.46-0.74) | 95,144.3 (95,144.3-151,418.0) |",
+                      table)
+        note = rep.spread_note(report)
+        self.assertIn("the median of 3 runs", note)
+        self.assertIn("1.6x (UDP 16 B, 100 Mbit/s, vNIC, UDP loss)", note)
+        self.assertIn(note, table)
+        title, foot = self.texts(report)
+        self.assertIn("3 runs: bars the median, whiskers the lowest and highest", foot)
+        import matplotlib.pyplot as plt
+        fig = rep.figure(report)
+        try:
+            # the pps panel reaches the highest run, not only the medians
+            self.assertGreaterEqual(fig.axes[2].get_ylim()[1], 151418.0)
+        finally:
+            plt.close(fig)
+        self.assertIn(note, foot)
+        # one run each: no spread said anywhere
+        single = rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, dict(META, vdpa_available=True))
+        self.assertIsNone(rep.spread_note(single))
+        self.assertIn("| 12.1 | 0.46 |", rep.table(single))
+
     def test_vdpa_host_numbers_and_ratios(self):
         results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
                    "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa": ok("tcp4-vdpa.json")},
@@ -135,6 +198,19 @@ class Report(unittest.TestCase):
         svg, png = self.plot(report)
         self.assertIn("unavailable", svg, "the vDPA bars that did not run say why")
         self.assertIn("vDPA NIC, fallback", svg)
+        # issue 26, point 8: the legend names only kinds with bars, the
+        # title says TCG, and the one virtio path measured twice is said to
+        # differ by noise (table, footer)
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA NIC, fallback"])
+        self.assertIn("TCG", self.texts(report)[0])
+        note = rep.noise_note(report)
+        self.assertRegex(note, r"^network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to "
+                               r"[0-9.]+x \(UDP 16 B, 100 Mbit/s, [a-zA-Z/ ]+\) in this run, which is the emulation's noise")
+        self.assertIn("\n\n" + note + ".\n", table)
+        self.assertIn("vDPA: unavailable", svg, "a bar that did not run names its kind, which has no legend entry")
+        self.assertIn(note, self.texts(report)[1])
+        # without the fallback pair there is nothing to call noise
+        self.assertIsNone(rep.noise_note(rep.build_report({"udp16": {"vnic": ok("udp16-vnic.json")}}, meta)))
 
     def test_sriov_rows_unavailable_by_default(self):
         """A host without the path (no sriov keys in meta: this machine):
@@ -156,7 +232,8 @@ class Report(unittest.TestCase):
         self.assertEqual(rows(report, "udp16")["sriov"]["note"], reason)
         self.assertIn("| UDP 16 B, 100 Mbit/s | SR-IOV VF -> SR-IOV VF | %s |" % reason, rep.table(report))
         svg, _ = self.plot(report)
-        self.assertIn("SR-IOV VF", svg, "the legend names the kind")
+        self.assertNotIn("SR-IOV VF", self.legend(report), "no legend entry without bars")
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA"])
         self.assertIn("SR-IOV available: no (%s)" % reason, svg)
         # a long reason (libvirt's words) is cut in the footer, whole in the table
         long = "unavailable: no libvirt network vdpa-allocator-vfs lists the pool's VFs (the pool's warning: " + "x" * 200 + ")"

@@ -232,6 +232,22 @@ test_quota (void)
   /* A release makes room. */
   g_assert_true (release (pools, 1, NULL));
   g_assert_cmpuint (va_pools_get_network_leases (pools, "vpc2"), ==, 1);
+
+  /* Leases that hold no slot (software devices) count against it too. */
+  g_assert_true (va_pools_check_quota (pools, "vpc2", 0, "p", NULL));
+  g_assert_false (va_pools_check_quota (pools, "vpc2", 1, "p", &error));
+  g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+  g_assert_cmpstr (error->message, ==, "network vpc2 has reached its quota of 2 leases in pool p");
+  g_clear_error (&error);
+  g_assert_true (va_pools_check_quota (pools, NULL, 100, "p", NULL));
+  {
+    VaPoolRequest req
+      = { .uuid = UUID_A, .mac = "52:54:00:00:00:0e", .pool = "p", .network = "vpc2", .network_others = 1, .numa_node = -1 };
+
+    g_assert_null (va_pools_allocate (pools, &req, NULL, &error));
+    g_assert_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED);
+    g_clear_error (&error);
+  }
   g_assert_nonnull (alloc_full (pools, UUID_A, 3, "vpc2", -1, NULL, &error));
   g_assert_no_error (error);
 

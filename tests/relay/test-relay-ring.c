@@ -87,9 +87,9 @@ fixture_tear_down (Fixture *f, gconstpointer data)
 }
 
 /* pops and expects the ring to break with a message containing `what`;
- * then the queue is stopped: no second error */
+ * then the queue is stopped: no second error, the used index untouched */
 static void
-assert_breaks (Fixture *f, const char *what)
+assert_breaks_at (Fixture *f, const char *what, guint16 used_idx)
 {
   g_autoptr (GError) error = NULL;
   VaVringChain chain;
@@ -106,7 +106,13 @@ assert_breaks (Fixture *f, const char *what)
   g_assert_no_error (error);
   g_assert_false (va_vring_is_running (&f->vr));
   /* nothing was used */
-  g_assert_cmpuint (used (f)->idx, ==, 0);
+  g_assert_cmpuint (used (f)->idx, ==, used_idx);
+}
+
+static void
+assert_breaks (Fixture *f, const char *what)
+{
+  assert_breaks_at (f, what, 0);
 }
 
 static void
@@ -239,6 +245,54 @@ test_notify (Fixture *f, gconstpointer data)
   g_assert_false (va_vring_has_avail (&f->vr));
   va_vring_set_notify (&f->vr, FALSE);
   g_assert_cmpuint (used (f)->flags, ==, 0);
+}
+
+/* a relay restarted on a running device: the kernel's avail index is the
+ * one the driver began with (0 here), the used ring says where the dead
+ * relay stood; the chains it took and never gave back are taken again */
+static void
+test_resume (Fixture *f, gconstpointer data)
+{
+  VaVringChain chain;
+  g_autoptr (GError) error = NULL;
+
+  for (guint i = 0; i < 5; i++)
+    {
+      set_desc (f, i, BUF + 64 * i, 64, 0, 0);
+      offer (f, (guint16) i);
+    }
+  for (guint i = 0; i < 5; i++)
+    {
+      g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_CHAIN);
+      if (i < 3)
+        va_vring_push (&f->vr, &chain, 0);
+    }
+  /* the relay dies with chains 3 and 4 taken; its successor */
+  g_assert_true (va_vring_setup (&f->vr, &f->mem, 1, NUM, DESC, AVAIL, USED, 0, &error));
+  g_assert_true (va_vring_resume (&f->vr, &error));
+  g_assert_no_error (error);
+  for (guint i = 3; i < 5; i++)
+    {
+      g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_CHAIN);
+      g_assert_cmpuint (chain.head, ==, i);
+      va_vring_push (&f->vr, &chain, 0);
+    }
+  g_assert_cmpint (va_vring_pop (&f->vr, &chain, &error), ==, VA_VRING_EMPTY);
+  g_assert_cmpuint (used (f)->idx, ==, 5);
+  g_assert_cmpuint (used (f)->ring[4].id, ==, 4);
+}
+
+/* a used index the guest scribbled on: the queue stops at the next pop,
+ * nothing is read outside the ring */
+static void
+test_resume_hostile_used_index (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+
+  used (f)->idx = 40000;
+  offer (f, 0);
+  g_assert_true (va_vring_resume (&f->vr, &error));
+  assert_breaks_at (f, "beyond the queue size", 40000);
 }
 
 static void
@@ -588,6 +642,8 @@ main (int argc, char **argv)
   RING_TEST ("across-regions", test_across_regions);
   RING_TEST ("longest-chain", test_longest_chain);
   RING_TEST ("notify", test_notify);
+  RING_TEST ("resume", test_resume);
+  RING_TEST ("malformed/resume-used-index", test_resume_hostile_used_index);
   RING_TEST ("malformed/avail-index-ahead", test_avail_index_ahead);
   RING_TEST ("malformed/avail-index-behind", test_avail_index_behind);
   RING_TEST ("malformed/head-out-of-range", test_head_out_of_range);

@@ -13,6 +13,7 @@
 
 #define UUID_A "7b0c4a4e-3f1d-4c59-9d2b-5a4f4f0e1a01"
 #define UUID_B "7b0c4a4e-3f1d-4c59-9d2b-5a4f4f0e1a02"
+#define UUID_C "7b0c4a4e-3f1d-4c59-9d2b-5a4f4f0e1a03"
 
 typedef struct
 {
@@ -174,7 +175,7 @@ test_open_creates_wal_db (Fixture *f, gconstpointer data)
   g_assert_cmpuint (va_store_get_schema_version (f->store), ==, VA_STORE_SCHEMA_VERSION);
   g_assert_cmpuint (leases->len, ==, 0);
   g_assert_cmpstr (mode, ==, "wal");
-  g_assert_cmpstr (version, ==, "2");
+  g_assert_cmpstr (version, ==, G_STRINGIFY (VA_STORE_SCHEMA_VERSION));
 }
 
 static void
@@ -694,7 +695,7 @@ test_upgrade_from_zero (Fixture *f, gconstpointer data)
   leases = load (f->store);
   g_assert_cmpuint (leases->len, ==, 0);
   version = raw_query (f->path, "SELECT value FROM meta WHERE key = 'schema_version'");
-  g_assert_cmpstr (version, ==, "2");
+  g_assert_cmpstr (version, ==, G_STRINGIFY (VA_STORE_SCHEMA_VERSION));
 }
 
 static void
@@ -711,7 +712,10 @@ test_upgrade_step_fails (Fixture *f, gconstpointer data)
   g_assert_null (newer);
   g_assert_error (error, VA_ERROR, VA_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, f->path));
-  g_assert_nonnull (strstr (error->message, "from version 2 to 3"));
+  {
+    g_autofree char *step = g_strdup_printf ("from version %d to %d", VA_STORE_SCHEMA_VERSION, VA_STORE_SCHEMA_VERSION + 1);
+    g_assert_nonnull (strstr (error->message, step));
+  }
   g_assert_nonnull (strstr (error->message, "no such table"));
 
   /* Nothing changed: this build still opens it, lease and all. */
@@ -752,7 +756,7 @@ test_upgrade_from_v1 (Fixture *f, gconstpointer data)
   guint n = 0;
   const VaStoreMigration *steps = va_store_get_migrations (&n);
 
-  g_assert_cmpuint (n, ==, 2);
+  g_assert_cmpuint (n, >=, 2);
   raw_exec (f->path, "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;"
                      "INSERT INTO meta VALUES ('schema_version', '1')");
   raw_exec (f->path, steps[0].sql);
@@ -764,7 +768,7 @@ test_upgrade_from_v1 (Fixture *f, gconstpointer data)
 
   f->store = va_store_open (f->dir, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, 2);
+  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, VA_STORE_SCHEMA_VERSION);
   leases = load (f->store);
   g_assert_cmpuint (leases->len, ==, 1);
   g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), a));
@@ -810,6 +814,59 @@ test_sriov_lease_validated (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (err, "CHECK constraint failed"));
 }
 
+/* A version 2 database (before the software form) keeps its leases, as
+ * form hardware; the new column takes a software lease, and the schema
+ * refuses a software lease of kind sriov. */
+static void
+test_upgrade_from_v2 (Fixture *f, gconstpointer data)
+{
+  g_autoptr (VaLease) a = make_lease (UUID_A, "52:54:00:00:00:01", "0000:b3:00.2");
+  g_autoptr (VaLease) b = make_lease (UUID_B, "52:54:00:00:00:02", "sw-525400000002");
+  g_autoptr (GPtrArray) leases = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaStoreOp) op = NULL;
+  g_autofree char *form = NULL;
+  g_autofree char *sql = NULL;
+  g_autofree char *err = NULL;
+  guint n = 0;
+  const VaStoreMigration *steps = va_store_get_migrations (&n);
+
+  g_assert_cmpuint (n, >=, 3);
+  raw_exec (f->path, "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;"
+                     "INSERT INTO meta VALUES ('schema_version', '2')");
+  raw_exec (f->path, steps[0].sql);
+  raw_exec (f->path, steps[1].sql);
+  sql = g_strdup_printf ("INSERT INTO leases (uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, "
+                         "kind) VALUES ('%s', '%s', '%s', '%s', '%s', '%s', '%s', '%s', '%s', %u, %u, %" G_GINT64_FORMAT ", 'vdpa')",
+                         a->uuid, a->domain_name, a->mac, a->network, a->pool, a->slot, a->device, a->chardev, a->port, a->vlan, a->queues,
+                         a->created);
+  raw_exec (f->path, sql);
+
+  f->store = va_store_open (f->dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (va_store_get_schema_version (f->store), ==, 3);
+  leases = load (f->store);
+  g_assert_cmpuint (leases->len, ==, 1);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 0), a));
+  g_assert_false (((VaLease *) g_ptr_array_index (leases, 0))->software);
+  form = raw_query (f->path, "SELECT form FROM leases");
+  g_assert_cmpstr (form, ==, "hardware");
+
+  b->software = TRUE;
+  op = insert_one (f->store, b);
+  g_clear_pointer (&leases, g_ptr_array_unref);
+  reopen (f);
+  leases = load (f->store);
+  g_assert_cmpuint (leases->len, ==, 2);
+  g_assert_true (va_lease_equal (g_ptr_array_index (leases, 1), b));
+  g_assert_true (((VaLease *) g_ptr_array_index (leases, 1))->software);
+
+  err = raw_exec_error (f->path, "INSERT INTO leases (uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, "
+                                 "created, kind, form) VALUES ('" UUID_C "', '', '52:54:00:00:00:03', '', 'p', '0000:01:10.1', '', '', "
+                                 "'', 0, 0, 1, 'sriov', 'software')");
+  g_assert_nonnull (strstr (err, "CHECK constraint failed"));
+}
+
 static void
 test_newer_refused (Fixture *f, gconstpointer data)
 {
@@ -826,7 +883,7 @@ test_newer_refused (Fixture *f, gconstpointer data)
   g_assert_null (store);
   g_assert_error (error, VA_ERROR, VA_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, f->path));
-  g_assert_nonnull (strstr (error->message, "schema version 99 is newer than the 2"));
+  g_assert_nonnull (strstr (error->message, "schema version 99 is newer than the " G_STRINGIFY (VA_STORE_SCHEMA_VERSION)));
 
   /* Refusing leaves the file alone. */
   version = raw_query (f->path, "SELECT value FROM meta WHERE key = 'schema_version'");
@@ -907,6 +964,7 @@ main (int argc, char **argv)
   ADD ("/store/upgrade/failing-step-changes-nothing", test_upgrade_step_fails, NULL);
   ADD ("/store/upgrade/newer-version-refused", test_newer_refused, NULL);
   ADD ("/store/upgrade/from-version-1-kinds", test_upgrade_from_v1, "no-open");
+  ADD ("/store/upgrade/from-version-2-forms", test_upgrade_from_v2, "no-open");
   ADD ("/store/insert/sriov-lease-validated", test_sriov_lease_validated, NULL);
   ADD ("/store/load/hand-edited-row-is-an-error", test_load_hand_edited, NULL);
 #undef ADD

@@ -29,6 +29,7 @@ static const Option options[] = {
   { "port", "s", G_STRUCT_OFFSET (VaAllocRequest, port), 0, 0, -1 },
   { "vf", "s", G_STRUCT_OFFSET (VaAllocRequest, vf), 0, 0, -1 },
   { "vf_vlan", "q", G_STRUCT_OFFSET (VaAllocRequest, vf_vlan), 0, G_MAXUINT16, G_STRUCT_OFFSET (VaAllocRequest, vf) },
+  { "form", "s", G_STRUCT_OFFSET (VaAllocRequest, form), 0, 0, -1 },
 };
 
 #define FIELD(req, type, offset) ((type *) ((char *) (req) + (offset)))

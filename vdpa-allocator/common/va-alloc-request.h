@@ -28,6 +28,10 @@ typedef struct
    * made on the VF. */
   const char *vf;
   guint16 vf_vlan;
+  /* "hardware": a device on a VF only, never a software one (VDUSE and
+   * the relay, issue 28), whose relay could not reach the guest's memory:
+   * a domain without shared, file-backed memory asks so. NULL: either. */
+  const char *form;
 } VaAllocRequest;
 
 /* A request that asks for nothing yet: numa_node -1, the rest 0/NULL. */

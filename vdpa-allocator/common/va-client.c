@@ -353,6 +353,21 @@ va_client_list_leases (VaClient *self, GError **error)
 }
 
 GVariant *
+va_client_list_devices (VaClient *self, guint *left_out, GError **error)
+{
+  g_autoptr (GVariant) reply = call (self, "ListDevices", NULL, "(aa{sv}u)", error);
+  GVariant *pfs;
+  guint32 left;
+
+  if (!reply)
+    return NULL;
+  g_variant_get (reply, "(@aa{sv}u)", &pfs, &left);
+  if (left_out)
+    *left_out = left;
+  return pfs;
+}
+
+GVariant *
 va_client_reconcile (VaClient *self, GError **error)
 {
   return only_child (call (self, "Reconcile", NULL, "(a{sv})", error));
@@ -418,6 +433,23 @@ va_client_offline_view (const char *config_dir, GError **error)
     return NULL;
   ports = va_path_ports (va_path_get (VA_PATH_RUN));
   return va_config_to_host_view (config, ports);
+}
+
+const char *
+va_client_alloc_form (const VaHostView *view, const VaNic *nic, gboolean shared)
+{
+  g_autoptr (VaHostView) own = NULL;
+  VaNicPlan plan;
+
+  g_return_val_if_fail (nic != NULL, NULL);
+
+  if (shared)
+    return NULL;
+  if (!view)
+    view = own = va_client_offline_view (NULL, NULL);
+  if (view && va_nic_resolve (nic, view, &plan, NULL) && !plan.software)
+    return NULL;
+  return "hardware";
 }
 
 char *

@@ -56,6 +56,9 @@ gboolean va_client_drain (VaClient *self, const char *pool, gboolean draining, G
 /* ListLeases: the records as the daemon sent them, aa{sv} (a lease's keys
  * and broken, broken_reason). */
 GVariant *va_client_list_leases (VaClient *self, GError **error);
+/* ListDevices: the PFs as the daemon sent them, aa{sv} (each with its
+ * "vfs" aa{sv}); *@left_out, how many VFs the reply left out. */
+GVariant *va_client_list_devices (VaClient *self, guint *left_out, GError **error);
 /* Reconcile: its report, a{sv}. */
 GVariant *va_client_reconcile (VaClient *self, GError **error);
 
@@ -93,6 +96,15 @@ VaConfig *va_client_load_config (const char *config_dir, GError **error);
  * error when the configuration cannot be read or parsed. For vdpactl
  * rewrite, which never asks the daemon. */
 VaHostView *va_client_offline_view (const char *config_dir, GError **error);
+
+/* Allocate's "form" for the NIC @nic (its intent) of a domain whose
+ * memory is @shared (va_domain_memory_is_shared()): "hardware" when it is
+ * not and this host's configuration (@view; NULL: the default one,
+ * offline; unknown counts as yes) may give the NIC a software device,
+ * whose relay reaches only shared, file-backed memory; else NULL. Sent
+ * only then, so that a daemon from before the option is asked nothing
+ * new where there are no software slots. */
+const char *va_client_alloc_form (const VaHostView *view, const VaNic *nic, gboolean shared);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaClient, va_client_free)
 

@@ -72,6 +72,8 @@ va_config_new_empty (void)
   self->networks = g_ptr_array_new_with_free_func ((GDestroyNotify) network_config_free);
   self->hook_timeout_ms = VA_HOOK_TIMEOUT_MS_DEFAULT;
   self->swap_back_timeout_s = VA_SWAP_BACK_TIMEOUT_S_DEFAULT;
+  self->relay_user = g_strdup ("nobody");
+  self->relay_memory_mib = VA_RELAY_MEMORY_MIB_DEFAULT;
   return self;
 }
 
@@ -85,6 +87,7 @@ va_config_free (VaConfig *self)
   g_ptr_array_unref (self->pools);
   g_ptr_array_unref (self->networks);
   g_strfreev (self->sim_unhealthy);
+  g_free (self->relay_user);
   g_free (self);
 }
 
@@ -92,7 +95,7 @@ VA_ENUM_IMPL (va_eswitch_mode, VaEswitchMode,
               VA_ESWITCH_LAST, [VA_ESWITCH_UNCHANGED] = "unchanged", [VA_ESWITCH_LEGACY] = "legacy", [VA_ESWITCH_SWITCHDEV] = "switchdev")
 
 VA_ENUM_IMPL (va_pool_type, VaPoolType, VA_POOL_TYPE_LAST, [VA_POOL_TYPE_CONNECTX] = "connectx", [VA_POOL_TYPE_VDUSE_TEST] = "vduse-test",
-              [VA_POOL_TYPE_NETDEVSIM_TEST] = "netdevsim-test")
+              [VA_POOL_TYPE_NETDEVSIM_TEST] = "netdevsim-test", [VA_POOL_TYPE_SOFTWARE] = "software")
 
 VA_ENUM_IMPL (va_vlan_method, VaVlanMethod, VA_VLAN_METHOD_LAST, [VA_VLAN_METHOD_NONE] = "none", [VA_VLAN_METHOD_VST] = "vst",
               [VA_VLAN_METHOD_BRIDGE] = "bridge", [VA_VLAN_METHOD_OVS] = "ovs")
@@ -186,6 +189,43 @@ first_bad_line (const char *data, gsize len)
   return lo;
 }
 
+/* Line @n of @data, as our refusal of it: GKeyFile's words ("Key file
+ * contains line ... which is not a key-value pair, group, or comment")
+ * name no line and no fix; @glib's are the last resort. */
+static char *
+bad_line_words (const char *data, gsize len, guint n, const char *glib)
+{
+  const char *p = data, *end = data + len;
+  gboolean grouped = FALSE;
+  g_autofree char *text = NULL;
+  g_autofree char *shown = NULL;
+
+  for (guint line = 1; p < end; line++)
+    {
+      const char *eol = memchr (p, '\n', end - p);
+      g_autofree char *t = g_strstrip (g_strndup (p, (eol ? eol : end) - p));
+
+      p = eol ? eol + 1 : end;
+      if (line == n)
+        {
+          text = g_steal_pointer (&t);
+          break;
+        }
+      if (*t == '[')
+        grouped = TRUE;
+    }
+  if (!text)
+    return g_strdup (glib);
+  shown = g_utf8_make_valid (text, -1);
+  if (*text == '[')
+    return g_strdup_printf ("'%.*s' is not a group header: write [NAME] alone on its line", VA_CUT (shown, 64));
+  if (!grouped)
+    return g_strdup_printf ("'%.*s' comes before any [group]: every key belongs to a group, such as [network NAME]", VA_CUT (shown, 64));
+  if (!strchr (text, '='))
+    return g_strdup_printf ("'%.*s' is neither key=value, a [group] nor a # comment", VA_CUT (shown, 64));
+  return g_strdup_printf ("'%.*s' is not a key=value line this file can have (%s)", VA_CUT (shown, 64), glib);
+}
+
 static gboolean
 merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **error)
 {
@@ -227,7 +267,10 @@ merge_file (GHashTable *groups, GPtrArray *order, const char *path, GError **err
     return FALSE;
   if (!g_key_file_load_from_data (kf, data, len, G_KEY_FILE_NONE, &local))
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: %s", path, first_bad_line (data, len), local->message);
+      guint line = first_bad_line (data, len);
+      g_autofree char *words = bad_line_words (data, len, line, local->message);
+
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s:%u: %s", path, line, words);
       return FALSE;
     }
 
@@ -361,21 +404,27 @@ item_list (const Item *it, gboolean (*valid) (const char *), const char *what, c
   return TRUE;
 }
 
+/* A user or group name as useradd(8) takes it, or a number. */
 static gboolean
-item_group (const Item *it, char **out, GError **error)
+item_account (const Item *it, const char *what, char **out, GError **error)
 {
   const char *v = it->entry->value;
   gsize len = strlen (v);
 
-  /* a group name as useradd(8) takes it, or a numeric gid */
   if (len == 0 || len > 32 || v[0] == '-')
-    return item_error (it, error, "'%.*s' is not a group name or number", VA_CUT (v, 64));
+    return item_error (it, error, "'%.*s' is not a %s name or number", VA_CUT (v, 64), what);
   for (gsize i = 0; i < len; i++)
     if (!g_ascii_isalnum (v[i]) && v[i] != '_' && v[i] != '-' && v[i] != '.')
-      return item_error (it, error, "'%.*s' is not a group name or number", VA_CUT (v, 64));
+      return item_error (it, error, "'%.*s' is not a %s name or number", VA_CUT (v, 64), what);
   g_free (*out);
   *out = g_strdup (v);
   return TRUE;
+}
+
+static gboolean
+item_group (const Item *it, char **out, GError **error)
+{
+  return item_account (it, "group", out, error);
 }
 
 static gboolean
@@ -415,6 +464,41 @@ check_vduse_pool (const Group *g, const VaPoolConfig *p, GError **error)
   if (bad)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] type: vduse-test takes no %s", g->file, g->name, bad);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Software devices (issue 28) are VDUSE virtio-net devices: one queue
+ * pair, kind vdpa; a type=software pool has no PF to select or shape. */
+static gboolean
+check_software_pool (const Group *g, const VaPoolConfig *p, GError **error)
+{
+  const char *bad = NULL;
+
+  if (p->kind == VA_POOL_KIND_SRIOV)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                   "%s: [%s] software-slots: a kind=sriov pool passes VFs through, and a software device is no VF", g->file, g->name);
+      return FALSE;
+    }
+  if (p->type != VA_POOL_TYPE_SOFTWARE)
+    return TRUE;
+  if (!p->software_slots)
+    bad = "software-slots 0 (it has no other slots): give it software-slots=N";
+  else if (p->match_pf || p->match_pci || p->match_vendor || p->match_device)
+    bad = "match-* keys (it takes no PF)";
+  else if (p->vfs)
+    bad = "vfs";
+  else if (p->eswitch != VA_ESWITCH_UNCHANGED)
+    bad = "eswitch";
+  else if (p->vlan_method != VA_VLAN_METHOD_NONE)
+    bad = "vlan-method (a software device's tap joins the network's fallback bridge in the NIC's VLAN)";
+  else if (p->max_vqp != 1)
+    bad = "max-vqp other than 1 (VDUSE serves one queue pair)";
+  if (bad)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] type: software takes no %s", g->file, g->name, bad);
       return FALSE;
     }
   return TRUE;
@@ -461,7 +545,7 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
       if (strcmp (key, "type") == 0)
         {
           if (!va_pool_type_from_string (v, &p->type))
-            return item_error (&it, error, "'%.*s' is not connectx, vduse-test or netdevsim-test", VA_CUT (v, 64));
+            return item_error (&it, error, "'%.*s' is not connectx, software, vduse-test or netdevsim-test", VA_CUT (v, 64));
         }
       else if (strcmp (key, "kind") == 0)
         {
@@ -540,6 +624,11 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
             return FALSE;
           p->low_watermark = n;
         }
+      else if (strcmp (key, "software-slots") == 0)
+        {
+          if (!item_uint (&it, 0, VA_SOFTWARE_SLOTS_MAX, &p->software_slots, error))
+            return FALSE;
+        }
       else
         return item_error (&it, error, "unknown key");
     }
@@ -547,6 +636,8 @@ parse_pool (const Group *g, const char *name, VaPoolConfig *p, GError **error)
   if (p->kind == VA_POOL_KIND_SRIOV && !check_sriov_pool (g, p, error))
     return FALSE;
   if (p->type == VA_POOL_TYPE_VDUSE_TEST && !check_vduse_pool (g, p, error))
+    return FALSE;
+  if ((p->type == VA_POOL_TYPE_SOFTWARE || p->software_slots) && !check_software_pool (g, p, error))
     return FALSE;
   if (p->type == VA_POOL_TYPE_NETDEVSIM_TEST && (p->match_pci || p->match_vendor || p->match_device))
     {
@@ -616,9 +707,9 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
           if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
             return FALSE;
         }
-      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0)
+      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0 || strcmp (key, "failover") == 0)
         {
-          gboolean *out = key[0] == 's' ? &n->spoofchk : &n->trust;
+          gboolean *out = key[0] == 's' ? &n->spoofchk : key[0] == 't' ? &n->trust : &n->net.failover;
 
           if (g_strcmp0 (it.entry->value, "true") == 0)
             *out = TRUE;
@@ -654,6 +745,21 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
                    va_mode_to_string (n->net.mode));
       return FALSE;
     }
+  /* failover pairs a passed-through VF with a virtio standby: no VF in
+   * the other modes (auto would be failover's own "VF while one is free,
+   * else virtio", decided once at start instead of at run time), and no
+   * standby without a bridge to put it on */
+  if (n->net.failover && n->net.mode != VA_MODE_SRIOV)
+    {
+      Item it = { g, "failover", g_hash_table_lookup (g->entries, "failover") };
+      return item_error (&it, error, "pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=%s",
+                         va_mode_to_string (n->net.mode));
+    }
+  if (n->net.failover && !n->net.bridge)
+    {
+      Item it = { g, "failover", g_hash_table_lookup (g->entries, "failover") };
+      return item_error (&it, error, "the virtio standby goes on fallback-bridge, which this network lacks");
+    }
   return TRUE;
 }
 
@@ -675,6 +781,34 @@ parse_hook (VaConfig *self, const Group *g, GError **error)
         return item_error (&it, error, "unknown key");
       if (!item_uint (&it, VA_HOOK_TIMEOUT_MS_MIN, VA_HOOK_TIMEOUT_MS_MAX, &self->hook_timeout_ms, error))
         return FALSE;
+    }
+  return TRUE;
+}
+
+/* [relay]: the relays of software devices (issue 28), which serve a
+ * hostile guest's rings and so never run as root. */
+static gboolean
+parse_relay (VaConfig *self, const Group *g, GError **error)
+{
+  for (guint i = 0; i < g->keys->len; i++)
+    {
+      const char *key = g_ptr_array_index (g->keys, i);
+      Item it = { g, key, g_hash_table_lookup (g->entries, key) };
+
+      if (strcmp (key, "user") == 0)
+        {
+          if (!item_account (&it, "user", &self->relay_user, error))
+            return FALSE;
+          if (strcmp (self->relay_user, "root") == 0 || strspn (self->relay_user, "0") == strlen (self->relay_user))
+            return item_error (&it, error, "a relay serves a guest's rings: never as root");
+        }
+      else if (strcmp (key, "max-memory-mib") == 0)
+        {
+          if (!item_uint (&it, 16, 4096, &self->relay_memory_mib, error))
+            return FALSE;
+        }
+      else
+        return item_error (&it, error, "unknown key");
     }
   return TRUE;
 }
@@ -863,10 +997,15 @@ va_config_load (const char *dir, GError **error)
           if (!parse_hook (self, g, error))
             return NULL;
         }
+      else if (strcmp (g->name, "relay") == 0)
+        {
+          if (!parse_relay (self, g, error))
+            return NULL;
+        }
       else
         {
-          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%.*s]: unknown group (pool NAME, network NAME, hook or simulate)",
-                       g->file, VA_CUT (g->name, 64));
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                       "%s: [%.*s]: unknown group (pool NAME, network NAME, hook, relay or simulate)", g->file, VA_CUT (g->name, 64));
           return NULL;
         }
     }
@@ -969,6 +1108,8 @@ va_config_to_host_view (const VaConfig *self, const char *port_root)
       va_host_view_set_pool_representor_vlan (
         view, p->name, p->kind == VA_POOL_KIND_SRIOV && (p->vlan_method == VA_VLAN_METHOD_BRIDGE || p->vlan_method == VA_VLAN_METHOD_OVS),
         NULL);
+      /* type=software needs software-slots too: this is its one test */
+      va_host_view_set_pool_software (view, p->name, p->software_slots > 0, NULL);
     }
   for (guint i = 0; i < self->networks->len; i++)
     {

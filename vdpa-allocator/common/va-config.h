@@ -33,9 +33,18 @@ typedef enum
    * va_kernel_pf_is_vduse) */
   VA_POOL_TYPE_VDUSE_TEST,
   VA_POOL_TYPE_NETDEVSIM_TEST, /* the kernel's netdevsim PFs with vdpa_sim_net devices (tests/lab) */
+  /* no PF: software devices only (VDUSE and the relay, issue 28), for
+   * hosts without a hardware vDPA driver, the demo and the tests */
+  VA_POOL_TYPE_SOFTWARE,
 } VaPoolType;
 
-#define VA_POOL_TYPE_LAST (VA_POOL_TYPE_NETDEVSIM_TEST + 1)
+#define VA_POOL_TYPE_LAST (VA_POOL_TYPE_SOFTWARE + 1)
+
+/* The most software devices one pool may make: each costs a relay process
+ * (up to its memory bound) and CPU per packet. */
+#define VA_SOFTWARE_SLOTS_MAX 256
+/* The relay's own memory bound, MiB (vdpa-allocator-relay --max-memory). */
+#define VA_RELAY_MEMORY_MIB_DEFAULT 64
 
 typedef struct
 {
@@ -55,6 +64,10 @@ typedef struct
   guint low_watermark;
   char *device_group; /* group of the /dev/vhost-vdpa-N nodes; default kvm */
   guint device_mode;  /* their mode; default 0660 */
+  /* software-slots: how many software vDPA devices the pool may make when
+   * it has no free hardware slot (all of them for type=software), for NICs
+   * whose network has a fallback bridge; 0: none */
+  guint software_slots;
   /* the first network on this pool with a VLAN, and its VLAN (0: none):
    * where that VLAN goes depends on the PF's eswitch mode, which the
    * backend reads at preparation (va-backend-kernel.c) */
@@ -85,6 +98,8 @@ typedef struct
   /* [hook] swap-back-timeout-s: how long the swap back of a domain that
    * moved here may take, its wait for the incoming migration included */
   guint swap_back_timeout_s;
+  char *relay_user;       /* [relay] user: who the relays of software devices run as; default nobody */
+  guint relay_memory_mib; /* [relay] max-memory-mib */
 } VaConfig;
 
 /* The hook's default budget: four allocations at the worst time measured

@@ -36,6 +36,7 @@ va_lease_copy (const VaLease *lease)
   copy->queues = lease->queues;
   copy->created = lease->created;
   copy->sriov = lease->sriov;
+  copy->software = lease->software;
   return copy;
 }
 
@@ -64,7 +65,8 @@ va_lease_equal (const VaLease *a, const VaLease *b)
   return g_strcmp0 (a->uuid, b->uuid) == 0 && g_strcmp0 (a->domain_name, b->domain_name) == 0 && g_strcmp0 (a->mac, b->mac) == 0
          && g_strcmp0 (a->network, b->network) == 0 && g_strcmp0 (a->pool, b->pool) == 0 && g_strcmp0 (a->slot, b->slot) == 0
          && g_strcmp0 (a->device, b->device) == 0 && g_strcmp0 (a->chardev, b->chardev) == 0 && g_strcmp0 (a->port, b->port) == 0
-         && a->vlan == b->vlan && a->queues == b->queues && a->created == b->created && !a->sriov == !b->sriov;
+         && a->vlan == b->vlan && a->queues == b->queues && a->created == b->created && !a->sriov == !b->sriov
+         && !a->software == !b->software;
 }
 
 /* ---- checks -------------------------------------------------------------- */
@@ -198,6 +200,11 @@ va_lease_validate (const VaLease *lease, GError **error)
                    "a lease of kind sriov has no device, chardev, port or queues of ours: libvirt passes its VF through");
       return FALSE;
     }
+  if (lease->sriov && lease->software)
+    {
+      g_set_error_literal (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "a lease of kind sriov has no software form: it is a VF");
+      return FALSE;
+    }
   if (!lease->sriov && (lease->queues < VA_QUEUES_MIN || lease->queues > VA_QUEUES_MAX))
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field queues is %u, not within %u..%u", lease->queues, VA_QUEUES_MIN,
@@ -215,11 +222,11 @@ va_lease_validate (const VaLease *lease, GError **error)
 /* ---- on the bus ---------------------------------------------------------- */
 
 /* Every key of the record, its type and its field: the one spelling of a
- * lease on the bus. "kind" is the sriov flag. */
+ * lease on the bus. "kind" is the sriov flag, "form" the software flag. */
 static const struct
 {
   const char *key;
-  char type; /* 's', 'q', 't', or 'k' for kind */
+  char type; /* 's', 'q', 't', 'k' for kind, 'f' for form */
   gsize offset;
 } lease_keys[] = {
   { "uuid", 's', G_STRUCT_OFFSET (VaLease, uuid) },     { "domain_name", 's', G_STRUCT_OFFSET (VaLease, domain_name) },
@@ -228,7 +235,7 @@ static const struct
   { "device", 's', G_STRUCT_OFFSET (VaLease, device) }, { "chardev", 's', G_STRUCT_OFFSET (VaLease, chardev) },
   { "port", 's', G_STRUCT_OFFSET (VaLease, port) },     { "vlan", 'q', G_STRUCT_OFFSET (VaLease, vlan) },
   { "queues", 'q', G_STRUCT_OFFSET (VaLease, queues) }, { "created", 't', G_STRUCT_OFFSET (VaLease, created) },
-  { "kind", 'k', G_STRUCT_OFFSET (VaLease, sriov) },
+  { "kind", 'k', G_STRUCT_OFFSET (VaLease, sriov) },    { "form", 'f', G_STRUCT_OFFSET (VaLease, software) },
 };
 
 #define FIELD(lease, type, offset) ((type *) ((char *) (lease) + (offset)))
@@ -263,6 +270,9 @@ va_lease_to_variant (const VaLease *lease)
           case 'k':
             v = g_variant_new_string (VA_LEASE_KIND (lease));
             break;
+          case 'f':
+            v = g_variant_new_string (VA_LEASE_FORM (lease));
+            break;
           default:
             g_assert_not_reached ();
         }
@@ -282,9 +292,12 @@ va_lease_from_variant (GVariant *dict, GError **error)
     {
       const char *key = lease_keys[i].key;
       gsize off = lease_keys[i].offset;
-      const char *want = lease_keys[i].type == 'k' ? "s" : (char[]){ lease_keys[i].type, '\0' };
+      const char *want = lease_keys[i].type == 'k' || lease_keys[i].type == 'f' ? "s" : (char[]){ lease_keys[i].type, '\0' };
       g_autoptr (GVariant) v = g_variant_lookup_value (dict, key, NULL);
 
+      /* a daemon from before the software form sends none: hardware */
+      if (!v && lease_keys[i].type == 'f')
+        continue;
       if (!v)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field %s is missing", key);
@@ -323,6 +336,19 @@ va_lease_from_variant (GVariant *dict, GError **error)
                   return NULL;
                 }
               lease->sriov = strcmp (kind, "sriov") == 0;
+              break;
+            }
+          case 'f':
+            {
+              const char *form = g_variant_get_string (v, NULL);
+
+              if (strcmp (form, "software") != 0 && strcmp (form, "hardware") != 0)
+                {
+                  g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "lease field form is '%.*s', not hardware or software",
+                               VA_CUT (form, 64));
+                  return NULL;
+                }
+              lease->software = strcmp (form, "software") == 0;
               break;
             }
           default:

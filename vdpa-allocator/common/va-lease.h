@@ -32,10 +32,17 @@ typedef struct
    * network (slot); we made nothing on it, so device, chardev and port
    * are "" and queues 0. Else kind vdpa. */
   gboolean sriov;
+  /* form software (issue 28): a VDUSE vDPA device served by the daemon's
+   * relay, its tap on the network's fallback bridge, made because the
+   * pool had no free hardware slot (or has none: a software-only pool).
+   * Kind vdpa only. Else form hardware: a vDPA device on a VF, or a VF. */
+  gboolean software;
 } VaLease;
 
 /* "sriov" or "vdpa", as the store, ListLeases and vdpactl spell it. */
 #define VA_LEASE_KIND(lease) ((lease)->sriov ? "sriov" : "vdpa")
+/* "software" or "hardware", likewise. */
+#define VA_LEASE_FORM(lease) ((lease)->software ? "software" : "hardware")
 
 VaLease *va_lease_new (void);
 VaLease *va_lease_copy (const VaLease *lease);
@@ -49,7 +56,8 @@ gboolean va_lease_validate (const VaLease *lease, GError **error);
 gboolean va_lease_check_key (const char *uuid, const char *mac, GError **error);
 
 /* @lease as a floating a{sv}: uuid, domain_name, mac, network, pool, slot,
- * device, chardev, port (s), vlan, queues (q), created (t), kind (s). */
+ * device, chardev, port (s), vlan, queues (q), created (t), kind (s),
+ * form (s). */
 GVariant *va_lease_to_variant (const VaLease *lease);
 
 /* The lease in @dict (a{sv}), as va_lease_to_variant() writes it, checked

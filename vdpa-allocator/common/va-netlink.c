@@ -1105,6 +1105,15 @@ va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolean pvid_un
 }
 
 gboolean
+va_nl_bridge_port_vlan (const char *port, guint16 vid, GError **error)
+{
+  g_return_val_if_fail (port != NULL, FALSE);
+  g_return_val_if_fail (vid >= 1 && vid <= 4094, FALSE);
+
+  return va_nl_bridge_vlan (port, TRUE, vid, TRUE, error) && (vid == 1 || va_nl_bridge_vlan_del_absent_ok (port, 1, error));
+}
+
+gboolean
 va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError **error)
 {
   char buf[VA_NL_BUF_SIZE];

@@ -157,6 +157,12 @@ gboolean va_nl_bridge_vlan (const char *port, gboolean add, guint16 vid, gboolea
 /* bridge vlan del; a VLAN the port does not have (a bridge of default_pvid
  * 0 adds no VLAN 1) is no error. */
 gboolean va_nl_bridge_vlan_del_absent_ok (const char *port, guint16 vid, GError **error);
+/* A portable NIC's tap on a VLAN-filtering Linux bridge (libvirt refuses
+ * <vlan> there): the port joins @vid as untagged PVID and leaves VLAN 1,
+ * so that an untagged frame never lands on the bridge's default VLAN.
+ * The one form of it: the hook's start and a software vDPA device's tap
+ * (issue 28). */
+gboolean va_nl_bridge_port_vlan (const char *port, guint16 vid, GError **error);
 /* Puts @port up into bridge @bridge; @bridge NULL takes it out of its bridge
  * (a port that is gone is no error then). */
 gboolean va_nl_link_set_master (const char *port, const char *bridge, GError **error);

@@ -32,6 +32,8 @@ static const VaCtlColumn pool_cols[] = {
   { "Total", "TOTAL" },
   { "Free", "FREE" },
   { "Leased", "LEASED" },
+  { "SoftwareLeased", "SOFTWARE" },
+  { "SoftwareSlots", "SOFTWARE-SLOTS", TRUE },
   { "Healthy", "HEALTHY" },
   { "Draining", "DRAINING" },
   { "VlanMethod", "VLAN-METHOD" },
@@ -41,9 +43,14 @@ static const VaCtlColumn pool_cols[] = {
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" },  { "mac", "MAC" },         { "kind", "KIND" },          { "network", "NETWORK" }, { "pool", "POOL" },
-  { "vlan", "VLAN" },           { "queues", "QUEUES" },   { "slot", "SLOT" },          { "device", "DEVICE" },   { "broken", "BROKEN" },
-  { "created", "SINCE", TRUE }, { "uuid", "UUID", TRUE }, { "chardev", "NODE", TRUE }, { "port", "PORT", TRUE }, { NULL },
+  { "domain_name", "DOMAIN" }, { "mac", "MAC" },
+  { "kind", "KIND" },          { "form", "FORM" },
+  { "network", "NETWORK" },    { "pool", "POOL" },
+  { "vlan", "VLAN" },          { "queues", "QUEUES" },
+  { "slot", "SLOT" },          { "device", "DEVICE" },
+  { "broken", "BROKEN" },      { "created", "SINCE", TRUE },
+  { "uuid", "UUID", TRUE },    { "chardev", "NODE", TRUE },
+  { "port", "PORT", TRUE },    { NULL },
 };
 
 /* -o COLS and --no-headers of a command that prints a table */
@@ -141,8 +148,24 @@ va_ctl_cmd_status (int argc, char **argv)
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
-      g_print ("vdpa-allocatord %s, backend %s%s, %u lease(s)\n\n", version, backend,
-               g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "", count);
+      guint32 software = 0;
+      GVariantIter iter;
+      GVariant *pool;
+
+      g_variant_iter_init (&iter, pools);
+      while ((pool = g_variant_iter_next_value (&iter)))
+        {
+          guint32 n = 0;
+
+          g_variant_lookup (pool, "SoftwareLeased", "u", &n);
+          software += n;
+          g_variant_unref (pool);
+        }
+      g_print ("vdpa-allocatord %s, backend %s%s, %u lease(s)", version, backend, g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "",
+               count);
+      if (software)
+        g_print (", %u of them on software vDPA devices", software);
+      g_print ("\n\n");
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");
       else
@@ -301,6 +324,191 @@ va_ctl_cmd_lease (int argc, char **argv)
     va_ctl_print_table (out, lease_cols, json ? "leases" : NULL);
   }
   return 0;
+}
+
+/* ---- dev list ------------------------------------------------------------ */
+
+static const VaCtlColumn pf_cols[] = {
+  { "name", "PF" },      { "pci", "PCI" },   { "model", "MODEL" }, { "numa", "NUMA" }, { "eswitch", "ESWITCH" },
+  { "vf_count", "VFS" }, { "pool", "POOL" }, { "state", "STATE" }, { NULL },
+};
+
+static const VaCtlColumn vf_cols[] = {
+  { "pci", "VF" },        { "pf", "PF" },   { "mgmtdev", "MGMTDEV" }, { "state", "STATE" },
+  { "domain", "DOMAIN" }, { "mac", "MAC" }, { "reason", "REASON" },   { NULL },
+};
+
+static const char *
+lookup_str (GVariant *rec, const char *key)
+{
+  const char *s = "";
+
+  g_variant_lookup (rec, key, "&s", &s);
+  return s;
+}
+
+/* A PF's line: its state in words, in a pool or why in none. */
+static GVariant *
+pf_row (GVariant *pf)
+{
+  GVariantBuilder b;
+  gint32 numa = -1;
+  guint32 vfs = 0;
+  gboolean healthy = FALSE;
+  const char *pool = lookup_str (pf, "pool_name"), *why = lookup_str (pf, "no_pool_reason");
+  g_autofree char *state = NULL;
+  g_autofree char *numa_s = NULL;
+
+  g_variant_lookup (pf, "numa", "i", &numa);
+  g_variant_lookup (pf, "vf_count", "u", &vfs);
+  g_variant_lookup (pf, "healthy", "b", &healthy);
+  if (!*pool)
+    state = *why ? g_strdup_printf ("in no pool: %s", why) : g_strdup ("in no pool: no pool is configured");
+  else
+    state = g_strdup (healthy ? "healthy" : lookup_str (pf, "health_reason"));
+  numa_s = numa >= 0 ? g_strdup_printf ("%d", numa) : g_strdup ("");
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "name", g_variant_new_string (lookup_str (pf, "name")));
+  g_variant_builder_add (&b, "{sv}", "pci", g_variant_new_string (lookup_str (pf, "pci")));
+  g_variant_builder_add (&b, "{sv}", "model", g_variant_new_string (lookup_str (pf, "model")));
+  g_variant_builder_add (&b, "{sv}", "numa", g_variant_new_string (numa_s));
+  g_variant_builder_add (&b, "{sv}", "eswitch", g_variant_new_string (lookup_str (pf, "eswitch")));
+  g_variant_builder_add (&b, "{sv}", "vf_count", g_variant_new_uint32 (vfs));
+  g_variant_builder_add (&b, "{sv}", "pool", g_variant_new_string (pool));
+  g_variant_builder_add (&b, "{sv}", "state", g_variant_new_string (state));
+  return g_variant_builder_end (&b);
+}
+
+static GVariant *
+vf_row (GVariant *vf, const char *pf)
+{
+  GVariantBuilder b;
+  const char *name = lookup_str (vf, "domain_name");
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  g_variant_builder_add (&b, "{sv}", "pci", g_variant_new_string (lookup_str (vf, "pci")));
+  g_variant_builder_add (&b, "{sv}", "pf", g_variant_new_string (pf));
+  g_variant_builder_add (&b, "{sv}", "mgmtdev", g_variant_new_string (lookup_str (vf, "mgmtdev")));
+  g_variant_builder_add (&b, "{sv}", "state", g_variant_new_string (lookup_str (vf, "state")));
+  g_variant_builder_add (&b, "{sv}", "domain", g_variant_new_string (*name ? name : lookup_str (vf, "uuid")));
+  g_variant_builder_add (&b, "{sv}", "mac", g_variant_new_string (lookup_str (vf, "mac")));
+  g_variant_builder_add (&b, "{sv}", "reason", g_variant_new_string (lookup_str (vf, "reason")));
+  return g_variant_builder_end (&b);
+}
+
+static int
+dev_list (int argc, char **argv)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GVariant) pfs = NULL;
+  g_autofree char *output = NULL;
+  guint left_out = 0;
+  gboolean json = FALSE, no_headers = FALSE;
+  const GOptionEntry entries[] = { TABLE_ENTRIES (output, no_headers), { NULL } };
+  const VaCtlColumn *only = NULL; /* one table: pf_cols or vf_cols */
+  GVariantBuilder pb, vb;
+  GVariantIter iter;
+  GVariant *pf;
+  int rc;
+
+  if ((rc = va_ctl_parse (&argc, &argv, "[pf|vf] - list the PFs, VFs and vdpa management devices the daemon sees",
+                          "Lists every PF the daemon's discovery saw, in a pool or not: model, PCI address, NUMA node,\n"
+                          "eswitch mode, VF count, its pool or why no pool takes it (the key that leaves it out);\n"
+                          "then every VF: its vdpa management device, whether it is free, leased (to which domain)\n"
+                          "or lost, and why it takes no lease. pf or vf prints that table alone, the one -o and\n"
+                          "--no-headers are for.",
+                          entries, &json, 0, 1)))
+    return rc;
+  if (argc == 2 && strcmp (argv[1], "pf") == 0)
+    only = pf_cols;
+  else if (argc == 2 && strcmp (argv[1], "vf") == 0)
+    only = vf_cols;
+  else if (argc == 2)
+    return va_ctl_usage ("dev list takes pf or vf");
+  if (json && only)
+    return va_ctl_usage ("-j lists the PFs with their VFs: pf and vf are for the tables");
+  if (!only && (output || no_headers))
+    return va_ctl_usage ("-o and --no-headers are for one table: dev list pf or dev list vf");
+  if ((rc = table_options (output, no_headers, json, only ? only : pf_cols)))
+    return rc;
+  pfs = va_client_list_devices (CLIENT, &left_out, &error);
+  if (!pfs)
+    return va_ctl_fail (error);
+  if (json)
+    {
+      g_autoptr (JsonBuilder) b = va_ctl_json_begin ();
+
+      va_ctl_json_add_list (b, "pfs", pfs);
+      json_builder_set_member_name (b, "vfs_left_out");
+      json_builder_add_int_value (b, left_out);
+      va_ctl_json_print (b);
+      return 0;
+    }
+  if (g_variant_n_children (pfs) == 0 && !only)
+    {
+      g_print ("the daemon sees no PF: no ConnectX (or other SR-IOV) PF on this host; see connectx-hosts.md\n");
+      return 0;
+    }
+  g_variant_builder_init (&pb, G_VARIANT_TYPE ("aa{sv}"));
+  g_variant_builder_init (&vb, G_VARIANT_TYPE ("aa{sv}"));
+  g_variant_iter_init (&iter, pfs);
+  while ((pf = g_variant_iter_next_value (&iter)))
+    {
+      g_autoptr (GVariant) vfs = g_variant_lookup_value (pf, "vfs", G_VARIANT_TYPE ("aa{sv}"));
+      GVariantIter viter;
+      GVariant *vf;
+
+      g_variant_builder_add_value (&pb, pf_row (pf));
+      if (vfs)
+        {
+          g_variant_iter_init (&viter, vfs);
+          while ((vf = g_variant_iter_next_value (&viter)))
+            {
+              g_variant_builder_add_value (&vb, vf_row (vf, lookup_str (pf, "name")));
+              g_variant_unref (vf);
+            }
+        }
+      g_variant_unref (pf);
+    }
+  {
+    g_autoptr (GVariant) prows = g_variant_ref_sink (g_variant_builder_end (&pb));
+    g_autoptr (GVariant) vrows = g_variant_ref_sink (g_variant_builder_end (&vb));
+
+    /* one table: the rows only, for a script (an empty one too) */
+    if (only)
+      va_ctl_print_table (only == pf_cols ? prows : vrows, only, NULL);
+    else
+      {
+        va_ctl_print_table (prows, pf_cols, NULL);
+        if (g_variant_n_children (vrows))
+          {
+            g_print ("\n");
+            va_ctl_print_table (vrows, vf_cols, NULL);
+          }
+      }
+  }
+  /* on stderr under a table a script reads */
+  if (left_out && only)
+    g_printerr ("vdpactl: %u more VFs not listed: the daemon sends at most 4096\n", left_out);
+  else if (left_out)
+    g_print ("(%u more VFs not listed: the daemon sends at most 4096)\n", left_out);
+  return 0;
+}
+
+int
+va_ctl_cmd_dev (int argc, char **argv)
+{
+  if (argc >= 2 && argv[1][0] != '-')
+    {
+      g_autofree char *prgname = g_strdup_printf ("vdpactl dev %.*s", VA_CUT (argv[1], 32));
+      g_set_prgname (prgname);
+    }
+  if (argc < 2 || argv[1][0] == '-')
+    return dev_list (argc, argv);
+  if (strcmp (argv[1], "list") == 0)
+    return dev_list (argc - 1, argv + 1);
+  g_printerr ("vdpactl: unknown dev command '%.*s'; use list\n", VA_CUT (argv[1], 64));
+  return VA_CTL_EXIT_USAGE;
 }
 
 int

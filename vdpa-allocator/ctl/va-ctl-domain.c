@@ -59,7 +59,8 @@ domain_show (int argc, char **argv, const char *uri)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       g_autofree char *intent = NULL;
-      const char *device = "";
+      const char *device = "", *lease_form = "";
+      g_autofree char *lease_text = NULL;
       GVariantBuilder r, j;
 
       if (nic->network)
@@ -78,7 +79,12 @@ domain_show (int argc, char **argv, const char *uri)
               g_variant_lookup (lease, "uuid", "&s", &uuid);
               g_variant_lookup (lease, "mac", "&s", &mac);
               if (g_strcmp0 (uuid, va_domain_get_uuid (domain)) == 0 && strcmp (mac, nic->mac) == 0)
-                g_variant_lookup (lease, "device", "&s", &device);
+                {
+                  g_variant_lookup (lease, "device", "&s", &device);
+                  /* absent from a daemon before the software form */
+                  if (!g_variant_lookup (lease, "form", "&s", &lease_form))
+                    lease_form = "hardware";
+                }
               g_variant_unref (lease);
             }
         }
@@ -87,7 +93,10 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&r, "{sv}", "intent", g_variant_new_string (intent));
       g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
       g_variant_builder_add (&r, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
-      g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (leases ? device : "(daemon unreachable)"));
+      /* a software device's lease says so: the pool had no free VF */
+      lease_text
+        = g_strdup_printf ("%s%s", leases ? device : "(daemon unreachable)", g_strcmp0 (lease_form, "software") == 0 ? " (software)" : "");
+      g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (lease_text));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
 
       /* JSON: the intent's parts, not prose; "" is null */
@@ -100,6 +109,7 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&j, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
       g_variant_builder_add (&j, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
       g_variant_builder_add (&j, "{sv}", "device", g_variant_new_string (device));
+      g_variant_builder_add (&j, "{sv}", "lease_form", g_variant_new_string (lease_form));
       g_variant_builder_add_value (&jb, g_variant_builder_end (&j));
     }
   {
@@ -314,7 +324,20 @@ domain_attach (int argc, char **argv, const char *uri)
       req.domain_name = virDomainGetName (lv->dom);
       req.mac = mac;
       req.network = network;
+      /* a software device's relay reaches only shared, file-backed memory,
+       * and a running guest's memory stays as it started */
+      {
+        VaNic nic = { .mac = mac, .network = network };
+
+        req.form = va_client_alloc_form (NULL, &nic, domain && va_domain_memory_is_shared (domain));
+      }
       lease = va_client_allocate (va_client_get_default (), &req, &error);
+      if (!lease && req.form && g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+        {
+          g_autofree char *msg = g_strdup_printf (
+            "%s: the running domain's memory is not shared and file-backed, which a software vDPA device needs", error->message);
+          return va_ctl_fail_msg (msg);
+        }
       if (!lease)
         return va_ctl_fail (error);
       iface = g_strdup_printf ("<interface type='vdpa'><mac address='%s'/><source dev='%s'/><model type='virtio'/>"

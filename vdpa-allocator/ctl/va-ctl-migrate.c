@@ -109,6 +109,14 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
 {
   int rc = !r->done ? VA_CTL_EXIT_FAILED : r->left ? VA_CTL_EXIT_PARTIAL : VA_CTL_EXIT_OK;
   const char *name = virDomainGetName (lv->dom);
+  guint lost = 0;
+
+  /* a NIC the guest lost is a failure, whatever else was done */
+  for (guint i = 0; i < r->nics->len; i++)
+    if (((VaSwapNic *) g_ptr_array_index (r->nics, i))->lost)
+      lost++;
+  if (lost)
+    rc = VA_CTL_EXIT_FAILED;
 
   if (json)
     {
@@ -130,9 +138,9 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
       else
         json_builder_add_null_value (b);
       json_builder_set_member_name (b, "done");
-      json_builder_add_boolean_value (b, r->done && !r->left);
+      json_builder_add_boolean_value (b, r->done && !r->left && !lost);
       json_builder_set_member_name (b, "partial");
-      json_builder_add_boolean_value (b, r->done && r->left);
+      json_builder_add_boolean_value (b, r->done && r->left && !lost);
       json_builder_set_member_name (b, "error");
       if (r->error)
         json_builder_add_string_value (b, r->error);
@@ -169,6 +177,7 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
           g_variant_builder_add (&j, "{sv}", "plug_ms", maybe_ms (n->plug_s));
           g_variant_builder_add (&j, "{sv}", "offline_ms", maybe_ms (n->offline_s));
           g_variant_builder_add (&j, "{sv}", "note", g_variant_new_string (n->note ? n->note : ""));
+          g_variant_builder_add (&j, "{sv}", "lost", g_variant_new_boolean (n->lost));
           g_variant_builder_add (&j, "{sv}", "destination_form",
                                  g_variant_new_string (n->dest_known ? va_form_to_string (n->dest_form) : ""));
           g_variant_builder_add (&j, "{sv}", "unaccelerated_ms", maybe_ms (n->dest_known ? n->unaccelerated_s : -1));
@@ -206,7 +215,7 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
             g_print ("; %s", n->dest_note);
           g_print ("\n");
         }
-      if (r->done && !r->left)
+      if (r->done && !r->left && !lost)
         {
           g_print ("domain %s: %s done", name, r->operation);
           if (r->destination)
@@ -216,8 +225,22 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
           g_print ("\n");
         }
     }
+  for (guint i = 0; i < r->nics->len; i++)
+    {
+      VaSwapNic *n = g_ptr_array_index (r->nics, i);
+
+      if (n->lost)
+        g_printerr ("vdpactl: domain %s: NIC %s is lost: the guest runs without it (%s); %s\n", name, n->mac,
+                    n->lost_marked ? "marked so in its live metadata" : "not marked: libvirt did not answer",
+                    n->lost_marked ? "'vdpactl domain accelerate --live' plugs it back from the persistent definition, as do libvirtd's "
+                                     "next reconnect and the daemon's next start"
+                                   : "once libvirt answers, plug it back with 'virsh attach-device --live' from the persistent "
+                                     "definition's <interface>");
+    }
   if (r->error)
     g_printerr ("vdpactl: %s\n", r->error);
+  else if (lost)
+    ;
   else if (r->done && r->left)
     g_printerr ("vdpactl: domain %s: %s done in part: %u of its NICs %s as %s (the report says why)\n", name, r->operation, r->left,
                 r->left == 1 ? "stays" : "stay", r->operation[0] == 'p' ? "accelerated" : "portable");
@@ -698,8 +721,14 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
   gboolean ok;
   int rc;
 
+  g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
   if (virDomainIsActive (lv->dom) != 1)
     return va_ctl_fail_msg ("the domain is not running: --live swaps a running domain's NICs");
+  /* a NIC an earlier swap lost has no <interface>, so the live domain
+   * parses only once it is plugged back */
+  if (form == VA_FORM_ACCELERATED && !va_swap_replug_lost (lv, replugged, &error))
+    return va_ctl_fail (error);
   {
     g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
 
@@ -724,6 +753,13 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
     }
   else
     r.done = TRUE;
+  for (guint i = 0; i < r.nics->len; i++)
+    {
+      VaSwapNic *n = g_ptr_array_index (r.nics, i);
+
+      if (g_hash_table_contains (replugged, n->mac))
+        va_swap_note (n, "plugged back in its portable form first (lost in an earlier swap)");
+    }
   for (guint i = 0; r.done && i < r.nics->len; i++)
     {
       /* a NIC the swap was for that stays as it was; a NIC of mode

@@ -80,6 +80,7 @@ const char *va_ctl_global_connect (void);
 int va_ctl_cmd_status (int argc, char **argv);
 int va_ctl_cmd_pool (int argc, char **argv);
 int va_ctl_cmd_lease (int argc, char **argv);
+int va_ctl_cmd_dev (int argc, char **argv);
 int va_ctl_cmd_network (int argc, char **argv);
 int va_ctl_cmd_allocate (int argc, char **argv);
 int va_ctl_cmd_release (int argc, char **argv);

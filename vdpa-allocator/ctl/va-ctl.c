@@ -163,7 +163,11 @@ print_summary (const VaDomain *domain, const VaHostView *view)
 
       if (!va_nic_resolve (nic, view, &plan, NULL))
         continue;
-      if (nic->form == VA_FORM_ACCELERATED && plan.kind == VA_POOL_KIND_SRIOV)
+      if (nic->form == VA_FORM_ACCELERATED && nic->failover)
+        g_printerr ("%s: accelerated on pool %s, VLAN %u, a virtio standby on bridge %s for a VF plugged while the domain runs "
+                    "(failover)\n",
+                    nic->mac, plan.pool, plan.vlan, plan.bridge);
+      else if (nic->form == VA_FORM_ACCELERATED && plan.kind == VA_POOL_KIND_SRIOV)
         g_printerr ("%s: accelerated on pool %s, VLAN %u, a VF passed through\n", nic->mac, plan.pool, plan.vlan);
       else if (nic->form == VA_FORM_ACCELERATED)
         g_printerr ("%s: accelerated on pool %s, VLAN %u, %u queue(s)\n", nic->mac, plan.pool, plan.vlan, plan.queues);
@@ -247,6 +251,7 @@ static const Command commands[] = {
   { "status", "Show the daemon, its backend and its pools", va_ctl_cmd_status },
   { "pool", "list | show NAME | drain NAME | undrain NAME", va_ctl_cmd_pool },
   { "lease", "list [--domain DOMAIN]: which VM NIC holds which device", va_ctl_cmd_lease },
+  { "dev", "list [pf|vf]: the PFs, VFs and vdpa management devices the daemon sees", va_ctl_cmd_dev },
   { "network", "list: the configured networks (offline)", va_ctl_cmd_network },
   { "allocate", "Lease a vDPA device for a VM NIC, as the hook does", va_ctl_cmd_allocate },
   { "release", "Give a lease back (--uuid U or --domain NAME; --mac M, or --all)", va_ctl_cmd_release },

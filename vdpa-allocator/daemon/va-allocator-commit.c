@@ -57,7 +57,13 @@ tear_down (VaAllocator *self, Entry *e, gboolean domain_gone)
   va_allocator_remove_port_link (self, e->lease->uuid, e->lease->mac, domain_gone);
   /* A device that will not go is an orphan for reconciliation: the lease
    * is gone from the store either way. */
-  if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
+  if (e->lease->software)
+    {
+      /* its device, relay and tap; a failure leaves an orphan, said once */
+      if (!va_backend_destroy_software (self->backend, e->lease->device, &error))
+        g_warning ("%s: %s", e->key, error->message);
+    }
+  else if (*e->lease->device && !va_backend_destroy_device (self->backend, e->lease->slot, e->lease->device, pc, &error))
     g_debug ("%s: %s", e->key, error->message);
   /* a switchdev sriov VF's representor leaves the bridge with its lease */
   g_clear_error (&error);

@@ -43,6 +43,20 @@ va_allocator_make_key (const char *uuid, const char *mac)
   return g_strconcat (uuid, "/", mac, NULL);
 }
 
+guint
+va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network)
+{
+  GHashTableIter iter;
+  Entry *e;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->lease->software && (!pool || g_strcmp0 (e->lease->pool, pool) == 0) && (!network || g_strcmp0 (e->lease->network, network) == 0))
+      n++;
+  return n;
+}
+
 Entry *
 va_allocator_lookup_entry (VaAllocator *self, const char *key)
 {

@@ -6,6 +6,8 @@
 #include "va-allocator-private.h"
 
 #include <glib/gstdio.h>
+
+#include "va-software.h"
 #include <string.h>
 
 /* ---- allocate ------------------------------------------------------------ */
@@ -53,6 +55,12 @@ check_request (const VaAllocRequest *req, char uuid[VA_UUID_STRING_LEN], char ma
   if (req->vf_vlan > VA_VLAN_MAX)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "VLAN %u is outside %d..%d", req->vf_vlan, VA_VLAN_MIN, VA_VLAN_MAX);
+      return FALSE;
+    }
+  if (req->form && strcmp (req->form, "hardware") != 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "form '%.*s' is not hardware, the one a caller may ask for",
+                   VA_CUT (req->form, 64));
       return FALSE;
     }
   if (req->mtu && (req->mtu < VA_MTU_MIN || req->mtu > VA_MTU_MAX))
@@ -136,6 +144,12 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
 
   if (!resolve (self, req, mac, &network, &plan, error) || !check_kind (req, mac, &plan, error))
     return FALSE;
+  if (req->form && lease->software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a software device (%s), and this asks for hardware only", mac,
+                   lease->uuid, lease->device);
+      return FALSE;
+    }
   if (lease->sriov && g_strcmp0 (req->vf, lease->slot) != 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a lease on VF %s; this names VF %s: release it first", mac,
@@ -143,7 +157,7 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
       return FALSE;
     }
   if (g_strcmp0 (network ? network : "", lease->network) == 0 && g_strcmp0 (plan.pool, lease->pool) == 0 && plan.vlan == lease->vlan
-      && plan.queues == lease->queues)
+      && (plan.queues == lease->queues || lease->software))
     return TRUE;
   g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
                "NIC %s of domain %s holds a lease on %s%s (pool %s, VLAN %u, %u queue pair(s)); this asks for %s%s (pool %s, VLAN %u, "
@@ -151,6 +165,107 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
                mac, lease->uuid, *lease->network ? "network " : "inline", lease->network, lease->pool, lease->vlan, lease->queues,
                network ? "network " : "inline", network ? network : "", plan.pool, plan.vlan, plan.queues);
   return FALSE;
+}
+
+void
+va_allocator_software_request (VaAllocator *self, const char *mac, guint16 mtu, const VaNicPlan *plan, const VaPoolConfig *pc,
+                               VaSoftwareRequest *sreq)
+{
+  memset (sreq, 0, sizeof *sreq);
+  sreq->mac = mac;
+  sreq->mtu = mtu ? mtu : pc->mtu;
+  sreq->vlan = plan->vlan;
+  sreq->bridge = plan->bridge;
+  sreq->bridge_kind = plan->bridge_kind;
+  sreq->relay_user = self->config->relay_user;
+  sreq->relay_memory_mib = self->config->relay_memory_mib;
+  sreq->pool = pc;
+}
+
+gboolean
+va_allocator_resolve_lease (VaAllocator *self, const VaLease *lease, VaNicPlan *plan, GError **error)
+{
+  VaNic nic = { 0 };
+
+  nic.mac = lease->mac;
+  nic.network = *lease->network ? lease->network : NULL;
+  nic.pool = nic.network ? NULL : lease->pool;
+  nic.vlan = nic.network ? 0 : lease->vlan;
+  nic.queues = lease->queues;
+  return va_nic_resolve (&nic, self->view, plan, error);
+}
+
+/* A software device for a NIC whose pool has no free hardware slot (or
+ * none at all: type=software), when the pool offers software slots and
+ * the NIC's network has a fallback bridge for its tap. Its lease holds no
+ * slot of the pool model: its slot is the device's name. */
+static VaLease *
+provision_software (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, const char *network,
+                    const VaNicPlan *plan, const VaPoolConfig *pc, GError **error)
+{
+  VaSoftwareRequest sreq = { 0 };
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (VaLease) lease = NULL;
+  guint used = va_allocator_software_leases (self, plan->pool, NULL);
+
+  /* a software device is a lease on its network like any other */
+  if (!va_pools_check_quota (self->pools, network, network ? va_allocator_software_leases (self, NULL, network) : 0, plan->pool, error))
+    return NULL;
+  if (used >= pc->software_slots)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "pool '%s': no free hardware slot, and its %u software slot(s) are in use",
+                   plan->pool, pc->software_slots);
+      return NULL;
+    }
+  va_allocator_software_request (self, mac, req->mtu, plan, pc, &sreq);
+  dev = va_backend_create_software (self->backend, &sreq, error);
+  if (!dev)
+    {
+      g_prefix_error (error, "pool '%s': ", plan->pool);
+      return NULL;
+    }
+  g_info ("NIC %s of domain %s: pool '%s' has no free hardware slot: software device %s on bridge %s, VLAN %u", mac, uuid, plan->pool,
+          dev->name, plan->bridge, plan->vlan);
+  g_signal_emit (self, va_allocator_signals[SIGNAL_DEVICE_MADE], 0, plan->pool, dev);
+
+  lease = va_lease_new ();
+  lease->uuid = g_strdup (uuid);
+  lease->domain_name = va_domain_name_display (req->domain_name);
+  lease->mac = g_strdup (mac);
+  lease->network = g_strdup (network ? network : "");
+  lease->pool = g_strdup (plan->pool);
+  lease->vlan = plan->vlan;
+  lease->slot = g_strdup (dev->slot);
+  lease->device = g_strdup (dev->name);
+  lease->chardev = g_strdup (dev->chardev);
+  lease->port = va_port_path (self->ports_dir, uuid, mac);
+  lease->queues = 1; /* VDUSE serves one queue pair */
+  lease->software = TRUE;
+  if (!va_allocator_make_port_link (self, lease, error))
+    {
+      va_backend_destroy_software (self->backend, dev->name, NULL);
+      return NULL;
+    }
+  return g_steal_pointer (&lease);
+}
+
+/* Whether a NIC that found no free hardware slot (@error) may get a
+ * software device instead. */
+static gboolean
+software_fallback (VaAllocator *self, const VaPoolConfig *pc, const VaNicPlan *plan, const GError *error)
+{
+  g_autoptr (VaPoolStatus) st = NULL;
+
+  /* the view's one test (va_nic_resolve()): the rewrite shares the
+   * domain's memory for the same NICs */
+  if (!pc || !plan->software)
+    return FALSE;
+  if (!g_error_matches (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+    return FALSE;
+  /* a network at its quota is refused, not moved to software: the pool
+   * has free slots, or provision_software() checks the quota */
+  st = va_allocator_get_pool (self, plan->pool, NULL);
+  return st && st->free == 0 && !st->draining;
 }
 
 /* A passed-through VF's spoofchk and trust, as its network says (an
@@ -203,6 +318,7 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   gboolean existed = FALSE;
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (VaLease) lease = NULL;
+  g_autoptr (GError) local = NULL;
 
   if (!resolve (self, req, mac, &network, &plan, error) || !check_kind (req, mac, &plan, error))
     return NULL;
@@ -212,22 +328,32 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.mac = mac;
   preq.pool = plan.pool;
   preq.network = network;
+  preq.network_others = network ? va_allocator_software_leases (self, NULL, network) : 0;
   preq.numa_node = req->numa_node;
   preq.slot = req->vf;
-  slot = va_pools_allocate (self->pools, &preq, &existed, error);
+  slot = va_pools_allocate (self->pools, &preq, &existed, &local);
+  if (!slot && !req->vf && software_fallback (self, pc, &plan, local))
+    {
+      if (!req->form)
+        return provision_software (self, req, uuid, mac, network, &plan, pc, error);
+      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                   "pool '%s' has no free hardware slot, and the NIC is hardware only (a software device was not asked for)", plan.pool);
+      return NULL;
+    }
   if (!slot)
     {
       VaPoolCounts c;
 
-      if (error && g_error_matches (*error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) && va_pools_get_counts (self->pools, plan.pool, &c, NULL)
-          && c.pfs == 0)
+      g_propagate_error (error, g_steal_pointer (&local));
+      if (error && g_error_matches (*error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) && (!pc || pc->type != VA_POOL_TYPE_SOFTWARE)
+          && va_pools_get_counts (self->pools, plan.pool, &c, NULL) && c.pfs == 0)
         {
           /* empty, not full: say which keys matched nothing */
           g_autofree char *keys = va_allocator_pool_match_keys (pc);
 
           g_clear_error (error);
-          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "no PF matches pool %s (%s); 'vdpactl status' lists the pools", plan.pool,
-                       keys);
+          g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED,
+                       "no PF matches pool %s (%s); 'vdpactl dev list' shows the PFs and why each is in no pool", plan.pool, keys);
         }
       return NULL;
     }

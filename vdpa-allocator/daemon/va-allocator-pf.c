@@ -13,6 +13,7 @@ struct _PfState
   gboolean gone;
   gboolean healthy;
   char *reason;        /* current health reason; NULL when healthy */
+  VaPfHealth code;     /* the reason as a fixed word; OK when healthy */
   char *prepare_error; /* why prepare_pf failed when it last ran, or NULL */
   char *slots_warning; /* why some, not all, of its VFs take no lease, or NULL */
   gboolean prepared;   /* prepare_pf succeeded for the fields below */
@@ -63,15 +64,19 @@ pool_for (VaAllocator *self, const VaPfInfo *pf)
 /* Health by precedence: gone, then what discovery says (a model that cannot
  * carry vDPA, no netdev, link down), then a failed prepare_pf. */
 static void
-update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, const char *reason)
+update_health (VaAllocator *self, const char *pool, const char *pf, PfState *st, gboolean healthy, VaPfHealth code, const char *reason)
 {
   if (healthy && st->prepare_error)
     {
       healthy = FALSE;
+      code = VA_PF_HEALTH_PREPARE_FAILED;
       reason = st->prepare_error;
     }
   if (!healthy && !reason)
     reason = "unhealthy";
+  if (!healthy && code == VA_PF_HEALTH_OK)
+    code = VA_PF_HEALTH_OTHER;
+  st->code = healthy ? VA_PF_HEALTH_OK : code;
   if (st->healthy == healthy && g_strcmp0 (st->reason, healthy ? NULL : reason) == 0)
     return;
   st->healthy = healthy;
@@ -165,7 +170,7 @@ pf_gone (VaAllocator *self, const char *pci, PfState *st)
       g_hash_table_add (set, slots[k]);
     }
   g_clear_pointer (&st->prepare_error, g_free);
-  update_health (self, pool, pf, st, FALSE, reason);
+  update_health (self, pool, pf, st, FALSE, VA_PF_HEALTH_GONE, reason);
   pf_event (self, pool, pf, "PF %s (%s) left pool %s: its %u slot(s) are lost", pf, pci, pool, slots ? g_strv_length (slots) : 0);
   keys = entries_on (self, set, FALSE);
   for (guint i = 0; i < keys->len; i++)
@@ -400,6 +405,7 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
           pf->healthy = pf->sriov_reason == NULL;
           g_free (pf->health_reason);
           pf->health_reason = g_strdup (pf->sriov_reason);
+          pf->health_code = pf->sriov_code;
           g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
           pf->vf_reasons = host_held_reasons (self, pf->vfs);
         }
@@ -412,10 +418,10 @@ sync_pfs (VaAllocator *self, GPtrArray *pfs, GError **error)
       st->gone = FALSE;
       g_clear_pointer (&st->slots_warning, g_free);
       if (pf->healthy && pf->vf_reasons && pf->vf_reasons->len && every_slot_unusable (pf->vf_reasons))
-        update_health (self, pool, name, st, FALSE, g_ptr_array_index (pf->vf_reasons, 0));
+        update_health (self, pool, name, st, FALSE, VA_PF_HEALTH_NO_VDPA_VF, g_ptr_array_index (pf->vf_reasons, 0));
       else
         {
-          update_health (self, pool, name, st, pf->healthy, pf->health_reason);
+          update_health (self, pool, name, st, pf->healthy, pf->health_code, pf->health_reason);
           st->slots_warning = slots_warning (pf);
         }
     next:
@@ -694,7 +700,8 @@ va_allocator_update_pool_warnings (VaAllocator *self)
           g_autofree char *vfs = pool_vfs (self, pcis);
           warning = g_strdup (sync_network (self, pc->name, vfs));
         }
-      if (!warning && pcis->len > 1)
+      /* a software pool has no PF, and still a kernel to ask */
+      if (!warning && (pcis->len > 1 || pc->software_slots))
         warning = va_backend_pool_warning (self->backend, pc, (const char *const *) pcis->pdata);
       for (guint i = 0; !warning && i + 1 < pcis->len; i++)
         {
@@ -734,6 +741,8 @@ va_allocator_add_pools (VaAllocator *self, GError **error)
   if (!pfs)
     return FALSE;
   ok = sync_pfs (self, pfs, error);
+  g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
+  self->seen_pfs = g_steal_pointer (&pfs);
   va_allocator_update_pool_warnings (self);
   return ok;
 }
@@ -749,6 +758,11 @@ va_allocator_on_pfs_changed (VaBackend *backend, VaAllocator *self)
     pf_event (self, "", "", "discovering PFs after a device change: %s", error->message);
   else if (!sync_pfs (self, pfs, &error))
     pf_event (self, "", "", "updating the pools after a device change: %s", error->message);
+  if (pfs)
+    {
+      g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
+      self->seen_pfs = g_steal_pointer (&pfs);
+    }
   va_allocator_update_pool_warnings (self);
   g_signal_emit (self, va_allocator_signals[SIGNAL_POOLS_CHANGED], 0);
   va_allocator_check_watermarks (self);
@@ -799,8 +813,146 @@ va_allocator_list_pfs (VaAllocator *self)
       s->present = !st->gone;
       s->healthy = !st->gone && st->healthy;
       s->health_reason = g_strdup (s->healthy ? "" : st->reason ? st->reason : st->gone ? "gone" : "unhealthy");
+      s->health_code = s->healthy                    ? VA_PF_HEALTH_OK
+                       : st->gone                    ? VA_PF_HEALTH_GONE
+                       : st->code != VA_PF_HEALTH_OK ? st->code
+                                                     : VA_PF_HEALTH_OTHER;
       g_ptr_array_add (out, s);
     }
   g_ptr_array_sort (out, by_pci);
+  return out;
+}
+
+/* ---- what the daemon sees (vdpactl dev list) ----------------------------- */
+
+void
+va_dev_vf_free (VaDevVf *vf)
+{
+  if (!vf)
+    return;
+  g_free (vf->pci);
+  g_free (vf->mgmtdev);
+  g_free (vf->state);
+  g_free (vf->uuid);
+  g_free (vf->mac);
+  g_free (vf->domain_name);
+  g_free (vf->reason);
+  g_free (vf);
+}
+
+void
+va_dev_pf_free (VaDevPf *pf)
+{
+  if (!pf)
+    return;
+  g_free (pf->pci);
+  g_free (pf->name);
+  g_free (pf->model);
+  g_free (pf->eswitch);
+  g_free (pf->pool);
+  g_free (pf->why_no_pool);
+  g_free (pf->health_reason);
+  g_ptr_array_unref (pf->vfs);
+  g_free (pf);
+}
+
+/* Why no pool takes @pf: each pool and the key that leaves it out. */
+static char *
+why_no_pool (VaAllocator *self, const VaPfInfo *pf)
+{
+  GString *s = g_string_new (NULL);
+
+  if (self->config->pools->len == 0)
+    return g_string_free (s, FALSE) /* "" */;
+  for (guint k = 0; k < self->config->pools->len; k++)
+    {
+      const VaPoolConfig *pc = g_ptr_array_index (self->config->pools, k);
+      g_autofree char *why = va_pool_config_mismatch (pc, pf);
+
+      g_string_append_printf (s, "%spool %s: %s", s->len ? "; " : "", pc->name,
+                              why ? why : "selects it, but an earlier discovery failed to add it");
+    }
+  return g_string_free (s, FALSE);
+}
+
+static VaDevVf *
+dev_vf (VaAllocator *self, const VaPfInfo *pf, guint i, gboolean pooled)
+{
+  VaDevVf *vf = g_new0 (VaDevVf, 1);
+  const char *addr = g_ptr_array_index (pf->vfs, i);
+  const VaSlot *slot = pooled ? va_pools_lookup_slot (self->pools, addr) : NULL;
+  const char *reason = pf->vf_reasons && i < pf->vf_reasons->len ? g_ptr_array_index (pf->vf_reasons, i) : NULL;
+
+  vf->pci = g_strdup (addr);
+  vf->mgmtdev = va_pf_info_vf_mgmtdev (pf, i);
+  vf->reason = g_strdup (reason);
+  if (!slot)
+    vf->state = g_strdup ("unpooled");
+  else
+    {
+      vf->state = g_strdup (va_slot_state_to_string (va_slot_get_state (slot)));
+      if (va_slot_get_uuid (slot))
+        {
+          g_autofree char *key = va_allocator_make_key (va_slot_get_uuid (slot), va_slot_get_mac (slot));
+          Entry *e = va_allocator_lookup_entry (self, key);
+
+          vf->uuid = g_strdup (va_slot_get_uuid (slot));
+          vf->mac = g_strdup (va_slot_get_mac (slot));
+          vf->domain_name = g_strdup (e ? e->lease->domain_name : NULL);
+        }
+    }
+  return vf;
+}
+
+GPtrArray *
+va_allocator_list_devices (VaAllocator *self, guint max_vfs, guint *left_out)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) va_dev_pf_free);
+  guint vfs = 0, left = 0;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), out);
+
+  for (guint i = 0; self->seen_pfs && i < self->seen_pfs->len; i++)
+    {
+      const VaPfInfo *info = g_ptr_array_index (self->seen_pfs, i);
+      const PfState *st = g_hash_table_lookup (self->pf_states, info->pci);
+      const char *pool = NULL, *name = NULL;
+      VaDevPf *pf = g_new0 (VaDevPf, 1);
+
+      pf->pci = g_strdup (info->pci);
+      pf->name = g_strdup (info->name);
+      pf->model = g_strdup (info->model);
+      pf->vendor = info->vendor;
+      pf->device = info->device;
+      pf->numa_node = info->numa_node;
+      pf->eswitch = g_strdup (info->eswitch);
+      pf->n_vfs = info->vfs ? info->vfs->len : 0;
+      if (st && va_pools_find_pf (self->pools, info->pci, &pool, &name))
+        {
+          pf->pool = g_strdup (pool);
+          pf->healthy = !st->gone && st->healthy;
+          pf->health_reason = g_strdup (pf->healthy ? NULL : st->reason);
+        }
+      else
+        {
+          pf->why_no_pool = why_no_pool (self, info);
+          pf->healthy = info->healthy;
+          pf->health_reason = g_strdup (info->health_reason);
+        }
+      pf->vfs = g_ptr_array_new_with_free_func ((GDestroyNotify) va_dev_vf_free);
+      for (guint k = 0; info->vfs && k < info->vfs->len; k++)
+        {
+          if (vfs >= max_vfs)
+            {
+              left++;
+              continue;
+            }
+          g_ptr_array_add (pf->vfs, dev_vf (self, info, k, pf->pool != NULL));
+          vfs++;
+        }
+      g_ptr_array_add (out, pf);
+    }
+  if (left_out)
+    *left_out = left;
   return out;
 }

@@ -92,6 +92,7 @@ struct _VaAllocator
   VaDomainLister lister;
   gpointer lister_data;
   GHashTable *pf_states;  /* PCI address → PfState*, the PFs in pools */
+  GPtrArray *seen_pfs;    /* VaPfInfo*, every PF of the last discovery as sync_pfs left it: what vdpactl dev list shows */
   GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
   GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */
@@ -133,6 +134,15 @@ void va_allocator_entry_free (Entry *e);
 char *va_allocator_make_key (const char *uuid, const char *mac);
 /* By "uuid/mac" key, or NULL. */
 Entry *va_allocator_lookup_entry (VaAllocator *self, const char *key);
+/* How many software devices (issue 28) the leases of @pool, on
+ * @network, hold (NULL: any pool, any network). */
+guint va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network);
+/* The one home of what a software device is made from: the NIC's plan on
+ * this configuration, the pool's MTU, the [relay] group. */
+void va_allocator_software_request (VaAllocator *self, const char *mac, guint16 mtu, const VaNicPlan *plan, const VaPoolConfig *pc,
+                                    VaSoftwareRequest *sreq);
+/* The plan of @lease's NIC on the current configuration. */
+gboolean va_allocator_resolve_lease (VaAllocator *self, const VaLease *lease, VaNicPlan *plan, GError **error);
 
 gboolean va_allocator_make_port_link (VaAllocator *self, const VaLease *lease, GError **error);
 void va_allocator_remove_port_link (VaAllocator *self, const char *uuid, const char *mac, gboolean domain_gone);

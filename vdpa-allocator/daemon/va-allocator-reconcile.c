@@ -57,6 +57,86 @@ run_lister (GTask *task, gpointer source, gpointer data, GCancellable *cancellab
   g_task_return_pointer (task, r, (GDestroyNotify) lister_result_free);
 }
 
+/* A software lease's device served by a relay of this daemon: the one of
+ * before a restart is replaced (the guest's NIC stalls a moment), a device
+ * gone with a reboot is made anew ("missing"). */
+static void
+resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
+{
+  const VaPoolConfig *pc = va_config_lookup_pool (self->config, e->lease->pool);
+  VaSoftwareRequest sreq;
+  VaNicPlan plan;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (GError) error = NULL;
+  gboolean made = FALSE;
+
+  if (!pc || !va_allocator_resolve_lease (self, e->lease, &plan, &error) || !plan.bridge)
+    {
+      g_warning ("software device of %s: not served again: %s", e->key,
+                 error ? error->message
+                 : !pc ? "its pool is no longer configured"
+                       : "its network has no fallback bridge");
+      return;
+    }
+  va_allocator_software_request (self, e->lease->mac, 0, &plan, pc, &sreq);
+  sreq.vlan = e->lease->vlan;
+  dev = va_backend_resume_software (self->backend, &sreq, &made, &error);
+  if (!dev)
+    {
+      g_warning ("software device of %s: %s", e->key, error->message);
+      return;
+    }
+  if (*dev->chardev && g_strcmp0 (dev->chardev, e->lease->chardev) != 0)
+    {
+      g_free (e->lease->chardev);
+      e->lease->chardev = g_strdup (dev->chardev);
+    }
+  va_allocator_make_port_link (self, e->lease, NULL);
+  if (made)
+    g_ptr_array_add (report->missing, g_strdup (e->key));
+}
+
+/* Software devices no lease holds (a crash between making one and its
+ * commit, or between a release's commit and its tear-down, or a store put
+ * back): the vdpa device, any relay holding it and the VDUSE device go. */
+static void
+reconcile_software (VaAllocator *self, VaReconcileReport *report)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) names = va_backend_list_software (self->backend, &error);
+  g_autoptr (GHashTable) leased = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter iter;
+  Entry *e;
+
+  if (!names)
+    {
+      g_warning ("listing software vDPA devices: %s", error->message);
+      return;
+    }
+  /* pending and releasing entries too: theirs are not orphans yet */
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->lease->software)
+      g_hash_table_add (leased, e->lease->device);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const char *name = g_ptr_array_index (names, i);
+
+      if (g_hash_table_contains (leased, name))
+        continue;
+      if (va_backend_destroy_software (self->backend, name, &error))
+        {
+          g_info ("software device %s: no lease holds it: removed with its relay", name);
+          g_ptr_array_add (report->orphans, g_strdup (name));
+        }
+      else
+        {
+          g_warning ("removing the orphan software device %s: %s", name, error->message);
+          g_clear_error (&error);
+        }
+    }
+}
+
 static void
 reconcile_devices (VaAllocator *self, VaReconcileReport *report)
 {
@@ -137,8 +217,14 @@ reconcile_devices (VaAllocator *self, VaReconcileReport *report)
       VaDeviceRequest dreq = { 0 };
       g_autoptr (VaDeviceInfo) dev = NULL;
 
-      /* an sriov lease's VF is libvirt's: nothing of ours to re-make */
-      if (e->broken || e->lease->sriov || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
+      /* an sriov lease's VF is libvirt's: nothing of ours to re-make; a
+       * software device is not in the backend's hardware list */
+      if (e->lease->software && !e->broken && e->state == ENTRY_COMMITTED)
+        {
+          resume_software (self, e, report);
+          continue;
+        }
+      if (e->broken || e->lease->sriov || e->lease->software || e->state != ENTRY_COMMITTED || g_hash_table_contains (seen, e->key))
         continue;
       dreq.slot = e->lease->slot;
       dreq.pf = va_slot_get_pf (va_pools_lookup_slot (self->pools, e->lease->slot));
@@ -282,6 +368,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   reconcile_devices (self, report);
+  reconcile_software (self, report);
   reconcile_links (self, report);
 
   report->libvirt_reachable = r->error == NULL;

@@ -74,6 +74,23 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
   return e && e->broken ? (e->broken_reason ? e->broken_reason : "broken") : NULL;
 }
 
+char *
+va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac)
+{
+  g_autofree char *key = NULL;
+  char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
+  Entry *e;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
+    return NULL;
+  key = va_allocator_make_key (u, m);
+  e = va_allocator_lookup_entry (self, key);
+  /* the backend's, as it is now */
+  return e && e->lease->software ? va_backend_software_stalled (self->backend, e->lease->device) : NULL;
+}
+
 VaPoolStatus *
 va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
 {
@@ -98,6 +115,15 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   st->free = st->draining ? 0 : counts.usable;
   if (!va_pools_get_health (self->pools, name, &st->healthy, &st->health_reason, error))
     return NULL;
+  /* no PF, not a full pool: the keys that matched nothing, as the
+   * refusals of an allocation say them */
+  if (counts.pfs == 0)
+    {
+      g_autofree char *keys = va_allocator_pool_match_keys (pc);
+
+      g_free (st->health_reason);
+      st->health_reason = g_strdup_printf ("no PF matches pool %s (%s)", name, keys);
+    }
   /* a pool without PFs says so in the pool model; one whose PFs have no
    * VFs is healthy and empty, which deserves a word too */
   if (counts.total == 0 && !st->health_reason[0])
@@ -105,6 +131,8 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
       g_free (st->health_reason);
       st->health_reason = g_strdup ("its PFs have no VFs");
     }
+  st->software_slots = pc ? pc->software_slots : 0;
+  st->software_leased = va_allocator_software_leases (self, name, NULL);
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
   if (!st->warning)
@@ -166,10 +194,16 @@ va_allocator_get_host_view (VaAllocator *self)
   for (guint i = 0; names[i]; i++)
     {
       g_autoptr (VaPoolStatus) st = va_allocator_get_pool (self, names[i], NULL);
+      const VaPoolConfig *pc = va_config_lookup_pool (self->config, names[i]);
+      guint software = 0;
       VaPoolCounts counts;
 
+      /* a software slot is room too, for NICs on a network with a
+       * fallback bridge */
+      if (st && pc && pc->software_slots && !st->draining)
+        software = pc->software_slots - MIN (pc->software_slots, va_allocator_software_leases (self, names[i], NULL));
       if (st)
-        va_host_view_set_pool_free (view, names[i], st->free, NULL);
+        va_host_view_set_pool_free (view, names[i], (gint64) st->free + software, NULL);
       /* a refusal that says why and what helps, not only "no free slot" */
       if (st && st->draining)
         {
@@ -178,9 +212,9 @@ va_allocator_get_host_view (VaAllocator *self)
                                                   names[i]);
           va_host_view_set_pool_why_full (view, names[i], why, NULL);
         }
-      else if (va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
+      else if ((!pc || pc->type != VA_POOL_TYPE_SOFTWARE) && va_pools_get_counts (self->pools, names[i], &counts, NULL) && counts.pfs == 0)
         {
-          g_autofree char *keys = va_allocator_pool_match_keys (va_config_lookup_pool (self->config, names[i]));
+          g_autofree char *keys = va_allocator_pool_match_keys (pc);
           g_autofree char *why = g_strdup_printf ("no PF matches pool %s (%s)", names[i], keys);
           va_host_view_set_pool_why_full (view, names[i], why, NULL);
         }
@@ -283,6 +317,8 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   else if (strcmp (lease->port, port) != 0)
     g_set_error (&local, VA_ERROR, VA_ERROR_FAILED, "its stored port path %.*s is not %s: left alone", VA_CUT (lease->port, 200), port);
+  else if (lease->software)
+    ; /* a software device holds no slot of the pool model */
   else
     va_pools_restore (self->pools, lease->uuid, lease->mac, *lease->network ? lease->network : NULL, lease->slot, &local);
   if (local)
@@ -437,6 +473,7 @@ va_allocator_finalize (GObject *object)
   g_clear_pointer (&self->view, va_host_view_unref);
   g_clear_pointer (&self->below_watermark, g_hash_table_unref);
   g_clear_pointer (&self->pf_states, g_hash_table_unref);
+  g_clear_pointer (&self->seen_pfs, g_ptr_array_unref);
   g_clear_pointer (&self->held_slots, g_hash_table_unref);
   g_clear_pointer (&self->pool_warnings, g_hash_table_unref);
   g_clear_pointer (&self->networks, g_hash_table_unref);

@@ -34,7 +34,9 @@ typedef struct
   char *health_reason; /* "" when healthy */
   gboolean draining;
   const char *vlan_method;
-  char *warning; /* "" or why the pool works but the NIC does not carry its traffic */
+  char *warning;         /* "" or why the pool works but the NIC does not carry its traffic */
+  guint software_slots;  /* software devices the pool may make (issue 28) */
+  guint software_leased; /* NICs on one now */
 } VaPoolStatus;
 
 void va_pool_status_free (VaPoolStatus *status);
@@ -46,8 +48,9 @@ typedef struct
   char *pool; /* the pool it is in */
   char *name; /* its netdev */
   gboolean present;
-  gboolean healthy;    /* present, link up, prepared */
-  char *health_reason; /* "" when healthy */
+  gboolean healthy;       /* present, link up, prepared */
+  char *health_reason;    /* "" when healthy */
+  VaPfHealth health_code; /* health_reason as a fixed word (the metrics' label); OK when healthy */
 } VaPfStatus;
 
 void va_pf_status_free (VaPfStatus *status);
@@ -136,6 +139,10 @@ guint va_allocator_get_n_leases (VaAllocator *self);
 /* Why the lease of (@uuid, @mac) is broken (its slot left the host, or came
  * back without its device), or NULL when it is not, or there is none. */
 const char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac);
+/* Why the software device of the lease of (@uuid, @mac) carries nothing
+ * and will not again by itself (its relay died too often and was given
+ * up on: reconciliation or release ends that), or NULL. */
+char *va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac);
 
 /* VaPoolStatus* by pool name. */
 GPtrArray *va_allocator_list_pools (VaAllocator *self);
@@ -143,6 +150,46 @@ VaPoolStatus *va_allocator_get_pool (VaAllocator *self, const char *name, GError
 
 /* VaPfStatus*, the PFs in pools (those gone included), by PCI address. */
 GPtrArray *va_allocator_list_pfs (VaAllocator *self);
+
+/* A VF as vdpactl dev list shows it. */
+typedef struct
+{
+  char *pci;
+  char *mgmtdev; /* its vdpa management device, or NULL: none */
+  char *state;   /* its slot's: "free", "leased", "lost"; "unpooled" when its PF is in no pool */
+  char *uuid;    /* the lease's, while leased; else NULL */
+  char *mac;
+  char *domain_name;
+  char *reason; /* why it takes no lease, or NULL */
+} VaDevVf;
+
+/* A PF the daemon's last discovery saw, in a pool or not. */
+typedef struct
+{
+  char *pci;
+  char *name; /* its netdev, or its address when it has none */
+  char *model;
+  guint16 vendor;
+  guint16 device;
+  int numa_node;
+  char *eswitch; /* "legacy", "switchdev", or NULL: not known */
+  guint n_vfs;
+  char *pool;        /* the pool it is in, or NULL */
+  char *why_no_pool; /* when in none: each pool and the key that leaves it out ("" with no pool configured) */
+  gboolean healthy;
+  char *health_reason; /* or NULL */
+  GPtrArray *vfs;      /* VaDevVf* */
+} VaDevPf;
+
+void va_dev_vf_free (VaDevVf *vf);
+void va_dev_pf_free (VaDevPf *pf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaDevPf, va_dev_pf_free)
+
+/* VaDevPf*, every PF of the last discovery in its order, from memory (no
+ * sysfs, no netlink): at most @max_vfs VFs in all, *@left_out (may be
+ * NULL) says how many more there were. A PF that left the host is listed
+ * no more; its pool's health says so. */
+GPtrArray *va_allocator_list_devices (VaAllocator *self, guint max_vfs, guint *left_out);
 
 gboolean va_allocator_drain (VaAllocator *self, const char *pool, gboolean draining, GError **error);
 

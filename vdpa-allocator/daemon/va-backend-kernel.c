@@ -28,11 +28,13 @@
 #include <glib/gstdio.h>
 #include <libudev.h>
 #include <stdio.h>
+#include <net/if.h>
 #include <string.h>
 
 #include "va-error.h"
 #include "va-kernel.h"
 #include "va-netlink.h"
+#include "va-software.h"
 #include "va-sysfs.h"
 
 struct _VaBackendKernel
@@ -47,6 +49,8 @@ struct _VaBackendKernel
   GSource *settle_source; /* pending "pfs-changed", while a burst goes on */
   VaNlMonitor *links;
   GSource *links_source;
+  GHashTable *relays;          /* software device name → Relay* */
+  GMainContext *relay_context; /* where relays' exits and restarts run */
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendKernel, va_backend_kernel, VA, BACKEND_KERNEL, VaBackend)
@@ -165,6 +169,21 @@ vf_addresses (const VaKernelPf *kpf, GPtrArray **reasons)
   return vfs;
 }
 
+/* The eswitch mode as devlink names it, or NULL when not known. */
+static const char *
+eswitch_name (const VaKernelPf *kpf)
+{
+  switch (kpf->eswitch)
+    {
+      case VA_KERNEL_ESWITCH_LEGACY:
+        return "legacy";
+      case VA_KERNEL_ESWITCH_SWITCHDEV:
+        return "switchdev";
+      default:
+        return NULL;
+    }
+}
+
 static GPtrArray *
 kernel_discover (VaBackend *backend, GError **error)
 {
@@ -188,12 +207,16 @@ kernel_discover (VaBackend *backend, GError **error)
       pf->numa_node = kpf->numa_node;
       pf->healthy = kpf->reason == NULL;
       pf->health_reason = g_strdup (kpf->reason);
+      pf->health_code = kpf->code;
       pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
       pf->vduse_test = va_kernel_pf_is_vduse (kpf);
       pf->netdevsim_test = va_kernel_pf_is_netdevsim (kpf);
       pf->sriov_only = !va_kernel_pf_is_connectx (kpf);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->sriov_code = kpf->sriov_code;
       pf->eswitch_seen = 1 + (int) kpf->eswitch + (kpf->not_manager ? 10 : 0);
+      pf->model = g_strdup (kpf->model ? kpf->model->name : NULL);
+      pf->eswitch = g_strdup (eswitch_name (kpf));
       g_ptr_array_add (out, pf);
     }
   return out;
@@ -302,6 +325,106 @@ vlan_place_refused (const VaKernelPf *kpf, const VaPoolConfig *pool)
   return NULL;
 }
 
+/* The daemon's record of the VFs it took as a kind=vdpa pool's slots on a
+ * PF: RUN_DIR/vdpa-vfs/PCI, a line "VF IFINDEX" per VF then bound to
+ * mlx5_core with its vdpa management device, IFINDEX its netdev's. A VF on
+ * mlx5_core is the host's to a kind=sriov pool (issue 25, point 6), so
+ * when the PF moves to one, only the VFs this record names, still on the
+ * same binding (the same netdev: a rebind makes a new ifindex, and a
+ * netdev moved into a container leaves the host's sysfs), are let go of.
+ * It lives in the run directory, as long as the VFs themselves: a reboot
+ * drops both. */
+#define VDPA_VFS_RECORD_MAX 65536
+
+static char *
+vdpa_vfs_record (VaBackendKernel *self, const char *pf)
+{
+  return g_build_filename (self->run_dir, "vdpa-vfs", pf, NULL);
+}
+
+/* After a kind=vdpa preparation: every VF of @kpf that is a vdpa slot now.
+ * A failure is a log line: the record only spares an operator an unbind
+ * later. */
+static void
+record_vdpa_vfs (VaBackendKernel *self, const VaKernelPf *kpf)
+{
+  g_autofree char *path = vdpa_vfs_record (self, kpf->pci);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr (GString) text = g_string_new (NULL);
+  g_autoptr (GError) local = NULL;
+
+  for (guint i = 0; i < kpf->vfs->len; i++)
+    {
+      const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, i);
+      g_autofree char *driver = va_kernel_pci_driver (vf->pci);
+      int ifindex = va_kernel_vf_ifindex (kpf, vf);
+
+      if (!vf->reason && ifindex && g_strcmp0 (driver, "mlx5_core") == 0)
+        g_string_append_printf (text, "%s %d\n", vf->pci, ifindex);
+    }
+  if (text->len == 0)
+    g_unlink (path);
+  else if (g_mkdir_with_parents (dir, 0700) != 0
+           || !g_file_set_contents_full (path, text->str, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &local))
+    g_warning ("PF %s: recording its kind=vdpa VFs in %s: %s", kpf->pci, path, local ? local->message : g_strerror (errno));
+}
+
+/* A kind=sriov preparation of a PF that served a kind=vdpa pool (autoprobe
+ * is off already): each VF that record_vdpa_vfs() named, on the same
+ * binding of mlx5_core and with no vdpa device on it, is unbound, as a
+ * kind=sriov pool makes its VFs; any other VF on a host driver stays the
+ * host's. The VFs left (a vdpa device on one) stay in the record for the
+ * next preparation. */
+static gboolean
+release_vdpa_vfs (VaBackendKernel *self, const VaKernelPf *kpf, GError **error)
+{
+  g_autofree char *path = vdpa_vfs_record (self, kpf->pci);
+  g_autofree char *text = NULL;
+  g_autoptr (GString) kept = g_string_new (NULL);
+  g_auto (GStrv) lines = NULL;
+  gsize len = 0;
+
+  if (!g_file_get_contents (path, &text, &len, NULL))
+    return TRUE;
+  /* ours, but bounded all the same */
+  lines = g_strsplit (len <= VDPA_VFS_RECORD_MAX ? text : "", "\n", 1024);
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], " ", 3);
+      gint64 recorded = 0;
+
+      if (g_strv_length (f) != 2 || !g_ascii_string_to_signed (f[1], 10, 1, G_MAXINT32, &recorded, NULL))
+        continue;
+      for (guint k = 0; k < kpf->vfs->len; k++)
+        {
+          const VaKernelVf *vf = g_ptr_array_index (kpf->vfs, k);
+          g_autofree char *driver = NULL;
+          g_autofree char *vdpa = NULL;
+
+          if (strcmp (vf->pci, f[0]) != 0)
+            continue;
+          driver = va_kernel_pci_driver (vf->pci);
+          if (g_strcmp0 (driver, "mlx5_core") != 0 || va_kernel_vf_ifindex (kpf, vf) != recorded)
+            break; /* unbound already, or bound again by someone: not ours */
+          if ((vdpa = va_kernel_pf_vf_vdpa (kpf, vf)))
+            {
+              g_string_append_printf (kept, "%s\n", lines[i]);
+              break;
+            }
+          if (!va_kernel_vf_unbind (vf->pci, error))
+            return FALSE;
+          g_message ("PF %s: VF %s let go of mlx5_core, which bound it for a kind=vdpa pool: a kind=sriov pool passes it through", kpf->pci,
+                     vf->pci);
+          break;
+        }
+    }
+  if (kept->len == 0)
+    g_unlink (path);
+  else
+    g_file_set_contents_full (path, kept->str, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, NULL);
+  return TRUE;
+}
+
 static gboolean
 kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, GError **error)
 {
@@ -319,6 +442,8 @@ kernel_prepare_pf (VaBackend *backend, VaPfInfo *pf, const VaPoolConfig *pool, G
   /* the mode as it is now, after any change: a rediscovery may have
    * replaced the PF's record */
   kpf = lookup_pf (self, pf->pci);
+  if (kpf && pool->kind == VA_POOL_KIND_VDPA && kpf->model->vdpa && !va_kernel_pf_is_vduse (kpf) && !va_kernel_pf_is_netdevsim (kpf))
+    record_vdpa_vfs (self, kpf);
   if (kpf && (refused = vlan_place_refused (kpf, pool)))
     {
       g_set_error_literal (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, refused);
@@ -419,11 +544,14 @@ refresh_pf (VaBackendKernel *self, VaPfInfo *pf, gboolean sriov, GError **error)
     }
   g_ptr_array_unref (pf->vfs);
   pf->vfs = vf_addresses (kpf, &pf->vf_reasons);
+  g_free (pf->eswitch);
+  pf->eswitch = g_strdup (eswitch_name (kpf));
   if (sriov)
     {
       g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
       g_free (pf->sriov_reason);
       pf->sriov_reason = g_strdup (kpf->sriov_reason);
+      pf->sriov_code = kpf->sriov_code;
     }
   return TRUE;
 }
@@ -490,6 +618,16 @@ prepare_sriov (VaBackendKernel *self, VaKernelPf *kpf, VaPfInfo *pf, const VaPoo
     return FALSE;
   if (want_vfs != have_vfs && !va_kernel_set_numvfs (kpf, want_vfs, error))
     return FALSE;
+  /* VFs made just now have no driver; older ones that a kind=vdpa pool of
+   * ours had on mlx5_core are let go of */
+  if (have_vfs && !release_vdpa_vfs (self, kpf, error))
+    return FALSE;
+  if (!have_vfs)
+    {
+      g_autofree char *record = vdpa_vfs_record (self, kpf->pci);
+
+      g_unlink (record);
+    }
   if (!kpf->netdev)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "PF %s: no netdev: no driver bound to the PF", kpf->pci);
@@ -730,18 +868,39 @@ step_done (VaDeviceInfo *dev, VaDeviceStep step, gint64 start)
   return now;
 }
 
+/* vdpa device @name bound to vhost_vdpa, its node given @pool's group and
+ * mode (its access file first, for the udev rule); the steps timed into
+ * @dev from *@t, which ends as the last step's end. */
+static gboolean
+bind_node (VaBackendKernel *self, const char *name, const VaPoolConfig *pool, const char *who, VaDeviceInfo *dev, gint64 *t, GError **error)
+{
+  const char *group = pool && pool->device_group ? pool->device_group : "kvm";
+  guint mode = pool && pool->device_mode ? pool->device_mode : 0660;
+  g_autoptr (GError) local = NULL;
+
+  if (!write_access_file (self, name, group, mode, who, error))
+    return FALSE;
+  if (!va_kernel_bind_vhost_vdpa (name, error))
+    return FALSE;
+  *t = step_done (dev, VA_DEVICE_STEP_BIND, *t);
+  dev->chardev = va_kernel_vhost_node (name, error);
+  if (!dev->chardev)
+    return FALSE;
+  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
+    return prefixed (error, local, who);
+  *t = step_done (dev, VA_DEVICE_STEP_NODE, *t);
+  return TRUE;
+}
+
 VaDeviceInfo *
 va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const char *name, GError **error)
 {
   VaBackendKernel *self;
   g_autofree char *who = NULL;
   g_autoptr (VaDeviceInfo) dev = NULL;
-  g_autoptr (GError) local = NULL;
   VaKernelPf *pf;
   VaKernelVf *vf;
   guint8 mac[6];
-  const char *group;
-  guint mode;
   gint64 t;
 
   g_return_val_if_fail (VA_IS_BACKEND_KERNEL (backend), NULL);
@@ -751,8 +910,6 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
   self = VA_BACKEND_KERNEL (backend);
   who = device_who (name, req->slot);
   dev = g_new0 (VaDeviceInfo, 1);
-  group = req->pool && req->pool->device_group ? req->pool->device_group : "kvm";
-  mode = req->pool && req->pool->device_mode ? req->pool->device_mode : 0660;
   if (!lookup_vf (self, req->slot, &pf, &vf, error))
     return NULL;
   if (!parse_mac (req->mac, mac))
@@ -761,20 +918,8 @@ va_backend_kernel_attach (VaBackend *backend, const VaDeviceRequest *req, const 
       return NULL;
     }
   t = g_get_monotonic_time ();
-  if (!write_access_file (self, name, group, mode, who, error))
+  if (!bind_node (self, name, req->pool, who, dev, &t, error))
     return NULL;
-  if (!va_kernel_bind_vhost_vdpa (name, error))
-    return NULL;
-  t = step_done (dev, VA_DEVICE_STEP_BIND, t);
-  dev->chardev = va_kernel_vhost_node (name, error);
-  if (!dev->chardev)
-    return NULL;
-  if (!va_kernel_set_node_access (dev->chardev, group, mode, &local))
-    {
-      prefixed (error, local, who);
-      return NULL;
-    }
-  t = step_done (dev, VA_DEVICE_STEP_NODE, t);
   if (!apply_vlan (pf, vf, req->pool, mac, req->vlan, who, error))
     return NULL;
   step_done (dev, VA_DEVICE_STEP_VLAN, t);
@@ -891,6 +1036,394 @@ kernel_destroy_device (VaBackend *backend, const char *slot, const char *name, c
   if (!pool || !lookup_vf (self, slot, &pf, &vf, NULL))
     return TRUE; /* the VF went with its PF: nothing left to reset */
   return reset_vlan (pf, vf, pool, who, error);
+}
+
+/* ---- software devices (issue 28) ---------------------------------------- */
+
+/* A relay that dies while its lease lives is started again: the guest's
+ * NIC stalls, it is not lost. At most RELAY_RESTARTS in RELAY_WINDOW_S
+ * (a relay that dies at once, again and again, is given up on: one line,
+ * and the lease says it, until reconcile or release), each after a delay
+ * that doubles from RELAY_DELAY_MS. */
+#define RELAY_RESTARTS 5
+#define RELAY_WINDOW_S 60
+#define RELAY_DELAY_MS 100
+
+/* What it takes to serve a software device again: the request's strings
+ * copied (the pool's node rules are not needed after the first bind) */
+typedef struct
+{
+  GSubprocess *proc; /* NULL while a restart waits */
+  char *name, *mac, *bridge, *user;
+  VaBridgeKind bridge_kind;
+  guint16 vlan;
+  guint memory_mib;
+  guint restarts;      /* within the window */
+  gint64 window_start; /* monotonic, µs */
+  GSource *restart;    /* pending restart */
+  char *stalled;       /* why it was given up on, or NULL */
+  GWeakRef backend;
+} Relay;
+
+static void
+relay_free (Relay *r)
+{
+  if (r->restart)
+    g_source_destroy (r->restart);
+  g_clear_pointer (&r->restart, g_source_unref);
+  g_clear_object (&r->proc);
+  g_weak_ref_clear (&r->backend);
+  g_free (r->name);
+  g_free (r->mac);
+  g_free (r->bridge);
+  g_free (r->user);
+  g_free (r->stalled);
+  g_free (r);
+}
+
+/* No more restarts: the words the lease says (kernel_software_stalled)
+ * until resume_software serves the device again. */
+static const char *
+relay_stall (Relay *r, const char *why)
+{
+  g_free (r->stalled);
+  r->stalled = g_strdup_printf ("%s; the NIC stalls until its lease is released or vdpactl reconcile runs", why);
+  return r->stalled;
+}
+
+/* ... and one line of the log, the same words. */
+static void
+relay_give_up (Relay *r, const char *why)
+{
+  g_autofree char *line = g_strdup_printf ("software device %s: %s", r->name, why);
+
+  g_warning ("%s", relay_stall (r, line));
+}
+
+/* Taken out of the table first: its exit, expected, then says nothing. */
+static void
+stop_relay (VaBackendKernel *self, const char *name)
+{
+  g_autofree char *key = NULL;
+  Relay *r = NULL;
+
+  if (!g_hash_table_steal_extended (self->relays, name, (gpointer *) &key, (gpointer *) &r) || !r->proc)
+    {
+      /* started before a restart of the daemon: no child of ours */
+      if (va_software_relay_stop_stray (name))
+        g_info ("software device %s: stopped its relay of before the daemon's restart", name);
+    }
+  else
+    va_software_relay_stop (r->proc);
+  if (r)
+    relay_free (r);
+}
+
+typedef struct
+{
+  GWeakRef backend;
+  char *name;
+} RelayWatch;
+
+static void on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data);
+
+/* The device's fd and a new tap (the old one went with the relay that
+ * held it), joined to the bridge in the NIC's VLAN, and the relay on
+ * them. The relay takes the queues up where it finds them. */
+static gboolean
+relay_launch (VaBackendKernel *self, Relay *r, GError **error)
+{
+  g_autofree char *tap = va_software_tap_name (r->mac);
+  g_autofree char *who = g_strdup_printf ("software device %s", r->name);
+  g_autoptr (GError) local = NULL;
+  RelayWatch *watch;
+  int dev_fd, tap_fd;
+
+  if ((dev_fd = va_software_vduse_open (r->name, error)) < 0)
+    return FALSE;
+  /* a tap left by a relay that is going: gone within the stop's bound */
+  for (guint i = 0; i < 50 && if_nametoindex (tap) != 0; i++)
+    g_usleep (20 * 1000);
+  if ((tap_fd = va_software_tap_open (tap, &local)) < 0 || !va_software_tap_join (tap, r->bridge, r->bridge_kind, r->vlan, &local))
+    {
+      if (tap_fd >= 0)
+        close (tap_fd);
+      close (dev_fd);
+      return prefixed (error, local, who);
+    }
+  g_clear_object (&r->proc);
+  r->proc = va_software_relay_start (r->name, dev_fd, tap_fd, r->user, r->memory_mib, error);
+  if (!r->proc)
+    return FALSE;
+  watch = g_new0 (RelayWatch, 1);
+  g_weak_ref_init (&watch->backend, self);
+  watch->name = g_strdup (r->name);
+  g_subprocess_wait_async (r->proc, NULL, on_relay_exit, watch);
+  return TRUE;
+}
+
+static gboolean
+on_relay_restart (gpointer user_data)
+{
+  Relay *r = user_data;
+  g_autoptr (VaBackendKernel) self = g_weak_ref_get (&r->backend);
+  g_autoptr (GError) error = NULL;
+
+  g_clear_pointer (&r->restart, g_source_unref);
+  if (!self)
+    return G_SOURCE_REMOVE;
+  if (relay_launch (self, r, &error))
+    g_message ("software device %s: its relay started again (%u of %u within %u s)", r->name, r->restarts, RELAY_RESTARTS, RELAY_WINDOW_S);
+  else
+    {
+      g_autofree char *why = g_strdup_printf ("starting its relay again: %s", error->message);
+
+      relay_give_up (r, why);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* A relay that exits while its device is still ours (it crashed, or its
+ * device broke): one line, and it is started again within bounds. */
+static void
+on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RelayWatch *w = user_data;
+  g_autoptr (VaBackendKernel) self = g_weak_ref_get (&w->backend);
+  g_autofree char *name = w->name;
+  GSubprocess *proc = G_SUBPROCESS (source);
+  g_autofree char *how = NULL;
+  gint64 now = g_get_monotonic_time ();
+  Relay *r;
+
+  g_weak_ref_clear (&w->backend);
+  g_free (w);
+  g_subprocess_wait_finish (proc, result, NULL);
+  /* a relay stopped on purpose is out of the table already */
+  r = self ? g_hash_table_lookup (self->relays, name) : NULL;
+  if (!r || r->proc != proc)
+    return;
+  how = g_subprocess_get_if_signaled (proc) ? g_strdup_printf ("was killed by signal %d", g_subprocess_get_term_sig (proc))
+                                            : g_strdup_printf ("exited with status %d", g_subprocess_get_exit_status (proc));
+  g_clear_object (&r->proc);
+  if (now - r->window_start > (gint64) RELAY_WINDOW_S * G_USEC_PER_SEC)
+    {
+      r->window_start = now;
+      r->restarts = 0;
+    }
+  if (r->restarts >= RELAY_RESTARTS)
+    {
+      g_autofree char *why
+        = g_strdup_printf ("its relay %s, %u times within %u s: not started again", how, r->restarts + 1, RELAY_WINDOW_S);
+
+      relay_give_up (r, why);
+      return;
+    }
+  g_warning ("software device %s: its relay %s: starting it again (the guest's NIC stalls meanwhile)", name, how);
+  r->restart = g_timeout_source_new (RELAY_DELAY_MS << r->restarts);
+  r->restarts++;
+  g_source_set_callback (r->restart, on_relay_restart, r, NULL);
+  g_source_attach (r->restart, self->relay_context);
+}
+
+/* A new entry for @req's device in the table. */
+static Relay *
+relay_add (VaBackendKernel *self, const char *name, const VaSoftwareRequest *req)
+{
+  Relay *r = g_new0 (Relay, 1);
+
+  r->name = g_strdup (name);
+  r->mac = g_strdup (req->mac);
+  r->bridge = g_strdup (req->bridge);
+  r->user = g_strdup (req->relay_user);
+  r->bridge_kind = req->bridge_kind;
+  r->vlan = req->vlan;
+  r->memory_mib = req->relay_memory_mib;
+  r->window_start = g_get_monotonic_time ();
+  g_weak_ref_init (&r->backend, self);
+  g_hash_table_replace (self->relays, g_strdup (name), r);
+  return r;
+}
+
+/* The relay runs before DEV_NEW: the kernel asks the device (its status,
+ * its config) while it adds it, and waits 30 s for each answer. */
+static VaDeviceInfo *
+kernel_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *who = NULL;
+  g_autofree char *autoprobe = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  g_autoptr (GError) local = NULL;
+  guint8 mac[6];
+  guint16 family;
+  int dev_fd;
+  gboolean made;
+  gint64 t;
+
+  if (!name || !parse_mac (req->mac, mac))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "software device: '%s' is no MAC address", req->mac);
+      return NULL;
+    }
+  who = g_strdup_printf ("software device %s", name);
+  if (vdpa_present (name) || g_hash_table_contains (self->relays, name))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "%s: exists already (another NIC with MAC %s, or an orphan)", who, req->mac);
+      return NULL;
+    }
+  if (!va_nl_genl_family ("vdpa", "vdpa", &family, &local))
+    {
+      prefixed (error, local, who);
+      return NULL;
+    }
+  dev = g_new0 (VaDeviceInfo, 1);
+  t = g_get_monotonic_time ();
+  if ((dev_fd = va_software_vduse_create (name, mac, req->mtu, error)) < 0)
+    return NULL;
+  /* the relay opens it again: the one fd that serves it */
+  close (dev_fd);
+  if (!relay_launch (self, relay_add (self, name, req), error))
+    {
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      return NULL;
+    }
+  t = step_done (dev, VA_DEVICE_STEP_VLAN, t);
+
+  autoprobe = va_sysfs_read (VDPA_AUTOPROBE, NULL);
+  if (g_strcmp0 (autoprobe, "0") != 0 && !va_kernel_vdpa_autoprobe (FALSE, &local))
+    {
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      prefixed (error, local, who);
+      return NULL;
+    }
+  made = va_nl_vdpa_dev_new (NULL, "vduse", name, NULL, 0, 0, error);
+  t = step_done (dev, VA_DEVICE_STEP_CREATE, t);
+  if (made && !bind_node (self, name, req->pool, who, dev, &t, error))
+    {
+      va_nl_vdpa_dev_del (name, NULL);
+      made = FALSE;
+    }
+  if (g_strcmp0 (autoprobe, "0") != 0)
+    va_kernel_vdpa_autoprobe (TRUE, NULL);
+  if (!made)
+    {
+      g_autofree char *access = access_file (self, name);
+
+      g_unlink (access);
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      if (error && *error && !g_str_has_prefix ((*error)->message, who))
+        g_prefix_error (error, "%s: ", who);
+      return NULL;
+    }
+  dev->name = g_strdup (name);
+  dev->slot = g_strdup (name);
+  return g_steal_pointer (&dev);
+}
+
+static gboolean
+kernel_destroy_software (VaBackend *backend, const char *name, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *who = g_strdup_printf ("software device %s", name);
+  g_autofree char *access = access_file (self, name);
+  g_autoptr (GError) local = NULL;
+
+  /* the kernel's order: vdpa device, relay, VDUSE device */
+  if (vdpa_present (name) && !va_nl_vdpa_dev_del (name, &local))
+    return prefixed (error, local, who);
+  g_unlink (access);
+  stop_relay (self, name);
+  return va_software_vduse_destroy (name, error);
+}
+
+/* Served by a relay of this daemon again: after a restart of the daemon
+ * the relay of before (no child of this one) is stopped and a new one
+ * takes the queues up (a stall of the guest's NIC, no loss); a device
+ * that is gone (a reboot) or half made (a crash before its vdpa device) is
+ * made anew. The chardev is "" while another driver than vhost_vdpa has
+ * the device. */
+static VaDeviceInfo *
+kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *chardev = NULL;
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  Relay *r;
+
+  *made = FALSE;
+  if (!name)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "software device: '%s' is no MAC address", req->mac);
+      return NULL;
+    }
+  if (!vdpa_present (name))
+    {
+      stop_relay (self, name);
+      va_software_vduse_destroy (name, NULL);
+      *made = TRUE;
+      return kernel_create_software (backend, req, error);
+    }
+  r = g_hash_table_lookup (self->relays, name);
+  if (!r || !(r->proc || r->restart))
+    {
+      g_autoptr (GError) local = NULL;
+
+      if (r && r->stalled)
+        g_message ("software device %s: its relay, given up on, is started again", name);
+      else if (va_software_relay_stop_stray (name))
+        g_message ("software device %s: its relay of before the daemon's restart stopped; this daemon's takes its queues up", name);
+      r = relay_add (self, name, req);
+      if (!relay_launch (self, r, &local))
+        {
+          g_prefix_error (&local, "software device %s: serving it again: ", name);
+          /* the caller says it; the lease says it until the next try */
+          relay_stall (r, local->message);
+          g_propagate_error (error, g_steal_pointer (&local));
+          return NULL;
+        }
+    }
+  /* none while another driver has it (the lab binds virtio_vdpa) */
+  chardev = va_kernel_vhost_node (name, NULL);
+  dev = g_new0 (VaDeviceInfo, 1);
+  dev->name = g_strdup (name);
+  dev->slot = g_steal_pointer (&name);
+  dev->chardev = chardev ? g_steal_pointer (&chardev) : g_strdup ("");
+  return g_steal_pointer (&dev);
+}
+
+/* drivers/vdpa/vdpa_user/vduse_dev.c (6.12): each device is a node of
+ * class "vduse" named as it was created, beside "control" */
+#define VDUSE_CLASS "/sys/class/vduse"
+
+static char *
+kernel_software_stalled (VaBackend *backend, const char *name)
+{
+  Relay *r = g_hash_table_lookup (VA_BACKEND_KERNEL (backend)->relays, name);
+
+  return r && r->stalled ? g_strdup (r->stalled) : NULL;
+}
+
+static GPtrArray *
+kernel_list_software (VaBackend *backend, GError **error)
+{
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GDir) dir = g_dir_open (VDUSE_CLASS, 0, &local);
+  const char *name;
+
+  /* no class: vduse is not loaded, so there are none */
+  if (!dir)
+    return g_steal_pointer (&names);
+  while ((name = g_dir_read_name (dir)) && names->len < VA_SOFTWARE_MAX_DEVICES)
+    if (va_software_is_device_name (name))
+      g_ptr_array_add (names, g_strdup (name));
+  return g_steal_pointer (&names);
 }
 
 static GPtrArray *
@@ -1152,6 +1685,9 @@ kernel_pool_warning (VaBackend *backend, const VaPoolConfig *pool, const char *c
 {
   VaBackendKernel *self = VA_BACKEND_KERNEL (backend);
 
+  if (pool->software_slots && va_software_unavailable ())
+    return g_strdup_printf ("software-slots=%u: %s: a NIC past the pool's hardware slots is refused", pool->software_slots,
+                            va_software_unavailable ());
   if (pool->vlan_method == VA_VLAN_METHOD_OVS && mlx5_in (self, pcis) && va_kernel_mlx5_tc_offload () == VA_KERNEL_TC_NONE)
     return g_strdup ("vlan-method=ovs: this kernel's mlx5 offloads no TC rule (CONFIG_MLX5_CLS_ACT is not set, as in Debian's 6.12 "
                      "kernels), so the VFs' traffic crosses the host's CPU in Open vSwitch whatever hw-offload says: use "
@@ -1376,6 +1912,9 @@ va_backend_kernel_finalize (GObject *object)
   g_clear_pointer (&self->udev, udev_unref);
   g_free (self->run_dir);
   g_clear_pointer (&self->pfs, g_ptr_array_unref);
+  /* the relays outlive the daemon (their devices serve running guests) */
+  g_clear_pointer (&self->relays, g_hash_table_unref);
+  g_clear_pointer (&self->relay_context, g_main_context_unref);
   G_OBJECT_CLASS (va_backend_kernel_parent_class)->finalize (object);
 }
 
@@ -1397,12 +1936,19 @@ va_backend_kernel_class_init (VaBackendKernelClass *klass)
   backend_class->vf_holder = kernel_vf_holder;
   backend_class->attach_vf = kernel_attach_vf;
   backend_class->detach_vf = kernel_detach_vf;
+  backend_class->create_software = kernel_create_software;
+  backend_class->destroy_software = kernel_destroy_software;
+  backend_class->resume_software = kernel_resume_software;
+  backend_class->list_software = kernel_list_software;
+  backend_class->software_stalled = kernel_software_stalled;
   backend_class->secure_vf = kernel_secure_vf;
 }
 
 static void
 va_backend_kernel_init (VaBackendKernel *self)
 {
+  self->relays = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) relay_free);
+  self->relay_context = g_main_context_ref_thread_default ();
 }
 
 VaBackend *

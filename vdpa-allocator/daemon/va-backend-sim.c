@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "va-error.h"
+#include "va-software.h"
 
 #define SIM_VENDOR 0x15b3
 #define SIM_PF_DEVICE 0x101d /* ConnectX-6 Dx */
@@ -65,11 +66,17 @@ sim_discover (VaBackend *backend, GError **error)
       pf->pci = g_strdup_printf ("%04x:3b:00.0", i);
       pf->vendor = SIM_VENDOR;
       pf->device = SIM_PF_DEVICE;
+      pf->model = g_strdup ("ConnectX-6 Dx (simulated)");
       pf->numa_node = (int) (i % self->numa_nodes);
       pf->healthy = !(self->unhealthy && g_strv_contains ((const char *const *) self->unhealthy, pf->name));
       if (!pf->healthy)
-        pf->health_reason = g_strdup ("link down (simulated)");
-      pf->sriov_reason = g_strdup (pf->health_reason); /* a simulated ConnectX-6 Dx serves either kind */
+        {
+          pf->health_reason = g_strdup ("link down (simulated)");
+          pf->health_code = VA_PF_HEALTH_LINK_DOWN;
+        }
+      /* a simulated ConnectX-6 Dx serves either kind */
+      pf->sriov_reason = g_strdup (pf->health_reason);
+      pf->sriov_code = pf->health_code;
       pf->vfs = g_ptr_array_new_full (self->vfs, g_free);
       for (guint k = 0; k < self->vfs; k++)
         g_ptr_array_add (pf->vfs, vf_address (i, k));
@@ -142,6 +149,105 @@ sim_create_device (VaBackend *backend, const VaDeviceRequest *req, GError **erro
   return g_steal_pointer (&dev);
 }
 
+/* A software device (issue 28) on the simulated host: its node a plain
+ * file named for it, no record (the simulated NIC's devices are listed
+ * from their records, and a software device is none of them). */
+static char *
+software_node (VaBackendSim *self, const char *name)
+{
+  return g_strdup_printf ("%s/vhost-vdpa-%s", self->dev_dir, name);
+}
+
+static VaDeviceInfo *
+sim_create_software (VaBackend *backend, const VaSoftwareRequest *req, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autoptr (VaDeviceInfo) dev = NULL;
+  int fd;
+
+  if (!name)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "software device: '%s' is no MAC address", req->mac);
+      return NULL;
+    }
+  dev = g_new0 (VaDeviceInfo, 1);
+  dev->chardev = software_node (self, name);
+  fd = open (dev->chardev, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    {
+      g_set_error (error, VA_ERROR, errno == EEXIST ? VA_ERROR_BUSY : VA_ERROR_PROVISIONING_FAILED, "software device %s: creating %s: %s",
+                   name, dev->chardev, g_strerror (errno));
+      return NULL;
+    }
+  close (fd);
+  dev->name = g_strdup (name);
+  dev->slot = g_steal_pointer (&name);
+  return g_steal_pointer (&dev);
+}
+
+/* A simulated relay given up on: RUN/sim/relay/NAME.stalled holds why
+ * (tests write it, as the kernel backend's relay dies too often); serving
+ * the device again or destroying it takes it away. */
+static char *
+stalled_file (VaBackendSim *self, const char *name)
+{
+  return g_strdup_printf ("%s/relay/%s.stalled", self->root, name);
+}
+
+static char *
+sim_software_stalled (VaBackend *backend, const char *name)
+{
+  g_autofree char *path = NULL;
+  char *why = NULL;
+
+  if (!va_software_is_device_name (name))
+    return NULL;
+  path = stalled_file (VA_BACKEND_SIM (backend), name);
+  return g_file_get_contents (path, &why, NULL, NULL) ? g_strchomp (why) : NULL;
+}
+
+/* a node of before is served as it is, by a relay started again */
+static VaDeviceInfo *
+sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *name = va_software_device_name (req->mac);
+  g_autofree char *node = NULL;
+  VaDeviceInfo *dev;
+
+  *made = FALSE;
+  node = name ? software_node (self, name) : NULL;
+  if (!node || !g_file_test (node, G_FILE_TEST_EXISTS))
+    {
+      *made = TRUE;
+      return sim_create_software (backend, req, error);
+    }
+  {
+    g_autofree char *stalled = stalled_file (self, name);
+    g_unlink (stalled);
+  }
+  dev = g_new0 (VaDeviceInfo, 1);
+  dev->chardev = g_steal_pointer (&node);
+  dev->name = g_strdup (name);
+  dev->slot = g_steal_pointer (&name);
+  return dev;
+}
+
+static GPtrArray *
+sim_list_software (VaBackend *backend, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GDir) dir = g_dir_open (self->dev_dir, 0, NULL);
+  const char *f;
+
+  while (dir && (f = g_dir_read_name (dir)) && names->len < VA_SOFTWARE_MAX_DEVICES)
+    if (g_str_has_prefix (f, "vhost-vdpa-") && va_software_is_device_name (f + strlen ("vhost-vdpa-")))
+      g_ptr_array_add (names, g_strdup (f + strlen ("vhost-vdpa-")));
+  return g_steal_pointer (&names);
+}
+
 static gboolean
 unlink_if_there (const char *path, GError **error)
 {
@@ -172,6 +278,23 @@ sim_destroy_device (VaBackend *backend, const char *slot, const char *name, cons
   /* The record last: while it exists the device is listed, and a retry can
    * finish the job. */
   return unlink_if_there (chardev, error) && unlink_if_there (record, error);
+}
+
+static gboolean
+sim_destroy_software (VaBackend *backend, const char *name, GError **error)
+{
+  VaBackendSim *self = VA_BACKEND_SIM (backend);
+  g_autofree char *node = NULL;
+  g_autofree char *stalled = NULL;
+
+  if (!va_software_is_device_name (name) || strchr (name, '/'))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT, "'%s' is no software device", name);
+      return FALSE;
+    }
+  node = software_node (self, name);
+  stalled = stalled_file (self, name);
+  return unlink_if_there (node, error) && unlink_if_there (stalled, error);
 }
 
 static GPtrArray *
@@ -340,6 +463,11 @@ va_backend_sim_class_init (VaBackendSimClass *klass)
   backend_class->vf_holder = sim_vf_holder;
   backend_class->attach_vf = sim_attach_vf;
   backend_class->detach_vf = sim_detach_vf;
+  backend_class->create_software = sim_create_software;
+  backend_class->destroy_software = sim_destroy_software;
+  backend_class->resume_software = sim_resume_software;
+  backend_class->list_software = sim_list_software;
+  backend_class->software_stalled = sim_software_stalled;
 }
 
 static void

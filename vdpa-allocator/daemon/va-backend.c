@@ -6,11 +6,16 @@
 #include <string.h>
 
 #include "va-error.h"
+#include "va-kernel.h"
 
 G_DEFINE_ABSTRACT_TYPE (VaBackend, va_backend, G_TYPE_OBJECT)
 
 VA_ENUM_IMPL (va_device_step, VaDeviceStep, VA_DEVICE_STEP_LAST, [VA_DEVICE_STEP_CREATE] = "create", [VA_DEVICE_STEP_BIND] = "bind",
               [VA_DEVICE_STEP_NODE] = "node", [VA_DEVICE_STEP_VLAN] = "vlan")
+VA_ENUM_IMPL (va_pf_health, VaPfHealth,
+              VA_PF_HEALTH_LAST, [VA_PF_HEALTH_OK] = "ok", [VA_PF_HEALTH_GONE] = "gone", [VA_PF_HEALTH_UNSUPPORTED] = "unsupported",
+              [VA_PF_HEALTH_NO_SRIOV] = "no_sriov", [VA_PF_HEALTH_NO_NETDEV] = "no_netdev", [VA_PF_HEALTH_LINK_DOWN] = "link_down",
+              [VA_PF_HEALTH_NO_VDPA_VF] = "no_vdpa_vf", [VA_PF_HEALTH_PREPARE_FAILED] = "prepare_failed", [VA_PF_HEALTH_OTHER] = "other")
 
 static void
 va_backend_class_init (VaBackendClass *klass)
@@ -32,6 +37,8 @@ va_pf_info_free (VaPfInfo *pf)
   g_free (pf->pci);
   g_free (pf->health_reason);
   g_free (pf->sriov_reason);
+  g_free (pf->model);
+  g_free (pf->eswitch);
   g_clear_pointer (&pf->vfs, g_ptr_array_unref);
   g_clear_pointer (&pf->vf_reasons, g_ptr_array_unref);
   g_free (pf);
@@ -90,6 +97,80 @@ va_backend_destroy_device (VaBackend *self, const char *slot, const char *name, 
   g_return_val_if_fail (slot != NULL && name != NULL, FALSE);
 
   return VA_BACKEND_GET_CLASS (self)->destroy_device (self, slot, name, pool, error);
+}
+
+VaDeviceInfo *
+va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (req != NULL && req->mac != NULL && req->bridge != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->create_software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "NIC %s: the %s backend makes no software vDPA devices", req->mac,
+                   klass->name);
+      return NULL;
+    }
+  return klass->create_software (self, req, error);
+}
+
+gboolean
+va_backend_destroy_software (VaBackend *self, const char *name, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return !klass->destroy_software || klass->destroy_software (self, name, error);
+}
+
+VaDeviceInfo *
+va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error)
+{
+  VaBackendClass *klass;
+  gboolean dummy;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (req != NULL && req->mac != NULL && req->bridge != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->resume_software)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "NIC %s: the %s backend makes no software vDPA devices", req->mac,
+                   klass->name);
+      return NULL;
+    }
+  return klass->resume_software (self, req, made ? made : &dummy, error);
+}
+
+GPtrArray *
+va_backend_list_software (VaBackend *self, GError **error)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  if (!klass->list_software)
+    return g_ptr_array_new_with_free_func (g_free);
+  return klass->list_software (self, error);
+}
+
+char *
+va_backend_software_stalled (VaBackend *self, const char *name)
+{
+  VaBackendClass *klass;
+
+  g_return_val_if_fail (VA_IS_BACKEND (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  klass = VA_BACKEND_GET_CLASS (self);
+  return klass->software_stalled ? klass->software_stalled (self, name) : NULL;
 }
 
 GPtrArray *
@@ -203,33 +284,66 @@ strv_has (char **v, const char *s)
   return v && s && g_strv_contains ((const char *const *) v, s);
 }
 
+char *
+va_pool_config_mismatch (const VaPoolConfig *pool, const VaPfInfo *pf)
+{
+  g_return_val_if_fail (pool != NULL, NULL);
+  g_return_val_if_fail (pf != NULL, NULL);
+
+  if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
+    return g_strdup (pf->vduse_test ? "the VDUSE test PF: only a type=vduse-test pool takes it" : "type=vduse-test");
+  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
+    return g_strdup (pf->netdevsim_test ? "a netdevsim PF: only a type=netdevsim-test pool takes it" : "type=netdevsim-test");
+  /* a PF that carries no vDPA is never offered to a vdpa pool */
+  if (pf->sriov_only && pool->kind != VA_POOL_KIND_SRIOV)
+    return g_strdup ("kind=vdpa: the PF carries no vDPA, only kind=sriov");
+  if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
+    return NULL;
+  /* A pool with no selector takes no PF: never all of them by accident. */
+  if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
+    return g_strdup ("no match-pf, match-pci, match-vendor or match-device: takes no PF");
+  if (pool->match_pf && !strv_has (pool->match_pf, pf->name))
+    {
+      g_autofree char *v = g_strjoinv (",", pool->match_pf);
+      return g_strdup_printf ("match-pf=%s", v);
+    }
+  if (pool->match_pci && !strv_has (pool->match_pci, pf->pci))
+    {
+      g_autofree char *v = g_strjoinv (",", pool->match_pci);
+      return g_strdup_printf ("match-pci=%s", v);
+    }
+  if (pool->match_vendor && pool->match_vendor != pf->vendor)
+    return g_strdup_printf ("match-vendor=%04x", pool->match_vendor);
+  if (pool->match_device && pool->match_device != pf->device)
+    return g_strdup_printf ("match-device=%04x", pool->match_device);
+  return NULL;
+}
+
 gboolean
 va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf)
 {
+  g_autofree char *why = NULL;
+
   g_return_val_if_fail (pool != NULL, FALSE);
   g_return_val_if_fail (pf != NULL, FALSE);
 
-  if ((pool->type == VA_POOL_TYPE_VDUSE_TEST) != pf->vduse_test)
-    return FALSE;
-  if ((pool->type == VA_POOL_TYPE_NETDEVSIM_TEST) != pf->netdevsim_test)
-    return FALSE;
-  /* a PF that carries no vDPA is never offered to a vdpa pool */
-  if (pf->sriov_only && pool->kind != VA_POOL_KIND_SRIOV)
-    return FALSE;
-  if (pool->type == VA_POOL_TYPE_VDUSE_TEST)
-    return TRUE;
-  /* A pool with no selector takes no PF: never all of them by accident. */
-  if (!pool->match_pf && !pool->match_pci && !pool->match_vendor && !pool->match_device)
-    return FALSE;
-  if (pool->match_pf && !strv_has (pool->match_pf, pf->name))
-    return FALSE;
-  if (pool->match_pci && !strv_has (pool->match_pci, pf->pci))
-    return FALSE;
-  if (pool->match_vendor && pool->match_vendor != pf->vendor)
-    return FALSE;
-  if (pool->match_device && pool->match_device != pf->device)
-    return FALSE;
-  return TRUE;
+  why = va_pool_config_mismatch (pool, pf);
+  return why == NULL;
+}
+
+char *
+va_pf_info_vf_mgmtdev (const VaPfInfo *pf, guint i)
+{
+  g_return_val_if_fail (pf != NULL && pf->vfs != NULL, NULL);
+  g_return_val_if_fail (i < pf->vfs->len, NULL);
+
+  if (pf->sriov_only || (pf->vf_reasons && i < pf->vf_reasons->len && g_ptr_array_index (pf->vf_reasons, i)))
+    return NULL;
+  if (pf->vduse_test)
+    return g_strdup (VA_KERNEL_VDUSE_PF);
+  if (pf->netdevsim_test)
+    return g_strdup (VA_KERNEL_NETDEVSIM_MGMTDEV);
+  return g_strconcat ("pci/", (const char *) g_ptr_array_index (pf->vfs, i), NULL);
 }
 
 gboolean

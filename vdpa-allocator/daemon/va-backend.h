@@ -4,6 +4,7 @@
 #include <gio/gio.h>
 
 #include "va-config.h"
+#include "va-pf-health.h"
 
 G_BEGIN_DECLS
 
@@ -20,6 +21,7 @@ typedef struct
   int numa_node; /* -1: unknown */
   gboolean healthy;
   char *health_reason;     /* NULL when healthy */
+  VaPfHealth health_code;  /* health_reason as a fixed word; OK when healthy */
   GPtrArray *vfs;          /* char*, the slots: VF PCI addresses (VDUSE: SLOT of va-SLOT) */
   GPtrArray *vf_reasons;   /* char* or NULL, by slot: why that VF cannot carry vDPA; NULL: all can, or unknown */
   gboolean vduse_test;     /* the VDUSE test PF: only vduse-test pools take it */
@@ -27,10 +29,15 @@ typedef struct
   guint leases;            /* set by the allocator before prepare_pf: leases it holds on the PF's VFs */
   gboolean sriov_only;     /* no ConnectX (another vendor's SR-IOV PF): only kind=sriov pools take it */
   char *sriov_reason;      /* why it cannot serve a kind=sriov pool, or NULL; healthy and health_reason are kind=vdpa's */
+  VaPfHealth sriov_code;   /* sriov_reason as a fixed word; OK when NULL */
   /* the PF's eswitch as discovery read it, opaque to the allocator: a
    * change (an operator's devlink) prepares the PF again, where the VLAN's
    * place is checked; 0 for a backend that does not say */
   int eswitch_seen;
+  /* for people (vdpactl dev list), never for a decision: the model's
+   * name and the eswitch mode ("legacy", "switchdev"), NULL when not known */
+  char *model;
+  char *eswitch;
 } VaPfInfo;
 
 void va_pf_info_free (VaPfInfo *pf);
@@ -47,6 +54,21 @@ typedef struct
   guint16 vlan; /* 0: none */
   const VaPoolConfig *pool;
 } VaDeviceRequest;
+
+/* What a software vDPA device needs (issue 28): a VDUSE virtio-net device
+ * with the NIC's MAC and MTU and one queue pair, its tap on the network's
+ * fallback bridge in the NIC's VLAN, and the relay between them. */
+typedef struct
+{
+  const char *mac;
+  guint16 mtu;  /* 0: 1500 */
+  guint16 vlan; /* 0: untagged */
+  const char *bridge;
+  VaBridgeKind bridge_kind;
+  const char *relay_user;
+  guint relay_memory_mib;
+  const VaPoolConfig *pool; /* its node's group and mode */
+} VaSoftwareRequest;
 
 /* The steps of making a device, each timed: the hook's budget is set from
  * them (tests/bench/bench_lab_steps.py), and the metrics show them. */
@@ -121,6 +143,24 @@ struct _VaBackendClass
    * device's VF does; detach_vf takes the representor out again. */
   gboolean (*attach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
   gboolean (*detach_vf) (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+  /* A software vDPA device (issue 28), made and bound to vhost_vdpa with
+   * its relay running; its slot is its name. Backends without one leave
+   * these NULL: a software request is then an error. */
+  VaDeviceInfo *(*create_software) (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+  /* Deletes the vdpa device, stops the relay, destroys the VDUSE device
+   * (the tap goes with the relay); one already gone is no error. */
+  gboolean (*destroy_software) (VaBackend *self, const char *name, GError **error);
+  /* The software device of @req, made before (the daemon restarted, its
+   * relay died): served again by a relay of this daemon, or made anew
+   * (*@made) where it is gone. */
+  VaDeviceInfo *(*resume_software) (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+  /* The names of the software devices there are (char*), leased or not:
+   * reconciliation destroys those no lease holds. */
+  GPtrArray *(*list_software) (VaBackend *self, GError **error);
+  /* Why software device @name carries nothing and will not again by
+   * itself (its relay died too often and was given up on), or NULL while
+   * it is served or being restarted. resume_software ends that. */
+  char *(*software_stalled) (VaBackend *self, const char *name);
   /* A kind=sriov pool's VF @slot that libvirt passes through: spoofchk and
    * trust through the PF where its eswitch takes them (legacy), read back;
    * nothing where it does not (switchdev: the representor's port filters).
@@ -146,6 +186,11 @@ gboolean va_backend_repair_vf (VaBackend *self, const char *slot, const char *pf
 VaVfHolder va_backend_vf_holder (VaBackend *self, const char *slot, char **driver);
 gboolean va_backend_attach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, const char *mac, guint16 vlan, GError **error);
 gboolean va_backend_detach_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, GError **error);
+VaDeviceInfo *va_backend_create_software (VaBackend *self, const VaSoftwareRequest *req, GError **error);
+gboolean va_backend_destroy_software (VaBackend *self, const char *name, GError **error);
+VaDeviceInfo *va_backend_resume_software (VaBackend *self, const VaSoftwareRequest *req, gboolean *made, GError **error);
+GPtrArray *va_backend_list_software (VaBackend *self, GError **error);
+char *va_backend_software_stalled (VaBackend *self, const char *name);
 gboolean va_backend_secure_vf (VaBackend *self, const char *slot, const VaPoolConfig *pool, gboolean spoofchk, gboolean trust,
                                GError **error);
 /* Whether @pool is kind=sriov with its VLAN on the representors. */
@@ -160,6 +205,13 @@ gboolean va_chardev_held_open (const char *path);
 
 /* Whether @pf is one that @pool selects. */
 gboolean va_pool_config_matches (const VaPoolConfig *pool, const VaPfInfo *pf);
+/* Why @pool does not select @pf, naming the key ("match-pf=enp179s0f1",
+ * "type=vduse-test"), or NULL when it does. */
+char *va_pool_config_mismatch (const VaPoolConfig *pool, const VaPfInfo *pf);
+/* The vdpa management device of @pf's VF @i as `vdpa mgmtdev show` names
+ * it ("pci/0000:3b:00.2", "vdpasim_net", "vduse"), or NULL when it has
+ * none (the VF's reason says why, or the PF carries no vDPA). */
+char *va_pf_info_vf_mgmtdev (const VaPfInfo *pf, guint i);
 
 /* The simulated ConnectX-6 Dx: config->sim_pfs PFs × config->sim_vfs VFs,
  * its vDPA devices plain files under @run_dir/sim so that port symlinks

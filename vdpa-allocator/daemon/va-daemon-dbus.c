@@ -33,7 +33,8 @@ struct _VaDbus
   GHashTable *uids;           /* unique bus name → uid: a connection's uid never changes */
   VaOpen *open;               /* the open calls' workers and bounds */
   struct _Snapshot *snapshot; /* the leases as ListLeases last saw them, or NULL */
-  guint snapshot_timer;       /* drops it */
+  struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
+  guint snapshot_timer;       /* drops them */
   GVariant *pools_paths;      /* the Pools property */
   guint name_owner_sub;
   gulong handlers[6];
@@ -483,7 +484,8 @@ do_drain (VaDbus *self, GDBusMethodInvocation *inv)
 /* The leases as a ListLeases call found them, shared by the workers that
  * answer from it: taken on the main loop (a copy, no reply built), kept
  * until a lease changes or for SNAPSHOT_KEEP_S, so that a flood of calls
- * costs the main loop one copy per change at most. */
+ * costs the main loop one copy per change at most. ListDevices' copy of
+ * the devices is kept the same way, and dropped with it. */
 #define SNAPSHOT_KEEP_S 2
 /* a reply of this many leases leaves the heap grown: give it back */
 #define SNAPSHOT_TRIM_ABOVE 256
@@ -517,20 +519,33 @@ snapshot_unref (Snapshot *snap)
     malloc_trim (0);
 }
 
+static void devices_unref (struct _Devices *d);
+
 static gboolean
 snapshot_expire (gpointer user_data)
 {
   VaDbus *self = user_data;
 
   g_clear_pointer (&self->snapshot, snapshot_unref);
+  g_clear_pointer (&self->devices, devices_unref);
   self->snapshot_timer = 0;
   return G_SOURCE_REMOVE;
 }
 
+/* Either copy was taken: both are dropped SNAPSHOT_KEEP_S after the first. */
+static void
+snapshot_keep (VaDbus *self)
+{
+  if (!self->snapshot_timer)
+    self->snapshot_timer = g_timeout_add_seconds (SNAPSHOT_KEEP_S, snapshot_expire, self);
+}
+
+/* A lease, a pool or a device changed: the copies are dropped. */
 static void
 snapshot_invalidate (VaDbus *self)
 {
   g_clear_pointer (&self->snapshot, snapshot_unref);
+  g_clear_pointer (&self->devices, devices_unref);
   g_clear_handle_id (&self->snapshot_timer, g_source_remove);
 }
 
@@ -548,10 +563,17 @@ snapshot_get (VaDbus *self)
       for (guint i = 0; i < snap->leases->len; i++)
         {
           const VaLease *lease = g_ptr_array_index (snap->leases, i);
-          g_ptr_array_add (snap->broken, g_strdup (va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac)));
+          const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
+
+          /* a software device whose relay was given up on carries nothing;
+           * no signal says so (the relay's death is the backend's), so the
+           * copy shows it when it is next taken, SNAPSHOT_KEEP_S late at
+           * most; reconcile, which serves it again, drops the copy */
+          g_ptr_array_add (snap->broken,
+                           broken ? g_strdup (broken) : va_allocator_get_lease_stalled (self->alloc, lease->uuid, lease->mac));
         }
       self->snapshot = snap;
-      self->snapshot_timer = g_timeout_add_seconds (SNAPSHOT_KEEP_S, snapshot_expire, self);
+      snapshot_keep (self);
     }
   return snapshot_ref (snap);
 }
@@ -612,6 +634,138 @@ do_rewrite (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
   va_open_submit_rewrite (self->open, inv, uid, self->alloc);
 }
 
+/* ListDevices is open to everyone: answered from the allocator's memory
+ * (no sysfs, no netlink), at most this many VFs in a reply (about 200
+ * bytes each), the rest counted in left_out. */
+#define LIST_DEVICES_MAX_VFS 4096
+
+static void
+add_str (GVariantBuilder *b, const char *key, const char *value)
+{
+  g_variant_builder_add (b, "{sv}", key, g_variant_new_string (value ? value : ""));
+}
+
+static GVariant *
+dev_vf_variant (const VaDevVf *vf)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  add_str (&b, "pci", vf->pci);
+  add_str (&b, "mgmtdev", vf->mgmtdev);
+  add_str (&b, "state", vf->state);
+  add_str (&b, "uuid", vf->uuid);
+  add_str (&b, "mac", vf->mac);
+  add_str (&b, "domain_name", vf->domain_name);
+  add_str (&b, "reason", vf->reason);
+  return g_variant_builder_end (&b);
+}
+
+static GVariant *
+dev_pf_variant (const VaDevPf *pf)
+{
+  GVariantBuilder b, vfs;
+  char id[8];
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+  add_str (&b, "pci", pf->pci);
+  add_str (&b, "name", pf->name);
+  add_str (&b, "model", pf->model);
+  /* as lspci -n and the match-vendor and match-device keys spell them */
+  g_snprintf (id, sizeof id, "%04x", pf->vendor);
+  add_str (&b, "vendor", id);
+  g_snprintf (id, sizeof id, "%04x", pf->device);
+  add_str (&b, "device", id);
+  g_variant_builder_add (&b, "{sv}", "numa", g_variant_new_int32 (pf->numa_node));
+  add_str (&b, "eswitch", pf->eswitch);
+  g_variant_builder_add (&b, "{sv}", "vf_count", g_variant_new_uint32 (pf->n_vfs));
+  add_str (&b, "pool_name", pf->pool);
+  add_str (&b, "no_pool_reason", pf->why_no_pool);
+  g_variant_builder_add (&b, "{sv}", "healthy", g_variant_new_boolean (pf->healthy));
+  add_str (&b, "health_reason", pf->health_reason);
+  g_variant_builder_init (&vfs, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < pf->vfs->len; i++)
+    g_variant_builder_add_value (&vfs, dev_vf_variant (g_ptr_array_index (pf->vfs, i)));
+  g_variant_builder_add (&b, "{sv}", "vfs", g_variant_builder_end (&vfs));
+  return g_variant_builder_end (&b);
+}
+
+/* What ListDevices calls answer from: a copy of the allocator's memory,
+ * at most LIST_DEVICES_MAX_VFS VFs, taken on the main loop when a call
+ * gets its slot and kept as the leases' (snapshot_get). */
+typedef struct _Devices
+{
+  gint ref_count;
+  GPtrArray *pfs; /* VaDevPf* */
+  guint left_out;
+  guint n_vfs;
+} Devices;
+
+static Devices *
+devices_ref (Devices *d)
+{
+  g_atomic_int_inc (&d->ref_count);
+  return d;
+}
+
+static void
+devices_unref (Devices *d)
+{
+  gboolean big;
+
+  if (!g_atomic_int_dec_and_test (&d->ref_count))
+    return;
+  big = d->n_vfs > SNAPSHOT_TRIM_ABOVE;
+  g_ptr_array_unref (d->pfs);
+  g_free (d);
+  if (big)
+    malloc_trim (0);
+}
+
+static gpointer
+list_devices_start (gpointer user_data)
+{
+  VaDbus *self = user_data;
+  Devices *d = self->devices;
+
+  if (!d)
+    {
+      d = g_new0 (Devices, 1);
+      d->ref_count = 1;
+      d->pfs = va_allocator_list_devices (self->alloc, LIST_DEVICES_MAX_VFS, &d->left_out);
+      for (guint i = 0; i < d->pfs->len; i++)
+        d->n_vfs += ((VaDevPf *) g_ptr_array_index (d->pfs, i))->vfs->len;
+      self->devices = d;
+      snapshot_keep (self);
+    }
+  return devices_ref (d);
+}
+
+/* On a worker: the reply, built and serialized off the main loop, as
+ * ListLeases' (list_leases_reply). */
+static GVariant *
+list_devices_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
+{
+  Devices *d = data;
+  g_autoptr (GVariant) tree = NULL;
+  g_autoptr (GBytes) data_bytes = NULL;
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
+  for (guint i = 0; i < d->pfs->len; i++)
+    g_variant_builder_add_value (&b, dev_pf_variant (g_ptr_array_index (d->pfs, i)));
+  tree = g_variant_ref_sink (g_variant_new ("(aa{sv}u)", &b, d->left_out));
+  data_bytes = g_variant_get_data_as_bytes (tree);
+  *bytes = g_bytes_get_size (data_bytes);
+  return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv}u)"), data_bytes, TRUE);
+}
+
+static void
+do_list_devices (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
+{
+  va_open_submit (self->open, inv, uid, list_devices_start, self, list_devices_reply, (GDestroyNotify) devices_unref);
+}
+
 static void
 do_swap_back (VaDbus *self, GDBusMethodInvocation *inv)
 {
@@ -640,9 +794,16 @@ manager_method (GDBusConnection *conn, const char *sender, const char *path, con
     AuthorizedFunc func; /* a change */
     OpenFunc open_func;  /* or open to everyone: VaOpen bounds it */
   } methods[] = {
-    { "Allocate", do_allocate, NULL },  { "Release", do_release, NULL },        { "ReleaseDomain", do_release_domain, NULL },
-    { "Claim", do_claim, NULL },        { "Reconcile", do_reconcile, NULL },    { "Drain", do_drain, NULL },
-    { "SwapBack", do_swap_back, NULL }, { "ListLeases", NULL, do_list_leases }, { "RewriteDomain", NULL, do_rewrite },
+    { "Allocate", do_allocate, NULL },
+    { "Release", do_release, NULL },
+    { "ReleaseDomain", do_release_domain, NULL },
+    { "Claim", do_claim, NULL },
+    { "Reconcile", do_reconcile, NULL },
+    { "Drain", do_drain, NULL },
+    { "SwapBack", do_swap_back, NULL },
+    { "ListLeases", NULL, do_list_leases },
+    { "RewriteDomain", NULL, do_rewrite },
+    { "ListDevices", NULL, do_list_devices },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (methods); i++)
@@ -682,6 +843,8 @@ manager_get_property (GDBusConnection *conn, const char *sender, const char *pat
     return g_variant_ref (self->pools_paths);
   if (strcmp (prop, "LeaseCount") == 0)
     return g_variant_new_uint32 (va_allocator_get_n_leases (self->alloc));
+  if (strcmp (prop, "MetricsFile") == 0)
+    return g_variant_new_string (self->metrics ? va_metrics_get_path (self->metrics) : "");
   g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
   return NULL;
 }
@@ -703,6 +866,8 @@ pool_props (const VaPoolStatus *st)
   g_variant_builder_add (&b, "{sv}", "Draining", g_variant_new_boolean (st->draining));
   g_variant_builder_add (&b, "{sv}", "VlanMethod", g_variant_new_string (st->vlan_method));
   g_variant_builder_add (&b, "{sv}", "Warning", g_variant_new_string (st->warning));
+  g_variant_builder_add (&b, "{sv}", "SoftwareSlots", g_variant_new_uint32 (st->software_slots));
+  g_variant_builder_add (&b, "{sv}", "SoftwareLeased", g_variant_new_uint32 (st->software_leased));
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
@@ -830,6 +995,8 @@ on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self
 static void
 on_pools_changed (VaAllocator *alloc, VaDbus *self)
 {
+  /* a reconcile (a software device served again) or a device change */
+  snapshot_invalidate (self);
   sync_pools (self, TRUE);
 }
 

@@ -65,6 +65,7 @@ va_event_full (const char *domain, GLogLevelFlags level, const char *message_id,
       ADD ("VA_MAC", lease->mac);
       ADD ("VA_VLAN", vlan);
       ADD ("VA_SLOT", lease->slot);
+      ADD ("VA_FORM", VA_LEASE_FORM (lease));
       if (lease->network && *lease->network)
         ADD ("VA_NETWORK", lease->network);
     }
@@ -121,9 +122,9 @@ on_pool_warning (VaAllocator *alloc, const char *pool, const char *warning, gpoi
 static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, gpointer user_data)
 {
-  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_ALLOCATE, lease, NULL, "allocated slot %s of pool %s to domain %s (%s) NIC %s, VLAN %u: %s",
+  va_event (G_LOG_LEVEL_MESSAGE, VA_EVENT_ALLOCATE, lease, NULL, "allocated slot %s of pool %s to domain %s (%s) NIC %s, VLAN %u: %s%s",
             lease->slot, lease->pool, lease->uuid, *lease->domain_name ? lease->domain_name : "unnamed", lease->mac, lease->vlan,
-            lease->chardev);
+            lease->chardev, lease->software ? " (a software device: the pool had no free hardware slot)" : "");
 }
 
 static void

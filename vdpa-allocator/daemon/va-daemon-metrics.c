@@ -161,6 +161,14 @@ va_metrics_free (VaMetrics *self)
   g_free (self);
 }
 
+const char *
+va_metrics_get_path (VaMetrics *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+
+  return self->path;
+}
+
 void
 va_metrics_allocation (VaMetrics *self, double seconds, const GError *error)
 {
@@ -194,6 +202,14 @@ label (GString *out, const char *name, const char *value, gboolean first)
       g_string_append_c (out, *p);
     }
   g_string_append_c (out, '"');
+}
+
+static void
+pf_labels (GString *out, const VaPfStatus *pf)
+{
+  label (out, "pool", pf->pool, TRUE);
+  label (out, "pf", pf->name, FALSE);
+  label (out, "pci", pf->pci, FALSE);
 }
 
 static void
@@ -289,7 +305,8 @@ va_metrics_render (VaMetrics *self)
   POOLS ("vdpa_allocator_pool_draining", "gauge", "1 while the pool is drained: no new allocations.", p->draining ? 1 : 0);
 #undef POOLS
 
-  /* leases by network (network="" for inline intent) and pool; broken ones by pool */
+  /* leases by network (network="" for inline intent), pool and form;
+   * broken ones by pool */
   by_network = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   broken = g_hash_table_new (g_str_hash, g_str_equal);
   for (guint i = 0; i < pools->len; i++)
@@ -297,21 +314,22 @@ va_metrics_render (VaMetrics *self)
   for (guint i = 0; i < leases->len; i++)
     {
       const VaLease *l = g_ptr_array_index (leases, i);
-      char *key = g_strdup_printf ("%s%c%s", l->network ? l->network : "", '\1', l->pool);
+      char *key = g_strdup_printf ("%s%c%s%c%s", l->network ? l->network : "", '\1', l->pool, '\1', VA_LEASE_FORM (l));
 
       g_hash_table_insert (by_network, key, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (by_network, key)) + 1));
       if (va_allocator_get_lease_broken (self->alloc, l->uuid, l->mac))
         g_hash_table_insert (broken, l->pool, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (broken, l->pool)) + 1));
     }
-  head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent) and pool.");
+  head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent), pool and form (hardware or software).");
   keys = g_list_sort (g_hash_table_get_keys (by_network), (GCompareFunc) strcmp);
   for (GList *k = keys; k; k = k->next)
     {
-      g_auto (GStrv) f = g_strsplit (k->data, "\1", 2);
+      g_auto (GStrv) f = g_strsplit (k->data, "\1", 3);
 
       g_string_append (out, "vdpa_allocator_leases{");
       label (out, "network", f[0], TRUE);
       label (out, "pool", f[1], FALSE);
+      label (out, "form", f[2], FALSE);
       g_string_append_printf (out, "} %u\n", GPOINTER_TO_UINT (g_hash_table_lookup (by_network, k->data)));
     }
   g_clear_pointer (&keys, g_list_free);
@@ -326,22 +344,35 @@ va_metrics_render (VaMetrics *self)
       const VaPfStatus *pf = g_ptr_array_index (pfs, i);
 
       g_string_append (out, "vdpa_allocator_pf_present{");
-      label (out, "pool", pf->pool, TRUE);
-      label (out, "pf", pf->name, FALSE);
-      label (out, "pci", pf->pci, FALSE);
+      pf_labels (out, pf);
       g_string_append_printf (out, "} %d\n", pf->present ? 1 : 0);
     }
-  head (out, "vdpa_allocator_pf_healthy", "gauge", "1 while the PF is present, its link up and prepared; reason says why not.");
+  head (out, "vdpa_allocator_pf_healthy", "gauge", "1 while the PF is present, its link up and prepared.");
   for (guint i = 0; i < pfs->len; i++)
     {
       const VaPfStatus *pf = g_ptr_array_index (pfs, i);
 
       g_string_append (out, "vdpa_allocator_pf_healthy{");
-      label (out, "pool", pf->pool, TRUE);
-      label (out, "pf", pf->name, FALSE);
-      label (out, "pci", pf->pci, FALSE);
-      label (out, "reason", pf->health_reason, FALSE);
+      pf_labels (out, pf);
       g_string_append_printf (out, "} %d\n", pf->healthy ? 1 : 0);
+    }
+  /* the reason as a state set (node_exporter's node_systemd_unit_state):
+   * a series for each of a fixed set of words, 1 on the current one, so
+   * the series stay the same when the reason or its wording changes; the
+   * words themselves are in the journal and vdpactl dev list */
+  head (out, "vdpa_allocator_pf_unhealthy_reason", "gauge",
+        "1 for the reason the PF takes no lease, 0 for the other reasons; all 0 while it is healthy.");
+  for (guint i = 0; i < pfs->len; i++)
+    {
+      const VaPfStatus *pf = g_ptr_array_index (pfs, i);
+
+      for (VaPfHealth code = VA_PF_HEALTH_OK + 1; code < VA_PF_HEALTH_LAST; code++)
+        {
+          g_string_append (out, "vdpa_allocator_pf_unhealthy_reason{");
+          pf_labels (out, pf);
+          label (out, "reason", va_pf_health_to_string (code), FALSE);
+          g_string_append_printf (out, "} %d\n", !pf->healthy && pf->health_code == code ? 1 : 0);
+        }
     }
 
   head (out, "vdpa_allocator_allocations_total", "counter", "Allocations that succeeded since the daemon started.");

@@ -20,6 +20,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (VaMetrics, va_metrics_free)
  * @error NULL: it succeeded, else why not. */
 void va_metrics_allocation (VaMetrics *self, double seconds, const GError *error);
 
+/* The file's path, @run_dir/metrics.prom (owned by @self). */
+const char *va_metrics_get_path (VaMetrics *self);
+
 /* The text the file holds now. */
 char *va_metrics_render (VaMetrics *self);
 

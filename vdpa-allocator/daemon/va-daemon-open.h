@@ -7,9 +7,9 @@
 
 G_BEGIN_DECLS
 
-/* The calls open to every local user (RewriteDomain, ListLeases), off
- * the main loop, which serves Allocate, Release and Claim for VM starts
- * and only admits and accounts here. Anyone may call these as often as it
+/* The calls open to every local user (RewriteDomain, ListLeases,
+ * ListDevices), off the main loop, which serves Allocate, Release and
+ * Claim for VM starts and only admits and accounts here. Anyone may call these as often as it
  * likes, so what a user can cost is bounded by its uid, not by its bus
  * connections:
  *

@@ -24,6 +24,7 @@
 #include "va-bus.h"
 #include "va-daemon-dbus.h"
 #include "va-error.h"
+#include "va-software.h"
 #include "va-daemon-events.h"
 #include "va-ids.h"
 #include "va-daemon-metrics.h"
@@ -39,9 +40,25 @@ typedef struct
   VaMetrics *metrics;
   VaDbus *dbus;
   VaDaemonSwapBack *swap_back; /* or NULL before the bus */
+  char *backend_chosen;        /* the [simulate] settings the backend was made from (backend_words()) */
   int lock_fd;
   int exit_code;
 } Daemon;
+
+/* The backend a configuration asks for, in words: the kernel's, or the
+ * simulated NIC with its [simulate] keys. The backend is made once, at
+ * start: a reload that asks another one can only say so. */
+static char *
+backend_words (const VaConfig *config)
+{
+  g_autofree char *down = NULL;
+
+  if (!config->simulate)
+    return g_strdup ("the kernel backend (no [simulate] group)");
+  down = config->sim_unhealthy ? g_strjoinv (",", config->sim_unhealthy) : NULL;
+  return g_strdup_printf ("the simulated NIC ([simulate] pfs=%u vfs=%u numa-nodes=%u%s%s)", config->sim_pfs, config->sim_vfs,
+                          config->sim_numa_nodes, down ? " unhealthy-pfs=" : "", down ? down : "");
+}
 
 /* Everything the daemon holds, on every way out: the adapter first (it
  * holds the swap helpers, the metrics and the allocator), the allocator
@@ -56,6 +73,7 @@ daemon_clear (Daemon *d)
   g_clear_pointer (&d->loop, g_main_loop_unref);
   g_clear_pointer (&d->config, va_config_free);
   g_clear_pointer (&d->config_dir, g_free);
+  g_clear_pointer (&d->backend_chosen, g_free);
   if (d->lock_fd >= 0)
     close (d->lock_fd);
   d->lock_fd = -1;
@@ -240,6 +258,16 @@ on_hup (gpointer user_data)
   if (d->swap_back)
     va_daemon_swap_back_set_timeout (d->swap_back, config->swap_back_timeout_s);
   {
+    g_autofree char *asked = backend_words (config);
+
+    /* said, not silently ignored: the pools and networks are reloaded,
+     * the NIC under them is the one the daemon started with */
+    if (g_strcmp0 (asked, d->backend_chosen) != 0)
+      g_warning ("the configuration now asks for %s, but this daemon runs %s, chosen at start: restart vdpa-allocatord to "
+                 "change it; the pools and networks are reloaded on the running one",
+                 asked, d->backend_chosen);
+  }
+  {
     char pools[16], networks[16];
     const char *fields[] = { "VA_CONFIG_DIR", d->config_dir, "VA_POOLS", pools, "VA_NETWORKS", networks, NULL };
 
@@ -344,8 +372,10 @@ print_check (const VaConfig *config, const char *dir)
   for (guint i = 0; i < config->pools->len; i++)
     {
       const VaPoolConfig *p = g_ptr_array_index (config->pools, i);
-      g_print ("  pool %s: vfs=%u eswitch=%s vlan-method=%s max-vqp=%u\n", p->name, p->vfs, va_eswitch_mode_to_string (p->eswitch),
-               va_vlan_method_to_string (p->vlan_method), p->max_vqp);
+      g_print ("  pool %s: vfs=%u eswitch=%s vlan-method=%s max-vqp=%u software-slots=%u\n", p->name, p->vfs,
+               va_eswitch_mode_to_string (p->eswitch), va_vlan_method_to_string (p->vlan_method), p->max_vqp, p->software_slots);
+      if (p->software_slots && !config->simulate && va_software_unavailable ())
+        g_print ("  pool %s: note: %s\n", p->name, va_software_unavailable ());
     }
   for (guint i = 0; i < config->networks->len; i++)
     {
@@ -375,7 +405,8 @@ va_daemon_main (int argc, char **argv)
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_dir, "Configuration directory (default " VA_SYSCONFDIR "/vdpa-allocator)", "DIR" },
     { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &state_arg, "Durable state (default " VA_LOCALSTATEDIR "/lib/vdpa-allocator)", "DIR" },
-    { "run-dir", 0, 0, G_OPTION_ARG_FILENAME, &run_arg, "Run directory for port links (default /run/vdpa-allocator)", "DIR" },
+    { "run-dir", 0, 0, G_OPTION_ARG_FILENAME, &run_arg, "Run directory for port links and the metrics (default /run/vdpa-allocator)",
+      "DIR" },
     { "check-config", 0, 0, G_OPTION_ARG_NONE, &check_config, "Validate the configuration, print a summary and exit", NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL },
     { NULL },
@@ -437,6 +468,7 @@ va_daemon_main (int argc, char **argv)
   if (d.lock_fd < 0)
     goto fail;
 
+  d.backend_chosen = backend_words (d.config);
   if (d.config->simulate)
     {
       g_message ("simulating a ConnectX-6 Dx: %u PF(s) x %u VF(s) on %u NUMA node(s); no hardware is touched", d.config->sim_pfs,

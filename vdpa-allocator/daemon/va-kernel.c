@@ -98,8 +98,16 @@ kernel_vf_set (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gb
   return flags ? va_nl_vf_set (pf, vf, mac, vlan, TRUE, FALSE, error) : va_nl_vf_set_mac_vlan (pf, vf, mac, vlan, error);
 }
 
-static const VaKernelDevlink kernel_devlink
-  = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs, va_nl_vf_get, kernel_vf_set, va_nl_vf_set_flags };
+static gboolean
+kernel_vf_unbind (const char *vf, GError **error)
+{
+  g_autofree char *path = g_strdup_printf ("/sys/bus/pci/devices/%s/driver/unbind", vf);
+
+  return va_sysfs_write (path, vf, error);
+}
+
+static const VaKernelDevlink kernel_devlink = { va_nl_eswitch_get, va_nl_eswitch_set, va_nl_devlink_ports, va_nl_vdpa_mgmtdevs,
+                                                va_nl_vf_get,      kernel_vf_set,     va_nl_vf_set_flags,  kernel_vf_unbind };
 static const VaKernelDevlink *devlink = &kernel_devlink;
 
 void
@@ -551,28 +559,56 @@ read_pf (struct udev *udev, struct udev_device *d, const VaKernelModel *model, P
    * VLAN on; its link is set up by prepare_pf (libvirt refuses a VF of a
    * PF that is not up) */
   if (!pf->totalvfs)
-    pf->sriov_reason = g_strdup ("no SR-IOV: sriov_totalvfs is 0");
+    {
+      pf->sriov_code = VA_PF_HEALTH_NO_SRIOV;
+      pf->sriov_reason = g_strdup ("no SR-IOV: sriov_totalvfs is 0");
+    }
   else if (!pf->netdev)
-    pf->sriov_reason = g_strdup ("no netdev: no driver bound to the PF");
+    {
+      pf->sriov_code = VA_PF_HEALTH_NO_NETDEV;
+      pf->sriov_reason = g_strdup ("no netdev: no driver bound to the PF");
+    }
   else if (pf->admin_up && (g_strcmp0 (pf->operstate, "up") != 0 || !pf->carrier))
-    pf->sriov_reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
-                                        pf->carrier ? "on" : "off");
+    {
+      pf->sriov_code = VA_PF_HEALTH_LINK_DOWN;
+      pf->sriov_reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev,
+                                          pf->operstate ? pf->operstate : "unknown", pf->carrier ? "on" : "off");
+    }
   else if (!pf->admin_up)
-    pf->sriov_reason = g_strdup_printf ("link down on %s (administratively down)", pf->netdev);
+    {
+      pf->sriov_code = VA_PF_HEALTH_LINK_DOWN;
+      pf->sriov_reason = g_strdup_printf ("link down on %s (administratively down)", pf->netdev);
+    }
 
   if (model == &sriov_model)
-    pf->reason = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason
+        = g_strdup_printf ("%04x:%04x is no ConnectX and cannot carry vDPA: only kind=sriov pools take it", pf->vendor, pf->device);
+    }
   else if (model == &mlx_other_model)
-    pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason = g_strdup_printf ("15b3:%04x is no ConnectX model known to carry vDPA: only kind=sriov pools take it", pf->device);
+    }
   else if (!model->vdpa)
-    pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks", model->name,
-                                  model->device, model->name);
+    {
+      pf->code = VA_PF_HEALTH_UNSUPPORTED;
+      pf->reason = g_strdup_printf ("%s (15b3:%04x) cannot carry vDPA: mlx5_vdpa needs the virtio queue object, which %s lacks",
+                                    model->name, model->device, model->name);
+    }
   else if (!pf->netdev)
-    pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
+    {
+      pf->code = VA_PF_HEALTH_NO_NETDEV;
+      pf->reason = g_strdup (sim ? "no netdev" : "no netdev: mlx5_core is not bound to the PF");
+    }
   /* netdevsim reports no link state: operstate unknown, carrier on */
   else if ((g_strcmp0 (pf->operstate, "up") != 0 && !(sim && g_strcmp0 (pf->operstate, "unknown") == 0)) || !pf->carrier)
-    pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
-                                  pf->carrier ? "on" : "off");
+    {
+      pf->code = VA_PF_HEALTH_LINK_DOWN;
+      pf->reason = g_strdup_printf ("link down on %s (operstate %s, carrier %s)", pf->netdev, pf->operstate ? pf->operstate : "unknown",
+                                    pf->carrier ? "on" : "off");
+    }
   return g_steal_pointer (&pf);
 }
 
@@ -882,6 +918,37 @@ va_kernel_pci_driver (const char *pci)
   link = g_strdup_printf ("%s/%s/driver", devs, pci);
   target = g_file_read_link (link, NULL);
   return target ? g_path_get_basename (target) : NULL;
+}
+
+int
+va_kernel_vf_ifindex (const VaKernelPf *pf, const VaKernelVf *vf)
+{
+  g_autofree char *parent = NULL;
+  g_autofree char *path = NULL;
+  gint64 ifindex = 0;
+
+  g_return_val_if_fail (pf != NULL && vf != NULL, 0);
+
+  if (!vf->netdev)
+    return 0;
+  parent = g_path_get_dirname (pf->syspath);
+  path = g_build_filename (parent, vf->pci, "net", vf->netdev, "ifindex", NULL);
+  return va_sysfs_read_int (path, &ifindex, NULL) && ifindex > 0 ? (int) ifindex : 0;
+}
+
+gboolean
+va_kernel_vf_unbind (const char *vf, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  g_return_val_if_fail (vf != NULL, FALSE);
+
+  if (!devlink->vf_unbind (vf, &local))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "VF %s: unbinding its host driver: %s", vf, local->message);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean

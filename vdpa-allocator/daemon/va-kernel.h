@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "va-pf-health.h"
+
 G_BEGIN_DECLS
 
 /* What the kernel shows of ConnectX NICs (libudev, sysfs), and the sysfs
@@ -39,6 +41,9 @@ typedef struct
   gboolean (*vf_get) (const char *pf, guint32 vf, guint8 mac[6], guint16 *vlan, GError **error);
   gboolean (*vf_set) (const char *pf, guint32 vf, const guint8 mac[6], guint16 vlan, gboolean flags, GError **error);
   gboolean (*vf_set_flags) (const char *pf, guint32 vf, gboolean spoofchk, gboolean trust, GError **error);
+  /* and a VF's host driver let go (sysfs driver/unbind), which a testbed
+   * cannot carry out by itself */
+  gboolean (*vf_unbind) (const char *vf, GError **error);
 } VaKernelDevlink;
 
 /* NULL: back to va-netlink.c's. */
@@ -75,9 +80,11 @@ typedef struct
   gboolean admin_up;       /* the uplink's IFF_UP */
   guint numvfs;
   guint totalvfs;
-  GPtrArray *vfs;     /* VaKernelVf*, by index */
-  char *reason;       /* why the PF cannot serve a kind=vdpa pool; NULL when it can */
-  char *sriov_reason; /* why it cannot serve a kind=sriov pool (VFs passed through); NULL when it can */
+  GPtrArray *vfs;        /* VaKernelVf*, by index */
+  char *reason;          /* why the PF cannot serve a kind=vdpa pool; NULL when it can */
+  char *sriov_reason;    /* why it cannot serve a kind=sriov pool (VFs passed through); NULL when it can */
+  VaPfHealth code;       /* reason as a fixed word; OK when NULL */
+  VaPfHealth sriov_code; /* sriov_reason as a fixed word */
 } VaKernelPf;
 
 void va_kernel_pf_free (VaKernelPf *pf);
@@ -148,6 +155,12 @@ gboolean va_kernel_set_vf_autoprobe (const VaKernelPf *pf, gboolean on, GError *
 /* The driver PCI device @pci (a VF) is bound to ("vfio-pci", "igbvf",
  * "mlx5_core"), or NULL when none is. */
 char *va_kernel_pci_driver (const char *pci);
+/* The ifindex of VF @vf's own netdev (one binding of mlx5_core: a new bind
+ * makes a new netdev, with a new ifindex); 0 when it has none. */
+int va_kernel_vf_ifindex (const VaKernelPf *pf, const VaKernelVf *vf);
+/* Unbinds VF @vf from its host driver (with the PF's
+ * sriov_drivers_autoprobe 0 it then stays on none). */
+gboolean va_kernel_vf_unbind (const char *vf, GError **error);
 /* The name of a vdpa device whose parent is the VF at @vf_syspath, or NULL. */
 char *va_kernel_vf_vdpa_device (const char *vf_syspath);
 

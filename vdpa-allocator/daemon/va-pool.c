@@ -437,6 +437,25 @@ va_pools_get_network_leases (const VaPools *self, const char *network)
   return network ? GPOINTER_TO_UINT (g_hash_table_lookup (self->network_leases, network)) : 0;
 }
 
+gboolean
+va_pools_check_quota (const VaPools *self, const char *network, guint others, const char *pool, GError **error)
+{
+  guint quota;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+
+  if (!network || !*network)
+    return TRUE;
+  quota = GPOINTER_TO_UINT (g_hash_table_lookup (self->quotas, network));
+  if (quota > 0 && (guint64) va_pools_get_network_leases (self, network) + others >= quota)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "network %s has reached its quota of %u leases in pool %s", network, quota,
+                   pool);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static void
 network_leases_add (VaPools *self, const char *network, int delta)
 {
@@ -653,7 +672,6 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
   VaSlot *slot;
   Pool *pool;
   Pf *pf;
-  guint quota;
 
   g_return_val_if_fail (self != NULL, NULL);
   g_return_val_if_fail (request != NULL, NULL);
@@ -683,13 +701,8 @@ va_pools_allocate (VaPools *self, const VaPoolRequest *request, gboolean *existe
                    pool->name, pool->name);
       return NULL;
     }
-  quota = network ? GPOINTER_TO_UINT (g_hash_table_lookup (self->quotas, network)) : 0;
-  if (quota > 0 && va_pools_get_network_leases (self, network) >= quota)
-    {
-      g_set_error (error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED, "network %s has reached its quota of %u leases in pool %s", network, quota,
-                   pool->name);
-      return NULL;
-    }
+  if (!va_pools_check_quota (self, network, request->network_others, pool->name, error))
+    return NULL;
 
   if (request->slot)
     return take_slot (self, pool, request, network, error);

@@ -13,8 +13,10 @@ G_BEGIN_DECLS
  * the key (domain UUID, MAC) to one slot. The policy for a new lease:
  *  1. the pool must exist (VA_ERROR_NO_SUCH_POOL) and not be draining
  *     (VA_ERROR_BUSY);
- *  2. the network's quota, when set, must not be reached
- *     (VA_ERROR_POOL_EXHAUSTED, so "auto" networks fall back to virtio);
+ *  2. the network's quota, when set, must not be reached by its slots'
+ *     leases and the others it holds (software devices, which hold no
+ *     slot) (VA_ERROR_POOL_EXHAUSTED, so "auto" networks fall back to
+ *     virtio);
  *  3. unhealthy PFs are skipped;
  *  4. when a NUMA node is requested and one of its healthy PFs has a free
  *     slot, only PFs on that node are considered, else all healthy PFs;
@@ -55,8 +57,9 @@ typedef struct
   const char *uuid;
   const char *mac;
   const char *pool;
-  const char *network; /* NULL or "": inline intent, no quota applies */
-  int numa_node;       /* < 0: no preference */
+  const char *network;  /* NULL or "": inline intent, no quota applies */
+  guint network_others; /* leases on @network that hold no slot (software devices), for its quota */
+  int numa_node;        /* < 0: no preference */
   /* NULL: the policy picks. Else exactly this slot, or an error: one that
    * libvirt chose already (a VF of a kind=sriov pool's hostdev network).
    * It must be in @pool (VA_ERROR_INVALID_ARGUMENT), free
@@ -103,6 +106,11 @@ gboolean va_pools_get_draining (const VaPools *self, const char *pool);
 /* At most @quota leases on @network; 0 removes the quota. */
 void va_pools_set_network_quota (VaPools *self, const char *network, guint quota);
 guint va_pools_get_network_leases (const VaPools *self, const char *network);
+/* The quota rule (2. above), the one home of it: @network (NULL or "":
+ * none) may take one more lease in @pool while its slots' leases and
+ * @others (its leases that hold no slot: software devices) are below its
+ * quota; else VA_ERROR_POOL_EXHAUSTED. */
+gboolean va_pools_check_quota (const VaPools *self, const char *network, guint others, const char *pool, GError **error);
 
 gboolean va_pools_get_counts (const VaPools *self, const char *pool, VaPoolCounts *counts, GError **error);
 

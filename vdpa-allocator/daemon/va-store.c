@@ -70,9 +70,12 @@ static const VaStoreMigration migrations[] = {
        "  SELECT id, uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, 'vdpa' FROM leases;"
        "DROP TABLE leases;"
        "ALTER TABLE leases_v2 RENAME TO leases;" },
+  /* form software (issue 28): a VDUSE device and our relay; kind vdpa only */
+  { 3, "ALTER TABLE leases ADD COLUMN form TEXT NOT NULL DEFAULT 'hardware'"
+       "  CHECK (form = 'hardware' OR (form = 'software' AND kind = 'vdpa'));" },
 };
 
-#define LEASE_COLUMNS "uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, kind"
+#define LEASE_COLUMNS "uuid, domain_name, mac, network, pool, slot, device, chardev, port, vlan, queues, created, kind, form"
 
 typedef enum
 {
@@ -200,6 +203,11 @@ lease_from_row (sqlite3_stmt *stmt, int col)
   {
     const unsigned char *kind = sqlite3_column_text (stmt, col);
     lease->sriov = kind && strcmp ((const char *) kind, "sriov") == 0;
+  }
+  col++;
+  {
+    const unsigned char *form = sqlite3_column_text (stmt, col);
+    lease->software = form && strcmp ((const char *) form, "software") == 0;
   }
   return lease;
 }
@@ -454,7 +462,7 @@ va_store_open_with_migrations (const char *dir, const VaStoreMigration *steps, g
   if (self->schema_version >= 1)
     {
       self->insert = prepare (self,
-                              "INSERT INTO leases (" LEASE_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+                              "INSERT INTO leases (" LEASE_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
                               "ON CONFLICT (uuid, mac) DO NOTHING",
                               error);
       if (!self->insert)
@@ -663,6 +671,7 @@ bind_lease (sqlite3_stmt *stmt, const VaLease *l)
   sqlite3_bind_int (stmt, i++, l->queues);
   sqlite3_bind_int64 (stmt, i++, l->created);
   sqlite3_bind_text (stmt, i++, VA_LEASE_KIND (l), -1, SQLITE_STATIC);
+  sqlite3_bind_text (stmt, i++, VA_LEASE_FORM (l), -1, SQLITE_STATIC);
 }
 
 /* Steps a prepared write statement once; resets it either way. */

@@ -24,7 +24,7 @@ G_BEGIN_DECLS
 #define VA_STORE_FILE_NAME "leases.db"
 /* The schema this build writes. A database at a lower version is upgraded
  * on open; one at a higher version is refused. */
-#define VA_STORE_SCHEMA_VERSION 2
+#define VA_STORE_SCHEMA_VERSION 3
 
 /* A lease's bounds are va-ids' (common/va-lease.h), enforced before it
  * reaches SQLite and again by CHECK constraints in the schema. */

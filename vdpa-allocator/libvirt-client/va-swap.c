@@ -11,9 +11,12 @@
 
 #include "va-swap.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "va-client.h"
 #include "va-error.h"
@@ -187,12 +190,62 @@ rewritten (VaLibvirt *lv, VaForm form, GError **error)
   return va_domain_parse (out, -1, error);
 }
 
+/* libvirt dropped the connection (libvirtd restarted or crashed): a new
+ * one to the same URI and domain, tried for @timeout seconds. */
+static gboolean
+reconnect (VaLibvirt *lv, double timeout)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) (timeout * G_USEC_PER_SEC);
+  char uuid[VIR_UUID_STRING_BUFLEN];
+
+  if (virDomainGetUUIDString (lv->dom, uuid) < 0)
+    return FALSE;
+  for (;;)
+    {
+      g_autoptr (VaLibvirt) fresh = va_libvirt_open (lv->uri, FALSE, NULL);
+
+      if (fresh && va_libvirt_lookup (fresh, uuid, NULL))
+        {
+          virConnectPtr conn = lv->conn;
+          virDomainPtr dom = lv->dom;
+
+          lv->conn = fresh->conn;
+          lv->dom = fresh->dom;
+          fresh->conn = conn; /* closed with @fresh */
+          fresh->dom = dom;
+          va_swap_progress ("libvirt answers again");
+          return TRUE;
+        }
+      if (g_get_monotonic_time () > deadline)
+        return FALSE;
+      g_usleep (200 * 1000);
+    }
+}
+
+/* Tests only (tests/libvirt/test_hook_libvirt.py): with
+ * VDPA_ALLOCATOR_TEST_PAUSE_AFTER_UNPLUG naming a FIFO, a swap waits
+ * between a NIC's unplug and its plug until a byte is written there, so
+ * that a test can stop libvirtd at that point and nowhere else. */
+static void
+test_pause_after_unplug (void)
+{
+  const char *fifo = g_getenv ("VDPA_ALLOCATOR_TEST_PAUSE_AFTER_UNPLUG");
+  char c;
+  int fd;
+
+  if (!fifo || !*fifo || (fd = open (fifo, O_RDONLY | O_CLOEXEC)) < 0)
+    return;
+  while (read (fd, &c, 1) < 0 && errno == EINTR)
+    ;
+  close (fd);
+}
+
 /* Polls the live XML until the interface with @mac is gone (libvirt
  * removes it on QEMU's DEVICE_DELETED, once the guest let go). Not through
  * va_domain_parse(): a metadata NIC without its interface is an error
  * there. libvirt writes <mac address='...'/> just so. */
 static gboolean
-wait_unplugged (VaLibvirt *lv, const char *mac, double timeout, GError **error)
+wait_unplugged (VaLibvirt *lv, const char *mac, double timeout, gboolean *gone, GError **error)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) (timeout * G_USEC_PER_SEC);
   g_autofree char *needle = g_strdup_printf ("<mac address='%s'/>", mac);
@@ -203,6 +256,17 @@ wait_unplugged (VaLibvirt *lv, const char *mac, double timeout, GError **error)
 
       if (xml && !strstr (xml, needle))
         return TRUE;
+      if (!xml && virConnectIsAlive (lv->conn) != 1
+          && !reconnect (lv, MAX (0, deadline - g_get_monotonic_time ()) / (double) G_USEC_PER_SEC))
+        {
+          /* QEMU may have ejected it since: a restarted libvirtd drops it */
+          *gone = TRUE;
+          g_set_error (error, VA_ERROR, VA_ERROR_UNREACHABLE,
+                       "libvirt stopped answering while the guest was to eject NIC %s, and did not come back within %.0f s: the "
+                       "NIC may be unplugged",
+                       mac, timeout);
+          return FALSE;
+        }
       if (g_get_monotonic_time () > deadline)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_BUSY,
@@ -282,23 +346,44 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
       g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the unplug: %s", virGetLastErrorMessage ());
       return FALSE;
     }
-  if (!wait_unplugged (lv, mac, unplug_timeout (), error))
-    return FALSE; /* still plugged in its old form */
+  if (!wait_unplugged (lv, mac, unplug_timeout (), &n->lost, error))
+    return FALSE; /* still plugged in its old form, unless libvirt went */
   t1 = g_get_monotonic_time ();
   n->unplug_s = (t1 - t0) / (double) G_USEC_PER_SEC;
   va_swap_progress ("NIC %s: the guest let go after %.1f s; plugging the other form", mac, n->unplug_s);
+  test_pause_after_unplug ();
   if (virDomainAttachDeviceFlags (lv->dom, new, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
-
+      g_autofree char *again = NULL;
       g_autoptr (GError) vlan_error = NULL;
 
-      if (virDomainAttachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
-        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the new form (%s), and the old one again: %s; the NIC is unplugged",
-                     msg, virGetLastErrorMessage ());
+      /* libvirtd restarted or crashed between the unplug and the plug:
+       * the old form goes back through the next one */
+      if (virConnectIsAlive (lv->conn) != 1)
+        {
+          g_autofree char *was = g_steal_pointer (&msg);
+
+          msg = g_strdup_printf ("libvirt went between the unplug and the plug: %s", was);
+          if (!reconnect (lv, unplug_timeout ()))
+            again = g_strdup_printf ("libvirt did not come back within %.0f s", unplug_timeout ());
+        }
+      if (again)
+        ;
+      else if (virDomainAttachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
+        again = g_strdup (virGetLastErrorMessage ());
+      if (again)
+        {
+          n->lost = TRUE;
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED,
+                       "libvirt refused the new form (%s), and the old one again: %s; the NIC is unplugged", msg, again);
+        }
       else if (!apply_vlan (lv, mac, &vlan_error))
-        g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was, but %s", msg,
-                     vlan_error->message);
+        {
+          n->lost = TRUE;
+          g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was, but %s", msg,
+                       vlan_error->message);
+        }
       else
         g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused the plug (%s); the NIC was plugged again as it was", msg);
       n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
@@ -306,10 +391,109 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
       return FALSE;
     }
   if (!apply_vlan (lv, mac, error))
-    return FALSE;
+    {
+      n->lost = TRUE; /* unplugged again: it must not be on another VLAN */
+      return FALSE;
+    }
   n->plug_s = (g_get_monotonic_time () - t1) / (double) G_USEC_PER_SEC;
   n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
   va_swap_progress ("NIC %s: plugged, %.1f s without it", mac, n->offline_s);
+  announce (lv);
+  return TRUE;
+}
+
+/* @n's NIC is in no form: the swap unplugged it and no plug followed
+ * (libvirt failed in between). Its lease is given back (no device of it is
+ * plugged; a swap to the accelerated form takes a fresh one), and it is
+ * marked swap-back-outcome="lost" in the live metadata, where
+ * va_swap_replug_lost() finds it. */
+static void
+mark_lost (VaLibvirt *lv, VaSwapNic *n, const char *uuid, const char *why)
+{
+  g_autoptr (GError) rel_error = NULL;
+  g_autoptr (GError) mark_error = NULL;
+
+  n->outcome = "lost";
+  va_swap_note (n, "lost: unplugged from the running guest and not plugged back (%s)", why);
+  if (va_client_release (CLIENT, uuid, n->mac, &rel_error))
+    va_swap_note (n, "its lease was released");
+  else if (!g_error_matches (rel_error, VA_ERROR, VA_ERROR_NOT_FOUND))
+    va_swap_note (n, "its lease was not released (%s)", rel_error->message);
+  if (virConnectIsAlive (lv->conn) == 1 && va_swap_set_marker (lv, n->mac, TRUE, "lost", &mark_error))
+    n->lost_marked = TRUE;
+  else
+    va_swap_note (n, "not marked lost in the live metadata (%s)", mark_error ? mark_error->message : "libvirt does not answer");
+}
+
+gboolean
+va_swap_replug_lost (VaLibvirt *lv, GHashTable *replugged, GError **error)
+{
+  g_autofree char *meta = virDomainGetMetadata (lv->dom, VIR_DOMAIN_METADATA_ELEMENT, VA_XML_NS, VIR_DOMAIN_AFFECT_LIVE);
+  g_autofree char *live = NULL, *persistent = NULL, *port = NULL;
+  g_autoptr (VaDomain) port_dom = NULL;
+  g_auto (GStrv) lost = NULL;
+
+  g_return_val_if_fail (lv != NULL && replugged != NULL, FALSE);
+
+  /* cheap before the parse: most domains have lost nothing */
+  if (!meta || !strstr (meta, "lost"))
+    return TRUE;
+  if (!(lost = va_metadata_lost_macs (meta, error)))
+    return FALSE;
+  if (!lost[0])
+    return TRUE;
+  if (!(live = virDomainGetXMLDesc (lv->dom, 0)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "reading the live domain XML: %s", virGetLastErrorMessage ());
+      return FALSE;
+    }
+  if (virDomainIsPersistent (lv->dom) != 1 || !(persistent = virDomainGetXMLDesc (lv->dom, VIR_DOMAIN_XML_INACTIVE)))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED,
+                   "NIC %s, lost in an earlier swap, cannot be plugged back: the domain has no persistent definition to take it from "
+                   "(virsh attach-interface --live)",
+                   lost[0]);
+      return FALSE;
+    }
+  if (!(port = va_client_rewrite_domain (CLIENT, persistent, va_form_to_string (VA_FORM_PORTABLE), NULL, error))
+      || !(port_dom = va_domain_parse (port, -1, error)))
+    {
+      g_prefix_error (error, "plugging back NIC %s, lost in an earlier swap: the persistent definition: ", lost[0]);
+      return FALSE;
+    }
+  for (guint i = 0; lost[i]; i++)
+    {
+      g_autofree char *needle = g_strdup_printf ("<mac address='%s'/>", lost[i]);
+      g_autofree char *iface = NULL;
+      g_autoptr (GError) local = NULL;
+
+      /* someone plugged it back by hand: only the mark goes */
+      if (!strstr (live, needle))
+        {
+          if (!(iface = va_domain_interface_xml (port_dom, lost[i], error)))
+            {
+              g_prefix_error (error, "plugging back NIC %s, lost in an earlier swap: ", lost[i]);
+              return FALSE;
+            }
+          if (virDomainAttachDeviceFlags (lv->dom, iface, VIR_DOMAIN_AFFECT_LIVE) < 0)
+            {
+              g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "plugging back NIC %s, lost in an earlier swap: libvirt refused: %s", lost[i],
+                           virGetLastErrorMessage ());
+              return FALSE;
+            }
+          if (!apply_vlan (lv, lost[i], error))
+            {
+              g_prefix_error (error, "plugging back NIC %s, lost in an earlier swap: ", lost[i]);
+              return FALSE;
+            }
+          va_swap_progress ("NIC %s: plugged back in its portable form (lost in an earlier swap)", lost[i]);
+          g_hash_table_add (replugged, g_strdup (lost[i]));
+        }
+      /* portable now, and to be accelerated as the swap that lost it was
+       * to end, here or by the daemon's resume */
+      if (!va_swap_set_marker (lv, lost[i], TRUE, NULL, &local))
+        g_warning ("NIC %s: plugged back, but still marked lost: %s", lost[i], local->message);
+    }
   announce (lv);
   return TRUE;
 }
@@ -369,6 +553,8 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
         return FALSE;
       if (!swap_iface (lv, nic->mac, old, new, n, error))
         {
+          if (n->lost)
+            mark_lost (lv, n, uuid, (*error)->message);
           g_prefix_error (error, "NIC %s: ", nic->mac);
           return FALSE;
         }
@@ -421,8 +607,13 @@ swap_to_vf (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, Va
   if (!swap_iface (lv, nic->mac, old, new, n, &nic_error))
     {
       /* libvirt's words: no free VF in the network is among them */
-      n->outcome = "refused";
-      va_swap_note (n, "stays portable: %s", nic_error->message);
+      if (n->lost)
+        mark_lost (lv, n, uuid, nic_error->message);
+      else
+        {
+          n->outcome = "refused";
+          va_swap_note (n, "stays portable: %s", nic_error->message);
+        }
       return TRUE;
     }
   if ((now = va_swap_live_domain (lv, &nic_error)))
@@ -457,6 +648,8 @@ swap_to_vf (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, Va
   plugged_xml = now ? va_domain_interface_xml (now, nic->mac, NULL) : NULL;
   if (plugged_xml && swap_iface (lv, nic->mac, plugged_xml, old, n, &back_error))
     va_swap_note (n, "stays portable: the daemon refused the VF libvirt chose (%s)", nic_error->message);
+  else if (n->lost)
+    mark_lost (lv, n, uuid, back_error->message);
   else
     {
       n->after = VA_FORM_ACCELERATED;
@@ -475,14 +668,33 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
 {
   g_autoptr (VaDomain) live = NULL, accel = NULL;
   g_autoptr (GError) local = NULL;
+  g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   char uuid[VIR_UUID_STRING_BUFLEN];
   GPtrArray *nics, *wanted;
+  gboolean shared;
 
-  if (!(live = va_swap_live_domain (lv, error)))
+  /* a NIC an earlier swap lost is plugged back first, and swapped on
+   * with the others */
+  if (!va_swap_replug_lost (lv, replugged, error) || !(live = va_swap_live_domain (lv, error)))
     return FALSE;
+  /* a running guest's memory stays as it started: without shared,
+   * file-backed memory a software device's relay would reach none of it */
+  shared = va_domain_memory_is_shared (live);
   nics = va_domain_get_nics (live);
   for (guint i = 0; i < nics->len; i++)
-    va_swap_nic (report, g_ptr_array_index (nics, i));
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      VaSwapNic *n = va_swap_nic (report, nic);
+
+      if (g_hash_table_contains (replugged, nic->mac))
+        {
+          /* lost by this very operation (a roll back's replug): no more */
+          n->lost = n->lost_marked = FALSE;
+          va_swap_note (n, "plugged back in its portable form (lost in an earlier swap)");
+          if (only)
+            g_hash_table_add (only, g_strdup (nic->mac));
+        }
+    }
   virDomainGetUUIDString (lv->dom, uuid);
   if (!domain_running (lv, &local) || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
     {
@@ -527,6 +739,14 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           n->outcome = "refused";
           continue;
         }
+      /* the failover standby and its VF go in at start; a live plug of
+       * the pair is the daemon's, not yet written (issue 27, point 5) */
+      if (want->failover)
+        {
+          va_swap_note (n, "stays portable: its network asks for failover, whose standby a start brings (no live swap to it yet)");
+          n->outcome = "refused";
+          continue;
+        }
       if (want->accel_kind == VA_POOL_KIND_SRIOV)
         {
           if (!swap_to_vf (lv, live, accel, nic, n, uuid, error))
@@ -537,10 +757,17 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       req.domain_name = virDomainGetName (lv->dom);
       req.mac = nic->mac;
       req.network = nic->network;
+      req.form = va_client_alloc_form (NULL, nic, shared);
       lease = va_client_allocate (CLIENT, &req, &nic_error);
       if (!lease)
         {
-          va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
+          if (req.form && g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED))
+            va_swap_note (n,
+                          "stays portable: hardware only, as the running domain's memory is not shared and file-backed, which a software "
+                          "vDPA device needs (%s)",
+                          nic_error->message);
+          else
+            va_swap_note (n, "stays portable: no lease (%s)", nic_error->message);
           n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room"
                        : g_error_matches (nic_error, VA_ERROR, VA_ERROR_TRY_AGAIN)    ? "busy"
                                                                                       : "refused";
@@ -554,6 +781,11 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           n->after = VA_FORM_ACCELERATED;
           if (nic->swap_back)
             mark_swap_back (lv, n, FALSE);
+          continue;
+        }
+      if (n->lost)
+        {
+          mark_lost (lv, n, uuid, nic_error->message);
           continue;
         }
       {
@@ -575,16 +807,19 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
 void
 va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics)
 {
-  g_autoptr (GHashTable) only = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GError) error = NULL;
+  gboolean lost = FALSE;
 
   for (guint i = 0; i < nics->len; i++)
     {
       VaSwapNic *n = g_ptr_array_index (nics, i);
       if (n->path == VA_SWAP_PATH_SWAP && n->after == VA_FORM_PORTABLE)
-        g_hash_table_add (only, n->mac);
+        g_hash_table_add (only, g_strdup (n->mac));
+      /* plugged back (and so in @only) where it was marked */
+      lost = lost || n->lost_marked;
     }
-  if (g_hash_table_size (only) == 0 || virDomainIsActive (lv->dom) != 1)
+  if ((g_hash_table_size (only) == 0 && !lost) || virDomainIsActive (lv->dom) != 1)
     return;
   if (!va_swap_to_accelerated (lv, nics, only, &error))
     for (guint i = 0; i < nics->len; i++)

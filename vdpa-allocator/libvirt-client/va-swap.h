@@ -34,6 +34,10 @@ typedef struct
   /* va_swap_to_accelerated(): why it stays portable, as swap-back-outcome
    * spells it ("no-room", "refused"), or NULL */
   const char *outcome;
+  /* the swap unplugged it and no plug followed (libvirt failed between):
+   * the guest runs without it (outcome "lost") */
+  gboolean lost;
+  gboolean lost_marked; /* and swap-back-outcome="lost" is in the live metadata */
   /* vdpactl migrate: the NIC on the destination, as its live XML shows it
    * after the migration */
   gboolean dest_known;
@@ -68,11 +72,18 @@ VaDomain *va_swap_live_domain (VaLibvirt *lv, GError **error);
  * that failed in its old form, when a swap fails. */
 gboolean va_swap_to_portable (VaLibvirt *lv, GPtrArray *nics, gboolean for_move, GError **error);
 
-/* Every portable NIC (of @only: MACs, or NULL for all) whose pool here has
+/* Every portable NIC (of @only: MACs, g_free'd keys, or NULL for all) whose pool here has
  * room to the accelerated form, a fresh lease each, its swap-back marker
  * dropped; where that fails the NIC stays portable in its slot on its VLAN,
  * and its note says why. Fails only when the domain cannot be read. */
 gboolean va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *nics, GHashTable *only, GError **error);
+
+/* The NICs an earlier swap lost (swap-back-outcome="lost" in the live
+ * metadata), plugged back in the slot, with the MAC and on the VLAN of
+ * their portable form, from the persistent definition, and marked
+ * swap-back="accelerated" (their MACs added to @replugged). Fails when one
+ * cannot be plugged back. va_swap_to_accelerated() runs it first. */
+gboolean va_swap_replug_lost (VaLibvirt *lv, GHashTable *replugged, GError **error);
 
 /* After a failure: accelerated again each NIC of @nics swapped to portable. */
 void va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics);

@@ -29,7 +29,9 @@
 #include <string.h>
 
 #include "va-error.h"
+#include "va-domain.h"
 #include "va-libvirt.h"
+#include "va-precheck.h"
 #include "va-swap.h"
 
 #define PENDING_MAX 1024
@@ -132,6 +134,15 @@ list_pending (const char *uri)
       /* cheap before the parse: most domains have no mark */
       if (xml && strstr (xml, "swap-back") && (live = va_domain_parse (xml, -1, NULL)))
         add_pending (live, only);
+      /* a NIC a swap lost (no <interface>: the parse refuses the domain) */
+      if (xml && strstr (xml, "swap-back-outcome") && g_hash_table_size (only) == 0)
+        {
+          g_autofree char *meta = virDomainGetMetadata (doms[i], VIR_DOMAIN_METADATA_ELEMENT, VA_XML_NS, VIR_DOMAIN_AFFECT_LIVE);
+          g_auto (GStrv) lost = meta ? va_metadata_lost_macs (meta, NULL) : NULL;
+
+          for (guint k = 0; lost && lost[k]; k++)
+            g_hash_table_add (only, g_strdup (lost[k]));
+        }
       if (g_hash_table_size (only) > 0 && listed < PENDING_MAX && virDomainGetUUIDString (doms[i], uuid) == 0)
         {
           printf ("%s %s\n", uuid, virDomainGetName (doms[i]));
@@ -150,6 +161,7 @@ main (int argc, char **argv)
   g_autoptr (VaLibvirt) lv = NULL;
   g_autoptr (VaDomain) live = NULL;
   g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GPtrArray) report = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   g_autoptr (GOptionContext) ctx = g_option_context_new ("UUID - swap a domain's marked NICs back to their accelerated form");
   g_autofree char *uri = NULL;
@@ -178,8 +190,9 @@ main (int argc, char **argv)
     }
   if (pending)
     return list_pending (uri);
+  /* a NIC a swap lost is plugged back first, and marked for the swap back */
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error) || !wait_ready (lv, wait_s, &error)
-      || !(live = va_swap_live_domain (lv, &error)))
+      || !va_swap_replug_lost (lv, replugged, &error) || !(live = va_swap_live_domain (lv, &error)))
     {
       fprintf (stderr, "%s\n", error->message);
       return 1;
@@ -195,13 +208,13 @@ main (int argc, char **argv)
     g_hash_table_iter_init (&iter, only);
     while (g_hash_table_iter_next (&iter, &mac, NULL))
       {
-        g_autoptr (GHashTable) one = g_hash_table_new (g_str_hash, g_str_equal);
+        g_autoptr (GHashTable) one = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
         /* the NICs not reached stay marked without an outcome: the
          * daemon's next start, or the domain's next move, tries them */
         if (stopping)
           break;
-        g_hash_table_add (one, mac);
+        g_hash_table_add (one, g_strdup (mac));
         if (!va_swap_to_accelerated (lv, report, one, &error))
           {
             fprintf (stderr, "%s\n", error->message);

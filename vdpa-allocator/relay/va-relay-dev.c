@@ -140,7 +140,7 @@ stop_queues (Dev *dev)
  * QEMU's libvduse does it (subprojects/libvduse/libvduse.c,
  * vduse_queue_enable), before answering SET_STATUS. */
 static void
-start_queues (Dev *dev)
+start_queues (Dev *dev, gboolean resuming)
 {
   guint64 features = 0;
   if (ioctl (dev->dev_fd, VDUSE_DEV_GET_FEATURES, &features) < 0)
@@ -170,6 +170,11 @@ start_queues (Dev *dev)
           queue_broke (dev, q, error);
           continue;
         }
+      if (resuming && !va_vring_resume (&dev->vq[q], &error))
+        {
+          queue_broke (dev, q, error);
+          continue;
+        }
       int efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
       struct vduse_vq_eventfd ev = { .index = q, .fd = efd };
       if (efd < 0 || ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev) < 0)
@@ -181,7 +186,7 @@ start_queues (Dev *dev)
           continue;
         }
       dev->kick_fd[q] = efd;
-      g_debug ("queue %u: size %u, avail index %u", q, info.num, info.split.avail_index);
+      g_debug ("queue %u: size %u, avail index %u", q, info.num, dev->vq[q].last_avail);
     }
 }
 
@@ -227,7 +232,7 @@ serve_message (Dev *dev, GError **error)
       case VDUSE_SET_STATUS:
         g_debug ("status 0x%02x", req.s.status);
         if ((req.s.status & VIRTIO_CONFIG_S_DRIVER_OK) && !(dev->status & VIRTIO_CONFIG_S_DRIVER_OK))
-          start_queues (dev);
+          start_queues (dev, FALSE);
         else if (req.s.status == 0)
           stop_queues (dev); /* reset (vduse_dev_reset follows on the kernel's side) */
         dev->status = req.s.status;
@@ -302,6 +307,32 @@ do_rx (Dev *dev, GError **error)
   return TRUE;
 }
 
+/* A device whose driver is running already: the relay before this one
+ * died (vduse_dev_release keeps the device and queues again the messages
+ * it had not answered). No status can be read back (VDUSE has no such
+ * request in 6.12), but a queue is ready only between the driver's setup
+ * and its reset, so a ready queue means DRIVER_OK. The driver may wait for
+ * an interrupt the dead relay owed it: one per queue. */
+static void
+resume (Dev *dev)
+{
+  gboolean live = FALSE;
+
+  for (guint q = 0; q < NUM_VQS && !live; q++)
+    {
+      struct vduse_vq_info info = { .index = q };
+      live = ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) == 0 && info.ready;
+    }
+  if (!live)
+    return;
+  g_message ("the device is running: taking its queues up where the used rings stand");
+  start_queues (dev, TRUE);
+  dev->status = VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
+  for (guint q = 0; q < NUM_VQS; q++)
+    if (va_vring_is_running (&dev->vq[q]))
+      inject_irq (dev, q);
+}
+
 gboolean
 va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **error)
 {
@@ -319,6 +350,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       return FALSE;
     }
 
+  resume (&dev);
   while (!*stop)
     {
       struct pollfd p[4] = {

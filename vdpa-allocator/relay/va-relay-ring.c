@@ -100,6 +100,20 @@ map_areas (VaVring *vr, GError **error)
   return TRUE;
 }
 
+gboolean
+va_vring_resume (VaVring *vr, GError **error)
+{
+  g_return_val_if_fail (vr != NULL, FALSE);
+
+  if (!va_vring_is_running (vr) || !map_areas (vr, error))
+    return FALSE;
+  /* the guest may have written it: a wrong value only makes the next pop
+   * find the avail index too far ahead, which stops the queue */
+  vr->used_idx = le16toh (READ_ONCE (vr->used->idx));
+  vr->last_avail = vr->used_idx;
+  return TRUE;
+}
+
 VaVringResult
 va_vring_pop (VaVring *vr, VaVringChain *chain, GError **error)
 {

@@ -59,6 +59,11 @@ typedef struct
 gboolean va_vring_setup (VaVring *vr, VaRelayMem *mem, guint index, guint num, guint64 desc_iova, guint64 avail_iova, guint64 used_iova,
                          guint16 last_avail, GError **error);
 void va_vring_reset (VaVring *vr);
+/* a relay started on a running device (the one before it died): the
+ * kernel's avail index is the one the driver began with, so take up where
+ * the used ring stands; chains taken and not given back are taken again
+ * (a transmit frame sent twice, a receive buffer reused) */
+gboolean va_vring_resume (VaVring *vr, GError **error);
 gboolean va_vring_is_running (const VaVring *vr);
 
 VaVringResult va_vring_pop (VaVring *vr, VaVringChain *chain, GError **error);

@@ -11,8 +11,11 @@ lab_host.py), so that no test file imports another:
   configuration (CONFIG and the names in it), start_vduse()/stop_vduse(),
   the sysfs and bridge views (vdpa_devices(), vdpa_driver(), master(),
   bridge_vlans(), read_text()), and its domain that cannot boot
-  (domain_xml())."""
+  (domain_xml());
+- the software devices' relays as /proc shows them (relay_processes()),
+  for test_lab_software.py and test_lab_installed.py."""
 
+import collections
 import json
 import os
 import signal
@@ -269,6 +272,26 @@ def bridge_vlans(port):
     """[(vid, flags)] of a bridge port, from bridge -j vlan show."""
     out = json.loads(_run(["bridge", "-j", "vlan", "show", "dev", port]).stdout or "[]")
     return [(v["vlan"], sorted(v.get("flags", []))) for entry in out for v in entry["vlans"]]
+
+
+Relay = collections.namedtuple("Relay", "uid seccomp")
+
+
+def relay_processes():
+    """pid: Relay(real uid, seccomp mode) of each running
+    vdpa-allocator-relay, from a scan of /proc (seccomp 2: a filter)."""
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if not f.read().split(b"\0")[0].endswith(b"vdpa-allocator-relay"):
+                    continue
+            with open("/proc/%s/status" % pid) as f:
+                st = dict(l.split(":", 1) for l in f if ":" in l)
+            out[int(pid)] = Relay(int(st["Uid"].split()[0]), int(st["Seccomp"].strip()))
+        except (OSError, KeyError, ValueError):
+            continue
+    return out
 
 
 def master(ifname):

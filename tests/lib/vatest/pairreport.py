@@ -20,6 +20,7 @@ A vDPA or SR-IOV row whose path did not run carries status "unavailable" and
 a reason, and no numbers at all."""
 
 import json
+import statistics
 
 SCHEMA_ID = "https://vdpa-allocator.org/schema/pairbench-report-1.json"
 UNAVAILABLE = "unavailable: no vhost-vdpa device on this host"
@@ -42,6 +43,8 @@ ACCEL = {"vdpa": ("vdpa_available", "vdpa_reason", UNAVAILABLE, "ratio_vdpa_vnic
          "sriov": ("sriov_available", "sriov_reason", SRIOV_UNAVAILABLE, "ratio_sriov_vnic")}
 NUMBERS = ["bandwidth_mbps", "loss_percent", "pps", "retransmits", "cpu_s_per_gbit", "ratio_vdpa_vnic",
            "ratio_sriov_vnic"]
+# the figures whose run-to-run range a repeated test reports
+SPREAD = ["bandwidth_mbps", "loss_percent", "pps"]
 
 
 def measure(doc, proto, cpu_seconds=None):
@@ -73,10 +76,29 @@ def measure(doc, proto, cpu_seconds=None):
     return row
 
 
+def measure_runs(runs, proto):
+    """The numbers of a test run several times: the median of each, the
+    repeat count, and the [min, max] of the SPREAD figures. retransmits
+    stays an integer (the median's lower middle)."""
+    rows = [measure(r["doc"], proto, r.get("cpu_seconds")) for r in runs]
+    out = {"repeats": len(rows), "spread": {}}
+    for key in rows[0]:
+        values = [r[key] for r in rows if r[key] is not None]
+        if len(values) < len(rows):
+            out[key] = None
+        elif key in ("retransmits", "bytes"):
+            out[key] = statistics.median_low(values)
+        else:
+            out[key] = statistics.median(values)
+        if key in SPREAD and out[key] is not None:
+            out["spread"][key] = [min(values), max(values)]
+    return out
+
+
 def empty_row(test, kind, status, note):
     label = dict((t[0], t[1]) for t in TESTS)[test]
     row = {"test": test, "label": label, "kind": kind, "status": status, "note": note,
-           "path": PATHS[kind]}
+           "path": PATHS[kind], "repeats": None, "spread": None}
     for k in NUMBERS + ["bytes", "seconds", "cpu_seconds"]:
         row[k] = None
     return row
@@ -84,7 +106,9 @@ def empty_row(test, kind, status, note):
 
 def build_report(results, meta):
     """results: {test: {kind: {"doc": iperf3 doc, "rc": int, "cpu_seconds":
-    float|None}}}; a kind missing from a test did not run. meta: the run's
+    float|None}}}, or a list of such dicts per kind for a test run several
+    times (a row then holds the medians, its repeat count and spread, and
+    fails if any run failed); a kind missing from a test did not run. meta: the run's
     description (host, networks, params, leases, isolation, ...), copied in.
     meta["vdpa_available"] False makes every vdpa row unavailable, and
     meta["sriov_available"] False (or missing) every sriov row."""
@@ -103,14 +127,19 @@ def build_report(results, meta):
                     continue  # the accelerated form ran: no fallback
                 row = empty_row(test, kind, "not-run", "this path did not run")
             else:
-                r = per[kind]
-                doc = r.get("doc") or {}
-                if r.get("rc", 1) != 0 or "sum_received" not in doc.get("end", {}):
-                    row = empty_row(test, kind, "failed", "iperf3: %s" % (doc.get("error") or "rc %s" % r.get("rc")))
+                runs = per[kind] if isinstance(per[kind], list) else [per[kind]]
+                bad = [(i, r) for i, r in enumerate(runs, 1)
+                       if r.get("rc", 1) != 0 or "sum_received" not in (r.get("doc") or {}).get("end", {})]
+                if bad or not runs:
+                    i, r = bad[0] if bad else (1, {})
+                    doc = r.get("doc") or {}
+                    row = empty_row(test, kind, "failed", "iperf3%s: %s" % (
+                        " (run %d of %d)" % (i, len(runs)) if len(runs) > 1 else "",
+                        doc.get("error") or "rc %s" % r.get("rc")))
                 else:
                     row = empty_row(test, kind, "measured",
                                     "virtio fallback of the vDPA network" if kind == "vdpa-fallback" else "")
-                    row.update(measure(doc, proto[test], r.get("cpu_seconds")))
+                    row.update(measure_runs(runs, proto[test]))
             made[kind] = row
         vn = made.get("vnic")
         for kind, a in ACCEL.items():
@@ -134,6 +163,15 @@ def _fmt(v, spec, none="-"):
     return none if v is None else format(v, spec)
 
 
+def _ranged(row, key, spec):
+    """A figure, and its (min-max) over the runs when the test repeated."""
+    v = _fmt(row[key], spec)
+    lo_hi = (row.get("spread") or {}).get(key)
+    if lo_hi and (row.get("repeats") or 1) > 1:
+        v += " (%s-%s)" % (_fmt(lo_hi[0], spec), _fmt(lo_hi[1], spec))
+    return v
+
+
 def table(report):
     """The rows as a Markdown table in the reference's shape, with the
     columns the reference lacks appended."""
@@ -147,9 +185,12 @@ def table(report):
         else:
             rv = r["ratio_sriov_vnic"] if r["kind"] == "sriov" else r["ratio_vdpa_vnic"]
             ratio = "%.2fx" % rv if rv is not None else ("n/a (fallback)" if r["kind"] == "vdpa-fallback" else "")
-            cells = [r["label"], path, _fmt(r["bandwidth_mbps"], ",.1f"), _fmt(r["loss_percent"], ".2f"),
-                     _fmt(r["pps"], ",.1f"), _fmt(r["retransmits"], "d"), _fmt(r["cpu_s_per_gbit"], ".2f"), ratio]
+            cells = [r["label"], path, _ranged(r, "bandwidth_mbps", ",.1f"), _ranged(r, "loss_percent", ".2f"),
+                     _ranged(r, "pps", ",.1f"), _fmt(r["retransmits"], "d"), _fmt(r["cpu_s_per_gbit"], ".2f"), ratio]
         lines.append("| " + " | ".join(cells) + " |")
+    for note in (spread_note(report), noise_note(report)):
+        if note:
+            lines += ["", note + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +205,56 @@ PANELS = [
 ]
 
 
-def figure(report, title="vdpa-allocator paired-guest benchmark"):
+def noise_note(report):
+    """network1's vNIC and network2's virtio fallback are one path twice:
+    the same virtio-net device on the same bridge, under TCG. Where both
+    were measured, how far apart their figures came out (the largest
+    ratio of bandwidth, UDP loss or pps over the tests), said to be the
+    run-to-run noise it is; None when there is no such pair."""
+    by = {(r["test"], r["kind"]): r for r in report["rows"]}
+    worst = None
+    for test in TEST_NAMES:
+        a, b = by.get((test, "vnic")), by.get((test, "vdpa-fallback"))
+        if not a or not b or a["status"] != "measured" or b["status"] != "measured":
+            continue
+        for key, words in (("bandwidth_mbps", "bandwidth"), ("loss_percent", "UDP loss"), ("pps", "packets/s")):
+            x, y = a.get(key), b.get(key)
+            if x is None or y is None or min(x, y) <= 0:
+                continue
+            ratio = max(x, y) / min(x, y)
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, dict((t[0], t[1]) for t in TESTS)[test], words)
+    if worst is None:
+        return None
+    return ("network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to %.1fx "
+            "(%s, %s) in this run, which is the emulation's noise, not a difference between the networks" % worst)
+
+
+def spread_note(report):
+    """How far a repeated test's runs came apart (the largest max/min of
+    bandwidth, UDP loss or pps over the measured rows), so that a gap
+    between two paths smaller than that is read as noise; None when no
+    test repeated."""
+    worst = None
+    repeats = 1
+    for r in report["rows"]:
+        if r["status"] != "measured" or (r.get("repeats") or 1) < 2:
+            continue
+        repeats = max(repeats, r["repeats"])
+        for key, words in (("bandwidth_mbps", "bandwidth"), ("loss_percent", "UDP loss"), ("pps", "packets/s")):
+            lo_hi = (r.get("spread") or {}).get(key)
+            if not lo_hi or lo_hi[0] <= 0:
+                continue
+            ratio = lo_hi[1] / lo_hi[0]
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, r["label"], KIND_LABEL[r["kind"]], words)
+    if worst is None:
+        return None
+    return ("each figure is the median of %d runs; one path's runs differ among themselves by up to %.1fx (%s, %s, %s): "
+            "a difference between paths smaller than that is noise" % ((repeats,) + worst))
+
+
+def figure(report, title="vdpa-allocator paired-guest benchmark: two guests under QEMU TCG (software emulation), measured in this run"):
     """A matplotlib figure: three panels (bandwidth, UDP loss, UDP pps),
     each with one group of bars per test and the NIC kinds side by side
     (vNIC, vDPA, its fallback, SR-IOV VF: those the report has rows of).
@@ -185,7 +275,9 @@ def figure(report, title="vdpa-allocator paired-guest benchmark"):
     for ax, (key, ylabel, scale) in zip(axes, PANELS):
         tests = [t for t in TEST_NAMES if key == "bandwidth_mbps" or proto[t] == "udp"]
         values = [by.get((t, k), {}).get(key) for t in tests for k in kinds]
-        top = max([v for v in values if v] + [1.0])
+        # the whiskers' tops too: a panel shows every run it summarises
+        highs = [((by.get((t, k)) or {}).get("spread") or {}).get(key, [None, None])[1] for t in tests for k in kinds]
+        top = max([v for v in values + highs if v] + [1.0])
         ax.set_yscale(scale)
         if scale == "log":
             bottom = min([v for v in values if v] + [top]) / 10
@@ -202,12 +294,18 @@ def figure(report, title="vdpa-allocator paired-guest benchmark"):
                 if r and r["status"] == "measured" and v is not None:
                     ax.bar(x, v if scale == "linear" or v > 0 else note_y, width * 0.95, color=COLOURS[k],
                            hatch=HATCH[k], edgecolor="white", linewidth=0.5)
+                    lo_hi = (r.get("spread") or {}).get(key)
+                    if lo_hi and (r.get("repeats") or 1) > 1 and (scale == "linear" or lo_hi[0] > 0):
+                        # whiskers: the lowest and highest of the runs
+                        ax.errorbar(x, v, yerr=[[max(v - lo_hi[0], 0)], [max(lo_hi[1] - v, 0)]], fmt="none",
+                                    ecolor="#333333", elinewidth=0.8, capsize=2)
                     text = ("%.2f" % v) if key == "loss_percent" else ("{:,.0f}".format(v) if v >= 100 else "%.1f" % v)
                     ax.annotate(text, (x, v if v > 0 else note_y), xytext=(0, 2), textcoords="offset points",
                                 ha="center", va="bottom", fontsize=7)
                 else:
                     status = "not run" if not r or r["status"] == "not-run" else r["status"]
-                    ax.text(x, note_y, status, rotation=90, ha="center", va="bottom", fontsize=7, color="#a00000")
+                    # named: a kind without bars has no legend entry
+                    ax.text(x, note_y, "%s: %s" % (KIND_LABEL[k], status), rotation=90, ha="center", va="bottom", fontsize=7, color="#a00000")
         ax.set_xticks(range(len(tests)))
         ax.set_xticklabels([labels[t].replace(", ", ",\n") for t in tests], fontsize=8)
         ax.set_xlim(-0.6, len(tests) - 0.4)
@@ -217,16 +315,26 @@ def figure(report, title="vdpa-allocator paired-guest benchmark"):
         ax.set_axisbelow(True)
         if key == "pps":
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "{:,.0f}".format(v)))
+    # a legend entry for each kind with a bar; a path that did not run is
+    # said where its bars would stand and in the footer
+    drawn = [k for k in kinds if any(r["kind"] == k and r["status"] == "measured" for r in report["rows"])]
     handles = [matplotlib.patches.Patch(facecolor=COLOURS[k], hatch=HATCH[k], edgecolor="white", label=KIND_LABEL[k])
-               for k in kinds]
-    axes[0].legend(handles=handles, loc="upper left", ncol=len(kinds), frameon=False, fontsize=8)
+               for k in drawn]
+    if handles:
+        axes[0].legend(handles=handles, loc="upper left", ncol=len(handles), frameon=False, fontsize=8)
     def why(reason):
         # the whole reason is in the JSON and the table: keep to the width
         return reason if len(reason) <= 150 else reason[:147] + "..."
-    foot = "%s s per test; host backend %s; vDPA available: %s\nSR-IOV available: %s" % (
-        report.get("params", {}).get("time_s", "?"), report.get("host", {}).get("backend", "?"),
+    repeats = report.get("params", {}).get("repeats") or 1
+    foot = "%s s per test, %s; host backend %s; vDPA available: %s\nSR-IOV available: %s" % (
+        report.get("params", {}).get("time_s", "?"),
+        "one run" if repeats == 1 else "%d runs: bars the median, whiskers the lowest and highest" % repeats,
+        report.get("host", {}).get("backend", "?"),
         "yes" if report.get("vdpa_available") else "no (%s)" % why(report.get("vdpa_reason") or UNAVAILABLE),
         "yes" if report.get("sriov_available") else "no (%s)" % why(report.get("sriov_reason") or SRIOV_UNAVAILABLE))
+    for note in (spread_note(report), noise_note(report)):
+        if note:
+            foot += "\n" + note
     fig.suptitle(title, x=0.01, ha="left", fontweight="bold")
     fig.supxlabel(foot, fontsize=8, color="#555555", x=0.01, ha="left")
     return fig
