@@ -5,7 +5,7 @@ spawns it, against the daemon on the simulated NIC holding LEASES leases,
 quiet and then with 8 clients running as nobody that call the method as
 fast as the daemon answers, 4 calls in flight each: RewriteDomain with
 hostile documents (near the engine's node and attribute bounds),
-ListLeases, the properties (Get, GetAll of the manager and of a pool),
+ListLeases, ListDevices, the properties (Get, GetAll of the manager and of a pool),
 Introspect, and a change they may not make (Allocate, refused). Prints
 median and p99 of each and the ratio of each p99 to the quiet one (target
 <= 2); fails only if a prepare fails or a p99 under flood comes near the
@@ -41,7 +41,7 @@ if method == "RewriteDomain":
     nodes = "<domain>" + "<a/>" * 199000 + "</domain>"
     attrs = "<domain>" + ("<a " + " ".join("b%d='x'" % i for i in range(256)) + "/>") * 600 + "</domain>"
     calls = [(PATH, IFACE, method, GLib.Variant("(ss)", (d, "accelerated"))) for d in (nodes, attrs)]
-elif method == "ListLeases":
+elif method in ("ListLeases", "ListDevices"):
     calls = [(PATH, IFACE, method, None)]
 elif method == "Get":
     calls = [(PATH, PROPS, "Get", GLib.Variant("(ss)", (IFACE, "Pools"))),
@@ -79,7 +79,7 @@ for _ in range(4):
 loop.run()
 print(state["n"], flush=True)
 """
-METHODS = tuple(os.environ.get("VA_BENCH_METHODS", "").split(",")) if os.environ.get("VA_BENCH_METHODS") else ("RewriteDomain", "ListLeases", "Get", "GetAll", "Introspect", "Allocate (refused)")
+METHODS = tuple(os.environ.get("VA_BENCH_METHODS", "").split(",")) if os.environ.get("VA_BENCH_METHODS") else ("RewriteDomain", "ListLeases", "ListDevices", "Get", "GetAll", "Introspect", "Allocate (refused)")
 
 
 def fill(bus, n):
