@@ -326,6 +326,12 @@ class BusTest(unittest.TestCase):
         self.assertEqual(rows, sorted([[vf, vfs[vf]["state"], "web5" if vf == lease["slot"] else "-"] for vf in vfs]))
         r = vdpactl("dev", "list", "pf", "-o", "POOL,PF", check=True)
         self.assertEqual([line.split() for line in r.stdout.splitlines()], [["POOL", "PF"], ["accel", "sim0"], ["-", "sim1"]])
+        # the lists are answered from a copy kept up to 2 s, but a change
+        # drops it: the list right after a release has the VF free
+        call(self.bus, "Release", (UUID1, mac(1)), "(ss)")
+        r = vdpactl("dev", "list", "vf", "-o", "VF,STATE", "--no-headers", user=NOBODY, check=True)
+        self.assertIn([lease["slot"], "free"], [line.split() for line in r.stdout.splitlines()])
+        lease = call(self.bus, "Allocate", (UUID1, "web5", mac(1), "vpc2", {}), "(ssssa{sv})")[0]
         # a pool no PF matches says so in pool show and status, naming its keys
         for words in (("pool", "show", "cx6-p1"), ("status",)):
             out = vdpactl(*words, check=True).stdout
@@ -505,6 +511,51 @@ print(json.dumps(results))
         while "not run: the caller left the bus" not in self.daemon.read_log() and time.monotonic() < deadline:
             time.sleep(0.1)
         self.assertIn("not run: the caller left the bus", self.daemon.read_log())
+        self.assertServing()
+
+    # An unprivileged user's 4 RewriteDomain calls, then its ListDevices:
+    # prints "sent", then the methods in the order they were answered.
+    OPEN_ORDER = """
+import json, os
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+loop, order = GLib.MainLoop(), []
+def done(c, res, method):
+    c.call_finish(res)
+    order.append(method)
+    if len(order) == 5:
+        loop.quit()
+for method, args in [("RewriteDomain", GLib.Variant("(ss)", ("<domain/>", "portable")))] * 4 + [("ListDevices", None)]:
+    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+              method, args, None, 0, 120000, None, done, method)
+conn.flush_sync(None)
+print("sent", flush=True)
+loop.run()
+print(json.dumps(order))
+"""
+
+    def test_list_devices_shares_the_bounds_of_the_open_methods(self):
+        self.skip_under_a_wrapper()
+        self.hold_rewrites(4000)
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.OPEN_ORDER],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.assertEqual(p.stdout.readline().strip(), "sent")
+        # root's calls have slots and threads of their own: answered while
+        # the user's hold both unprivileged workers
+        pfs, left_out = call(self.bus, "ListDevices")
+        self.assertTrue(pfs)
+        self.assertIsNone(p.poll(), "the user's calls were answered before root's")
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        order = json.loads(out)
+        # the user's 4 slots are its RewriteDomain calls' (each holds its
+        # slot 4 s, two at a time on the two workers): its ListDevices
+        # waits in its queue for a slot, and then for a worker, behind
+        # them all but one. On the main loop, unbounded, it came first
+        self.assertEqual(sorted(order), ["ListDevices"] + ["RewriteDomain"] * 4)
+        self.assertGreaterEqual(order.index("ListDevices"), 3, order)
         self.assertServing()
 
 
