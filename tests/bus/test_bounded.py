@@ -314,8 +314,10 @@ class OpenCalls(unittest.TestCase):
             time.sleep(0.2)
         flooded = [self.results(p) for p in floods]
         self.assertEqual(refused, [])
-        # the flood was one: more calls than the users may run at once
-        self.assertGreater(sum(sum(r.values()) for r in flooded), 5 * 32, flooded)
+        # the flood was one: 5 × 32 calls at once, 5 times what the users
+        # may run at once, each answered; how many more were sent again in
+        # the 8 s is the machine's pace (none under ASan with CI beside it)
+        self.assertGreaterEqual(sum(sum(r.values()) for r in flooded), 5 * 32, flooded)
         self.assertNotIn(BUSY, str(flooded))
         # and the daemon still answers its user
         self.assertEqual(call(self.bus, "ListLeases")[0], [])
