@@ -625,6 +625,35 @@ class SriovHookTest(unittest.TestCase):
         self.assertOneLine(r, "NIC %s" % mac, "VLAN 2334 on Linux bridge br0", "vnet93")
         self.assertEqual(self.leases(), [])
 
+    def test_the_daemon_picks_a_free_vf_for_a_failover_member(self):
+        # issue 27, point 5: the plug of a failover member leases before
+        # it attaches, so the daemon picks the VF (Allocate without vf);
+        # before, it refused ("the lease names the VF it chose")
+        held = os.path.join(self.daemon.run_dir, "sim", "vf", "0001:3c:00.0.held")
+        os.makedirs(os.path.dirname(held), exist_ok=True)
+        open(held, "w").close()  # libvirt passes it through, unleased: passed over
+        r = vdpactl("allocate", "--uuid", UUID, "--mac", "52:54:00:00:00:01", "--network", "ptfo", "-j")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (lease,) = self.leases()
+        self.assertEqual((lease["kind"], lease["slot"], lease["pool"], lease["vlan"]), ("sriov", "0001:3c:00.1", "pt", 2334))
+        # asked again (a second started begin): the same VF
+        r = vdpactl("allocate", "--uuid", UUID, "--mac", "52:54:00:00:00:01", "--network", "ptfo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([x["slot"] for x in self.leases()], ["0001:3c:00.1"])
+        # none free (the held one stays offered, not leased): the guest
+        # stays on its standby, and the plug says the pool is full
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:02", "--network", "ptfo")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("pool pt is exhausted", r.stderr)
+        self.assertEqual(self.pool()["free"], 1)
+        os.unlink(held)
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:02", "--network", "ptfo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(x["slot"] for x in self.leases()), ["0001:3c:00.0", "0001:3c:00.1"])
+        # a plain passthrough NIC still names libvirt's pick
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:03", "--network", "pt2334")
+        self.assertIn("pool pt is kind sriov", r.stderr)
+
     def test_refusals_are_one_line_and_fail_the_start(self):
         a = "52:54:00:00:00:01"
         self.assertEqual(self.start(sriov_domain([(a, "pt2334", "0001:3c:00.0", 2334)])).returncode, 0)
