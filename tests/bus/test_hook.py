@@ -619,6 +619,22 @@ class SriovHookTest(unittest.TestCase):
             r = hook(ovs, op, "begin", env=self.env)
             self.assertEqual((op, r.returncode, r.stderr), (op, 0, ""))
         self.assertEqual(self.leases(), [])
+        # started begin asked the daemon for its VF (before, the
+        # dispatcher ran nothing without a swap-back mark): its helper
+        # leases and plugs once the domain runs; libvirt is not here
+        deadline = time.monotonic() + 60
+        while "vm1: swap back after its move incomplete" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        self.assertIn("domain vm1 (%s): swap back after its move started" % UUID, self.daemon.read_log())
+        # with its VF beside it (the member libvirt shows), nothing to ask
+        member = ("<interface type='hostdev' managed='yes'><mac address='%s'/><source><address type='pci' domain='0x0001' "
+                  "bus='0x3c' slot='0x00' function='0x1'/></source><teaming type='transient' persistent='ua-vdpa-525400000001'/>"
+                  "<alias name='ua-vdpa-vf-525400000001'/></interface></devices>" % mac)
+        r = hook(ovs.replace("</devices>", member), "started", "begin", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # the daemon logs a SwapBack before it answers the hook
+        self.assertEqual(self.daemon.read_log().count("swap back after its move started"), 1)
         # on a Linux bridge the hook tags the tap, as for a portable NIC:
         # vnet93 does not exist here, so the start is refused, closed
         r = self.start(standby(mac, "ptfo", "br0"))
