@@ -294,6 +294,29 @@ class DomainCliTest(unittest.TestCase):
             daemon.remove()
             bus.close()
 
+    def test_a_standby_gets_its_vf_tried_whatever_another_nic_meets(self):
+        # the standby's VF needs no rewrite: a refusal of the accelerated
+        # form for another NIC (here vpc1's pool, which no PF matches, with
+        # no fallback) left the standby alone with that refusal as its note
+        self.standby_node()
+        conf = dict(self.FAILOVER_CONF, pools={"pt": dict(kind="sriov", match_pci="0000:3b:00.0"),
+                                               "nopf": dict(ACCEL, match_pf="enp179s0f1")})
+        conf["networks"] = dict(conf["networks"], vpc1=dict(mode="vdpa", pool="nopf", vlan=2200))
+        bus = Bus()
+        daemon = Daemon(bus, config=sim_config(**conf))
+        try:
+            daemon.start()
+            env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=daemon.conf_dir)
+            r = ctl.vdpactl("domain", "--connect", self.uri, "accelerate", "--live", "vm1", "-j", check=False, env=env)
+            self.assertEqual(r.returncode, 5, r.stderr)
+            nics = {n["mac"]: n for n in json.loads(r.stdout)["nics"]}
+            self.assertIn("stays portable: NIC 52:54:00:6b:3c:59: pool 'nopf' has no free slot", nics["52:54:00:6b:3c:59"]["note"])
+            self.assertIn("on its virtio standby alone: libvirt refused VF 0000:3c:00.0", nics["52:54:00:6b:3c:58"]["note"])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
     def test_save_leaves_a_failover_standby_to_qemu(self):
         # issue 27, point 5: QEMU unplugs a failover pair's VF for a move
         # by itself and the guest goes on on its standby: no swap. Before,

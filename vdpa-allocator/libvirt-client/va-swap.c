@@ -855,7 +855,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
   g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   char uuid[VIR_UUID_STRING_BUFLEN];
   GPtrArray *nics, *wanted;
-  gboolean shared;
+  gboolean shared, running;
 
   /* a NIC an earlier swap lost is plugged back first, and swapped on
    * with the others */
@@ -880,7 +880,18 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
         }
     }
   virDomainGetUUIDString (lv->dom, uuid);
-  if (!domain_running (lv, &local) || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
+  running = domain_running (lv, &local);
+  /* a standby the domain started or moved here with, or one whose VF
+   * went (a failed plug, a detach): its VF first, which needs no rewrite
+   * (another NIC's refused one must not keep it on virtio) */
+  for (guint i = 0; running && i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      if (nic->failover && !nic->vf && (!only || g_hash_table_contains (only, nic->mac)))
+        plug_member (lv, live, nic, va_swap_nic (report, nic), uuid);
+    }
+  if (!running || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
     {
       for (guint i = 0; i < nics->len; i++)
         {
@@ -889,7 +900,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
 
           if (only && !g_hash_table_contains (only, nic->mac))
             continue;
-          if (nic->failover && !nic->vf)
+          if (nic->failover && !nic->vf && !running)
             va_swap_note (n, "on its virtio standby alone: %s", local->message);
           else if (nic->form != VA_FORM_PORTABLE || !nic_may_accelerate (nic))
             continue;
@@ -910,16 +921,8 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       g_autoptr (GError) nic_error = NULL;
       VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
 
-      if (only && !g_hash_table_contains (only, nic->mac))
-        continue;
-      /* a standby the domain started or moved here with, or one whose VF
-       * went (a failed plug, a detach) */
-      if (nic->failover && !nic->vf)
-        {
-          plug_member (lv, live, nic, n, uuid);
-          continue;
-        }
-      if (nic->form != VA_FORM_PORTABLE)
+      /* a standby's VF went in above */
+      if ((only && !g_hash_table_contains (only, nic->mac)) || nic->form != VA_FORM_PORTABLE)
         continue;
       if (want->form != VA_FORM_ACCELERATED)
         {
