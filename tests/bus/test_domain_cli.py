@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import struct
 import subprocess
 import tempfile
@@ -312,6 +313,41 @@ class DomainCliTest(unittest.TestCase):
             nics = {n["mac"]: n for n in json.loads(r.stdout)["nics"]}
             self.assertIn("stays portable: NIC 52:54:00:6b:3c:59: pool 'nopf' has no free slot", nics["52:54:00:6b:3c:59"]["note"])
             self.assertIn("on its virtio standby alone: libvirt refused VF 0000:3c:00.0", nics["52:54:00:6b:3c:58"]["note"])
+        finally:
+            daemon.stop()
+            daemon.remove()
+            bus.close()
+
+    def test_reconcile_releases_a_failover_vf_unplugged_behind_its_back(self):
+        # issue 27, point 5: a member unplugged from the running guest by
+        # other means (virsh detach-device-alias, the guest) lets its VF go
+        # to no driver; reconcile gives its lease back. Before, the lease
+        # of a running domain stayed until its stop. While libvirt holds
+        # the VF (QEMU's own unplug at a migration keeps it), it stays
+        bus = Bus()
+        daemon = Daemon(bus, config=sim_config(**self.FAILOVER_CONF))
+        try:
+            daemon.start(libvirt_uri=self.uri)
+            vdpactl("allocate", "-u", UUID, "-m", "52:54:00:6b:3c:58", "-n", "vpc2", check=True)
+            (lease,) = json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]
+            vf = lease["mgmtdev"].split("/", 1)[1]
+            daemon.stop()
+            # older than the grace that covers an Allocate before its plug
+            with sqlite3.connect(os.path.join(daemon.state_dir, "leases.db")) as c:
+                c.execute("UPDATE leases SET created = created - 3600")
+            held = os.path.join(daemon.run_dir, "sim", "vf", vf + ".held")
+            os.makedirs(os.path.dirname(held), exist_ok=True)
+            open(held, "w").close()
+            daemon.start(libvirt_uri=self.uri)
+            doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+            self.assertEqual(doc["released"], 0, doc)
+            self.assertEqual(len(json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]), 1)
+            os.unlink(held)
+            doc = json.loads(vdpactl("reconcile", "-j", check=True).stdout)
+            self.assertEqual(doc["released"], 1, doc)
+            self.assertEqual(json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"], [])
+            self.assertIn("NIC 52:54:00:6b:3c:58 of domain %s: its failover VF %s was unplugged from the running guest" % (UUID, vf),
+                          daemon.read_log())
         finally:
             daemon.stop()
             daemon.remove()
