@@ -22,14 +22,13 @@ import tempfile
 import time
 import unittest
 
-from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path, with_intent
 from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
 from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
 from vatest.simconf import sim_config
 
 enter_namespaces()
 
-NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 # the simulated backend's PF 0000:3b:00.0 (vdpa-allocator/daemon/va-backend-sim.c);
 # its hostdev network cannot be defined here (no VF in sysfs), which only
@@ -37,12 +36,6 @@ NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 CONFIG = sim_config(pools={"pt": dict(kind="sriov", match_pci="0000:3b:00.0")},
                     networks={"fo": dict(mode="sriov", pool="pt", fallback_bridge=BRIDGE, failover="true")})
 
-
-def with_intent(xml, uuid, nics):
-    """Adds a <uuid> and vdpa:nics metadata for (mac, network) pairs."""
-    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
-    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
-                       % (uuid, NS, meta), 1)
 
 
 class Failover(unittest.TestCase):
