@@ -82,7 +82,13 @@ if [ "${1:-}" != stage2 ]; then
     extra=$(param extra)
     case "$extra" in
     /*:* | *:*) ;;
-    /*) [ -d "/lower$extra" ] && lower="/lower$extra:/lower" ;;
+    /*)
+        # a layer inside another overlaps it (ELOOP): the same tree again,
+        # through a second 9p mount of its own
+        mkdir -p /extra
+        [ -d "/lower$extra" ] && mount -t 9p -o "$o,ro,cache=loose" hostroot /extra &&
+            lower="/extra$extra:/lower"
+        ;;
     esac
     mount -t overlay -o "lowerdir=$lower,upperdir=/upper/data,workdir=/upper/work" overlay /newroot ||
         { echo "lab-init: overlayfs failed"; halt_now 122; }
