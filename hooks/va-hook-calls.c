@@ -8,18 +8,22 @@ static const struct
   const char *op;
   const char *sub;
   VaHookCall call;
-  const char *needle; /* text a document must hold for the call to have work, or NULL */
+  /* texts one of which a document must hold for the call to have work,
+   * or none */
+  const char *needles[3];
 } calls[] = {
-  { "prepare", "begin", VA_HOOK_CALL_PREPARE, NULL },
-  { "start", "begin", VA_HOOK_CALL_START, NULL },
-  { "stopped", "end", VA_HOOK_CALL_STOPPED, NULL },
-  { "release", "end", VA_HOOK_CALL_STOPPED, NULL },
-  { "reconnect", "begin", VA_HOOK_CALL_RECONNECT, NULL },
-  { "migrate", "begin", VA_HOOK_CALL_REWRITE, NULL },
-  { "restore", "begin", VA_HOOK_CALL_REWRITE, NULL },
-  /* only a NIC marked swap-back="accelerated" has work here: every start
-   * of every marked domain would pay the helper's start otherwise */
-  { "started", "begin", VA_HOOK_CALL_STARTED, "swap-back" },
+  { "prepare", "begin", VA_HOOK_CALL_PREPARE, { NULL } },
+  { "start", "begin", VA_HOOK_CALL_START, { NULL } },
+  { "stopped", "end", VA_HOOK_CALL_STOPPED, { NULL } },
+  { "release", "end", VA_HOOK_CALL_STOPPED, { NULL } },
+  { "reconnect", "begin", VA_HOOK_CALL_RECONNECT, { NULL } },
+  { "migrate", "begin", VA_HOOK_CALL_REWRITE, { NULL } },
+  { "restore", "begin", VA_HOOK_CALL_REWRITE, { NULL } },
+  /* only a NIC marked swap-back="accelerated", or a failover standby
+   * (<teaming type='persistent'/>) whose VF is to be plugged, has work
+   * here: every start of every marked domain would pay the helper's start
+   * otherwise */
+  { "started", "begin", VA_HOOK_CALL_STARTED, { "swap-back", "<teaming", NULL } },
 };
 
 static int
@@ -41,12 +45,12 @@ va_hook_call_lookup (const char *op, const char *sub)
   return i < 0 ? VA_HOOK_CALL_NONE : calls[i].call;
 }
 
-const char *
-va_hook_call_needle (const char *op, const char *sub)
+const char *const *
+va_hook_call_needles (const char *op, const char *sub)
 {
   int i = find (op, sub);
 
-  return i < 0 ? NULL : calls[i].needle;
+  return i < 0 || !calls[i].needles[0] ? NULL : calls[i].needles;
 }
 
 int

@@ -12,13 +12,14 @@ typedef enum
   VA_HOOK_CALL_STOPPED,   /* stopped end, release end: give leases back */
   VA_HOOK_CALL_RECONNECT, /* reconnect begin: claim leases again */
   VA_HOOK_CALL_REWRITE,   /* migrate begin, restore begin: rewrite for this host */
-  VA_HOOK_CALL_STARTED,   /* started begin: ask for the swap back of NICs portable for a move */
+  VA_HOOK_CALL_STARTED,   /* started begin: ask for the swap back of NICs portable for a move, and the VFs of failover standbys */
 } VaHookCall;
 
 VaHookCall va_hook_call_lookup (const char *op, const char *sub);
-/* The text a domain's XML must contain for the call to have work (the
- * dispatcher runs no helper without it), or NULL for any marked domain. */
-const char *va_hook_call_needle (const char *op, const char *sub);
+/* The texts (NULL-terminated) one of which a domain's XML must contain
+ * for the call to have work (the dispatcher runs no helper without one),
+ * or NULL for any marked domain. */
+const char *const *va_hook_call_needles (const char *op, const char *sub);
 /* Whether the call may fail: libvirt kills a running guest whose
  * reconnect hook fails and stops one whose started hook fails, and a
  * failed stop or release undoes nothing. Those exit 0 whatever happens

@@ -87,16 +87,21 @@ fail:
   return 1;
 }
 
-/* Whether the call may have work on @xml: our namespace, and the call's
- * own needle where it has one. */
+/* Whether the call may have work on @xml: our namespace, and one of the
+ * call's own needles where it has them. */
 static int
 has_work (const char *op, const char *sub, const char *xml, size_t len)
 {
-  const char *needle = va_hook_call_needle (op, sub);
+  const char *const *needles = va_hook_call_needles (op, sub);
 
   if (!va_text_may_have_intent (xml, len))
     return 0;
-  return !needle || memmem (xml, len, needle, strlen (needle)) != NULL;
+  if (!needles)
+    return 1;
+  for (; *needles; needles++)
+    if (memmem (xml, len, *needles, strlen (*needles)))
+      return 1;
+  return 0;
 }
 
 int

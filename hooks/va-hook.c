@@ -263,13 +263,15 @@ on_rewrite (Hook *h)
   return fflush (stdout) == 0 ? 0 : fail (h, "writing the domain XML: %s", g_strerror (errno));
 }
 
-/* QEMU runs (libvirt's qemuProcessFinishStartup): on the destination of a
- * migration in its Prepare phase, before the state arrives; after a
- * restore, paused until libvirt resumes it. A NIC vdpactl made portable
- * for the move (swap-back="accelerated") gets its accelerated form back
- * from the daemon, which runs the swap once the domain runs with no job:
- * libvirtd holds the domain's job while this hook runs, so nothing here
- * may wait for it. Never fails: a failure here would stop the guest. */
+/* QEMU runs (libvirt's qemuProcessFinishStartup): at a start; on the
+ * destination of a migration in its Prepare phase, before the state
+ * arrives; after a restore, paused until libvirt resumes it. A NIC vdpactl
+ * made portable for the move (swap-back="accelerated") gets its
+ * accelerated form back from the daemon, and a failover standby without
+ * its VF gets one (leased, then plugged beside it), both once the domain
+ * runs with no job: libvirtd holds the domain's job while this hook runs,
+ * so nothing here may wait for it. Never fails: a failure here would stop
+ * the guest. */
 static int
 on_started (Hook *h)
 {
@@ -281,13 +283,16 @@ on_started (Hook *h)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
 
-      if (va_nic_swap_back_pending (nic))
+      if (va_nic_swap_back_pending (nic) || (nic->failover && !nic->vf))
         any = TRUE;
     }
   if (!any)
     return 0;
   if (!va_client_swap_back (h->client, va_domain_get_uuid (h->domain), h->name, &error))
-    fail (h, "no swap back of its portable NICs (they stay portable on their VLANs): %s", error->message);
+    fail (h,
+          "no swap back of its portable NICs and no VF beside its failover standbys (they stay portable, or on their standby, on "
+          "their VLANs): %s",
+          error->message);
   return 0;
 }
 
@@ -326,7 +331,7 @@ done_words (const Hook *h, VaHookCall call)
       case VA_HOOK_CALL_STOPPED:
         return h->by_uuid ? "leases released by UUID" : "leases released";
       case VA_HOOK_CALL_STARTED:
-        return "swap back asked for where marked";
+        return "swap back and failover VFs asked for where wanted";
       default:
         return "done";
     }

@@ -368,6 +368,36 @@ drop_failover (xmlNode *iface, xmlNode *nic_node, VaNic *nic)
   nic->failover = FALSE;
 }
 
+/* The transient member of @nic's failover pair, when the document has
+ * one (a live domain's, as libvirt writes it into a save image or a
+ * migration), taken out: it names a VF of the host the domain left, which
+ * no lease here holds; the host it lands on plugs a VF of its own once
+ * the domain runs. */
+static void
+drop_member (VaDomain *self, VaNic *nic)
+{
+  xmlNode *devices = first_child (xmlDocGetRootElement (self->doc), "devices");
+
+  for (xmlNode *c = devices ? devices->children : NULL; c;)
+    {
+      xmlNode *next = c->next;
+      xmlNode *teaming = is_element (c, "interface") ? first_child (c, "teaming") : NULL;
+      xmlNode *m = teaming ? first_child (c, "mac") : NULL;
+      g_autofree char *type = teaming ? get_prop (teaming, "type") : NULL;
+      g_autofree char *raw = m ? get_prop (m, "address") : NULL;
+      char have[VA_MAC_STRING_LEN];
+
+      if (g_strcmp0 (type, "transient") == 0 && raw && va_mac_normalize (raw, have) && strcmp (have, nic->mac) == 0)
+        remove_child (c);
+      c = next;
+    }
+  if (nic->failover)
+    {
+      g_clear_pointer (&nic->vf, g_free);
+      nic->vf_vlan = 0;
+    }
+}
+
 /* Whether the domain's machine can take a failover pair's VF: QEMU puts a
  * failover primary on a PCI Express slot only ("failover primary device
  * must be on PCIExpress bus"), which an i440fx ("pc") machine has none
@@ -805,6 +835,8 @@ rewrite (VaDomain *self, const VaHostView *view, VaForm form, gboolean keep, GEr
           unset_prop (g_ptr_array_index (self->nic_nodes, i), "swap-back-outcome");
           g_clear_pointer (&nic->swap_back_outcome, g_free);
         }
+      if (keep)
+        drop_member (self, nic);
       /* the wish is granted: the next move marks it again if need be */
       if (nic->form == VA_FORM_ACCELERATED && nic->swap_back)
         {

@@ -201,19 +201,27 @@ va_sriov_network_name (const char *pool)
   return g_strconcat (VA_SRIOV_NETWORK_PREFIX, pool, NULL);
 }
 
-static char *
-alias_of (const char *prefix, const char *mac)
+char *
+va_mac_digits (const char *mac)
 {
   char norm[VA_MAC_STRING_LEN];
   GString *out;
 
-  if (!va_mac_normalize (mac, norm))
+  if (!mac || !va_mac_normalize (mac, norm))
     return NULL;
-  out = g_string_new (prefix);
+  out = g_string_sized_new (12);
   for (const char *p = norm; *p; p++)
     if (*p != ':')
       g_string_append_c (out, *p);
   return g_string_free (out, FALSE);
+}
+
+static char *
+alias_of (const char *prefix, const char *mac)
+{
+  g_autofree char *digits = va_mac_digits (mac);
+
+  return digits ? g_strconcat (prefix, digits, NULL) : NULL;
 }
 
 char *

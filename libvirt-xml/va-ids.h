@@ -36,6 +36,10 @@ gboolean va_uuid_normalize (const char *uuid, char out[VA_UUID_STRING_LEN]);
 
 /* A unicast, non-zero MAC address in lower case into @out. */
 gboolean va_mac_normalize (const char *mac, char out[VA_MAC_STRING_LEN]);
+/* The MAC's 12 hex digits in lower case, or NULL when it is no unicast
+ * MAC: the stable part of names made from a NIC (its software device and
+ * tap, its failover aliases). */
+char *va_mac_digits (const char *mac);
 
 /* The two above for hostile input (@uuid, @mac may be NULL), with the one
  * wording of their refusal: VA_ERROR_INVALID_ARGUMENT "'X' is not a

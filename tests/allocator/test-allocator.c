@@ -117,6 +117,19 @@ setup (Fixture *f, gconstpointer data)
   start (f);
 }
 
+/* The allocator started again on @text as its configuration. */
+static void
+restart_with (Fixture *f, const char *text)
+{
+  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
+  g_autoptr (GError) error = NULL;
+
+  stop (f);
+  g_file_set_contents (conf_file, text, -1, &error);
+  g_assert_no_error (error);
+  start (f);
+}
+
 static void
 teardown (Fixture *f, gconstpointer data)
 {
@@ -321,7 +334,6 @@ test_software_fallback (Fixture *f, gconstpointer data)
                                   "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n"
                                   "[network nofb]\nmode=vdpa\npool=accel\nvlan=30\n"
                                   "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) hw = NULL;
   g_autoptr (VaLease) sw = NULL;
@@ -331,10 +343,7 @@ test_software_fallback (Fixture *f, gconstpointer data)
   g_autoptr (GPtrArray) leases = NULL;
   g_autofree char *target = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, soft_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, soft_conf);
 
   /* room in software counts for the intent engine */
   view = va_allocator_get_host_view (f->alloc);
@@ -450,7 +459,6 @@ test_software_quota (Fixture *f, gconstpointer data)
                                   "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\nquota=2\n"
                                   "[network other]\nmode=vdpa\npool=accel\nvlan=30\nfallback-bridge=br0\n"
                                   "[network swnet]\nmode=vdpa\npool=sw\nvlan=40\nfallback-bridge=br1\nquota=1\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) hw = NULL;
   g_autoptr (VaLease) sw = NULL;
@@ -458,10 +466,7 @@ test_software_quota (Fixture *f, gconstpointer data)
   g_autoptr (VaLease) only = NULL;
   g_autoptr (VaLease) again = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, soft_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, soft_conf);
 
   hw = allocate (f, UUID1, "52:54:00:00:00:01", "soft", -1, &error);
   g_assert_no_error (error);
@@ -506,7 +511,6 @@ test_software_relay_given_up (Fixture *f, gconstpointer data)
                                   "[network swnet]\nmode=auto\npool=sw\nvlan=40\nfallback-bridge=br1\n";
   static const char why[] = "software device vasw-525400000005: its relay was killed by signal 9, 6 times within 60 s: not started "
                             "again; the NIC stalls until its lease is released or vdpactl reconcile runs";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autofree char *relay_dir = g_build_filename (f->run_dir, "sim", "relay", NULL);
   g_autofree char *stalled_file = g_build_filename (relay_dir, "vasw-525400000005.stalled", NULL);
   g_autofree char *stalled = NULL;
@@ -516,10 +520,7 @@ test_software_relay_given_up (Fixture *f, gconstpointer data)
   g_autoptr (GAsyncResult) res = NULL;
   g_autoptr (VaReconcileReport) report = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, soft_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, soft_conf);
 
   sw = allocate (f, UUID1, "52:54:00:00:00:05", "swnet", -1, &error);
   g_assert_no_error (error);
@@ -557,15 +558,11 @@ test_software_hardware_only (Fixture *f, gconstpointer data)
   static const char soft_conf[] = "[simulate]\npfs=1\nvfs=1\n"
                                   "[pool accel]\nmatch-vendor=15b3\nsoftware-slots=2\n"
                                   "[network soft]\nmode=vdpa\npool=accel\nvlan=20\nfallback-bridge=br0\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) hw = NULL, sw = NULL;
   VaAllocRequest req = { .uuid = UUID1, .domain_name = "vm", .mac = "52:54:00:00:00:02", .network = "soft", .numa_node = -1 };
 
-  stop (f);
-  g_file_set_contents (conf_file, soft_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, soft_conf);
 
   req.form = "hardware";
   req.mac = "52:54:00:00:00:01";
@@ -1035,10 +1032,7 @@ test_sriov_network_sync (Fixture *f, gconstpointer data)
   g_autofree char *w1 = NULL, *w2 = NULL, *w3 = NULL, *w4 = NULL;
   guint failed_calls;
 
-  stop (f);
-  g_file_set_contents (conf_file, sriov_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, sriov_conf);
 
   /* a failure is the pool's warning, and retried without an event */
   s.answer = "network vdpa-allocator-pt: libvirt did not answer within 30 s";
@@ -1161,7 +1155,6 @@ test_sriov_leases (Fixture *f, gconstpointer data)
                                    "[network vpc2]\nmode=vdpa\npool=accel\nvlan=2334\n"
                                    "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\nquota=1\n"
                                    "[network pt10]\nmode=sriov\npool=pt\nvlan=10\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autofree char *port_dir = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) a = NULL;
@@ -1172,10 +1165,7 @@ test_sriov_leases (Fixture *f, gconstpointer data)
   g_autoptr (VaReconcileReport) r2 = NULL;
   VaLease *l;
 
-  stop (f);
-  g_file_set_contents (conf_file, sriov_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, sriov_conf);
 
   /* never a vDPA device on a VF meant for passthrough */
   g_assert_null (allocate (f, UUID1, "52:54:00:00:00:01", "pt2334", -1, &error));
@@ -1284,16 +1274,12 @@ test_sriov_release_domain (Fixture *f, gconstpointer data)
   static const char sriov_conf[] = "[simulate]\npfs=1\nvfs=2\n"
                                    "[pool pt]\nkind=sriov\nmatch-vendor=15b3\n"
                                    "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) a = NULL;
   g_autoptr (VaLease) b = NULL;
   g_autoptr (GAsyncResult) res = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, sriov_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, sriov_conf);
   a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0000:3c:00.0", 2334, &error);
   g_assert_no_error (error);
   b = allocate_vf (f, UUID1, "52:54:00:00:00:02", "pt2334", "0000:3c:00.1", 2334, &error);
@@ -1338,16 +1324,12 @@ test_sriov_repair (Fixture *f, gconstpointer data)
                                    "[pool accel]\nmatch-pci=0000:3b:00.0\n"
                                    "[pool pt]\nkind=sriov\nmatch-pci=0001:3b:00.0\n"
                                    "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) a = NULL;
   g_autoptr (VaReconcileReport) r1 = NULL;
   g_autoptr (VaReconcileReport) r2 = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, sriov_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, sriov_conf);
   a = allocate_vf (f, UUID1, "52:54:00:00:00:01", "pt2334", "0001:3c:00.0", 2334, &error);
   g_assert_no_error (error);
   sim_vf_state (f, "0001:3c:00.0", "", "2334 52:54:00:00:00:01\n"); /* leased: libvirt's */
@@ -1382,7 +1364,6 @@ test_sriov_switchdev_vlan (Fixture *f, gconstpointer data)
   static const char sriov_conf[] = "[simulate]\npfs=1\nvfs=2\n"
                                    "[pool pt]\nkind=sriov\nmatch-vendor=15b3\neswitch=switchdev\nvlan-method=ovs\nuplink-bridge=br-sw\n"
                                    "[network pt2334]\nmode=sriov\npool=pt\nvlan=2334\n";
-  g_autofree char *conf_file = g_build_filename (f->conf_dir, "vdpa-allocator.conf", NULL);
   g_autofree char *rep0 = NULL;
   g_autofree char *rep1_fail = NULL;
   g_autofree char *text = NULL;
@@ -1390,10 +1371,7 @@ test_sriov_switchdev_vlan (Fixture *f, gconstpointer data)
   g_autoptr (VaLease) a = NULL;
   g_autoptr (GAsyncResult) res = NULL;
 
-  stop (f);
-  g_file_set_contents (conf_file, sriov_conf, -1, &error);
-  g_assert_no_error (error);
-  start (f);
+  restart_with (f, sriov_conf);
   rep0 = g_build_filename (f->run_dir, "sim", "rep", "0000:3c:00.0", NULL);
 
   /* a VLAN libvirt set on the VF: not how this pool works */

@@ -619,11 +619,56 @@ class SriovHookTest(unittest.TestCase):
             r = hook(ovs, op, "begin", env=self.env)
             self.assertEqual((op, r.returncode, r.stderr), (op, 0, ""))
         self.assertEqual(self.leases(), [])
+        # started begin asked the daemon for its VF (before, the
+        # dispatcher ran nothing without a swap-back mark): its helper
+        # leases and plugs once the domain runs; libvirt is not here
+        deadline = time.monotonic() + 60
+        while "vm1: swap back after its move incomplete" not in self.daemon.read_log():
+            self.assertLess(time.monotonic(), deadline, self.daemon.read_log())
+            time.sleep(0.05)
+        self.assertIn("domain vm1 (%s): swap back after its move started" % UUID, self.daemon.read_log())
+        # with its VF beside it (the member libvirt shows), nothing to ask
+        member = ("<interface type='hostdev' managed='yes'><mac address='%s'/><source><address type='pci' domain='0x0001' "
+                  "bus='0x3c' slot='0x00' function='0x1'/></source><teaming type='transient' persistent='ua-vdpa-525400000001'/>"
+                  "<alias name='ua-vdpa-vf-525400000001'/></interface></devices>" % mac)
+        r = hook(ovs.replace("</devices>", member), "started", "begin", env=self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # the daemon logs a SwapBack before it answers the hook
+        self.assertEqual(self.daemon.read_log().count("swap back after its move started"), 1)
         # on a Linux bridge the hook tags the tap, as for a portable NIC:
         # vnet93 does not exist here, so the start is refused, closed
         r = self.start(standby(mac, "ptfo", "br0"))
         self.assertOneLine(r, "NIC %s" % mac, "VLAN 2334 on Linux bridge br0", "vnet93")
         self.assertEqual(self.leases(), [])
+
+    def test_the_daemon_picks_a_free_vf_for_a_failover_member(self):
+        # issue 27, point 5: the plug of a failover member leases before
+        # it attaches, so the daemon picks the VF (Allocate without vf);
+        # before, it refused ("the lease names the VF it chose")
+        held = os.path.join(self.daemon.run_dir, "sim", "vf", "0001:3c:00.0.held")
+        os.makedirs(os.path.dirname(held), exist_ok=True)
+        open(held, "w").close()  # libvirt passes it through, unleased: passed over
+        r = vdpactl("allocate", "--uuid", UUID, "--mac", "52:54:00:00:00:01", "--network", "ptfo", "-j")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (lease,) = self.leases()
+        self.assertEqual((lease["kind"], lease["slot"], lease["pool"], lease["vlan"]), ("sriov", "0001:3c:00.1", "pt", 2334))
+        # asked again (a second started begin): the same VF
+        r = vdpactl("allocate", "--uuid", UUID, "--mac", "52:54:00:00:00:01", "--network", "ptfo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([x["slot"] for x in self.leases()], ["0001:3c:00.1"])
+        # none free (the held one stays offered, not leased): the guest
+        # stays on its standby, and the plug says the pool is full
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:02", "--network", "ptfo")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("pool pt is exhausted", r.stderr)
+        self.assertEqual(self.pool()["free"], 1)
+        os.unlink(held)
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:02", "--network", "ptfo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(x["slot"] for x in self.leases()), ["0001:3c:00.0", "0001:3c:00.1"])
+        # a plain passthrough NIC still names libvirt's pick
+        r = vdpactl("allocate", "--uuid", UUID2, "--mac", "52:54:00:00:00:03", "--network", "pt2334")
+        self.assertIn("pool pt is kind sriov", r.stderr)
 
     def test_refusals_are_one_line_and_fail_the_start(self):
         a = "52:54:00:00:00:01"

@@ -6,15 +6,16 @@
 # stage 1 (no argument): /init of the initramfs, busybox only. Loads the
 #   virtio-9p and overlayfs modules, mounts the build machine's root (9p tag
 #   "hostroot", read-only) under an overlayfs whose upper layer is a tmpfs,
-#   mounts the run's shared folder (9p tag "lab", writable) at /lab there and
-#   switch_roots into "sh /lab/lab-init.sh stage2".
+#   with the unpacked extra packages (lab.extra=, udev, a path in that
+#   root) as a second lower layer above it, mounts the run's shared folder
+#   (9p tag "lab", writable) at /lab there and switch_roots into
+#   "sh /lab/lab-init.sh stage2".
 #
 # stage 2: runs in that root with the build machine's own userspace. Puts
 #   fresh tmpfs on /run and /var/tmp (the lower layer holds the build
 #   machine's live /run); /tmp stays the overlay's, writable in memory,
 #   because the tree under test may live there (CI clones anywhere), binds the kernel package's module tree (lab.modules=
 #   on the command line, a path in the shared root) over /lib/modules/KREL,
-#   copies the unpacked extra packages (lab.extra=, udev) into the overlay,
 #   then runs /lab/cmd with /lab/env, its output to the console and to
 #   /lab/output, its status to /lab/rc, and powers off.
 #
@@ -75,7 +76,21 @@ if [ "${1:-}" != stage2 ]; then
     mount -t 9p -o "$o,ro,cache=loose" hostroot /lower || { echo "lab-init: no hostroot"; halt_now 121; }
     mount -t tmpfs -o mode=0755 upper /upper
     mkdir -p /upper/data /upper/work
-    mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot ||
+    # the unpacked extra packages (lab.extra=, udev) as a layer above the
+    # build machine's root: copying them in cost ~6 s of every boot
+    lower=/lower
+    extra=$(param extra)
+    case "$extra" in
+    /*:* | *:*) ;;
+    /*)
+        # a layer inside another overlaps it (ELOOP): the same tree again,
+        # through a second 9p mount of its own
+        mkdir -p /extra
+        [ -d "/lower$extra" ] && mount -t 9p -o "$o,ro,cache=loose" hostroot /extra &&
+            lower="/extra$extra:/lower"
+        ;;
+    esac
+    mount -t overlay -o "lowerdir=$lower,upperdir=/upper/data,workdir=/upper/work" overlay /newroot ||
         { echo "lab-init: overlayfs failed"; halt_now 122; }
     mkdir -p /newroot/lab
     mount -t 9p -o "$o,cache=none" lab /newroot/lab || { echo "lab-init: no lab share"; halt_now 123; }
@@ -99,11 +114,6 @@ mods=$(param modules)
 if [ -n "$mods" ] && [ -d "$mods" ]; then
     mkdir -p "/lib/modules/$krel"
     mount --bind "$mods" "/lib/modules/$krel"
-fi
-# packages the build machine lacks (udev), unpacked by build-lab-kernel.sh
-extra=$(param extra)
-if [ -n "$extra" ] && [ -d "$extra" ]; then
-    cp -a "$extra/." / 2>/dev/null || echo "lab-init: copying $extra failed"
 fi
 # a host with systemd has /dev/net/tun from kmod's static nodes, which load
 # tun on first open; here nothing makes those nodes, so load it (QEMU's

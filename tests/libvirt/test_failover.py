@@ -6,12 +6,15 @@ and a ua- alias; libvirt defines it, our hook (with the daemon on the
 private system bus) leases nothing for it, and QEMU starts the guest with
 the standby alone, its virtio-net device carrying failover=on.
 
-This machine has no SR-IOV VF, so the transient member (the VF plugged
-beside the standby once the domain runs, with failover_pair_id on its
-vfio-pci device) is not plugged here: that belongs to the daemon's plug
-call and the lab tier (lab-igb-daemon, igb VFs). The member's XML is
-held by the golden cases (tests/golden/cases/144-*, 145-*). Private
-mount and network namespaces (tests/lib/vatest/libvirt.py)."""
+Once it runs, the hook's started begin asks the daemon for the standby's
+VF: its helper leases one of the simulated pool's VFs and asks libvirt to
+plug the transient member on it. This machine has no SR-IOV VF, so
+libvirt refuses the plug (the VF's PCI address is not on this host): the
+lease is released and the guest goes on on the standby, as on a host
+whose pool has no free VF. That a real VF is plugged (failover_pair_id
+on its vfio-pci device) is for the lab tier (lab-igb-daemon, igb VFs);
+the member's XML is held by the golden cases (tests/golden/cases/144-*,
+145-*). Private mount and network namespaces (tests/lib/vatest/libvirt.py)."""
 
 import os
 import re
@@ -22,14 +25,13 @@ import tempfile
 import time
 import unittest
 
-from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path, with_intent
 from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
 from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
 from vatest.simconf import sim_config
 
 enter_namespaces()
 
-NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 # the simulated backend's PF 0000:3b:00.0 (vdpa-allocator/daemon/va-backend-sim.c);
 # its hostdev network cannot be defined here (no VF in sysfs), which only
@@ -37,12 +39,6 @@ NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 CONFIG = sim_config(pools={"pt": dict(kind="sriov", match_pci="0000:3b:00.0")},
                     networks={"fo": dict(mode="sriov", pool="pt", fallback_bridge=BRIDGE, failover="true")})
 
-
-def with_intent(xml, uuid, nics):
-    """Adds a <uuid> and vdpa:nics metadata for (mac, network) pairs."""
-    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
-    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
-                       % (uuid, NS, meta), 1)
 
 
 class Failover(unittest.TestCase):
@@ -162,6 +158,27 @@ class Failover(unittest.TestCase):
 
         # the guest talks on the standby alone (its net_failover makes the
         # standby the lower device of the interface the guest configures)
+        r = run(["busybox", "ping", "-c", "1", "-W", "5", "10.77.0.51"], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+        # started begin asked the daemon for the VF: its helper leased one
+        # (the daemon's pick), and libvirt refused the member on it (no
+        # such PCI device here), so the lease went back and the guest
+        # stays on its standby; the journal's event says so
+        deadline = time.monotonic() + 120
+        log = ""
+        while "VA_SWAP_BACK_RESULT" not in log and "swap back after its move incomplete" not in log:
+            self.assertLess(time.monotonic(), deadline, log[-3000:])
+            time.sleep(0.2)
+            with open(os.path.join(self.tmp, "daemon.log")) as f:
+                log = f.read()
+        line = [l for l in log.splitlines() if "swap back after its move incomplete" in l][0]
+        sys.stderr.write("%s: %s\n" % (name, line))
+        self.assertIn("%s standby refused: on its virtio standby alone: libvirt refused VF 0000:3c:00." % mac, line)
+        self.assertIn("its VF lease was released", line)
+        self.assertEqual(self.leases(), [])
+        live = self.lv.virsh("dumpxml", name).stdout
+        self.assertNotIn("hostdev", live)
         r = run(["busybox", "ping", "-c", "1", "-W", "5", "10.77.0.51"], check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, domain_xml, guest_cmdline, serial_path
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, NS, domain_xml, guest_cmdline, serial_path, with_intent
 from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
 from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
 from vatest.simconf import ACCEL, sim_config
@@ -28,7 +28,6 @@ import gi  # noqa: E402
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
-NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 CONFIG = sim_config(pools={"accel": ACCEL},
                     networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334),
@@ -37,12 +36,6 @@ CONFIG = sim_config(pools={"accel": ACCEL},
                               "lan": dict(mode="virtio", fallback_bridge=BRIDGE),
                               "lan30": dict(mode="virtio", vlan=30, fallback_bridge=BRIDGE)})
 
-
-def with_intent(xml, uuid, nics):
-    """Adds a <uuid> and vdpa:nics metadata for (mac, network) pairs."""
-    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
-    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
-                       % (uuid, NS, meta), 1)
 
 
 class HookInLibvirt(unittest.TestCase):

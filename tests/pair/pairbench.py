@@ -49,11 +49,10 @@ enter_namespaces()
 from vatest import ctl  # noqa: E402
 from vatest import pairreport as rep  # noqa: E402
 from vatest import pairsriov as sriov  # noqa: E402
-from vatest.guest import domain_xml, guest_cmdline, serial_path  # noqa: E402
+from vatest.guest import domain_xml, guest_cmdline, serial_path, with_intent  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
-NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 BRIDGE = "br-pair"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
@@ -99,11 +98,6 @@ def log(msg):
 vdpactl = functools.partial(ctl.vdpactl, timeout=30)
 leases = functools.partial(ctl.leases, timeout=30)
 
-
-def with_intent(xml, uuid, nics):
-    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
-    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
-                       % (uuid, NS, meta), 1)
 
 
 def parse_iperf3(console):

@@ -25,7 +25,9 @@ typedef struct
    * libvirt passed through from the pool's hostdev network (its PCI
    * address), and the VLAN libvirt applied to it (vf_vlan, 0: none),
    * which must be the NIC's. The lease is then only a record: nothing is
-   * made on the VF. */
+   * made on the VF. NULL for a failover NIC (its network says
+   * failover=true): the daemon picks a free VF, the lease's slot, which
+   * the transient member is then plugged on. */
   const char *vf;
   guint16 vf_vlan;
   /* "hardware": a device on a VF only, never a software one (VDUSE and

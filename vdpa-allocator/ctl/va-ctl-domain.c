@@ -14,6 +14,7 @@
 #include <libvirt/virterror.h>
 #include <string.h>
 
+#include "va-bus.h"
 #include "va-client.h"
 #include "va-config.h"
 #include "va-domain.h"
@@ -22,6 +23,28 @@
 #include "va-paths.h"
 
 /* ---- show ---------------------------------------------------------------- */
+
+/* Why the failover standby @nic runs without its VF, as far as this host
+ * can tell: its pool's free VFs, from the daemon. */
+static char *
+standby_why (const VaNic *nic)
+{
+  g_autoptr (VaHostView) view = va_client_offline_view (NULL, NULL);
+  g_autoptr (GVariant) props = NULL;
+  g_autofree char *path = NULL;
+  VaNicPlan plan;
+  guint32 free = 0;
+
+  if (!view || !va_nic_resolve (nic, view, &plan, NULL) || !plan.pool)
+    return g_strdup ("no VF plugged");
+  path = va_bus_pool_path (plan.pool);
+  props = va_client_get_properties (va_client_get_default (), path, NULL);
+  if (!props || !g_variant_lookup (props, "Free", "u", &free))
+    return g_strdup ("no VF plugged");
+  if (free == 0)
+    return g_strdup_printf ("no free VF in pool %s", plan.pool);
+  return g_strdup_printf ("no VF plugged; pool %s has %u free ('vdpactl domain accelerate --live' plugs one)", plan.pool, free);
+}
 
 static int
 domain_show (int argc, char **argv, const char *uri)
@@ -59,8 +82,9 @@ domain_show (int argc, char **argv, const char *uri)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       g_autofree char *intent = NULL;
-      const char *device = "", *lease_form = "";
+      const char *device = "", *lease_form = "", *kind = "", *slot = "";
       g_autofree char *lease_text = NULL;
+      g_autofree char *standby = NULL;
       GVariantBuilder r, j;
 
       if (nic->network)
@@ -81,6 +105,8 @@ domain_show (int argc, char **argv, const char *uri)
               if (g_strcmp0 (uuid, va_domain_get_uuid (domain)) == 0 && strcmp (mac, nic->mac) == 0)
                 {
                   g_variant_lookup (lease, "device", "&s", &device);
+                  g_variant_lookup (lease, "kind", "&s", &kind);
+                  g_variant_lookup (lease, "slot", "&s", &slot);
                   /* absent from a daemon before the software form */
                   if (!g_variant_lookup (lease, "form", "&s", &lease_form))
                     lease_form = "hardware";
@@ -93,9 +119,19 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&r, "{sv}", "intent", g_variant_new_string (intent));
       g_variant_builder_add (&r, "{sv}", "mode", g_variant_new_string (nic->mode_set ? va_mode_to_string (nic->mode) : ""));
       g_variant_builder_add (&r, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
+      /* a failover standby without its VF: the guest runs on virtio */
+      if (nic->failover && !nic->vf)
+        standby = standby_why (nic);
       /* a software device's lease says so: the pool had no free VF */
-      lease_text
-        = g_strdup_printf ("%s%s", leases ? device : "(daemon unreachable)", g_strcmp0 (lease_form, "software") == 0 ? " (software)" : "");
+      if (standby)
+        lease_text = g_strdup_printf ("%son its failover standby alone: %s", leases && *slot ? "VF leased, " : "", standby);
+      else if (nic->failover)
+        lease_text = g_strdup_printf ("VF %s beside its failover standby%s", nic->vf, leases && !*slot ? " (not leased)" : "");
+      else if (strcmp (kind, "sriov") == 0)
+        lease_text = g_strdup_printf ("VF %s", slot);
+      else
+        lease_text = g_strdup_printf ("%s%s", leases ? device : "(daemon unreachable)",
+                                      g_strcmp0 (lease_form, "software") == 0 ? " (software)" : "");
       g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (lease_text));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
 
@@ -110,6 +146,9 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&j, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
       g_variant_builder_add (&j, "{sv}", "device", g_variant_new_string (device));
       g_variant_builder_add (&j, "{sv}", "lease_form", g_variant_new_string (lease_form));
+      g_variant_builder_add (&j, "{sv}", "failover", g_variant_new_boolean (nic->failover));
+      g_variant_builder_add (&j, "{sv}", "passthrough_vf", g_variant_new_string (nic->vf ? nic->vf : ""));
+      g_variant_builder_add (&j, "{sv}", "standby_only", g_variant_new_string (standby ? standby : ""));
       g_variant_builder_add_value (&jb, g_variant_builder_end (&j));
     }
   {

@@ -182,6 +182,8 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
                                  g_variant_new_string (n->dest_known ? va_form_to_string (n->dest_form) : ""));
           g_variant_builder_add (&j, "{sv}", "unaccelerated_ms", maybe_ms (n->dest_known ? n->unaccelerated_s : -1));
           g_variant_builder_add (&j, "{sv}", "destination_note", g_variant_new_string (n->dest_note ? n->dest_note : ""));
+          g_variant_builder_add (&j, "{sv}", "failover", g_variant_new_boolean (n->failover));
+          g_variant_builder_add (&j, "{sv}", "failover_vf", g_variant_new_string (n->vf ? n->vf : ""));
           g_variant_builder_add_value (&nb, g_variant_builder_end (&j));
         }
       nics = g_variant_ref_sink (g_variant_builder_end (&nb));
@@ -205,6 +207,8 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
                    va_form_to_string (n->before));
           if (n->after != n->before)
             g_print (" -> %s", va_form_to_string (n->after));
+          if (n->failover && n->after == VA_FORM_ACCELERATED)
+            g_print (n->vf ? " (failover standby and VF %s)" : " (failover standby alone, no VF)", n->vf);
           if (n->offline_s >= 0 && n->plug_s >= 0)
             g_print ("; unplug %.2f s, plug %.2f s, %.2f s without the NIC", n->unplug_s, n->plug_s, n->offline_s);
           else if (n->offline_s >= 0)
@@ -243,7 +247,8 @@ report_print (VaLibvirt *lv, Report *r, gboolean json)
     ;
   else if (r->done && r->left)
     g_printerr ("vdpactl: domain %s: %s done in part: %u of its NICs %s as %s (the report says why)\n", name, r->operation, r->left,
-                r->left == 1 ? "stays" : "stay", r->operation[0] == 'p' ? "accelerated" : "portable");
+                r->left == 1 ? "stays" : "stay",
+                r->operation[0] == 'p' ? "accelerated" : "portable, or on its failover standby without a VF");
   return rc;
 }
 
@@ -765,7 +770,8 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
       /* a NIC the swap was for that stays as it was; a NIC of mode
        * virtio is not one */
       VaSwapNic *n = g_ptr_array_index (r.nics, i);
-      if (n->after != form && n->outcome)
+      /* a failover standby without its VF is not accelerated either */
+      if ((n->after != form || (n->failover && !n->vf && form == VA_FORM_ACCELERATED)) && n->outcome)
         r.left++;
     }
   rc = report_print (lv, &r, json);

@@ -96,7 +96,10 @@ resolve (VaAllocator *self, const VaAllocRequest *req, const char *mac, const ch
 
 /* A kind=sriov pool's VF is libvirt's pick, reported by the hook at
  * start: never a vDPA device on it, and the VLAN libvirt applied must be
- * the NIC's. A kind=vdpa pool takes no VF from outside. */
+ * the NIC's. A failover NIC's VF (the transient member beside its
+ * standby, plugged once the domain runs) is the daemon's pick instead:
+ * no vf, and the plug gives libvirt the VF and VLAN of the lease. A
+ * kind=vdpa pool takes no VF from outside. */
 static gboolean
 check_kind (const VaAllocRequest *req, const char *mac, const VaNicPlan *plan, GError **error)
 {
@@ -108,6 +111,8 @@ check_kind (const VaAllocRequest *req, const char *mac, const VaNicPlan *plan, G
                    plan->pool, VA_CUT (req->vf, 64));
       return FALSE;
     }
+  if (!req->vf && plan->failover)
+    return TRUE;
   if (!req->vf)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_INVALID_ARGUMENT,
@@ -150,7 +155,8 @@ same_intent (VaAllocator *self, const VaAllocRequest *req, const char *mac, cons
                    lease->uuid, lease->device);
       return FALSE;
     }
-  if (lease->sriov && g_strcmp0 (req->vf, lease->slot) != 0)
+  /* without vf (a failover NIC's): the VF it holds is the daemon's pick */
+  if (lease->sriov && req->vf && g_strcmp0 (req->vf, lease->slot) != 0)
     {
       g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "NIC %s of domain %s holds a lease on VF %s; this names VF %s: release it first", mac,
                    lease->uuid, lease->slot, req->vf);
@@ -306,6 +312,37 @@ va_allocator_pool_match_keys (const VaPoolConfig *pc)
   return g_string_free (s, FALSE);
 }
 
+/* A free VF of a kind=sriov pool for a failover member: the pool's pick,
+ * passing over a VF that someone holds although no lease does (libvirt's
+ * hostdev network gave it to a start in progress, whose start begin has
+ * not recorded it yet; or a host driver took it), each marked lost while
+ * the next is picked, so that the pick ends within the pool's size. */
+static const VaSlot *
+pick_vf (VaAllocator *self, const VaPoolRequest *preq, gboolean *existed, GError **error)
+{
+  g_autoptr (GPtrArray) passed = g_ptr_array_new_with_free_func (g_free);
+  const VaSlot *slot;
+
+  for (;;)
+    {
+      const char *address;
+
+      slot = va_pools_allocate (self->pools, preq, existed, error);
+      if (!slot || *existed)
+        break;
+      address = va_slot_get_address (slot);
+      if (va_backend_vf_holder (self->backend, address, NULL) == VA_VF_NOBODY)
+        break;
+      g_ptr_array_add (passed, g_strdup (address));
+      va_pools_release (self->pools, preq->uuid, preq->mac, NULL);
+      va_pools_set_slot_lost (self->pools, address, TRUE, NULL);
+      slot = NULL;
+    }
+  for (guint i = 0; i < passed->len; i++)
+    va_pools_set_slot_lost (self->pools, g_ptr_array_index (passed, i), FALSE, NULL);
+  return slot;
+}
+
 static VaLease *
 provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const char *mac, GError **error)
 {
@@ -331,7 +368,8 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   preq.network_others = network ? va_allocator_software_leases (self, NULL, network) : 0;
   preq.numa_node = req->numa_node;
   preq.slot = req->vf;
-  slot = va_pools_allocate (self->pools, &preq, &existed, &local);
+  slot = plan.kind == VA_POOL_KIND_SRIOV && !req->vf ? pick_vf (self, &preq, &existed, &local)
+                                                     : va_pools_allocate (self->pools, &preq, &existed, &local);
   if (!slot && !req->vf && software_fallback (self, pc, &plan, local))
     {
       if (!req->form)
@@ -366,9 +404,10 @@ provision (VaAllocator *self, const VaAllocRequest *req, const char *uuid, const
   lease->network = g_strdup (network ? network : "");
   lease->pool = g_strdup (plan.pool);
   lease->vlan = plan.vlan;
-  if (req->vf)
+  if (plan.kind == VA_POOL_KIND_SRIOV)
     {
-      /* libvirt bound the VF and set its MAC and VLAN: a record only */
+      /* libvirt bound the VF and set its MAC and VLAN (or, for a failover
+       * member, will at its plug, from this lease): a record only */
       lease->sriov = TRUE;
       lease->slot = g_strdup (va_slot_get_address (slot));
       lease->device = g_strdup ("");

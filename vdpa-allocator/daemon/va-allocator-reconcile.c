@@ -345,6 +345,21 @@ reconcile_vfs (VaAllocator *self, VaReconcileReport *report)
     }
 }
 
+/* Whether @e is the lease of a failover member that was unplugged from
+ * its running guest behind our back (virsh detach-device-alias, a guest
+ * that ejected it): its VF on no driver, libvirt keeping no state of it.
+ * QEMU's own unplug for a migration is not one: it keeps the device, and
+ * libvirt the VF on vfio-pci. Past the grace only: between its Allocate
+ * and its plug a member's VF is on no driver too. */
+static gboolean
+failover_vf_let_go (VaAllocator *self, const Entry *e, gint64 now)
+{
+  VaNicPlan plan;
+
+  return e->lease->sriov && now - e->lease->created > RECONCILE_GRACE_SECONDS && va_allocator_resolve_lease (self, e->lease, &plan, NULL)
+         && plan.failover && va_backend_vf_holder (self->backend, e->lease->slot, NULL) == VA_VF_NOBODY;
+}
+
 static void
 reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -378,6 +393,7 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
     {
       g_autoptr (GHashTable) gone = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
       g_autoptr (GHashTable) running = g_hash_table_new (g_str_hash, g_str_equal);
+      g_autoptr (GPtrArray) let_go = g_ptr_array_new_with_free_func ((GDestroyNotify) va_lease_free);
       GHashTableIter iter;
       const char *uuid;
       Entry *e;
@@ -391,6 +407,8 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
           if (e->state != ENTRY_COMMITTED)
             continue;
+          if (known && GPOINTER_TO_INT (active) && failover_vf_let_go (self, e, now))
+            g_ptr_array_add (let_go, va_lease_copy (e->lease));
           if (known && (GPOINTER_TO_INT (active) || now - e->lease->created <= RECONCILE_GRACE_SECONDS))
             continue;
           if (va_allocator_in_use (self, e, NULL))
@@ -414,6 +432,15 @@ reconcile_listed (GObject *source, GAsyncResult *result, gpointer user_data)
       g_hash_table_iter_init (&iter, gone);
       while (!error && g_hash_table_iter_next (&iter, (gpointer *) &uuid, NULL))
         va_allocator_queue_release_domain (self, uuid, NULL, &error);
+      for (guint i = 0; !error && i < let_go->len; i++)
+        {
+          const VaLease *l = g_ptr_array_index (let_go, i);
+
+          g_message ("NIC %s of domain %s: its failover VF %s was unplugged from the running guest: its lease is released", l->mac, l->uuid,
+                     l->slot);
+          va_allocator_release_async (self, l->uuid, l->mac, NULL, NULL);
+          report->released++;
+        }
       if (!error)
         va_allocator_commit_now (self, &error);
       if (error)

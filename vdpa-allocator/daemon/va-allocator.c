@@ -58,35 +58,38 @@ va_allocator_get_n_leases (VaAllocator *self)
   return g_hash_table_size (self->entries);
 }
 
-const char *
-va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
+/* The entry of (@uuid, @mac) as a caller spells them, or NULL. */
+static Entry *
+lookup_by_ids (VaAllocator *self, const char *uuid, const char *mac)
 {
   g_autofree char *key = NULL;
   char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
-  Entry *e;
-
-  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
 
   if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
     return NULL;
   key = va_allocator_make_key (u, m);
-  e = va_allocator_lookup_entry (self, key);
+  return va_allocator_lookup_entry (self, key);
+}
+
+const char *
+va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
+{
+  Entry *e;
+
+  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
+
+  e = lookup_by_ids (self, uuid, mac);
   return e && e->broken ? (e->broken_reason ? e->broken_reason : "broken") : NULL;
 }
 
 char *
 va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac)
 {
-  g_autofree char *key = NULL;
-  char u[VA_UUID_STRING_LEN], m[VA_MAC_STRING_LEN];
   Entry *e;
 
   g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
 
-  if (!uuid || !mac || !va_uuid_normalize (uuid, u) || !va_mac_normalize (mac, m))
-    return NULL;
-  key = va_allocator_make_key (u, m);
-  e = va_allocator_lookup_entry (self, key);
+  e = lookup_by_ids (self, uuid, mac);
   /* the backend's, as it is now */
   return e && e->lease->software ? va_backend_software_stalled (self->backend, e->lease->device) : NULL;
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "va-error.h"
+#include "va-ids.h"
 #include "va-netlink.h"
 #include "va-paths.h"
 
@@ -34,28 +35,10 @@
 #define WAIT_STEPS 100
 #define WAIT_STEP_US 20000
 
-static char *
-mac_digits (const char *mac)
-{
-  GString *out = g_string_new (NULL);
-
-  for (const char *c = mac; c && *c; c++)
-    if (g_ascii_isxdigit (*c))
-      g_string_append_c (out, g_ascii_tolower (*c));
-    else if (*c != ':')
-      break;
-  if (!mac || out->len != 12 || strlen (mac) != 17)
-    {
-      g_string_free (out, TRUE);
-      return NULL;
-    }
-  return g_string_free (out, FALSE);
-}
-
 char *
 va_software_device_name (const char *mac)
 {
-  g_autofree char *d = mac_digits (mac);
+  g_autofree char *d = va_mac_digits (mac);
 
   return d ? g_strconcat (DEVICE_PREFIX, d, NULL) : NULL;
 }
@@ -63,7 +46,7 @@ va_software_device_name (const char *mac)
 char *
 va_software_tap_name (const char *mac)
 {
-  g_autofree char *d = mac_digits (mac);
+  g_autofree char *d = va_mac_digits (mac);
 
   return d ? g_strconcat (TAP_PREFIX, d, NULL) : NULL;
 }

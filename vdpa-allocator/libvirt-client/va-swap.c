@@ -67,6 +67,7 @@ va_swap_nic_free (VaSwapNic *n)
   g_free (n->network);
   g_free (n->note);
   g_free (n->dest_note);
+  g_free (n->vf);
   g_free (n);
 }
 
@@ -85,6 +86,8 @@ va_swap_nic (GPtrArray *nics, const VaNic *nic)
   n->mac = g_strdup (nic->mac);
   n->network = g_strdup (nic->network);
   n->before = n->after = nic->form;
+  n->failover = nic->failover;
+  n->vf = nic->failover ? g_strdup (nic->vf) : NULL;
   n->unplug_s = n->plug_s = n->offline_s = n->unaccelerated_s = -1;
   g_ptr_array_add (nics, n);
   return n;
@@ -306,7 +309,8 @@ apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
   for (guint i = 0; i < nics->len; i++)
     if (strcmp (((const VaNic *) g_ptr_array_index (nics, i))->mac, mac) == 0)
       nic = g_ptr_array_index (nics, i);
-  if (!nic || nic->form != VA_FORM_PORTABLE)
+  /* a failover standby is a tap on the bridge too */
+  if (!nic || (nic->form != VA_FORM_PORTABLE && !nic->failover))
     return TRUE;
   view = va_client_offline_view (NULL, &local);
   if (!view || !va_nic_resolve (nic, view, &plan, &local))
@@ -518,6 +522,119 @@ domain_running (VaLibvirt *lv, GError **error)
   return TRUE;
 }
 
+/* ---- failover: the VF beside a virtio standby --------------------------- */
+
+/* Polls the live XML until the transient member aliased @alias is gone
+ * (the standby keeps the MAC, so the MAC says nothing here). */
+static gboolean
+wait_member_gone (VaLibvirt *lv, const char *alias, double timeout)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) (timeout * G_USEC_PER_SEC);
+  g_autofree char *needle = g_strdup_printf ("<alias name='%s'/>", alias);
+
+  for (;;)
+    {
+      g_autofree char *xml = virDomainGetXMLDesc (lv->dom, 0);
+
+      if (xml && !strstr (xml, needle))
+        return TRUE;
+      if (g_get_monotonic_time () > deadline)
+        return FALSE;
+      g_usleep (20 * 1000);
+    }
+}
+
+/* Gives back the lease of a member that is not (or no longer) plugged,
+ * and says so in @n's note. */
+static void
+release_member_lease (VaSwapNic *n, const char *uuid)
+{
+  g_autoptr (GError) rel_error = NULL;
+
+  if (va_client_release (CLIENT, uuid, n->mac, &rel_error) || g_error_matches (rel_error, VA_ERROR, VA_ERROR_NOT_FOUND))
+    va_swap_note (n, "its VF lease was released");
+  else
+    va_swap_note (n, "its VF lease was not released (%s); the domain's stop releases it", rel_error->message);
+}
+
+/* The transient member of the failover standby @nic of @live: a VF of
+ * its pool leased by the daemon (its pick: spoofchk set in legacy mode,
+ * the representor on the VLAN in switchdev, before the guest can use
+ * it), then plugged (LIVE) as va_domain_failover_member_xml() builds it.
+ * No free VF, or a refused plug: the lease is released and the guest goes
+ * on on its standby, which @n says (outcome "no-room", "busy" or
+ * "refused"). */
+static void
+plug_member (VaLibvirt *lv, VaDomain *live, const VaNic *nic, VaSwapNic *n, const char *uuid)
+{
+  g_autoptr (VaHostView) view = NULL;
+  g_autoptr (VaLease) lease = NULL;
+  g_autoptr (GError) nic_error = NULL;
+  g_autofree char *member = NULL;
+  VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
+  gint64 t0 = g_get_monotonic_time ();
+
+  n->path = VA_SWAP_PATH_SWAP;
+  req.uuid = uuid;
+  req.domain_name = virDomainGetName (lv->dom);
+  req.mac = nic->mac;
+  req.network = nic->network;
+  if (!(lease = va_client_allocate (CLIENT, &req, &nic_error)))
+    {
+      n->outcome = g_error_matches (nic_error, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room"
+                   : g_error_matches (nic_error, VA_ERROR, VA_ERROR_TRY_AGAIN)    ? "busy"
+                                                                                  : "refused";
+      va_swap_note (n, "on its virtio standby alone: %s (%s)", strcmp (n->outcome, "no-room") == 0 ? "no free VF" : "no VF leased",
+                    nic_error->message);
+      return;
+    }
+  if (!(view = va_client_offline_view (NULL, &nic_error))
+      || !(member = va_domain_failover_member_xml (live, view, nic->mac, lease->slot, &nic_error)))
+    {
+      n->outcome = "refused";
+      va_swap_note (n, "on its virtio standby alone: the VF's member: %s", nic_error->message);
+      release_member_lease (n, uuid);
+      return;
+    }
+  va_swap_progress ("NIC %s: plugging VF %s beside its virtio standby", nic->mac, lease->slot);
+  if (virDomainAttachDeviceFlags (lv->dom, member, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    {
+      n->outcome = "refused";
+      va_swap_note (n, "on its virtio standby alone: libvirt refused VF %s: %s", lease->slot, virGetLastErrorMessage ());
+      release_member_lease (n, uuid);
+      return;
+    }
+  g_free (n->vf);
+  n->vf = g_strdup (lease->slot);
+  n->plug_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+  va_swap_progress ("NIC %s: VF %s plugged in %.1f s", nic->mac, lease->slot, n->plug_s);
+}
+
+/* The member of the failover standby @nic detached by its alias (the
+ * guest's failover driver goes on on the standby), then its lease
+ * released. FALSE when libvirt refuses or the guest keeps it. */
+static gboolean
+unplug_member (VaLibvirt *lv, const VaNic *nic, VaSwapNic *n, const char *uuid, GError **error)
+{
+  g_autofree char *alias = va_member_alias (nic->mac);
+
+  va_swap_progress ("NIC %s: unplugging VF %s (%s)", nic->mac, nic->vf, alias);
+  if (virDomainDetachDeviceAlias (lv->dom, alias, VIR_DOMAIN_AFFECT_LIVE) < 0)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "libvirt refused to unplug VF %s (%s): %s", nic->vf, alias, virGetLastErrorMessage ());
+      return FALSE;
+    }
+  if (!wait_member_gone (lv, alias, unplug_timeout ()))
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_BUSY, "the guest has not let VF %s go within %.0f s (libvirt keeps the unplug pending)",
+                   nic->vf, unplug_timeout ());
+      return FALSE;
+    }
+  g_clear_pointer (&n->vf, g_free);
+  release_member_lease (n, uuid);
+  return TRUE;
+}
+
 gboolean
 va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError **error)
 {
@@ -530,10 +647,24 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
     return FALSE;
   nics = va_domain_get_nics (live);
   for (guint i = 0; i < nics->len; i++)
-    if (((const VaNic *) g_ptr_array_index (nics, i))->form == VA_FORM_ACCELERATED)
-      any = TRUE;
-  for (guint i = 0; i < nics->len; i++)
-    va_swap_nic (report, g_ptr_array_index (nics, i));
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+      VaSwapNic *n = va_swap_nic (report, nic);
+
+      /* QEMU unplugs a failover pair's VF at the move by itself (and
+       * plugs it back if the move fails), the guest going on on its
+       * standby; the destination plugs a VF of its own. The lease stays
+       * while QEMU holds the VF: the domain's stop here gives it back */
+      if (for_move && nic->failover)
+        {
+          n->path = VA_SWAP_PATH_NATIVE;
+          va_swap_note (n, "failover: no swap; QEMU unplugs %s%s for the move and the guest goes on on its virtio standby",
+                        nic->vf ? "VF " : "its VF", nic->vf ? nic->vf : "");
+          continue;
+        }
+      if (nic->form == VA_FORM_ACCELERATED)
+        any = TRUE;
+    }
   if (!any)
     return TRUE;
   if (!domain_running (lv, error) || !(port = rewritten (lv, VA_FORM_PORTABLE, error)))
@@ -546,11 +677,17 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
       g_autofree char *old = NULL, *new = NULL;
       g_autoptr (GError) rel_error = NULL;
 
-      if (nic->form != VA_FORM_ACCELERATED)
+      if (nic->form != VA_FORM_ACCELERATED || (for_move && nic->failover))
         continue;
       n->path = VA_SWAP_PATH_SWAP;
       if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (port, nic->mac, error)))
         return FALSE;
+      /* a standby's VF first: the portable NIC takes over its MAC */
+      if (nic->failover && nic->vf && !unplug_member (lv, nic, n, uuid, error))
+        {
+          g_prefix_error (error, "NIC %s: ", nic->mac);
+          return FALSE;
+        }
       if (!swap_iface (lv, nic->mac, old, new, n, error))
         {
           if (n->lost)
@@ -559,9 +696,12 @@ va_swap_to_portable (VaLibvirt *lv, GPtrArray *report, gboolean for_move, GError
           return FALSE;
         }
       n->after = VA_FORM_PORTABLE;
+      n->failover = FALSE;
       if (for_move)
         mark_swap_back (lv, n, TRUE);
-      if (!va_client_release (CLIENT, uuid, nic->mac, &rel_error))
+      /* a standby's lease went with its VF, if it had one */
+      if (!va_client_release (CLIENT, uuid, nic->mac, &rel_error)
+          && !(nic->failover && g_error_matches (rel_error, VA_ERROR, VA_ERROR_NOT_FOUND)))
         va_swap_note (n, "its lease was not released (%s)", rel_error->message);
     }
   return TRUE;
@@ -659,6 +799,50 @@ swap_to_vf (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, Va
   return TRUE;
 }
 
+/* A portable NIC of a failover network to its virtio standby (the same
+ * tap on the same bridge and VLAN, with <teaming type='persistent'/> and
+ * its alias, which QEMU takes only at a plug), then its VF plugged beside
+ * it. Refused, the NIC stays portable. FALSE only when the domain cannot
+ * be read; the NIC's outcome is in @n. */
+static gboolean
+swap_to_standby (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, VaSwapNic *n, const char *uuid, GError **error)
+{
+  g_autofree char *old = NULL, *new = NULL;
+  g_autoptr (GError) nic_error = NULL;
+  g_autoptr (VaDomain) now = NULL;
+  GPtrArray *nics;
+
+  if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
+    return FALSE;
+  n->path = VA_SWAP_PATH_SWAP;
+  if (!swap_iface (lv, nic->mac, old, new, n, &nic_error))
+    {
+      if (n->lost)
+        mark_lost (lv, n, uuid, nic_error->message);
+      else
+        {
+          n->outcome = "refused";
+          va_swap_note (n, "stays portable: %s", nic_error->message);
+        }
+      return TRUE;
+    }
+  n->after = VA_FORM_ACCELERATED;
+  n->failover = TRUE;
+  if (nic->swap_back)
+    mark_swap_back (lv, n, FALSE);
+  if (!(now = va_swap_live_domain (lv, error)))
+    return FALSE;
+  nics = va_domain_get_nics (now);
+  for (guint i = 0; i < nics->len; i++)
+    {
+      const VaNic *standby = g_ptr_array_index (nics, i);
+
+      if (strcmp (standby->mac, nic->mac) == 0)
+        plug_member (lv, now, standby, n, uuid);
+    }
+  return TRUE;
+}
+
 /* Every portable NIC whose pool here has room to the accelerated form, a
  * fresh lease each; where that fails, the NIC stays portable. @only: the
  * MACs to consider, or NULL for all. Fails only when the domain cannot be
@@ -671,7 +855,7 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
   g_autoptr (GHashTable) replugged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   char uuid[VIR_UUID_STRING_BUFLEN];
   GPtrArray *nics, *wanted;
-  gboolean shared;
+  gboolean shared, running;
 
   /* a NIC an earlier swap lost is plugged back first, and swapped on
    * with the others */
@@ -696,16 +880,32 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
         }
     }
   virDomainGetUUIDString (lv->dom, uuid);
-  if (!domain_running (lv, &local) || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
+  running = domain_running (lv, &local);
+  /* a standby the domain started or moved here with, or one whose VF
+   * went (a failed plug, a detach): its VF first, which needs no rewrite
+   * (another NIC's refused one must not keep it on virtio) */
+  for (guint i = 0; running && i < nics->len; i++)
+    {
+      const VaNic *nic = g_ptr_array_index (nics, i);
+
+      if (nic->failover && !nic->vf && (!only || g_hash_table_contains (only, nic->mac)))
+        plug_member (lv, live, nic, va_swap_nic (report, nic), uuid);
+    }
+  if (!running || !(accel = rewritten (lv, VA_FORM_ACCELERATED, &local)))
     {
       for (guint i = 0; i < nics->len; i++)
         {
           const VaNic *nic = g_ptr_array_index (nics, i);
           VaSwapNic *n = va_swap_nic (report, nic);
 
-          if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)) || !nic_may_accelerate (nic))
+          if (only && !g_hash_table_contains (only, nic->mac))
             continue;
-          va_swap_note (n, "stays portable: %s", local->message);
+          if (nic->failover && !nic->vf && !running)
+            va_swap_note (n, "on its virtio standby alone: %s", local->message);
+          else if (nic->form != VA_FORM_PORTABLE || !nic_may_accelerate (nic))
+            continue;
+          else
+            va_swap_note (n, "stays portable: %s", local->message);
           n->outcome = g_error_matches (local, VA_ERROR, VA_ERROR_TRY_AGAIN) ? "busy" : "refused";
         }
       return TRUE;
@@ -721,7 +921,8 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
       g_autoptr (GError) nic_error = NULL;
       VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
 
-      if (nic->form != VA_FORM_PORTABLE || (only && !g_hash_table_contains (only, nic->mac)))
+      /* a standby's VF went in above */
+      if ((only && !g_hash_table_contains (only, nic->mac)) || nic->form != VA_FORM_PORTABLE)
         continue;
       if (want->form != VA_FORM_ACCELERATED)
         {
@@ -739,12 +940,11 @@ va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *report, GHashTable *only, GErr
           n->outcome = "refused";
           continue;
         }
-      /* the failover standby and its VF go in at start; a live plug of
-       * the pair is the daemon's, not yet written (issue 27, point 5) */
+      /* the portable NIC to its virtio standby, then its VF beside it */
       if (want->failover)
         {
-          va_swap_note (n, "stays portable: its network asks for failover, whose standby a start brings (no live swap to it yet)");
-          n->outcome = "refused";
+          if (!swap_to_standby (lv, live, accel, nic, n, uuid, error))
+            return FALSE;
           continue;
         }
       if (want->accel_kind == VA_POOL_KIND_SRIOV)

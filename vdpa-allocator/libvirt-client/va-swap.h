@@ -45,6 +45,11 @@ typedef struct
   VaForm dest_form;
   double unaccelerated_s; /* < 0: never without acceleration */
   char *dest_note;
+  /* a failover standby (its network asks for failover): @vf is the VF of
+   * its transient member once the operation ends, NULL while the guest
+   * runs on the standby alone */
+  gboolean failover;
+  char *vf;
 } VaSwapNic;
 
 /* Progress: one line per phase on stderr, "PREFIX[ELAPSED s] what", for
@@ -68,14 +73,24 @@ VaDomain *va_swap_live_domain (VaLibvirt *lv, GError **error);
 
 /* Every accelerated NIC to the portable form, each lease released once its
  * NIC is off the device. @for_move: the NIC is marked swap-back="accelerated"
- * in the live metadata, for the host it lands on. Fails, leaving the NIC
- * that failed in its old form, when a swap fails. */
+ * in the live metadata, for the host it lands on, and a failover standby
+ * is left as it is (path native: QEMU unplugs its VF for the move by
+ * itself and the guest goes on on the standby; the lease goes when the
+ * domain stops here); else a standby's VF is unplugged (detached by its
+ * alias) and its lease released before the standby is swapped. Fails,
+ * leaving the NIC that failed in its old form, when a swap fails. */
 gboolean va_swap_to_portable (VaLibvirt *lv, GPtrArray *nics, gboolean for_move, GError **error);
 
 /* Every portable NIC (of @only: MACs, g_free'd keys, or NULL for all) whose pool here has
  * room to the accelerated form, a fresh lease each, its swap-back marker
  * dropped; where that fails the NIC stays portable in its slot on its VLAN,
- * and its note says why. Fails only when the domain cannot be read. */
+ * and its note says why. A NIC of a failover network goes to its virtio
+ * standby, and every standby without its VF (this one, or one the domain
+ * started or moved here with) gets one: a VF of its pool leased by the
+ * daemon (its pick) and plugged beside the standby as the transient member
+ * (va_domain_failover_member_xml()); where there is no free VF or the plug
+ * fails, the lease is released and the guest runs on the standby (outcome
+ * "no-room" or "refused"). Fails only when the domain cannot be read. */
 gboolean va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *nics, GHashTable *only, GError **error);
 
 /* The NICs an earlier swap lost (swap-back-outcome="lost" in the live

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The swap back of a domain that moved to this host: vdpa-allocatord runs
- * it when the hook's "started begin" says a domain came with NICs marked
- * swap-back="accelerated" (portable for the move). The hook cannot call
+/* The swap back of a domain that moved to this host, and the VFs of its
+ * failover standbys: vdpa-allocatord runs it when the hook's "started
+ * begin" says a domain came with NICs marked swap-back="accelerated"
+ * (portable for the move), or runs with a failover standby that has no VF
+ * beside it (at a start, a restore, a migration in). The hook cannot call
  * libvirt (libvirtd waits for it) and the daemon keeps libvirt's client
  * library out of its process, so this helper does it: it waits until the
  * domain runs with no job (the incoming migration finished), then swaps
@@ -10,14 +12,21 @@
  * pool has no room or the swap fails, the NIC stays portable in its slot on
  * its VLAN and swap-back-outcome says why.
  *
- * Output: one line per marked NIC, "MAC accelerated" or "MAC portable
- * OUTCOME: note". Exit status 0: every marked NIC accelerated, or none
- * marked; 3: some stay portable; 1: the domain never ran without a job
- * within --wait, or libvirt failed (one line on stderr).
+ * A standby gets a VF of its pool, the daemon's pick, plugged beside it as
+ * the transient member (va_swap_to_accelerated()); with no free VF the
+ * guest runs on the standby.
+ *
+ * Output: one line per NIC tried, "MAC accelerated", "MAC accelerated
+ * on VF PCI" (a standby and its VF), "MAC portable OUTCOME: note" or "MAC
+ * standby OUTCOME: note" (on its standby alone). Exit status 0: every NIC
+ * tried accelerated, or none to try; 3: some stay portable or on their
+ * standby; 1: the domain never ran without a job within --wait, or libvirt
+ * failed (one line on stderr).
  *
  * --pending instead lists the running domains with a NIC still marked and
- * not tried ("UUID NAME" per line, at most PENDING_MAX): those whose swap
- * back a stop or a crash of the daemon cut short, for its next start. */
+ * not tried, or a failover standby without its VF ("UUID NAME" per line,
+ * at most PENDING_MAX): those whose swap back a stop or a crash of the
+ * daemon cut short, or whose start it missed, for its next start. */
 #define G_LOG_DOMAIN "vdpa-allocator-libvirt-swap"
 
 #include "config.h"
@@ -88,9 +97,10 @@ wait_ready (VaLibvirt *lv, double wait_s, GError **error)
     }
 }
 
-/* The MACs of @live's NICs marked for a swap back and not tried yet. */
+/* The MACs of @live's NICs marked for a swap back and not tried yet, and
+ * of its failover standbys without their VF (@standbys: or not). */
 static void
-add_pending (VaDomain *live, GHashTable *only)
+add_pending (VaDomain *live, GHashTable *only, gboolean standbys)
 {
   GPtrArray *nics = va_domain_get_nics (live);
 
@@ -100,7 +110,7 @@ add_pending (VaDomain *live, GHashTable *only)
 
       /* a final outcome: tried before (a second started begin, a
        * reconnect); "busy" is tried again */
-      if (va_nic_swap_back_pending (nic))
+      if (va_nic_swap_back_pending (nic) || (standbys && nic->failover && !nic->vf))
         g_hash_table_add (only, g_strdup (nic->mac));
     }
 }
@@ -131,9 +141,10 @@ list_pending (const char *uri)
       g_autoptr (GHashTable) only = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
       char uuid[VIR_UUID_STRING_BUFLEN];
 
-      /* cheap before the parse: most domains have no mark */
-      if (xml && strstr (xml, "swap-back") && (live = va_domain_parse (xml, -1, NULL)))
-        add_pending (live, only);
+      /* cheap before the parse: most domains have no mark and no
+       * failover standby */
+      if (xml && (strstr (xml, "swap-back") || strstr (xml, "<teaming")) && (live = va_domain_parse (xml, -1, NULL)))
+        add_pending (live, only, TRUE);
       /* a NIC a swap lost (no <interface>: the parse refuses the domain) */
       if (xml && strstr (xml, "swap-back-outcome") && g_hash_table_size (only) == 0)
         {
@@ -197,7 +208,7 @@ main (int argc, char **argv)
       fprintf (stderr, "%s\n", error->message);
       return 1;
     }
-  add_pending (live, only);
+  add_pending (live, only, TRUE);
   if (g_hash_table_size (only) == 0)
     return 0;
   {
@@ -230,9 +241,19 @@ main (int argc, char **argv)
 
       if (!g_hash_table_contains (only, n->mac))
         continue;
+      if (n->after == VA_FORM_ACCELERATED && n->failover && !n->vf)
+        {
+          /* the standby is the accelerated form: nothing to mark */
+          rc = 3;
+          printf ("%s standby %s: %s\n", n->mac, outcome, n->note ? n->note : "no reason given");
+          continue;
+        }
       if (n->after == VA_FORM_ACCELERATED)
         {
-          printf ("%s accelerated\n", n->mac);
+          if (n->vf)
+            printf ("%s accelerated on VF %s\n", n->mac, n->vf);
+          else
+            printf ("%s accelerated\n", n->mac);
           continue;
         }
       rc = 3;

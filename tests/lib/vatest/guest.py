@@ -20,6 +20,13 @@ def serial_path(name):
 NS = "http://vdpa-allocator.org/xmlns/domain/1.0"
 
 
+def with_intent(xml, uuid, nics):
+    """Adds a <uuid> and vdpa:nics metadata for (mac, network) pairs."""
+    meta = "".join('<vdpa:nic mac="%s" network="%s"/>' % n for n in nics)
+    return xml.replace("<memory", "<uuid>%s</uuid>\n  <metadata><vdpa:nics xmlns:vdpa='%s'>%s</vdpa:nics></metadata>\n  <memory"
+                       % (uuid, NS, meta), 1)
+
+
 def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc", uuid=None, interfaces="",
                intent=(), memory=256, acpi=True, serial=True):
     """A guest with no disk: a NIC on bridge per MAC of macs, then the
