@@ -8,7 +8,7 @@ packages="
     build-essential clang libclang-rt-14-dev meson ninja-build pkg-config
     clang-format valgrind git ccache
     libglib2.0-dev libglib2.0-bin libxml2-dev libxml2-utils
-    libudev-dev libmnl-dev libseccomp-dev libsqlite3-dev sqlite3 libjson-glib-dev
+    libudev-dev libmnl-dev libseccomp-dev libsqlite3-dev sqlite3 libjson-glib-dev libsmartcols-dev
     libpolkit-gobject-1-dev libvirt-dev libvirt-clients
     dbus-daemon python3 python3-dbus python3-gi python3-dbusmock python3-jsonschema
     umockdev libumockdev-dev gir1.2-umockdev-1.0

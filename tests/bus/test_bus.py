@@ -2,14 +2,18 @@
 """The daemon, vdpactl and GDBus clients on a private system bus, with the
 simulated NIC standing in for the ConnectX hardware this machine lacks."""
 
+import fcntl
 import json
 import os
+import pty
 import shutil
 import signal
 import sqlite3
 import subprocess
+import struct
 import sys
 import tempfile
+import termios
 import time
 import unittest
 
@@ -29,6 +33,28 @@ def mac(i):
 
 def allocate(bus, uuid, m, network="vpc2", options=None):
     return call(bus, "Allocate", (uuid, "vm", m, network, options or {}), "(ssssa{sv})")[0]
+
+
+def on_terminal(args, columns):
+    """vdpactl ARGS with its stdout on a terminal @columns wide; what it
+    printed, with the terminal's line ends made plain."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    p = subprocess.run([VDPACTL] + args, stdout=slave, stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    if p.returncode != 0:
+        raise AssertionError("vdpactl %s: %d %s" % (" ".join(args), p.returncode, p.stderr))
+    return out.decode().replace("\r\n", "\n")
 
 
 class BusTest(unittest.TestCase):
@@ -340,6 +366,28 @@ class BusTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no PF matches pool cx6-p1 (match-pf=enp179s0f1 match-vendor=15b3); 'vdpactl dev list'", r.stderr)
         self.assertNotIn("exhausted", r.stderr)
+
+    def test_a_table_on_a_terminal_fits_it_and_shows_names_escaped(self):
+        # issue 26, point 7: a table as lsblk's. A terminal of 60 columns
+        # gets the text columns cut (the port's path), names and MACs whole;
+        # a pipe gets every byte of every value. A domain's name is data (a
+        # libvirt user picks it): the daemon's display form says its control
+        # characters as \xNN, and on a terminal that form's backslashes are
+        # \x5c (libsmartcols, as lsblk: what is printed is unambiguous)
+        name = "web\x1b[2J\x07"
+        lease = call(self.bus, "Allocate", (UUID1, name, mac(1), "vpc2", {}), "(ssssa{sv})")[0]
+        out = on_terminal(["lease", "list", "-o", "DOMAIN,MAC,PORT"], columns=60)
+        self.assertNotIn("\x1b", out)
+        self.assertNotIn("\x07", out)
+        row = [line for line in out.splitlines() if mac(1) in line]
+        self.assertEqual(len(row), 1, out)
+        self.assertRegex(row[0], r"^web\\x5cx1b\[2J\\x5cx07  %s  /" % mac(1))
+        self.assertLessEqual(max(len(line) for line in out.splitlines()), 60, out)
+        self.assertGreater(len(lease["port"]), 60)
+        self.assertIn(mac(1), row[0])
+        self.assertNotIn(lease["port"], out)
+        piped = vdpactl("lease", "list", "-o", "MAC,PORT", "--no-headers", check=True).stdout
+        self.assertEqual(piped, "%s  %s\n" % (mac(1), lease["port"]))
 
     def test_lease_whose_slot_is_gone_is_listed_broken(self):
         kept = allocate(self.bus, UUID1, mac(1))

@@ -37,20 +37,28 @@ static const VaCtlColumn pool_cols[] = {
   { "Healthy", "HEALTHY" },
   { "Draining", "DRAINING" },
   { "VlanMethod", "VLAN-METHOD" },
-  { "HealthReason", "REASON" },
-  { "Warning", "WARNING" },
+  { "HealthReason", "REASON", .text = TRUE },
+  { "Warning", "WARNING", .text = TRUE },
   { NULL },
 };
 
 static const VaCtlColumn lease_cols[] = {
-  { "domain_name", "DOMAIN" }, { "mac", "MAC" },
-  { "kind", "KIND" },          { "form", "FORM" },
-  { "network", "NETWORK" },    { "pool", "POOL" },
-  { "vlan", "VLAN" },          { "queues", "QUEUES" },
-  { "slot", "SLOT" },          { "device", "DEVICE" },
-  { "broken", "BROKEN" },      { "created", "SINCE", TRUE },
-  { "uuid", "UUID", TRUE },    { "chardev", "NODE", TRUE },
-  { "port", "PORT", TRUE },    { NULL },
+  { "domain_name", "DOMAIN" },
+  { "mac", "MAC" },
+  { "kind", "KIND" },
+  { "form", "FORM" },
+  { "network", "NETWORK" },
+  { "pool", "POOL" },
+  { "vlan", "VLAN" },
+  { "queues", "QUEUES" },
+  { "slot", "SLOT" },
+  { "device", "DEVICE" },
+  { "broken", "BROKEN" },
+  { "created", "SINCE", TRUE },
+  { "uuid", "UUID", TRUE },
+  { "chardev", "NODE", .extra = TRUE, .text = TRUE },
+  { "port", "PORT", .extra = TRUE, .text = TRUE },
+  { NULL },
 };
 
 /* -o COLS and --no-headers of a command that prints a table */
@@ -334,8 +342,14 @@ static const VaCtlColumn pf_cols[] = {
 };
 
 static const VaCtlColumn vf_cols[] = {
-  { "pci", "VF" },        { "pf", "PF" },   { "mgmtdev", "MGMTDEV" }, { "state", "STATE" },
-  { "domain", "DOMAIN" }, { "mac", "MAC" }, { "reason", "REASON" },   { NULL },
+  { "pci", "VF" },
+  { "pf", "PF" },
+  { "mgmtdev", "MGMTDEV" },
+  { "state", "STATE" },
+  { "domain", "DOMAIN" },
+  { "mac", "MAC" },
+  { "reason", "REASON", .text = TRUE },
+  { NULL },
 };
 
 static const char *

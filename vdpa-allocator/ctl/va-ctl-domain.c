@@ -153,7 +153,7 @@ domain_show (int argc, char **argv, const char *uri)
     }
   {
     static const VaCtlColumn cols[] = {
-      { "mac", "MAC" }, { "intent", "INTENT" }, { "form", "FORM" }, { "lease", "LEASE" }, { NULL },
+      { "mac", "MAC" }, { "intent", "INTENT" }, { "form", "FORM" }, { "lease", "LEASE", .text = TRUE }, { NULL },
     };
     g_autoptr (GVariant) out = g_variant_ref_sink (g_variant_builder_end (&b));
     g_autoptr (GVariant) jout = g_variant_ref_sink (g_variant_builder_end (&jb));

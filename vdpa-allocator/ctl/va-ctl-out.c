@@ -8,6 +8,7 @@
 
 #include "va-ctl-private.h"
 
+#include <libsmartcols.h>
 #include <string.h>
 
 #include "va-error.h"
@@ -474,44 +475,43 @@ va_ctl_table_check (const VaCtlColumn *cols)
   return picked ? 0 : va_ctl_fail (error);
 }
 
-/* @records: aa{sv}. */
+/* @records: aa{sv}. libsmartcols, as lsblk and findmnt: on a terminal the
+ * text columns are cut to its width (names never), and anything
+ * unprintable in a value is shown escaped, never sent to the terminal. */
 void
 va_ctl_print_table (GVariant *records, const VaCtlColumn *all, const char *json_member)
 {
   gsize n = g_variant_n_children (records);
   guint ncols = 0;
-  g_autofree gsize *width = NULL;
-  g_autoptr (GPtrArray) cells = g_ptr_array_new_with_free_func (g_free);
   g_autofree VaCtlColumn *cols = NULL;
+  struct libscols_table *tb;
 
   if (json_member)
     return va_ctl_print_json_list (json_member, records);
   cols = pick_columns (all, NULL);
   if (!cols)
     return; /* va_ctl_table_check() said why */
-  while (cols[ncols].key)
-    ncols++;
-  width = g_new0 (gsize, ncols);
-  for (guint c = 0; c < ncols; c++)
-    width[c] = strlen (cols[c].title);
+  tb = scols_new_table ();
+  scols_table_set_column_separator (tb, "  ");
+  scols_table_enable_noheadings (tb, table_no_headers);
+  for (; cols[ncols].key; ncols++)
+    scols_table_new_column (tb, cols[ncols].title, 0, cols[ncols].text ? SCOLS_FL_TRUNC : 0);
   for (gsize r = 0; r < n; r++)
     {
       g_autoptr (GVariant) rec = g_variant_get_child_value (records, r);
+      struct libscols_line *line = scols_table_new_line (tb, NULL);
+
       for (guint c = 0; c < ncols; c++)
         {
           g_autoptr (GVariant) v = g_variant_lookup_value (rec, cols[c].key, NULL);
-          char *text = field_text (cols[c].key, v);
-          width[c] = MAX (width[c], strlen (text));
-          g_ptr_array_add (cells, text);
+
+          /* the line takes the string */
+          scols_line_refer_data (line, c, field_text (cols[c].key, v));
         }
     }
-  /* the last column unpadded: no trailing blanks */
-  for (guint c = 0; !table_no_headers && c < ncols; c++)
-    g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, cols[c].title, c + 1 < ncols ? "  " : "\n");
-  for (gsize r = 0; r < n; r++)
-    for (guint c = 0; c < ncols; c++)
-      g_print ("%-*s%s", c + 1 < ncols ? (int) width[c] : 0, (const char *) g_ptr_array_index (cells, r * ncols + c),
-               c + 1 < ncols ? "  " : "\n");
+  fflush (stdout); /* after what g_print() said before the table */
+  scols_print_table (tb);
+  scols_unref_table (tb);
 }
 
 void

@@ -49,6 +49,7 @@ typedef struct
   const char *key;
   const char *title;
   gboolean extra; /* shown with -o only */
+  gboolean text;  /* words or a path: cut to fit a terminal, never a name */
 } VaCtlColumn;
 
 /* -o COLS (titles, comma-separated) and --no-headers of the next table;
