@@ -56,7 +56,7 @@ from vatest.simconf import ACCEL, sim_config  # noqa: E402
 BRIDGE = "br-pair"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
-# the reference's networks and addresses (REFERENCE.md)
+# the reference's networks and addresses (docs/reference.md)
 NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/24"}
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
 # the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)

@@ -15,7 +15,8 @@ from vatest import pairreport as rep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-SCHEMA = os.path.join(HERE, "..", "..", "docs", "pairbench-report.schema.json")
+SRC = os.path.join(HERE, "..", "..")
+SCHEMA = os.path.join(SRC, "docs", "pairbench-report.schema.json")
 
 
 def fixture(name):
@@ -132,6 +133,31 @@ class Report(unittest.TestCase):
         self.assertIsNone(rep.spread_note(single))
         self.assertIn("| 12.1 | 0.46 |", rep.table(single))
 
+    def test_the_reference_lives_in_docs_and_its_ratios_end_the_table(self):
+        # issue 26: the figures the demo compares against are in the
+        # repository (docs/reference.md, its source named), one table that
+        # pairreport's REFERENCE must equal
+        with open(os.path.join(SRC, "docs", "reference.md")) as f:
+            doc = f.read()
+        self.assertIn("**Source**", doc)
+        labels = {"UDP 16 B": "udp16", "UDP 1460 B": "udp1460"}
+        kinds = {"vNIC -> vNIC": "vnic", "vDPA -> vDPA": "vdpa"}
+        table = {}
+        for line in doc.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 5 and cells[0] in labels:
+                table[(labels[cells[0]], kinds[cells[1]])] = tuple(float(c.replace(",", "")) for c in cells[2:])
+        self.assertEqual(table, rep.REFERENCE)
+        # the run measured both paths of udp16 only: its ratio beside the
+        # reference's 1.59x; udp1460's reference ratio alone
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa": ok("udp16-vdpa.json")}}
+        report = rep.build_report(results, dict(META, vdpa_available=True))
+        note = rep.reference_note(report)
+        self.assertIn("1.59x packets/s at UDP 16 B (this run: %.2fx)" % (151418.0 / 95144.3), note)
+        self.assertIn("3.16x bandwidth at UDP 1460 B;", note)
+        self.assertIn("docs/reference.md", note)
+        self.assertTrue(rep.table(report).rstrip().endswith(note + "."))
+
     def test_vdpa_host_numbers_and_ratios(self):
         results = {"udp16": {"vnic": ok("udp16-vnic.json", cpu=0.5), "vdpa": ok("udp16-vdpa.json")},
                    "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa": ok("tcp4-vdpa.json")},
@@ -139,7 +165,7 @@ class Report(unittest.TestCase):
         report = rep.build_report(results, dict(META, vdpa_available=True))
         self.assertEqual(rep.validate(report, self.schema), [])
         u = rows(report, "udp16")
-        # REFERENCE.md: 12.1 Mbit/s, 0.46 %, 95,144.3 pps against 19.2, 0.74, 151,418
+        # docs/reference.md: 12.1 Mbit/s, 0.46 %, 95,144.3 pps against 19.2, 0.74, 151,418
         self.assertAlmostEqual(u["vnic"]["bandwidth_mbps"], 12.1)
         self.assertAlmostEqual(u["vnic"]["loss_percent"], 0.46, places=2)
         self.assertAlmostEqual(u["vnic"]["pps"], 95144.3, places=1)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The paired-guest benchmark's report (docs/pairbench.md): iperf3 -J
 documents in, one row per test and NIC kind out, as a table printed like the
-reference's (REFERENCE.md), one JSON document (docs/pairbench-report.schema.json,
+reference's (docs/reference.md), one JSON document (docs/pairbench-report.schema.json,
 described in docs/pairbench.md) and a plot (matplotlib, SVG and PNG).
 
 Pure functions, no I/O but the write_* helpers, so that tests/pair/test_report.py can
@@ -45,6 +45,17 @@ NUMBERS = ["bandwidth_mbps", "loss_percent", "pps", "retransmits", "cpu_s_per_gb
            "ratio_sriov_vnic"]
 # the figures whose run-to-run range a repeated test reports
 SPREAD = ["bandwidth_mbps", "loss_percent", "pps"]
+# docs/reference.md's figures (a hand-run ConnectX-5, two hosts, 30 s
+# tests): (test, kind) -> (bandwidth Mbit/s, loss %, pps). test_report.py
+# holds this and the document's table together
+REFERENCE = {
+    ("udp16", "vnic"): (12.1, 0.46, 95144.3),
+    ("udp16", "vdpa"): (19.2, 0.74, 151418.0),
+    ("udp1460", "vnic"): (267.0, 51.0, 94735.1),
+    ("udp1460", "vdpa"): (843.0, 1.8, 148343.5),
+}
+# the reference's two ratios: (test, figure, its index in REFERENCE, words)
+REFERENCE_RATIOS = [("udp16", "pps", 2, "packets/s at UDP 16 B"), ("udp1460", "bandwidth_mbps", 0, "bandwidth at UDP 1460 B")]
 
 
 def measure(doc, proto, cpu_seconds=None):
@@ -188,7 +199,7 @@ def table(report):
             cells = [r["label"], path, _ranged(r, "bandwidth_mbps", ",.1f"), _ranged(r, "loss_percent", ".2f"),
                      _ranged(r, "pps", ",.1f"), _fmt(r["retransmits"], "d"), _fmt(r["cpu_s_per_gbit"], ".2f"), ratio]
         lines.append("| " + " | ".join(cells) + " |")
-    for note in (spread_note(report), noise_note(report)):
+    for note in (spread_note(report), noise_note(report), reference_note(report)):
         if note:
             lines += ["", note + "."]
     return "\n".join(lines) + "\n"
@@ -228,6 +239,23 @@ def noise_note(report):
         return None
     return ("network1's vNIC and network2's fallback are the same virtio path under TCG: they differ by up to %.1fx "
             "(%s, %s) in this run, which is the emulation's noise, not a difference between the networks" % worst)
+
+
+def reference_note(report):
+    """The reference's vDPA/vNIC ratios (docs/reference.md) and, where this
+    run measured both paths of a test, this run's beside them."""
+    by = {(r["test"], r["kind"]): r for r in report["rows"]}
+    said = []
+    for test, key, i, words in REFERENCE_RATIOS:
+        ref = REFERENCE[(test, "vdpa")][i] / REFERENCE[(test, "vnic")][i]
+        a, b = by.get((test, "vnic")), by.get((test, "vdpa"))
+        ours = ""
+        if a and b and a["status"] == b["status"] == "measured" and a.get(key) and b.get(key) is not None:
+            ours = " (this run: %.2fx)" % (b[key] / a[key])
+        said.append("%.2fx %s%s" % (ref, words, ours))
+    return ("the hand-run reference (docs/reference.md: ConnectX-5 hardware, two hosts, 30 s tests) measured "
+            "vDPA/vNIC " + " and ".join(said) + "; this run's guests are emulated (TCG): its ratios are not a "
+            "ConnectX's")
 
 
 def spread_note(report):
