@@ -205,16 +205,24 @@ unhold (VaOpen *self, User *user, Job *job)
     g_queue_remove (&self->waiting, user);
 }
 
-/* Under lock: @job's slot is free again. */
+/* Under lock: @job's slot is free again; a reply of @reply bytes is
+ * charged to its uid's pace and all users' (one call more per
+ * VA_OPEN_PACE_BYTES), after the fact: a uid in debt waits it out. */
 static void
-job_end (VaOpen *self, Job *job)
+job_end (VaOpen *self, Job *job, gsize reply)
 {
   User *user = g_hash_table_lookup (self->users, GUINT_TO_POINTER (job->uid));
 
   sender_remove (self, job);
   user->running--;
   if (job->uid != 0)
-    self->running--;
+    {
+      double charge = (double) (reply / VA_OPEN_PACE_BYTES);
+
+      self->running--;
+      user->pace.tokens -= charge;
+      self->pace.tokens -= charge;
+    }
   user_settle (self, user);
 }
 
@@ -288,7 +296,7 @@ run_job (gpointer data, gpointer user_data)
         set_nice (self->nice);
     }
   g_mutex_lock (&self->lock);
-  job_end (self, job);
+  job_end (self, job, out ? g_variant_get_size (out) : 0);
   schedule_admit (self);
   g_mutex_unlock (&self->lock);
   if (out)

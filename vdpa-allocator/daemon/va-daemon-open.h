@@ -25,7 +25,11 @@ G_BEGIN_DECLS
  *   thousands a second, and its own processes, the bus daemon's and ours
  *   would take the CPU that VM starts need (seen: 8 connections of one
  *   user made 1,600 Get a second, and the hook's prepare p99 was 5.9
- *   times the quiet one);
+ *   times the quiet one); a reply counts one call more per
+ *   VA_OPEN_PACE_BYTES, charged once sent, so that a user cannot push the
+ *   lease list (0.5 MB at 1,024 leases) through the daemon's one bus
+ *   connection 50 times a second, in front of the replies VM starts wait
+ *   for (seen: the hook's prepare timed out at load 14);
  * - a call over those bounds is held, in its uid's own queue, and runs
  *   when a slot of its uid frees (first come, first served within a uid,
  *   the uids in turn); a uid may have VA_OPEN_HOLD_PER_UID calls and
@@ -67,6 +71,7 @@ typedef struct _VaOpen VaOpen;
 #define VA_OPEN_BURST_PER_UID 32
 #define VA_OPEN_RATE_ALL 200
 #define VA_OPEN_BURST_ALL 64
+#define VA_OPEN_PACE_BYTES (16 * 1024)
 
 /* Runs on the main context when @inv's call gets its slot: what the job
  * reads (a copy of the leases, the host as the engine sees it), taken
