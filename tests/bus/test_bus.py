@@ -564,10 +564,11 @@ print(json.dumps(results))
         self.assertIn("not run: the caller left the bus", self.daemon.read_log())
         self.assertServing()
 
-    # An unprivileged user's 4 RewriteDomain calls, then its ListDevices:
-    # prints "sent", then the methods in the order they were answered.
+    # An unprivileged user's 4 RewriteDomain calls, then its ListDevices
+    # (or its property read, argv[1] "Get"): prints "sent", then the
+    # methods in the order they were answered.
     OPEN_ORDER = """
-import json, os
+import json, os, sys
 from gi.repository import Gio, GLib
 conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
     Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
@@ -577,8 +578,12 @@ def done(c, res, method):
     order.append(method)
     if len(order) == 5:
         loop.quit()
-for method, args in [("RewriteDomain", GLib.Variant("(ss)", ("<domain/>", "portable")))] * 4 + [("ListDevices", None)]:
-    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.vdpa_allocator.Allocator1",
+last = ("ListDevices", "org.vdpa_allocator.Allocator1", None)
+if sys.argv[1:] == ["Get"]:
+    last = ("Get", "org.freedesktop.DBus.Properties", GLib.Variant("(ss)", ("org.vdpa_allocator.Allocator1", "LeaseCount")))
+for method, iface, args in [("RewriteDomain", "org.vdpa_allocator.Allocator1",
+                             GLib.Variant("(ss)", ("<domain/>", "portable")))] * 4 + [last]:
+    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", iface,
               method, args, None, 0, 120000, None, done, method)
 conn.flush_sync(None)
 print("sent", flush=True)
@@ -586,12 +591,16 @@ loop.run()
 print(json.dumps(order))
 """
 
+    def open_order(self, *args):
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.OPEN_ORDER]
+                             + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
     def test_list_devices_shares_the_bounds_of_the_open_methods(self):
         self.skip_under_a_wrapper()
         self.hold_rewrites(4000)
-        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.OPEN_ORDER],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: p.poll() is None and p.kill())
+        p = self.open_order()
         self.assertEqual(p.stdout.readline().strip(), "sent")
         # root's calls have slots and threads of their own: answered while
         # the user's hold both unprivileged workers
@@ -608,6 +617,107 @@ print(json.dumps(order))
         self.assertEqual(sorted(order), ["ListDevices"] + ["RewriteDomain"] * 4)
         self.assertGreaterEqual(order.index("ListDevices"), 3, order)
         self.assertServing()
+
+    def get_prop(self, prop, path=PATH, iface=IFACE):
+        return self.bus.conn.call_sync(NAME, path, "org.freedesktop.DBus.Properties", "Get", GLib.Variant("(ss)", (iface, prop)),
+                                       None, 0, 30000, None).unpack()[0]
+
+    def test_property_reads_share_the_bounds_of_the_open_methods(self):
+        self.skip_under_a_wrapper()
+        self.hold_rewrites(4000)
+        p = self.open_order("Get")
+        self.assertEqual(p.stdout.readline().strip(), "sent")
+        # root's read is answered while the user's calls hold its slots
+        self.assertEqual(self.get_prop("LeaseCount"), 0)
+        self.assertIsNone(p.poll(), "the user's calls were answered before root's")
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        order = json.loads(out)
+        # the user's property read waits for a slot of its own uid, as its
+        # open methods do; answered by GDBus on the main loop, it came first
+        self.assertEqual(sorted(order), ["Get"] + ["RewriteDomain"] * 4)
+        self.assertGreaterEqual(order.index("Get"), 3, order)
+        self.assertServing()
+
+    # argv[1] property reads of the manager's LeaseCount at once, as one
+    # connection of one user: prints the answers' counts by outcome.
+    READ_FLOOD = """
+import collections, json, os, sys
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+n, loop, results = int(sys.argv[1]), GLib.MainLoop(), collections.Counter()
+def done(c, res):
+    try:
+        c.call_finish(res)
+        results["ok"] += 1
+    except GLib.Error as e:
+        results[Gio.DBusError.get_remote_error(e) or e.message] += 1
+    if sum(results.values()) == n:
+        loop.quit()
+for _ in range(n):
+    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", "org.freedesktop.DBus.Properties", "Get",
+              GLib.Variant("(ss)", ("org.vdpa_allocator.Allocator1", "LeaseCount")), None, 0, 120000, None, done)
+loop.run()
+print(json.dumps(results))
+"""
+
+    def test_property_reads_of_a_user_are_paced(self):
+        # 120 reads at once from one user (the bus daemon allows 128
+        # pending): it may start 32 at once and 50 a second after that
+        # (VA_OPEN_BURST_PER_UID, VA_OPEN_RATE_PER_UID), 4 at a time, and
+        # have 32 more held: the rest, about 50 unless the reads took a
+        # second to arrive, are answered TryAgain (clients wait that out).
+        # GDBus answered them all at once, as fast as the user sent them
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.READ_FLOOD,
+                              "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        # root is never paced nor held behind the user
+        for _ in range(100):
+            self.assertEqual(self.get_prop("LeaseCount"), 0)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        results = json.loads(out)
+        self.assertEqual(sum(results.values()), 120, results)
+        self.assertEqual(set(results), {"ok", "org.vdpa_allocator.Error.TryAgain"}, results)
+        self.assertGreaterEqual(results["ok"], 32 + 4, results)
+        self.assertServing()
+
+    def test_property_reads_answer_the_current_values(self):
+        pool = PATH + "/pool/accel"
+        pool_iface = "org.vdpa_allocator.Pool1"
+        free = self.get_prop("Free", pool, pool_iface)
+        self.assertEqual(self.get_prop("LeaseCount"), 0)
+        allocate(self.bus, UUID1, mac(1))
+        # read again at once, as a user: the values the change left
+        ctl = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", """
+import json, os
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+def props(path, method, args):
+    return conn.call_sync("org.vdpa_allocator.Allocator1", path, "org.freedesktop.DBus.Properties", method, args,
+                          None, 0, 30000, None).unpack()[0]
+pool = "/org/vdpa_allocator/Allocator1/pool/accel"
+print(json.dumps([props(pool, "Get", GLib.Variant("(ss)", ("org.vdpa_allocator.Pool1", "Free"))),
+                  props(pool, "GetAll", GLib.Variant("(s)", ("org.vdpa_allocator.Pool1",))),
+                  props("/org/vdpa_allocator/Allocator1", "Get", GLib.Variant("(ss)", ("org.vdpa_allocator.Allocator1", "LeaseCount"))),
+                  props("/org/vdpa_allocator/Allocator1", "GetAll", GLib.Variant("(s)", ("org.vdpa_allocator.Allocator1",)))]))
+"""], capture_output=True, text=True, timeout=120)
+        self.assertEqual(ctl.returncode, 0, ctl.stderr)
+        got_free, pool_all, count, manager_all = json.loads(ctl.stdout)
+        self.assertEqual(got_free, free - 1)
+        self.assertEqual((pool_all["Free"], pool_all["Leased"], pool_all["Name"]), (free - 1, 1, "accel"))
+        self.assertEqual(count, 1)
+        self.assertEqual(manager_all["LeaseCount"], 1)
+        self.assertEqual(manager_all["Pools"], [pool])
+        self.assertEqual(set(manager_all), {"Version", "Backend", "Pools", "LeaseCount", "MetricsFile"})
+        # a read-only property is not written, nor an unknown one read
+        self.assertDBusError("org.freedesktop.DBus.Error.InvalidArgs", self.bus.conn.call_sync, NAME, pool,
+                             "org.freedesktop.DBus.Properties", "Set", GLib.Variant("(ssv)", (pool_iface, "Free", GLib.Variant("u", 9))),
+                             None, 0, 5000, None)
+        self.assertDBusError("org.freedesktop.DBus.Error.InvalidArgs", self.get_prop, "Nope")
+        self.assertEqual(self.get_prop("Free", pool, pool_iface), free - 1)
 
 
 class LibvirtReconcileTest(unittest.TestCase):

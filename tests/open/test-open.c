@@ -39,7 +39,7 @@ typedef struct
 } Tally;
 
 static gpointer
-start (gpointer user_data)
+start (gpointer user_data, GDBusMethodInvocation *inv)
 {
   Fixture *f = user_data;
 
@@ -284,6 +284,58 @@ test_queue_bytes_bounded (Fixture *f, gconstpointer data)
   g_assert_cmpuint (t.ok, ==, VA_OPEN_PER_UID + fit);
 }
 
+typedef struct
+{
+  Fixture *f;
+  guint32 uid;
+  guint left; /* calls still to send */
+  Tally t;
+} Chain;
+
+static void chain_next (Chain *c);
+
+static void
+chained (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Chain *c = user_data;
+
+  answered (source, res, &c->t);
+  chain_next (c);
+}
+
+/* The next of @c's calls, once the last is answered: a caller that never
+ * has more than one call in flight. */
+static void
+chain_next (Chain *c)
+{
+  if (c->left == 0)
+    return;
+  c->left--;
+  g_dbus_connection_call (c->f->client, NULL, "/t", "t.Open", "Call", g_variant_new ("(us)", c->uid, ""), G_VARIANT_TYPE ("(u)"),
+                          G_DBUS_CALL_FLAGS_NONE, 60000, NULL, chained, c);
+}
+
+/* A user that sends its next call as each is answered is paced, not
+ * refused: past its burst, VA_OPEN_RATE_PER_UID calls a second however
+ * fast they are answered, so N calls take at least
+ * (N - VA_OPEN_BURST_PER_UID) / VA_OPEN_RATE_PER_UID seconds (a bound
+ * from below: a slow machine only takes longer). Unpaced, these took a
+ * few milliseconds. */
+static void
+test_paced (Fixture *f, gconstpointer data)
+{
+  const guint over = VA_OPEN_RATE_PER_UID / 2;
+  Chain c = { f, 1000, VA_OPEN_BURST_PER_UID + over, { 0 } };
+  gint64 t0;
+
+  gate_open (f);
+  t0 = g_get_monotonic_time ();
+  chain_next (&c);
+  UNTIL (c.t.answered == VA_OPEN_BURST_PER_UID + over);
+  g_assert_cmpuint (c.t.ok, ==, VA_OPEN_BURST_PER_UID + over);
+  g_assert_cmpint (g_get_monotonic_time () - t0, >=, (gint64) over * G_USEC_PER_SEC / VA_OPEN_RATE_PER_UID);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -293,5 +345,6 @@ main (int argc, char **argv)
   g_test_add ("/open/held-then-run", Fixture, NULL, setup, test_held_then_run, teardown);
   g_test_add ("/open/full-queue-try-again", Fixture, NULL, setup, test_full_queue_try_again, teardown);
   g_test_add ("/open/queue-bytes-bounded", Fixture, NULL, setup, test_queue_bytes_bounded, teardown);
+  g_test_add ("/open/paced", Fixture, NULL, setup, test_paced, teardown);
   return g_test_run ();
 }

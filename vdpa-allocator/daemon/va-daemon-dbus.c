@@ -495,6 +495,8 @@ typedef struct _Snapshot
   gint ref_count;
   GPtrArray *leases; /* VaLease* */
   GPtrArray *broken; /* its reason, or NULL, for each */
+  GMutex lock;       /* guards reply: the workers that answer from it */
+  GVariant *reply;   /* serialized by the first of them, or NULL */
 } Snapshot;
 
 static Snapshot *
@@ -514,6 +516,8 @@ snapshot_unref (Snapshot *snap)
   big = snap->leases->len > SNAPSHOT_TRIM_ABOVE;
   g_ptr_array_unref (snap->leases);
   g_ptr_array_unref (snap->broken);
+  g_clear_pointer (&snap->reply, g_variant_unref);
+  g_mutex_clear (&snap->lock);
   g_free (snap);
   if (big)
     malloc_trim (0);
@@ -558,6 +562,7 @@ snapshot_get (VaDbus *self)
     {
       snap = g_new0 (Snapshot, 1);
       snap->ref_count = 1;
+      g_mutex_init (&snap->lock);
       snap->leases = va_allocator_list_leases (self->alloc);
       snap->broken = g_ptr_array_new_full (snap->leases->len, g_free);
       for (guint i = 0; i < snap->leases->len; i++)
@@ -578,17 +583,22 @@ snapshot_get (VaDbus *self)
   return snapshot_ref (snap);
 }
 
-/* On a worker: the reply, serialized here; the tree it was built as is
- * freed here too (the serialized reply is one block, mapped and unmapped
- * whole: va-daemon.c). */
+/* On a worker: the reply, serialized by the first call that answers from
+ * @snap and handed to the others as it is (one reply per change however
+ * many calls, the others wait for it rather than build it again); the
+ * tree it was built as is freed here too (the serialized reply is one
+ * block, mapped and unmapped whole: va-daemon.c). */
 static GVariant *
 list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
 {
   Snapshot *snap = data;
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&snap->lock);
   g_autoptr (GVariant) tree = NULL;
   g_autoptr (GBytes) data_bytes = NULL;
   GVariantBuilder b;
 
+  if (snap->reply)
+    return g_variant_ref (snap->reply);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   for (guint i = 0; i < snap->leases->len; i++)
     {
@@ -612,12 +622,13 @@ list_leases_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GErr
   data_bytes = g_variant_get_data_as_bytes (tree);
   /* no trim per reply: snapshot_unref() trims once the copy is dropped,
    * at most once per SNAPSHOT_KEEP_S however many calls read it */
-  return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv})"), data_bytes, TRUE);
+  snap->reply = g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv})"), data_bytes, TRUE));
+  return g_variant_ref (snap->reply);
 }
 
 /* When the call gets its slot (it may have been held): the copy. */
 static gpointer
-list_leases_start (gpointer self)
+list_leases_start (gpointer self, GDBusMethodInvocation *inv)
 {
   return snapshot_get (self);
 }
@@ -699,6 +710,8 @@ typedef struct _Devices
   GPtrArray *pfs; /* VaDevPf* */
   guint left_out;
   guint n_vfs;
+  GMutex lock;     /* guards reply */
+  GVariant *reply; /* serialized once, as the leases' (list_leases_reply) */
 } Devices;
 
 static Devices *
@@ -717,13 +730,15 @@ devices_unref (Devices *d)
     return;
   big = d->n_vfs > SNAPSHOT_TRIM_ABOVE;
   g_ptr_array_unref (d->pfs);
+  g_clear_pointer (&d->reply, g_variant_unref);
+  g_mutex_clear (&d->lock);
   g_free (d);
   if (big)
     malloc_trim (0);
 }
 
 static gpointer
-list_devices_start (gpointer user_data)
+list_devices_start (gpointer user_data, GDBusMethodInvocation *inv)
 {
   VaDbus *self = user_data;
   Devices *d = self->devices;
@@ -732,6 +747,7 @@ list_devices_start (gpointer user_data)
     {
       d = g_new0 (Devices, 1);
       d->ref_count = 1;
+      g_mutex_init (&d->lock);
       d->pfs = va_allocator_list_devices (self->alloc, LIST_DEVICES_MAX_VFS, &d->left_out);
       for (guint i = 0; i < d->pfs->len; i++)
         d->n_vfs += ((VaDevPf *) g_ptr_array_index (d->pfs, i))->vfs->len;
@@ -741,23 +757,27 @@ list_devices_start (gpointer user_data)
   return devices_ref (d);
 }
 
-/* On a worker: the reply, built and serialized off the main loop, as
- * ListLeases' (list_leases_reply). */
+/* On a worker: the reply, built and serialized off the main loop, once
+ * per copy, as ListLeases' (list_leases_reply). */
 static GVariant *
 list_devices_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
 {
   Devices *d = data;
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&d->lock);
   g_autoptr (GVariant) tree = NULL;
   g_autoptr (GBytes) data_bytes = NULL;
   GVariantBuilder b;
 
+  if (d->reply)
+    return g_variant_ref (d->reply);
   g_variant_builder_init (&b, G_VARIANT_TYPE ("aa{sv}"));
   for (guint i = 0; i < d->pfs->len; i++)
     g_variant_builder_add_value (&b, dev_pf_variant (g_ptr_array_index (d->pfs, i)));
   tree = g_variant_ref_sink (g_variant_new ("(aa{sv}u)", &b, d->left_out));
   data_bytes = g_variant_get_data_as_bytes (tree);
   *bytes = g_bytes_get_size (data_bytes);
-  return g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv}u)"), data_bytes, TRUE);
+  d->reply = g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE ("(aa{sv}u)"), data_bytes, TRUE));
+  return g_variant_ref (d->reply);
 }
 
 static void
@@ -783,6 +803,8 @@ do_swap_back (VaDbus *self, GDBusMethodInvocation *inv)
   g_dbus_method_invocation_return_value (inv, NULL);
 }
 
+static gboolean props_method (VaDbus *self, GDBusMethodInvocation *inv, const char *iface, const char *method);
+
 static void
 manager_method (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *method, GVariant *params,
                 GDBusMethodInvocation *inv, gpointer user_data)
@@ -806,6 +828,8 @@ manager_method (GDBusConnection *conn, const char *sender, const char *path, con
     { "ListDevices", NULL, do_list_devices },
   };
 
+  if (props_method (self, inv, iface, method))
+    return;
   for (guint i = 0; i < G_N_ELEMENTS (methods); i++)
     if (strcmp (method, methods[i].name) == 0)
       {
@@ -829,12 +853,11 @@ pools_variant (GPtrArray *pools)
   return g_variant_builder_end (&b);
 }
 
+/* The manager's property @prop as it is now (a reference of the
+ * caller's), at a cost that does not grow with the slots or the leases. */
 static GVariant *
-manager_get_property (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *prop, GError **error,
-                      gpointer user_data)
+manager_property (VaDbus *self, const char *prop, GError **error)
 {
-  VaDbus *self = user_data;
-
   if (strcmp (prop, "Version") == 0)
     return g_variant_new_string (VA_VERSION);
   if (strcmp (prop, "Backend") == 0)
@@ -871,27 +894,133 @@ pool_props (const VaPoolStatus *st)
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
-/* Property reads are open to everyone: answered from what sync_pools()
- * last saw (and sent in PropertiesChanged), at a cost that does not grow
- * with the slots or the leases. */
-static GVariant *
-pool_get_property (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *prop, GError **error,
-                   gpointer user_data)
+/* ---- property reads ------------------------------------------------------ */
+
+/* Property reads (Get, GetAll) are open to everyone: GDBus hands them to
+ * the method handlers (no get_property in the vtables), and they are
+ * bounded and paced per user as the open methods are (VaOpen): a reply
+ * costs no more than a method's, and a user that reads in a loop would
+ * otherwise take the CPU of VM starts through the bus. The pools' are
+ * answered from what sync_pools() last saw (and sent in
+ * PropertiesChanged), the manager's from what it holds, at a cost that
+ * grows with neither the slots nor the leases. */
+typedef struct
 {
-  VaDbus *self = user_data;
+  GVariant *reply; /* "(v)" or "(a{sv})", or NULL and: */
+  GError *error;
+} PropAnswer;
+
+static void
+prop_answer_free (PropAnswer *a)
+{
+  g_clear_pointer (&a->reply, g_variant_unref);
+  g_clear_error (&a->error);
+  g_free (a);
+}
+
+/* The pool's properties at @path as last sent, or NULL. */
+static GVariant *
+pool_props_at (VaDbus *self, const char *path, GError **error)
+{
   const char *name = g_hash_table_lookup (self->pool_names, path);
   GVariant *props = name ? g_hash_table_lookup (self->pool_cache, name) : NULL;
-  GVariant *v;
 
   if (!props)
+    g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool at %s", path);
+  return props;
+}
+
+/* On the main context, when the read gets its slot: the reply, from the
+ * values as they are then (a held read does not answer an old one). */
+static gpointer
+props_start (gpointer user_data, GDBusMethodInvocation *inv)
+{
+  VaDbus *self = user_data;
+  const char *path = g_dbus_method_invocation_get_object_path (inv);
+  GVariant *params = g_dbus_method_invocation_get_parameters (inv);
+  gboolean manager = strcmp (path, VA_BUS_PATH) == 0;
+  PropAnswer *a = g_new0 (PropAnswer, 1);
+  GVariant *props = manager ? NULL : pool_props_at (self, path, &a->error);
+  const char *prop;
+
+  if (!manager && !props)
+    return a;
+  if (strcmp (g_dbus_method_invocation_get_method_name (inv), "Get") == 0)
     {
-      g_set_error (error, VA_ERROR, VA_ERROR_NO_SUCH_POOL, "no pool at %s", path);
+      g_autoptr (GVariant) v = NULL;
+
+      /* GDBus checked the interface and that the property is readable */
+      g_variant_get_child (params, 1, "&s", &prop);
+      if (manager)
+        {
+          if ((v = manager_property (self, prop, &a->error)))
+            g_variant_take_ref (v);
+        }
+      else if (!(v = g_variant_lookup_value (props, prop, NULL)))
+        g_set_error (&a->error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+      if (v)
+        a->reply = g_variant_ref_sink (g_variant_new ("(v)", v));
+    }
+  else if (manager)
+    {
+      GDBusInterfaceInfo *info = g_dbus_node_info_lookup_interface (self->info, VA_BUS_IFACE);
+      GVariantBuilder b;
+
+      g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
+      for (guint i = 0; info->properties && info->properties[i]; i++)
+        {
+          g_autoptr (GVariant) v = manager_property (self, info->properties[i]->name, NULL);
+
+          if (v && g_variant_take_ref (v))
+            g_variant_builder_add (&b, "{sv}", info->properties[i]->name, v);
+        }
+      a->reply = g_variant_ref_sink (g_variant_new ("(a{sv})", &b));
+    }
+  else
+    a->reply = g_variant_ref_sink (g_variant_new ("(@a{sv})", props));
+  return a;
+}
+
+/* On a worker: the reply made at the start. */
+static GVariant *
+props_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
+{
+  PropAnswer *a = data;
+
+  if (!a->reply)
+    {
+      g_propagate_error (error, g_steal_pointer (&a->error));
       return NULL;
     }
-  v = g_variant_lookup_value (props, prop, NULL);
-  if (!v)
-    g_set_error (error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
-  return v;
+  return g_variant_ref (a->reply);
+}
+
+static void
+do_read_props (VaDbus *self, GDBusMethodInvocation *inv, guint32 uid)
+{
+  va_open_submit (self->open, inv, uid, props_start, self, props_reply, (GDestroyNotify) prop_answer_free);
+}
+
+/* Get and GetAll of org.freedesktop.DBus.Properties (the only method a
+ * pool has); GDBus refuses Set of these read-only properties itself. */
+static gboolean
+props_method (VaDbus *self, GDBusMethodInvocation *inv, const char *iface, const char *method)
+{
+  if (strcmp (iface, "org.freedesktop.DBus.Properties") != 0)
+    return FALSE;
+  if (strcmp (method, "Get") == 0 || strcmp (method, "GetAll") == 0)
+    authorize (self, inv, NULL, do_read_props);
+  else
+    g_dbus_method_invocation_return_error (inv, G_DBUS_ERROR, G_DBUS_ERROR_PROPERTY_READ_ONLY, "%s: the properties are read-only", method);
+  return TRUE;
+}
+
+static void
+pool_method (GDBusConnection *conn, const char *sender, const char *path, const char *iface, const char *method, GVariant *params,
+             GDBusMethodInvocation *inv, gpointer user_data)
+{
+  if (!props_method (user_data, inv, iface, method))
+    g_dbus_method_invocation_return_error (inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
 }
 
 static void
@@ -904,7 +1033,7 @@ emit_props_changed (VaDbus *self, const char *path, const char *iface, GVariant 
 static void
 sync_pools (VaDbus *self, gboolean emit)
 {
-  static const GDBusInterfaceVTable vtable = { NULL, pool_get_property, NULL };
+  static const GDBusInterfaceVTable vtable = { pool_method, NULL, NULL };
   g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
   gboolean added = FALSE;
 
@@ -1018,7 +1147,7 @@ on_name_owner_changed (GDBusConnection *conn, const char *sender, const char *pa
 VaDbus *
 va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
 {
-  static const GDBusInterfaceVTable vtable = { manager_method, manager_get_property, NULL };
+  static const GDBusInterfaceVTable vtable = { manager_method, NULL, NULL };
   g_autoptr (GBytes) xml = NULL;
   VaDbus *self;
 

@@ -17,6 +17,21 @@
 /* how often the held calls are looked at for those held too long */
 #define SWEEP_MS 250
 
+/* Calls that may start now, refilled at a fixed rate up to a burst. */
+typedef struct
+{
+  double tokens;
+  gint64 refilled; /* monotonic µs */
+} Bucket;
+
+/* @b as of @now, at @rate a second up to @burst. */
+static void
+bucket_refill (Bucket *b, gint64 now, double rate, double burst)
+{
+  b->tokens = MIN (burst, b->tokens + (double) (now - b->refilled) * rate / G_USEC_PER_SEC);
+  b->refilled = now;
+}
+
 /* A uid's calls: those running and those held. */
 typedef struct
 {
@@ -24,6 +39,7 @@ typedef struct
   guint running;    /* queued on the workers or in progress */
   GQueue held;      /* Job*, oldest first */
   gsize held_bytes; /* their arguments' */
+  Bucket pace;      /* uids other than 0: the calls it may start now */
 } User;
 
 struct _VaOpen
@@ -39,8 +55,10 @@ struct _VaOpen
   guint held;             /* calls of uids other than 0 held */
   gsize held_bytes;       /* their arguments' */
   GSource *admit;         /* admits held calls after a slot freed, or NULL */
-  guint sweep_id;         /* main context only: expires held calls */
+  Bucket pace;            /* the calls users other than 0 may start now, all together */
+  guint sweep_id;         /* main context only: expires held calls, admits paced ones */
   gulong hold_us;         /* tests only: how long a RewriteDomain job holds its worker first */
+  int nice;               /* the daemon's own: workers of unprivileged jobs run 10 below it */
 };
 
 typedef struct
@@ -77,13 +95,23 @@ run_bound (guint32 uid)
   return uid == 0 ? VA_OPEN_ROOT_QUEUE : VA_OPEN_PER_UID;
 }
 
-/* Under lock: whether @user may have one more job running. */
+/* Under lock: whether @user may have one more job running: a slot, and
+ * for a uid other than 0 its own pace's and all users'. */
 static gboolean
 may_run (VaOpen *self, User *user)
 {
+  gint64 now;
+
   if (user->running >= run_bound (user->uid))
     return FALSE;
-  return user->uid == 0 || self->running < VA_OPEN_QUEUE;
+  if (user->uid == 0)
+    return TRUE;
+  if (self->running >= VA_OPEN_QUEUE)
+    return FALSE;
+  now = g_get_monotonic_time ();
+  bucket_refill (&user->pace, now, VA_OPEN_RATE_PER_UID, VA_OPEN_BURST_PER_UID);
+  bucket_refill (&self->pace, now, VA_OPEN_RATE_ALL, VA_OPEN_BURST_ALL);
+  return user->pace.tokens >= 1 && self->pace.tokens >= 1;
 }
 
 /* Under lock: @uid's, made when absent. */
@@ -96,18 +124,29 @@ user_get (VaOpen *self, guint32 uid)
     {
       user = g_new0 (User, 1);
       user->uid = uid;
+      user->pace.tokens = VA_OPEN_BURST_PER_UID;
+      user->pace.refilled = g_get_monotonic_time ();
       g_queue_init (&user->held);
       g_hash_table_insert (self->users, GUINT_TO_POINTER (uid), user);
     }
   return user;
 }
 
-/* Under lock: @user is forgotten once it has no calls. */
+/* Under lock: @user is forgotten once it has no calls and its pace is
+ * back to its burst (a caller with one call at a time is paced too); the
+ * uids kept meanwhile are the local users', a few dozen bytes each. */
 static void
 user_settle (VaOpen *self, User *user)
 {
-  if (user->running == 0 && user->held.length == 0)
-    g_hash_table_remove (self->users, GUINT_TO_POINTER (user->uid));
+  if (user->running != 0 || user->held.length != 0)
+    return;
+  if (user->uid != 0)
+    {
+      bucket_refill (&user->pace, g_get_monotonic_time (), VA_OPEN_RATE_PER_UID, VA_OPEN_BURST_PER_UID);
+      if (user->pace.tokens < VA_OPEN_BURST_PER_UID)
+        return;
+    }
+  g_hash_table_remove (self->users, GUINT_TO_POINTER (user->uid));
 }
 
 static void
@@ -142,7 +181,11 @@ account_run (VaOpen *self, User *user)
 {
   user->running++;
   if (user->uid != 0)
-    self->running++;
+    {
+      self->running++;
+      user->pace.tokens -= 1;
+      self->pace.tokens -= 1;
+    }
 }
 
 /* Under lock: @job, held, leaves its uid's queue (to run, or to be
@@ -162,16 +205,24 @@ unhold (VaOpen *self, User *user, Job *job)
     g_queue_remove (&self->waiting, user);
 }
 
-/* Under lock: @job's slot is free again. */
+/* Under lock: @job's slot is free again; a reply of @reply bytes is
+ * charged to its uid's pace and all users' (one call more per
+ * VA_OPEN_PACE_BYTES), after the fact: a uid in debt waits it out. */
 static void
-job_end (VaOpen *self, Job *job)
+job_end (VaOpen *self, Job *job, gsize reply)
 {
   User *user = g_hash_table_lookup (self->users, GUINT_TO_POINTER (job->uid));
 
   sender_remove (self, job);
   user->running--;
   if (job->uid != 0)
-    self->running--;
+    {
+      double charge = (double) (reply / VA_OPEN_PACE_BYTES);
+
+      self->running--;
+      user->pace.tokens -= charge;
+      self->pace.tokens -= charge;
+    }
   user_settle (self, user);
 }
 
@@ -194,6 +245,7 @@ schedule_admit (VaOpen *self)
 static void
 set_nice (int nice)
 {
+  nice = CLAMP (nice, -20, 19);
   if (setpriority (PRIO_PROCESS, (id_t) gettid (), nice) < 0)
     g_debug ("setting the open calls' thread priority to %d: %s", nice, g_strerror (errno));
 }
@@ -234,18 +286,27 @@ run_job (gpointer data, gpointer user_data)
     }
   else
     {
+      /* relative to the daemon's own (a unit's Nice=, a benchmark under
+       * nice): an absolute 0 would raise a niced daemon's workers above
+       * its main loop */
       if (job->uid != 0)
-        set_nice (10);
+        set_nice (self->nice + 10);
       out = job->func (job->inv, job->data, &bytes, &error);
       if (job->uid != 0)
-        set_nice (0);
+        set_nice (self->nice);
     }
   g_mutex_lock (&self->lock);
-  job_end (self, job);
+  job_end (self, job, out ? g_variant_get_size (out) : 0);
   schedule_admit (self);
   g_mutex_unlock (&self->lock);
   if (out)
-    g_dbus_method_invocation_return_value (g_steal_pointer (&job->inv), out);
+    {
+      /* floating or a reference of ours (a reply shared by many calls):
+       * the invocation takes one of its own */
+      g_autoptr (GVariant) reply = g_variant_take_ref (out);
+
+      g_dbus_method_invocation_return_value (g_steal_pointer (&job->inv), reply);
+    }
   else
     g_dbus_method_invocation_return_gerror (g_steal_pointer (&job->inv), error);
   job_free (job);
@@ -260,21 +321,18 @@ static void
 start_job (VaOpen *self, Job *job)
 {
   if (job->start)
-    job->data = job->start (job->start_data);
+    job->data = job->start (job->start_data, job->inv);
   g_thread_pool_push (job->uid == 0 ? self->root_pool : self->pool, job, NULL);
 }
 
-/* The held calls whose uid has a slot free again, the uids in turn (one
- * call each per round), until no slot is free for any of them. */
-static gboolean
-admit_held (gpointer user_data)
+/* Under lock: the held calls whose uid has a slot free again (and its
+ * pace), the uids in turn (one call each per round), until no slot is
+ * free for any of them; added to @admitted, to be started unlocked. */
+static void
+admit_some (VaOpen *self, GPtrArray *admitted)
 {
-  VaOpen *self = user_data;
-  g_autoptr (GPtrArray) admitted = g_ptr_array_new ();
   guint idle = 0;
 
-  g_mutex_lock (&self->lock);
-  g_clear_pointer (&self->admit, g_source_unref);
   while (self->waiting.length > 0 && idle < self->waiting.length)
     {
       User *user = g_queue_pop_head (&self->waiting);
@@ -293,6 +351,17 @@ admit_held (gpointer user_data)
       account_run (self, user);
       g_ptr_array_add (admitted, job);
     }
+}
+
+static gboolean
+admit_held (gpointer user_data)
+{
+  VaOpen *self = user_data;
+  g_autoptr (GPtrArray) admitted = g_ptr_array_new ();
+
+  g_mutex_lock (&self->lock);
+  g_clear_pointer (&self->admit, g_source_unref);
+  admit_some (self, admitted);
   g_mutex_unlock (&self->lock);
   for (guint i = 0; i < admitted->len; i++)
     start_job (self, g_ptr_array_index (admitted, i));
@@ -306,12 +375,15 @@ answer_try_again (Job *job, const char *why)
   job_free (job);
 }
 
-/* The held calls held VA_OPEN_HOLD_MS are answered TryAgain. */
+/* The held calls held VA_OPEN_HOLD_MS are answered TryAgain; those
+ * held for their pace alone (no slot freed since) are admitted as it
+ * allows. */
 static gboolean
 sweep (gpointer user_data)
 {
   VaOpen *self = user_data;
   g_autoptr (GPtrArray) expired = g_ptr_array_new ();
+  g_autoptr (GPtrArray) admitted = g_ptr_array_new ();
   gint64 oldest = g_get_monotonic_time () - (gint64) VA_OPEN_HOLD_MS * 1000;
   gboolean more;
 
@@ -330,10 +402,13 @@ sweep (gpointer user_data)
         }
       user_settle (self, user);
     }
+  admit_some (self, admitted);
   more = self->waiting.length > 0;
   if (!more)
     self->sweep_id = 0;
   g_mutex_unlock (&self->lock);
+  for (guint i = 0; i < admitted->len; i++)
+    start_job (self, g_ptr_array_index (admitted, i));
   for (guint i = 0; i < expired->len; i++)
     {
       Job *job = g_ptr_array_index (expired, i);
@@ -357,6 +432,12 @@ va_open_new (void)
 
   if (hold && g_ascii_string_to_unsigned (hold, 10, 0, 60000, &hold_ms, NULL))
     self->hold_us = (gulong) hold_ms * 1000;
+  errno = 0;
+  self->nice = getpriority (PRIO_PROCESS, 0);
+  if (self->nice == -1 && errno != 0)
+    self->nice = 0;
+  self->pace.tokens = VA_OPEN_BURST_ALL;
+  self->pace.refilled = g_get_monotonic_time ();
   g_mutex_init (&self->lock);
   self->context = g_main_context_ref_thread_default ();
   self->senders = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_ptr_array_unref);
@@ -507,7 +588,7 @@ rewrite (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error
 }
 
 static gpointer
-host_view (gpointer alloc)
+host_view (gpointer alloc, GDBusMethodInvocation *inv)
 {
   return va_allocator_get_host_view (alloc);
 }

@@ -8,7 +8,7 @@
 G_BEGIN_DECLS
 
 /* The calls open to every local user (RewriteDomain, ListLeases,
- * ListDevices), off the main loop, which serves Allocate, Release and
+ * ListDevices, the properties' Get and GetAll), off the main loop, which serves Allocate, Release and
  * Claim for VM starts and only admits and accounts here. Anyone may call these as often as it
  * likes, so what a user can cost is bounded by its uid, not by its bus
  * connections:
@@ -17,6 +17,19 @@ G_BEGIN_DECLS
  *   on the workers or in progress), all of them together VA_OPEN_QUEUE,
  *   run on VA_OPEN_THREADS threads, below the main loop's priority while
  *   they work (not while they answer: va-daemon-open.c);
+ * - each uid other than 0 may start VA_OPEN_RATE_PER_UID calls a second
+ *   (after a burst of VA_OPEN_BURST_PER_UID), all of them together
+ *   VA_OPEN_RATE_ALL (burst VA_OPEN_BURST_ALL): a call answered at once
+ *   (a property, a copy of the leases already made) costs little, but a
+ *   user that sends the next as each is answered would otherwise make
+ *   thousands a second, and its own processes, the bus daemon's and ours
+ *   would take the CPU that VM starts need (seen: 8 connections of one
+ *   user made 1,600 Get a second, and the hook's prepare p99 was 5.9
+ *   times the quiet one); a reply counts one call more per
+ *   VA_OPEN_PACE_BYTES, charged once sent, so that a user cannot push the
+ *   lease list (0.5 MB at 1,024 leases) through the daemon's one bus
+ *   connection 50 times a second, in front of the replies VM starts wait
+ *   for (seen: the hook's prepare timed out at load 14);
  * - a call over those bounds is held, in its uid's own queue, and runs
  *   when a slot of its uid frees (first come, first served within a uid,
  *   the uids in turn); a uid may have VA_OPEN_HOLD_PER_UID calls and
@@ -54,16 +67,21 @@ typedef struct _VaOpen VaOpen;
 #define VA_OPEN_HOLD_ALL 256
 #define VA_OPEN_HOLD_BYTES_ALL (64 * 1024 * 1024)
 #define VA_OPEN_HOLD_MS 10000
+#define VA_OPEN_RATE_PER_UID 50
+#define VA_OPEN_BURST_PER_UID 32
+#define VA_OPEN_RATE_ALL 200
+#define VA_OPEN_BURST_ALL 64
+#define VA_OPEN_PACE_BYTES (16 * 1024)
 
-/* Runs on the main context when the call gets its slot: what the job
+/* Runs on the main context when @inv's call gets its slot: what the job
  * reads (a copy of the leases, the host as the engine sees it), taken
  * then rather than when the call came, so that a held call neither keeps
  * an old copy alive nor answers from it. Freed with the submit's
  * @data_free, on whichever thread ends the job. */
-typedef gpointer (*VaOpenStart) (gpointer user_data);
+typedef gpointer (*VaOpenStart) (gpointer user_data, GDBusMethodInvocation *inv);
 
 /* Runs on a worker thread: the reply to @inv's call ("(…)" tuple,
- * floating or not) or NULL and @error. @data is what the job's start
+ * floating or a reference the caller gives up) or NULL and @error. @data is what the job's start
  * returned. Sets @bytes to the size of what it read or built: above a
  * megabyte, the worker gives the heap it grew back once the reply is
  * sent. */
