@@ -129,10 +129,17 @@ static VaLease *
 pick (VaDaemonPromote *self)
 {
   const VaConfig *config = va_allocator_get_config (self->alloc);
-  g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
+  g_autoptr (GPtrArray) pools = NULL;
   g_autoptr (GHashTable) room = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr (GPtrArray) leases = NULL;
+  gboolean any = FALSE;
 
+  /* most hosts: no network promotes, and nothing is listed */
+  for (guint i = 0; i < config->networks->len && !any; i++)
+    any = ((const VaNetworkConfig *) g_ptr_array_index (config->networks, i))->promote;
+  if (!any)
+    return NULL;
+  pools = va_allocator_list_pools (self->alloc);
   for (guint i = 0; i < pools->len; i++)
     {
       const VaPoolStatus *p = g_ptr_array_index (pools, i);
