@@ -834,22 +834,49 @@ class SoftwareSlotTest(unittest.TestCase):
             daemon.remove()
             bus.close()
 
-    def test_a_relay_given_up_on_is_said_by_its_lease_until_reconcile(self):
+    def test_a_relay_given_up_on_is_a_broken_lease_until_reconcile(self):
         """The kernel backend gives up on a relay that died more than 5
-        times in 60 s (lab-software); the sim's stand-in is a file. The
-        lease stays, and lease list says it carries nothing and why."""
+        times in 60 s (lab-software); the sim's stand-in is a file it
+        watches. The lease stays and carries nothing: one LeaseBroken with
+        why, lease list, the pool's BrokenLeases, status and the
+        leases_broken metric say it, until reconcile serves it again."""
         bus = Bus()
         daemon = Daemon(bus, config=self.CONF)
+        got = []
+
+        def on_signal(conn, sender, path, iface, name, params):
+            got.append((name, params.unpack()))
+
+        def wait(what):
+            ctx = GLib.MainContext.default()
+            deadline = time.monotonic() + 30
+            while not what() and time.monotonic() < deadline:
+                ctx.iteration(False)
+                time.sleep(0.01)
+            while ctx.iteration(False):
+                pass
+            return what()
+
+        def metric():
+            with open(os.path.join(daemon.run_dir, "metrics.prom")) as f:
+                return [l for l in f.read().splitlines() if l.startswith("vdpa_allocator_leases_broken{")]
+
+        sub = None
         try:
             daemon.start()
+            sub = bus.conn.signal_subscribe(NAME, IFACE, "LeaseBroken", None, None, 0, on_signal)
             vdpactl("allocate", "-u", UUID1, "-m", mac(1), "-n", "vpc2", check=True)
             sw = json.loads(vdpactl("allocate", "-j", "-u", UUID1, "-m", mac(2), "-n", "vpc2", check=True).stdout)
             self.assertEqual(sw["form"], "software")
+            self.assertNotIn("broken", vdpactl("status", check=True).stdout)
             why = ("software device %s: its relay was killed by signal 9, 6 times within 60 s: not started again; "
                    "the NIC stalls until its lease is released or vdpactl reconcile runs" % sw["device"])
-            os.makedirs(os.path.join(daemon.run_dir, "sim", "relay"))
             with open(os.path.join(daemon.run_dir, "sim", "relay", sw["device"] + ".stalled"), "w") as f:
                 f.write(why + "\n")
+            self.assertTrue(wait(lambda: got), "no LeaseBroken")
+            self.assertEqual(len(got), 1, got)
+            lease, reason = got[0][1]
+            self.assertEqual((lease["mac"], lease["form"], reason), (mac(2), "software", why))
             leases = {l["mac"]: l for l in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]}
             self.assertEqual((leases[mac(2)]["form"], leases[mac(2)]["broken"], leases[mac(2)]["broken_reason"]),
                              ("software", True, why), leases)
@@ -857,13 +884,25 @@ class SoftwareSlotTest(unittest.TestCase):
             table = vdpactl("lease", "list", "-o", "MAC,FORM,BROKEN", check=True).stdout
             self.assertRegex(table, r"(?m)^%s\s+software\s+yes\s*$" % mac(2))
             self.assertRegex(table, r"(?m)^%s\s+hardware\s+no\s*$" % mac(1))
+            pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
+            self.assertEqual(pool["broken_leases"], 1, pool)
+            self.assertIn("2 lease(s), 1 of them on software vDPA devices, 1 broken (carrying nothing: 'vdpactl lease list' says why)",
+                          vdpactl("status", check=True).stdout)
+            self.assertTrue(wait(lambda: metric() == ['vdpa_allocator_leases_broken{pool="accel"} 1']), metric())
+            self.assertEqual(len([l for l in daemon.read_log().splitlines() if "is broken: " + why in l]), 1)
             # reconcile starts the relay again (libvirt is not reachable
             # here: exit 5, done in part)
             vdpactl("reconcile")
             leases = {l["mac"]: l for l in json.loads(vdpactl("lease", "list", "-j", check=True).stdout)["leases"]}
             self.assertEqual((leases[mac(2)]["broken"], leases[mac(2)]["broken_reason"]), (False, None), leases)
+            self.assertEqual(json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)["broken_leases"], 0)
+            self.assertNotIn("broken", vdpactl("status", check=True).stdout)
+            self.assertTrue(wait(lambda: metric() == ['vdpa_allocator_leases_broken{pool="accel"} 0']), metric())
+            self.assertEqual(len(got), 1, got)
             self.assertEqual(daemon.stop(), 0)
         finally:
+            if sub is not None:
+                bus.conn.signal_unsubscribe(sub)
             daemon.stop()
             daemon.remove()
             bus.close()

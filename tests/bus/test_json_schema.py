@@ -202,7 +202,7 @@ class JsonSchemaTest(unittest.TestCase):
         self.assertFalse(validator("pool-show").is_valid(new))  # "" and CamelCase keys
         new = {"version": 1, "name": "accel", "total": 8, "free": 8, "leased": 0, "healthy": True,
                "health_reason": None, "warning": None, "draining": False, "vlan_method": "none", "software_slots": 0,
-               "software_leased": 0}
+               "software_leased": 0, "broken_leases": 0}
         self.assertTrue(validator("pool-show").is_valid(new))
         self.assertFalse(validator("pool-show").is_valid(dict(new, health_reason="")))
 

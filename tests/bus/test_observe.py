@@ -43,6 +43,7 @@ IDS = {
     "pf_health": "d06469585f4346028a2c219cd6086096",
     "pool_warning": "7d946d9fafcd48dfba9d154a07ab5217",
     "swap_back": "5ed5e85968c54c54bfda2254e2f5200d",
+    "promote": "ab8b0f391e004ed1afbc4f8b83335d3b",
 }
 
 

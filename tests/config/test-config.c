@@ -189,7 +189,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
                       "[network vd-auto]\nmode=auto\npool=cx7\nfallback-bridge=br0\n"
                       "[network vd]\nmode=vdpa\npool=cx6\n"
                       "[network sr-fo]\nmode=sriov\npool=cx5\nvlan=2334\nfallback-bridge=br0\nfailover=true\n"
-                      "[network sr-nofo]\nmode=sriov\npool=cx5\nfallback-bridge=br0\nfailover=false\n"));
+                      "[network sr-nofo]\nmode=sriov\npool=cx5\nfallback-bridge=br0\nfailover=false\n"
+                      "[pool soft]\nsoftware-slots=2\n"
+                      "[network promo]\nmode=auto\npool=soft\nfallback-bridge=br0\npromote=true\n"));
   config = va_config_load (f->dir, &error);
   g_assert_no_error (error);
   g_assert_cmpint (va_config_lookup_pool (config, "cx6")->kind, ==, VA_POOL_KIND_VDPA); /* the default */
@@ -200,6 +202,9 @@ test_pool_kinds (Fixture *f, gconstpointer data)
   g_assert_false (va_config_lookup_network (config, "sr")->trust);
   g_assert_false (va_config_lookup_network (config, "sr-auto")->spoofchk);
   g_assert_true (va_config_lookup_network (config, "sr-auto")->trust);
+  /* promote: asked for, never the default */
+  g_assert_true (va_config_lookup_network (config, "promo")->promote);
+  g_assert_false (va_config_lookup_network (config, "vd-auto")->promote);
   /* failover: asked for, never the default */
   g_assert_true (va_config_lookup_network (config, "sr-fo")->net.failover);
   g_assert_false (va_config_lookup_network (config, "sr-nofo")->net.failover);
@@ -361,6 +366,19 @@ static const BadCase bad_cases[] = {
     "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=vdpa" },
   { "[network n]\nmode=virtio\nfallback-bridge=br0\nfailover=true\n",
     "[network n] failover: pairs a passed-through VF with a virtio standby: mode=sriov only, and this network is mode=virtio" },
+  /* promotion: from a pool's software devices onto its hardware */
+  { "[network n]\nmode=vdpa\npool=a\nfallback-bridge=br0\npromote=yes\n[pool a]\nsoftware-slots=1\n",
+    "[network n] promote: 'yes' is not true or false" },
+  { "[network n]\nmode=vdpa\npool=a\nfallback-bridge=br0\npromote=true\n[pool a]\n",
+    "[network n] promote: moves NICs from software vDPA devices onto hardware ones of the same pool, and pool 'a' makes no software "
+    "devices (software-slots=)" },
+  { "[network n]\nmode=vdpa\npool=a\nfallback-bridge=br0\npromote=true\n[pool a]\ntype=software\nsoftware-slots=1\n",
+    "[network n] promote: moves NICs from software vDPA devices onto hardware ones of the same pool, and pool 'a' has no hardware "
+    "(type=software)" },
+  { "[network n]\nmode=sriov\npool=a\nfallback-bridge=br0\npromote=true\n[pool a]\nkind=sriov\n",
+    "[network n] promote: moves NICs from software vDPA devices onto hardware ones of the same pool, and pool 'a' is not kind=vdpa" },
+  { "[network n]\nmode=virtio\nfallback-bridge=br0\npromote=true\n",
+    "[network n] promote: moves NICs from software vDPA devices onto hardware ones of the same pool, and this network has no pool" },
   /* mlx5 in switchdev refuses a VF VLAN through the PF (esw/legacy.c) */
   { "[network n]\nmode=sriov\npool=a\nvlan=100\n[pool a]\nkind=sriov\neswitch=switchdev\n",
     "[network n] vlan: pool 'a' is kind=sriov with eswitch=switchdev, where the PF takes no VF VLAN: give it vlan-method=bridge or "

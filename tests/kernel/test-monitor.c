@@ -314,6 +314,15 @@ remove_pf (Fixture *f)
   umockdev_testbed_remove_device (f->bed, PF_SYS);
 }
 
+/* Why the lease of (UUID, MAC) carries nothing, as lease list says it. */
+static void
+assert_broken (Fixture *f, const char *want)
+{
+  g_autofree char *why = va_allocator_get_lease_broken (f->alloc, UUID, MAC);
+
+  g_assert_cmpstr (why, ==, want);
+}
+
 static void
 test_pf_appears (Fixture *f, gconstpointer data)
 {
@@ -434,7 +443,7 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   store_lease (f);
   start (f);
   assert_pool (f, 8, 7, 1, TRUE, "");
-  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID, MAC));
+  assert_broken (f, NULL);
   ports = va_path_ports (f->run_dir);
   link = va_port_path (ports, UUID, MAC);
   g_assert_true (g_file_test (link, G_FILE_TEST_IS_SYMLINK));
@@ -447,7 +456,7 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   assert_pool (f, 1, 0, 1, FALSE, "enp59s0f0np0: " GONE);
   g_assert_cmpuint (f->broken->len, ==, 1);
   g_assert_cmpstr (g_ptr_array_index (f->broken, 0), ==, SLOT ": " GONE);
-  g_assert_cmpstr (va_allocator_get_lease_broken (f->alloc, UUID, MAC), ==, GONE);
+  assert_broken (f, GONE);
   g_assert_cmpstr (g_ptr_array_index (f->events, 0), ==, "PF enp59s0f0np0 in pool accel is unhealthy: " GONE);
   g_assert_cmpstr (g_ptr_array_index (f->events, 1), ==, "PF enp59s0f0np0 (0000:3b:00.0) left pool accel: its 8 slot(s) are lost");
   r = event (VA_EVENT_LEASE_BROKEN, 0);
@@ -483,7 +492,7 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   repair_failed = g_strdup_printf ("its slot %s is back, but its device could not be re-made: vdpa device va-%s on VF %s: %s", SLOT, SLOT,
                                    SLOT, NO_VDPA);
   g_assert_cmpuint (f->broken->len, ==, 2);
-  g_assert_cmpstr (va_allocator_get_lease_broken (f->alloc, UUID, MAC), ==, repair_failed);
+  assert_broken (f, repair_failed);
   g_assert_cmpuint (f->repaired, ==, 0);
 
   /* released, the broken lease frees its slot */
@@ -491,7 +500,7 @@ test_pf_leaves_and_returns (Fixture *f, gconstpointer data)
   while (!done)
     g_main_context_iteration (NULL, TRUE);
   assert_pool (f, 8, 8, 0, TRUE, "");
-  g_assert_null (va_allocator_get_lease_broken (f->alloc, UUID, MAC));
+  assert_broken (f, NULL);
 }
 
 static void

@@ -707,9 +707,9 @@ parse_network (const Group *g, const char *name, VaNetworkConfig *n, GError **er
           if (!item_uint (&it, 1, 1u << 20, &n->quota, error))
             return FALSE;
         }
-      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0 || strcmp (key, "failover") == 0)
+      else if (strcmp (key, "spoofchk") == 0 || strcmp (key, "trust") == 0 || strcmp (key, "failover") == 0 || strcmp (key, "promote") == 0)
         {
-          gboolean *out = key[0] == 's' ? &n->spoofchk : key[0] == 't' ? &n->trust : &n->net.failover;
+          gboolean *out = key[0] == 's' ? &n->spoofchk : key[0] == 't' ? &n->trust : key[0] == 'p' ? &n->promote : &n->net.failover;
 
           if (g_strcmp0 (it.entry->value, "true") == 0)
             *out = TRUE;
@@ -1025,6 +1025,21 @@ va_config_load (const char *dir, GError **error)
       if (n->net.pool && !p)
         {
           g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG, "%s: [%s] pool: no pool named '%s'", e->file, g->name, n->net.pool);
+          return NULL;
+        }
+      /* promotion moves a software device's NIC onto a hardware one of
+       * the same pool: a pool that has both */
+      if (n->promote && (!p || p->kind != VA_POOL_KIND_VDPA || p->type == VA_POOL_TYPE_SOFTWARE || !p->software_slots))
+        {
+          const Entry *v = g_hash_table_lookup (g->entries, "promote");
+
+          g_set_error (error, VA_ERROR, VA_ERROR_INVALID_CONFIG,
+                       "%s: [%s] promote: moves NICs from software vDPA devices onto hardware ones of the same pool, and %s%s%s", v->file,
+                       g->name, !p ? "this network has no pool" : "pool '", p ? n->net.pool : "",
+                       !p                                 ? ""
+                       : p->kind != VA_POOL_KIND_VDPA     ? "' is not kind=vdpa"
+                       : p->type == VA_POOL_TYPE_SOFTWARE ? "' has no hardware (type=software)"
+                                                          : "' makes no software devices (software-slots=)");
           return NULL;
         }
       /* auto takes either kind; vdpa and sriov only their own */

@@ -81,6 +81,10 @@ typedef struct
   guint quota;       /* 0: none */
   gboolean spoofchk; /* a passed-through VF's, in legacy mode: default on */
   gboolean trust;    /* likewise: default off */
+  /* promote=: its NICs on software vDPA devices move onto hardware by
+   * themselves when a hardware slot of the pool frees (issue 28); default
+   * off */
+  gboolean promote;
 } VaNetworkConfig;
 
 typedef struct

@@ -34,6 +34,7 @@ static const VaCtlColumn pool_cols[] = {
   { "Leased", "LEASED" },
   { "SoftwareLeased", "SOFTWARE" },
   { "SoftwareSlots", "SOFTWARE-SLOTS", TRUE },
+  { "BrokenLeases", "BROKEN", TRUE },
   { "Healthy", "HEALTHY" },
   { "Draining", "DRAINING" },
   { "VlanMethod", "VLAN-METHOD" },
@@ -156,23 +157,28 @@ va_ctl_cmd_status (int argc, char **argv)
 
       g_variant_lookup (props, "Version", "&s", &version);
       g_variant_lookup (props, "Backend", "&s", &backend);
-      guint32 software = 0;
+      guint32 software = 0, broken = 0;
       GVariantIter iter;
       GVariant *pool;
 
       g_variant_iter_init (&iter, pools);
       while ((pool = g_variant_iter_next_value (&iter)))
         {
-          guint32 n = 0;
+          guint32 n = 0, b = 0;
 
           g_variant_lookup (pool, "SoftwareLeased", "u", &n);
+          g_variant_lookup (pool, "BrokenLeases", "u", &b);
           software += n;
+          broken += b;
           g_variant_unref (pool);
         }
       g_print ("vdpa-allocatord %s, backend %s%s, %u lease(s)", version, backend, g_strcmp0 (backend, "sim") == 0 ? " (simulated NIC)" : "",
                count);
       if (software)
         g_print (", %u of them on software vDPA devices", software);
+      /* a NIC that carries nothing: lease list says which and why */
+      if (broken)
+        g_print (", %u broken (carrying nothing: 'vdpactl lease list' says why)", broken);
       g_print ("\n\n");
       if (g_variant_n_children (pools) == 0)
         g_print ("no pools configured: see vdpa-allocator.conf(5)\n");

@@ -82,7 +82,7 @@ domain_show (int argc, char **argv, const char *uri)
     {
       const VaNic *nic = g_ptr_array_index (nics, i);
       g_autofree char *intent = NULL;
-      const char *device = "", *lease_form = "", *kind = "", *slot = "";
+      const char *device = "", *lease_form = "", *kind = "", *slot = "", *broken = "";
       g_autofree char *lease_text = NULL;
       g_autofree char *standby = NULL;
       GVariantBuilder r, j;
@@ -107,6 +107,7 @@ domain_show (int argc, char **argv, const char *uri)
                   g_variant_lookup (lease, "device", "&s", &device);
                   g_variant_lookup (lease, "kind", "&s", &kind);
                   g_variant_lookup (lease, "slot", "&s", &slot);
+                  g_variant_lookup (lease, "broken_reason", "&s", &broken);
                   /* absent from a daemon before the software form */
                   if (!g_variant_lookup (lease, "form", "&s", &lease_form))
                     lease_form = "hardware";
@@ -132,6 +133,12 @@ domain_show (int argc, char **argv, const char *uri)
       else
         lease_text = g_strdup_printf ("%s%s", leases ? device : "(daemon unreachable)",
                                       g_strcmp0 (lease_form, "software") == 0 ? " (software)" : "");
+      /* it carries nothing: lease list's words */
+      if (*broken)
+        {
+          g_autofree char *was = g_steal_pointer (&lease_text);
+          lease_text = g_strdup_printf ("%s, broken: %s", was, broken);
+        }
       g_variant_builder_add (&r, "{sv}", "lease", g_variant_new_string (lease_text));
       g_variant_builder_add_value (&b, g_variant_builder_end (&r));
 
@@ -146,6 +153,7 @@ domain_show (int argc, char **argv, const char *uri)
       g_variant_builder_add (&j, "{sv}", "form", g_variant_new_string (va_form_to_string (nic->form)));
       g_variant_builder_add (&j, "{sv}", "device", g_variant_new_string (device));
       g_variant_builder_add (&j, "{sv}", "lease_form", g_variant_new_string (lease_form));
+      g_variant_builder_add (&j, "{sv}", "broken_reason", g_variant_new_string (broken));
       g_variant_builder_add (&j, "{sv}", "failover", g_variant_new_boolean (nic->failover));
       g_variant_builder_add (&j, "{sv}", "passthrough_vf", g_variant_new_string (nic->vf ? nic->vf : ""));
       g_variant_builder_add (&j, "{sv}", "standby_only", g_variant_new_string (standby ? standby : ""));

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "va-client.h"
 #include "va-config.h"
 #include "va-domain.h"
 #include "va-error.h"
@@ -718,6 +719,35 @@ out:
 
 /* ---- accelerate|portable --live ---------------------------------------- */
 
+/* The MACs of the domain's NICs whose lease is on a software device, or
+ * NULL when the daemon does not say. */
+static char **
+software_macs (VaLibvirt *lv)
+{
+  g_autoptr (GVariant) leases = va_client_list_leases (va_client_get_default (), NULL);
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  GVariantIter iter;
+  GVariant *lease;
+
+  if (!leases || virDomainGetUUIDString (lv->dom, uuid) < 0)
+    return NULL;
+  g_variant_iter_init (&iter, leases);
+  while ((lease = g_variant_iter_next_value (&iter)))
+    {
+      const char *u = "", *m = "", *f = "";
+
+      g_variant_lookup (lease, "uuid", "&s", &u);
+      g_variant_lookup (lease, "mac", "&s", &m);
+      g_variant_lookup (lease, "form", "&s", &f);
+      if (g_ascii_strcasecmp (u, uuid) == 0 && strcmp (f, "software") == 0)
+        g_ptr_array_add (out, g_strdup (m));
+      g_variant_unref (lease);
+    }
+  g_ptr_array_add (out, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&out), FALSE);
+}
+
 int
 va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
 {
@@ -750,6 +780,15 @@ va_ctl_domain_swap_live (VaLibvirt *lv, VaForm form, gboolean json)
   progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
   ok = form == VA_FORM_ACCELERATED ? va_swap_to_accelerated (lv, r.nics, NULL, &error) : va_swap_to_portable (lv, r.nics, FALSE, &error);
+  /* a NIC on a software device goes onto hardware where its pool has a
+   * free slot (issue 28: promotion) */
+  if (ok && form == VA_FORM_ACCELERATED)
+    {
+      g_auto (GStrv) software = software_macs (lv);
+
+      for (guint i = 0; ok && software && software[i]; i++)
+        ok = va_swap_promote (lv, r.nics, software[i], &error);
+    }
   if (!ok)
     {
       r.error = g_strdup (error->message);

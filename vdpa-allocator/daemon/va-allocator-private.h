@@ -95,6 +95,7 @@ struct _VaAllocator
   GPtrArray *seen_pfs;    /* VaPfInfo*, every PF of the last discovery as sync_pfs left it: what vdpactl dev list shows */
   GHashTable *held_slots; /* slot addresses whose leaseless device a process holds: never leased */
   gulong pfs_changed_id;
+  gulong software_stalled_id;
   GHashTable *pool_warnings; /* pool name → char*: the backend's warning about it */
   VaNetworkSyncer syncer;
   gpointer syncer_data;

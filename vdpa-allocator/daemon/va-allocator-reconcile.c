@@ -68,6 +68,7 @@ resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
   VaNicPlan plan;
   g_autoptr (VaDeviceInfo) dev = NULL;
   g_autoptr (GError) error = NULL;
+  g_autofree char *stalled = NULL;
   gboolean made = FALSE;
 
   if (!pc || !va_allocator_resolve_lease (self, e->lease, &plan, &error) || !plan.bridge)
@@ -80,6 +81,7 @@ resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
     }
   va_allocator_software_request (self, e->lease->mac, 0, &plan, pc, &sreq);
   sreq.vlan = e->lease->vlan;
+  stalled = va_backend_software_stalled (self->backend, e->lease->device);
   dev = va_backend_resume_software (self->backend, &sreq, &made, &error);
   if (!dev)
     {
@@ -94,6 +96,9 @@ resume_software (VaAllocator *self, Entry *e, VaReconcileReport *report)
   va_allocator_make_port_link (self, e->lease, NULL);
   if (made)
     g_ptr_array_add (report->missing, g_strdup (e->key));
+  /* given up on before: it carries packets again */
+  if (stalled)
+    g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
 }
 
 /* Software devices no lease holds (a crash between making one and its

@@ -71,7 +71,18 @@ lookup_by_ids (VaAllocator *self, const char *uuid, const char *mac)
   return va_allocator_lookup_entry (self, key);
 }
 
-const char *
+/* The one answer to "does this lease carry nothing, and why": its slot
+ * left the host (or came back without its device), else the backend gave
+ * its software device up (asked as it is now). */
+static char *
+entry_broken (VaAllocator *self, const Entry *e)
+{
+  if (e->broken)
+    return g_strdup (e->broken_reason ? e->broken_reason : "broken");
+  return e->lease->software ? va_backend_software_stalled (self->backend, e->lease->device) : NULL;
+}
+
+char *
 va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac)
 {
   Entry *e;
@@ -79,19 +90,42 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
   g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
 
   e = lookup_by_ids (self, uuid, mac);
-  return e && e->broken ? (e->broken_reason ? e->broken_reason : "broken") : NULL;
+  return e ? entry_broken (self, e) : NULL;
 }
 
-char *
-va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac)
+/* Committed leases of @pool that carry nothing. */
+static guint
+broken_leases (VaAllocator *self, const char *pool)
 {
+  GHashTableIter iter;
+  Entry *e;
+  guint n = 0;
+
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state != ENTRY_PENDING && strcmp (e->lease->pool, pool) == 0)
+      {
+        g_autofree char *why = entry_broken (self, e);
+        n += why != NULL;
+      }
+  return n;
+}
+
+/* The backend gave a software device up: its lease is broken (its port
+ * link stays, for the device is there and reconcile serves it again). */
+static void
+on_software_stalled (VaBackend *backend, const char *name, const char *reason, VaAllocator *self)
+{
+  GHashTableIter iter;
   Entry *e;
 
-  g_return_val_if_fail (VA_IS_ALLOCATOR (self), NULL);
-
-  e = lookup_by_ids (self, uuid, mac);
-  /* the backend's, as it is now */
-  return e && e->lease->software ? va_backend_software_stalled (self->backend, e->lease->device) : NULL;
+  g_hash_table_iter_init (&iter, self->entries);
+  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
+    if (e->state == ENTRY_COMMITTED && e->lease->software && g_strcmp0 (e->lease->device, name) == 0)
+      {
+        g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_BROKEN], 0, e->lease, reason);
+        return;
+      }
 }
 
 VaPoolStatus *
@@ -136,6 +170,7 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
     }
   st->software_slots = pc ? pc->software_slots : 0;
   st->software_leased = va_allocator_software_leases (self, name, NULL);
+  st->broken_leases = broken_leases (self, name);
   st->vlan_method = va_vlan_method_to_string (pc ? pc->vlan_method : VA_VLAN_METHOD_NONE);
   st->warning = g_strdup (pc ? g_hash_table_lookup (self->pool_warnings, name) : NULL);
   if (!st->warning)
@@ -434,6 +469,7 @@ va_allocator_new (VaConfig *config, VaBackend *backend, VaStore *store, const ch
     return NULL;
   va_allocator_check_watermarks (self);
   self->pfs_changed_id = g_signal_connect (backend, "pfs-changed", G_CALLBACK (va_allocator_on_pfs_changed), self);
+  self->software_stalled_id = g_signal_connect (backend, "software-stalled", G_CALLBACK (on_software_stalled), self);
   return g_steal_pointer (&self);
 }
 
@@ -468,6 +504,7 @@ va_allocator_finalize (GObject *object)
   VaAllocator *self = VA_ALLOCATOR (object);
 
   g_clear_signal_handler (&self->pfs_changed_id, self->backend);
+  g_clear_signal_handler (&self->software_stalled_id, self->backend);
   g_clear_handle_id (&self->commit_source, g_source_remove);
   va_allocator_finish_inflight (self);
   g_clear_pointer (&self->pending, g_ptr_array_unref);
@@ -513,11 +550,12 @@ va_allocator_class_init (VaAllocatorClass *klass)
    * line for the log. @pool and @pf are "" when discovery itself failed. */
   va_allocator_signals[SIGNAL_PF_EVENT] = g_signal_new ("pf-event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                         G_TYPE_NONE, 3, G_TYPE_STRING, G_TYPE_STRING, G_TYPE_STRING);
-  /* (VaLease *lease, const char *reason): the lease's slot left the host,
-   * or came back without its device; the lease stays until released */
+  /* (VaLease *lease, const char *reason): the lease carries nothing: its
+   * slot left the host, or came back without its device, or its software
+   * device's relay was given up on; the lease stays until released
+   * ("lease-repaired" when reconciliation or the slot's return ends it) */
   va_allocator_signals[SIGNAL_LEASE_BROKEN] = g_signal_new ("lease-broken", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                                                             NULL, G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
-  /* (VaLease *lease): a broken lease has its slot and device again */
   /* (const char *pool, const char *warning): the pool's warning changed;
    * "" when it has none any more */
   va_allocator_signals[SIGNAL_POOL_WARNING] = g_signal_new ("pool-warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
@@ -526,6 +564,8 @@ va_allocator_class_init (VaAllocatorClass *klass)
    * its steps timed */
   va_allocator_signals[SIGNAL_DEVICE_MADE] = g_signal_new ("device-made", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                            G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_POINTER);
+  /* (VaLease *lease): a broken lease has its slot and device again, or
+   * its software device is served again */
   va_allocator_signals[SIGNAL_LEASE_REPAIRED]
     = g_signal_new ("lease-repaired", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
 }

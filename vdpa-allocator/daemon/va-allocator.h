@@ -37,6 +37,7 @@ typedef struct
   char *warning;         /* "" or why the pool works but the NIC does not carry its traffic */
   guint software_slots;  /* software devices the pool may make (issue 28) */
   guint software_leased; /* NICs on one now */
+  guint broken_leases;   /* leases that carry nothing (va_allocator_get_lease_broken) */
 } VaPoolStatus;
 
 void va_pool_status_free (VaPoolStatus *status);
@@ -136,13 +137,13 @@ GPtrArray *va_allocator_list_leases (VaAllocator *self);
  * lists, and the ones whose commit is under way), in O(1). */
 guint va_allocator_get_n_leases (VaAllocator *self);
 
-/* Why the lease of (@uuid, @mac) is broken (its slot left the host, or came
- * back without its device), or NULL when it is not, or there is none. */
-const char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac);
-/* Why the software device of the lease of (@uuid, @mac) carries nothing
- * and will not again by itself (its relay died too often and was given
- * up on: reconciliation or release ends that), or NULL. */
-char *va_allocator_get_lease_stalled (VaAllocator *self, const char *uuid, const char *mac);
+/* Why the lease of (@uuid, @mac) carries nothing, or NULL when it
+ * carries its NIC's packets, or there is none: its slot left the host (or
+ * came back without its device), or its software device's relay died too
+ * often and was given up on (reconciliation or release ends that). The
+ * one answer for lease list, the metrics and the pools' BrokenLeases;
+ * "lease-broken" is sent when either begins. */
+char *va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *mac);
 
 /* VaPoolStatus* by pool name. */
 GPtrArray *va_allocator_list_pools (VaAllocator *self);

@@ -1082,22 +1082,29 @@ relay_free (Relay *r)
 }
 
 /* No more restarts: the words the lease says (kernel_software_stalled)
- * until resume_software serves the device again. */
+ * until resume_software serves the device again, and "software-stalled"
+ * when they are new, for the allocator to say it everywhere. */
 static const char *
-relay_stall (Relay *r, const char *why)
+relay_stall (VaBackendKernel *self, Relay *r, const char *why)
 {
-  g_free (r->stalled);
-  r->stalled = g_strdup_printf ("%s; the NIC stalls until its lease is released or vdpactl reconcile runs", why);
+  g_autofree char *stalled = g_strdup_printf ("%s; the NIC stalls until its lease is released or vdpactl reconcile runs", why);
+
+  if (g_strcmp0 (r->stalled, stalled) != 0)
+    {
+      g_free (r->stalled);
+      r->stalled = g_steal_pointer (&stalled);
+      g_signal_emit_by_name (self, "software-stalled", r->name, r->stalled);
+    }
   return r->stalled;
 }
 
 /* ... and one line of the log, the same words. */
 static void
-relay_give_up (Relay *r, const char *why)
+relay_give_up (VaBackendKernel *self, Relay *r, const char *why)
 {
   g_autofree char *line = g_strdup_printf ("software device %s: %s", r->name, why);
 
-  g_warning ("%s", relay_stall (r, line));
+  g_warning ("%s", relay_stall (self, r, line));
 }
 
 /* Taken out of the table first: its exit, expected, then says nothing. */
@@ -1178,7 +1185,7 @@ on_relay_restart (gpointer user_data)
     {
       g_autofree char *why = g_strdup_printf ("starting its relay again: %s", error->message);
 
-      relay_give_up (r, why);
+      relay_give_up (self, r, why);
     }
   return G_SOURCE_REMOVE;
 }
@@ -1216,7 +1223,7 @@ on_relay_exit (GObject *source, GAsyncResult *result, gpointer user_data)
       g_autofree char *why
         = g_strdup_printf ("its relay %s, %u times within %u s: not started again", how, r->restarts + 1, RELAY_WINDOW_S);
 
-      relay_give_up (r, why);
+      relay_give_up (self, r, why);
       return;
     }
   g_warning ("software device %s: its relay %s: starting it again (the guest's NIC stalls meanwhile)", name, how);
@@ -1383,7 +1390,7 @@ kernel_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboole
         {
           g_prefix_error (&local, "software device %s: serving it again: ", name);
           /* the caller says it; the lease says it until the next try */
-          relay_stall (r, local->message);
+          relay_stall (self, r, local->message);
           g_propagate_error (error, g_steal_pointer (&local));
           return NULL;
         }

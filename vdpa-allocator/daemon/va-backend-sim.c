@@ -33,7 +33,9 @@ struct _VaBackendSim
   guint vfs;
   guint numa_nodes;
   char **unhealthy;
-  GHashTable *slot_index; /* VF address → global index + 1 */
+  GHashTable *slot_index;    /* VF address → global index + 1 */
+  GFileMonitor *relay_watch; /* RUN/sim/relay: its NAME.stalled files */
+  GHashTable *stalled_said;  /* device name → the words "software-stalled" last said */
 };
 
 G_DECLARE_FINAL_TYPE (VaBackendSim, va_backend_sim, VA, BACKEND_SIM, VaBackend)
@@ -207,6 +209,48 @@ sim_software_stalled (VaBackend *backend, const char *name)
   return g_file_get_contents (path, &why, NULL, NULL) ? g_strchomp (why) : NULL;
 }
 
+/* Served again or gone: what "software-stalled" said is forgotten. */
+static void
+stall_ended (VaBackendSim *self, const char *name)
+{
+  g_autofree char *path = stalled_file (self, name);
+
+  g_unlink (path);
+  g_hash_table_remove (self->stalled_said, name);
+}
+
+/* A NAME.stalled file written (or rewritten with new words): the relay
+ * given up on, as the kernel backend's relay_stall() says it, once. */
+static void
+on_relay_dir_changed (GFileMonitor *monitor, GFile *file, GFile *other, GFileMonitorEvent event, gpointer user_data)
+{
+  VaBackendSim *self = user_data;
+  g_autofree char *base = NULL;
+  g_autofree char *why = NULL;
+  const char *said;
+
+  if (event == G_FILE_MONITOR_EVENT_MOVED_IN || event == G_FILE_MONITOR_EVENT_RENAMED)
+    file = other ? other : file;
+  base = g_file_get_basename (file);
+  if (!base || !g_str_has_suffix (base, ".stalled"))
+    return;
+  base[strlen (base) - strlen (".stalled")] = '\0';
+  if (!va_software_is_device_name (base))
+    return;
+  why = sim_software_stalled (VA_BACKEND (self), base);
+  said = g_hash_table_lookup (self->stalled_said, base);
+  if (!why || !*why)
+    {
+      if (event == G_FILE_MONITOR_EVENT_DELETED || event == G_FILE_MONITOR_EVENT_MOVED_OUT)
+        g_hash_table_remove (self->stalled_said, base);
+      return;
+    }
+  if (g_strcmp0 (said, why) == 0)
+    return;
+  g_hash_table_insert (self->stalled_said, g_strdup (base), g_strdup (why));
+  g_signal_emit_by_name (self, "software-stalled", base, why);
+}
+
 /* a node of before is served as it is, by a relay started again */
 static VaDeviceInfo *
 sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean *made, GError **error)
@@ -223,10 +267,7 @@ sim_resume_software (VaBackend *backend, const VaSoftwareRequest *req, gboolean 
       *made = TRUE;
       return sim_create_software (backend, req, error);
     }
-  {
-    g_autofree char *stalled = stalled_file (self, name);
-    g_unlink (stalled);
-  }
+  stall_ended (self, name);
   dev = g_new0 (VaDeviceInfo, 1);
   dev->chardev = g_steal_pointer (&node);
   dev->name = g_strdup (name);
@@ -294,6 +335,7 @@ sim_destroy_software (VaBackend *backend, const char *name, GError **error)
     }
   node = software_node (self, name);
   stalled = stalled_file (self, name);
+  g_hash_table_remove (self->stalled_said, name);
   return unlink_if_there (node, error) && unlink_if_there (stalled, error);
 }
 
@@ -443,6 +485,10 @@ va_backend_sim_finalize (GObject *object)
   g_free (self->vdpa_dir);
   g_strfreev (self->unhealthy);
   g_clear_pointer (&self->slot_index, g_hash_table_unref);
+  if (self->relay_watch)
+    g_signal_handlers_disconnect_by_data (self->relay_watch, self);
+  g_clear_object (&self->relay_watch);
+  g_clear_pointer (&self->stalled_said, g_hash_table_unref);
   G_OBJECT_CLASS (va_backend_sim_parent_class)->finalize (object);
 }
 
@@ -474,6 +520,7 @@ static void
 va_backend_sim_init (VaBackendSim *self)
 {
   self->slot_index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->stalled_said = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }
 
 VaBackend *
@@ -498,6 +545,21 @@ va_backend_sim_new (const VaConfig *config, const char *run_dir, GError **error)
         g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", dir, g_strerror (errno));
         return NULL;
       }
+  /* the relays' stand-in: tests write NAME.stalled there */
+  {
+    g_autofree char *relay_dir = g_build_filename (self->root, "relay", NULL);
+    g_autoptr (GFile) dir = g_file_new_for_path (relay_dir);
+
+    if (g_mkdir_with_parents (relay_dir, 0755) < 0)
+      {
+        g_set_error (error, VA_ERROR, VA_ERROR_PROVISIONING_FAILED, "creating %s: %s", relay_dir, g_strerror (errno));
+        return NULL;
+      }
+    self->relay_watch = g_file_monitor_directory (dir, G_FILE_MONITOR_WATCH_MOVES, NULL, error);
+    if (!self->relay_watch)
+      return NULL;
+    g_signal_connect (self->relay_watch, "changed", G_CALLBACK (on_relay_dir_changed), self);
+  }
 
   for (guint i = 0; i < self->pfs; i++)
     for (guint k = 0; k < self->vfs; k++)

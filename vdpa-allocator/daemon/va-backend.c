@@ -21,6 +21,8 @@ static void
 va_backend_class_init (VaBackendClass *klass)
 {
   g_signal_new ("pfs-changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  g_signal_new ("software-stalled", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_STRING,
+                G_TYPE_STRING);
 }
 
 static void

@@ -171,7 +171,13 @@ struct _VaBackendClass
    * driver) since discover; the allocator discovers again. Emitted from the
    * thread-default main context of the backend's creation, once a burst of
    * device events has settled. Backends without a device monitor (sim)
-   * never emit it. */
+   * never emit it.
+   *
+   * Signal "software-stalled" (const char *name, const char *reason):
+   * software device @name was given up on, as software_stalled then says
+   * with @reason; emitted where its relay's restarts run (the main
+   * context). The sim backend's stand-in: a RUN/sim/relay/NAME.stalled
+   * file written. */
 };
 
 const char *va_backend_get_name (VaBackend *self);

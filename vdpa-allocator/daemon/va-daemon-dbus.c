@@ -568,14 +568,8 @@ snapshot_get (VaDbus *self)
       for (guint i = 0; i < snap->leases->len; i++)
         {
           const VaLease *lease = g_ptr_array_index (snap->leases, i);
-          const char *broken = va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac);
-
-          /* a software device whose relay was given up on carries nothing;
-           * no signal says so (the relay's death is the backend's), so the
-           * copy shows it when it is next taken, SNAPSHOT_KEEP_S late at
-           * most; reconcile, which serves it again, drops the copy */
-          g_ptr_array_add (snap->broken,
-                           broken ? g_strdup (broken) : va_allocator_get_lease_stalled (self->alloc, lease->uuid, lease->mac));
+          /* "lease-broken" and "lease-repaired" drop the copy */
+          g_ptr_array_add (snap->broken, va_allocator_get_lease_broken (self->alloc, lease->uuid, lease->mac));
         }
       self->snapshot = snap;
       snapshot_keep (self);
@@ -891,6 +885,7 @@ pool_props (const VaPoolStatus *st)
   g_variant_builder_add (&b, "{sv}", "Warning", g_variant_new_string (st->warning));
   g_variant_builder_add (&b, "{sv}", "SoftwareSlots", g_variant_new_uint32 (st->software_slots));
   g_variant_builder_add (&b, "{sv}", "SoftwareLeased", g_variant_new_uint32 (st->software_leased));
+  g_variant_builder_add (&b, "{sv}", "BrokenLeases", g_variant_new_uint32 (st->broken_leases));
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
@@ -1105,6 +1100,7 @@ static void
 on_lease_broken (VaAllocator *alloc, VaLease *lease, const char *reason, VaDbus *self)
 {
   snapshot_invalidate (self);
+  sync_pools (self, TRUE); /* BrokenLeases */
   g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseBroken",
                                  g_variant_new ("(@a{sv}s)", va_lease_to_variant (lease), reason), NULL);
 }
@@ -1113,6 +1109,7 @@ static void
 on_lease_repaired (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
   snapshot_invalidate (self);
+  sync_pools (self, TRUE);
 }
 
 static void

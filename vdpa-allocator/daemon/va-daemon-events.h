@@ -23,6 +23,7 @@ G_BEGIN_DECLS
 #define VA_EVENT_PF_HEALTH "d06469585f4346028a2c219cd6086096"
 #define VA_EVENT_POOL_WARNING "7d946d9fafcd48dfba9d154a07ab5217"
 #define VA_EVENT_SWAP_BACK "5ed5e85968c54c54bfda2254e2f5200d"
+#define VA_EVENT_PROMOTE "ab8b0f391e004ed1afbc4f8b83335d3b"
 
 /* Logs one event through GLib's structured logging (journald under
  * systemd, stderr otherwise) in the caller's log domain. @lease, if any,

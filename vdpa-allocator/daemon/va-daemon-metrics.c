@@ -38,7 +38,7 @@ struct _VaMetrics
 {
   VaAllocator *alloc;
   char *path;
-  gulong handlers[6];
+  gulong handlers[7];
   guint idle;     /* the next write, while one is due */
   gint64 written; /* monotonic µs of the last, 0 before it */
   guint64 allocations;
@@ -142,6 +142,7 @@ va_metrics_new (VaAllocator *alloc, const char *run_dir)
   self->handlers[3] = g_signal_connect (alloc, "pools-changed", G_CALLBACK (on_pools), self);
   self->handlers[4] = g_signal_connect (alloc, "pf-event", G_CALLBACK (on_pf), self);
   self->handlers[5] = g_signal_connect (alloc, "device-made", G_CALLBACK (on_device), self);
+  self->handlers[6] = g_signal_connect (alloc, "lease-repaired", G_CALLBACK (on_lease), self);
   changed (self);
   return self;
 }
@@ -269,7 +270,6 @@ va_metrics_render (VaMetrics *self)
   g_autoptr (GPtrArray) leases = NULL;
   g_autoptr (GPtrArray) pfs = NULL;
   g_autoptr (GHashTable) by_network = NULL;
-  g_autoptr (GHashTable) broken = NULL;
   g_autoptr (GList) keys = NULL;
   GString *out;
 
@@ -305,20 +305,14 @@ va_metrics_render (VaMetrics *self)
   POOLS ("vdpa_allocator_pool_draining", "gauge", "1 while the pool is drained: no new allocations.", p->draining ? 1 : 0);
 #undef POOLS
 
-  /* leases by network (network="" for inline intent), pool and form;
-   * broken ones by pool */
+  /* leases by network (network="" for inline intent), pool and form */
   by_network = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  broken = g_hash_table_new (g_str_hash, g_str_equal);
-  for (guint i = 0; i < pools->len; i++)
-    g_hash_table_insert (broken, ((VaPoolStatus *) g_ptr_array_index (pools, i))->name, GUINT_TO_POINTER (0));
   for (guint i = 0; i < leases->len; i++)
     {
       const VaLease *l = g_ptr_array_index (leases, i);
       char *key = g_strdup_printf ("%s%c%s%c%s", l->network ? l->network : "", '\1', l->pool, '\1', VA_LEASE_FORM (l));
 
       g_hash_table_insert (by_network, key, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (by_network, key)) + 1));
-      if (va_allocator_get_lease_broken (self->alloc, l->uuid, l->mac))
-        g_hash_table_insert (broken, l->pool, GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (broken, l->pool)) + 1));
     }
   head (out, "vdpa_allocator_leases", "gauge", "Leases by network (empty: inline intent), pool and form (hardware or software).");
   keys = g_list_sort (g_hash_table_get_keys (by_network), (GCompareFunc) strcmp);
@@ -333,10 +327,14 @@ va_metrics_render (VaMetrics *self)
       g_string_append_printf (out, "} %u\n", GPOINTER_TO_UINT (g_hash_table_lookup (by_network, k->data)));
     }
   g_clear_pointer (&keys, g_list_free);
-  head (out, "vdpa_allocator_leases_broken", "gauge", "Leases whose slot left the host or came back without its device.");
-  keys = g_list_sort (g_hash_table_get_keys (broken), (GCompareFunc) strcmp);
-  for (GList *k = keys; k; k = k->next)
-    pool_gauge (out, "vdpa_allocator_leases_broken", k->data, GPOINTER_TO_UINT (g_hash_table_lookup (broken, k->data)));
+  head (out, "vdpa_allocator_leases_broken", "gauge",
+        "Leases that carry nothing: their slot left the host or came back without its device, or their software device's relay was "
+        "given up on.");
+  for (guint i = 0; i < pools->len; i++)
+    {
+      const VaPoolStatus *p = g_ptr_array_index (pools, i);
+      pool_gauge (out, "vdpa_allocator_leases_broken", p->name, p->broken_leases);
+    }
 
   head (out, "vdpa_allocator_pf_present", "gauge", "1 while the PF is on the host.");
   for (guint i = 0; i < pfs->len; i++)

@@ -29,6 +29,7 @@
 #include "va-ids.h"
 #include "va-daemon-metrics.h"
 #include "va-paths.h"
+#include "va-daemon-promote.h"
 #include "va-daemon-swapback.h"
 
 typedef struct
@@ -40,6 +41,7 @@ typedef struct
   VaMetrics *metrics;
   VaDbus *dbus;
   VaDaemonSwapBack *swap_back; /* or NULL before the bus */
+  VaDaemonPromote *promote;    /* likewise */
   char *backend_chosen;        /* the [simulate] settings the backend was made from (backend_words()) */
   int lock_fd;
   int exit_code;
@@ -67,6 +69,7 @@ static void
 daemon_clear (Daemon *d)
 {
   g_clear_pointer (&d->dbus, va_dbus_free);
+  g_clear_pointer (&d->promote, va_daemon_promote_free);
   g_clear_pointer (&d->swap_back, va_daemon_swap_back_free);
   g_clear_pointer (&d->metrics, va_metrics_free);
   g_clear_object (&d->alloc);
@@ -386,9 +389,11 @@ print_check (const VaConfig *config, const char *dir)
                               ? g_strdup_printf (" spoofchk=%s trust=%s", n->spoofchk ? "on" : "off", n->trust ? "on" : "off")
                               : NULL;
 
-      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
+      g_print ("  network %s: mode=%s pool=%s vlan=%u fallback=%s%s%s%s%s\n", n->net.name, va_mode_to_string (n->net.mode),
                n->net.pool ? n->net.pool : "-", n->net.vlan, n->net.bridge ? n->net.bridge : "-", n->net.bridge ? " " : "",
-               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "", vf ? vf : "");
+               n->net.bridge ? va_bridge_kind_to_string (n->net.bridge_kind) : "", vf ? vf : "",
+               /* only where set: the default is off */
+               n->promote ? " promote=on (software NICs move onto hardware by themselves)" : "");
     }
 }
 
@@ -505,6 +510,7 @@ va_daemon_main (int argc, char **argv)
   d.swap_back = va_daemon_swap_back_new (g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
   va_daemon_swap_back_set_timeout (d.swap_back, d.config->swap_back_timeout_s);
   va_dbus_set_swap_back (d.dbus, d.swap_back);
+  d.promote = va_daemon_promote_new (d.alloc, g_getenv ("VDPA_ALLOCATOR_LIBVIRT_URI"));
 
   d.loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_term, &d);

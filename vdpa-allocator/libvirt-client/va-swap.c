@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "va-bus.h"
 #include "va-client.h"
 #include "va-error.h"
 #include "va-netlink.h"
@@ -335,11 +336,17 @@ apply_vlan (VaLibvirt *lv, const char *mac, GError **error)
   }
 }
 
-/* Unplugs @old, waits for the guest to let go, plugs @new in the slot
- * (@new names the same MAC and PCI address). On a refused plug, plugs @old
- * again: the NIC is never left without a form. */
+/* What runs between the unplug and the plug (va_swap_promote(): the
+ * lease moves); FALSE plugs @old again instead of @new. */
+typedef gboolean (*Between) (gpointer data, GError **error);
+
+/* Unplugs @old, waits for the guest to let go, runs @between (NULL:
+ * nothing), plugs @new in the slot (@new names the same MAC and PCI
+ * address). On a refused plug, plugs @old again: the NIC is never left
+ * without a form. */
 static gboolean
-swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, VaSwapNic *n, GError **error)
+swap_iface_between (VaLibvirt *lv, const char *mac, const char *old, const char *new, VaSwapNic *n, Between between, gpointer data,
+                    GError **error)
 {
   gint64 t0 = g_get_monotonic_time (), t1;
 
@@ -356,6 +363,25 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
   n->unplug_s = (t1 - t0) / (double) G_USEC_PER_SEC;
   va_swap_progress ("NIC %s: the guest let go after %.1f s; plugging the other form", mac, n->unplug_s);
   test_pause_after_unplug ();
+  if (between)
+    {
+      g_autoptr (GError) local = NULL;
+
+      if (!between (data, &local))
+        {
+          if (virDomainAttachDeviceFlags (lv->dom, old, VIR_DOMAIN_AFFECT_LIVE) < 0)
+            {
+              n->lost = TRUE;
+              g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s; and libvirt refused the old form again: %s; the NIC is unplugged",
+                           local->message, virGetLastErrorMessage ());
+            }
+          else
+            g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "%s; the NIC was plugged again as it was", local->message);
+          n->offline_s = (g_get_monotonic_time () - t0) / (double) G_USEC_PER_SEC;
+          announce (lv);
+          return FALSE;
+        }
+    }
   if (virDomainAttachDeviceFlags (lv->dom, new, VIR_DOMAIN_AFFECT_LIVE) < 0)
     {
       g_autofree char *msg = g_strdup (virGetLastErrorMessage ());
@@ -404,6 +430,12 @@ swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, Va
   va_swap_progress ("NIC %s: plugged, %.1f s without it", mac, n->offline_s);
   announce (lv);
   return TRUE;
+}
+
+static gboolean
+swap_iface (VaLibvirt *lv, const char *mac, const char *old, const char *new, VaSwapNic *n, GError **error)
+{
+  return swap_iface_between (lv, mac, old, new, n, NULL, NULL, error);
 }
 
 /* @n's NIC is in no form: the swap unplugged it and no plug followed
@@ -1028,4 +1060,158 @@ va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics)
         if (g_hash_table_contains (only, n->mac))
           va_swap_note (n, "stays portable: %s", error->message);
       }
+}
+
+/* ---- promotion: a software device's NIC onto hardware -------------------- */
+
+typedef struct
+{
+  const char *uuid;
+  const char *domain_name;
+  const char *mac;
+  const char *network;
+  VaSwapNic *n;
+  char *device; /* the hardware device leased, once it is */
+} Promotion;
+
+/* The NIC is off its software device: that lease goes, a hardware one
+ * comes on the same port path (which the unchanged <interface> names).
+ * Without a free hardware slot, a software device again. */
+static gboolean
+promote_between (gpointer data, GError **error)
+{
+  Promotion *p = data;
+  VaAllocRequest req = VA_ALLOC_REQUEST_INIT;
+  g_autoptr (VaLease) lease = NULL;
+  g_autoptr (VaLease) back = NULL;
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GError) again = NULL;
+
+  /* QEMU closes the device as libvirt removes the interface: a moment */
+  for (guint i = 0;; i++)
+    {
+      g_clear_error (&local);
+      if (va_client_release (CLIENT, p->uuid, p->mac, &local) || g_error_matches (local, VA_ERROR, VA_ERROR_NOT_FOUND))
+        break;
+      if (!g_error_matches (local, VA_ERROR, VA_ERROR_BUSY) || i >= 50)
+        {
+          g_propagate_prefixed_error (error, g_steal_pointer (&local), "its software lease was not released: ");
+          return FALSE;
+        }
+      g_usleep (100 * 1000);
+    }
+  req.uuid = p->uuid;
+  req.domain_name = p->domain_name;
+  req.mac = p->mac;
+  req.network = p->network;
+  req.form = "hardware";
+  lease = va_client_allocate (CLIENT, &req, &local);
+  if (lease)
+    {
+      p->device = g_strdup (lease->device);
+      return TRUE;
+    }
+  p->n->outcome = g_error_matches (local, VA_ERROR, VA_ERROR_POOL_EXHAUSTED) ? "no-room" : "refused";
+  /* its software device again (or hardware, should one have freed) */
+  req.form = NULL;
+  back = va_client_allocate (CLIENT, &req, &again);
+  if (!back)
+    g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "no hardware lease (%s), and no lease again (%s)", local->message, again->message);
+  else
+    g_set_error (error, VA_ERROR, VA_ERROR_FAILED, "no hardware lease (%s); on %s device %s again", local->message,
+                 back->software ? "software" : "hardware", back->device);
+  return FALSE;
+}
+
+gboolean
+va_swap_promote (VaLibvirt *lv, GPtrArray *report, const char *mac, GError **error)
+{
+  g_autoptr (VaDomain) live = NULL;
+  g_autoptr (GVariant) leases = NULL;
+  g_autofree char *old = NULL;
+  g_autoptr (GError) local = NULL;
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  const VaNic *nic = NULL;
+  const char *form = NULL, *pool = "";
+  Promotion p = { 0 };
+  VaSwapNic *n;
+  GPtrArray *nics;
+  GVariantIter iter;
+  GVariant *lease;
+
+  if (!(live = va_swap_live_domain (lv, error)) || !domain_running (lv, error))
+    return FALSE;
+  nics = va_domain_get_nics (live);
+  for (guint i = 0; i < nics->len; i++)
+    if (strcmp (((const VaNic *) g_ptr_array_index (nics, i))->mac, mac) == 0)
+      nic = g_ptr_array_index (nics, i);
+  if (!nic)
+    {
+      g_set_error (error, VA_ERROR, VA_ERROR_NOT_FOUND, "the domain marks no NIC %s", mac);
+      return FALSE;
+    }
+  n = va_swap_nic (report, nic);
+  virDomainGetUUIDString (lv->dom, uuid);
+  if (!(leases = va_client_list_leases (CLIENT, error)))
+    return FALSE;
+  g_variant_iter_init (&iter, leases);
+  while ((lease = g_variant_iter_next_value (&iter)))
+    {
+      const char *u = "", *m = "";
+
+      g_variant_lookup (lease, "uuid", "&s", &u);
+      g_variant_lookup (lease, "mac", "&s", &m);
+      if (g_ascii_strcasecmp (u, uuid) == 0 && g_ascii_strcasecmp (m, mac) == 0)
+        {
+          if (!g_variant_lookup (lease, "form", "&s", &form))
+            form = "hardware";
+          g_variant_lookup (lease, "pool", "&s", &pool);
+        }
+      g_variant_unref (lease);
+    }
+  if (nic->form != VA_FORM_ACCELERATED || nic->failover || g_strcmp0 (form, "software") != 0)
+    {
+      va_swap_note (n, "not on a software device: nothing to promote");
+      n->outcome = "refused";
+      return TRUE;
+    }
+  /* no stall for nothing: a pool without a free hardware slot now */
+  {
+    g_autofree char *path = va_bus_pool_path (pool);
+    g_autoptr (GVariant) props = va_client_get_properties (CLIENT, path, error);
+    guint32 free_slots = 0;
+
+    if (!props)
+      return FALSE;
+    g_variant_lookup (props, "Free", "u", &free_slots);
+    if (free_slots == 0)
+      {
+        va_swap_note (n, "stays on its software device: pool %s has no free hardware slot", pool);
+        n->outcome = "no-room";
+        return TRUE;
+      }
+  }
+  if (!(old = va_domain_interface_xml (live, mac, error)))
+    return FALSE;
+  p.uuid = uuid;
+  p.domain_name = virDomainGetName (lv->dom);
+  p.mac = nic->mac;
+  p.network = nic->network;
+  p.n = n;
+  n->path = VA_SWAP_PATH_SWAP;
+  /* the same <interface>: its port path is the lease's, whichever device */
+  if (swap_iface_between (lv, nic->mac, old, old, n, promote_between, &p, &local))
+    {
+      va_swap_note (n, "promoted: on hardware device %s", p.device);
+      g_free (p.device);
+      return TRUE;
+    }
+  g_free (p.device);
+  if (!n->outcome)
+    n->outcome = "refused";
+  if (n->lost)
+    mark_lost (lv, n, uuid, local->message);
+  else
+    va_swap_note (n, "not promoted: %s", local->message);
+  return TRUE;
 }

@@ -100,6 +100,18 @@ gboolean va_swap_to_accelerated (VaLibvirt *lv, GPtrArray *nics, GHashTable *onl
  * cannot be plugged back. va_swap_to_accelerated() runs it first. */
 gboolean va_swap_replug_lost (VaLibvirt *lv, GHashTable *replugged, GError **error);
 
+/* Promotion (issue 28): the running NIC @mac, on a software vDPA device,
+ * moves onto a hardware one of its pool by the same-slot swap: unplug,
+ * its software lease released, a hardware-only lease on the same port
+ * path, the same <interface> plugged again (the guest sees the NIC
+ * unplugged and plugged back, same MAC and PCI slot, for the swap's
+ * seconds). Without a free hardware slot it gets a software device again
+ * and is plugged back as it was (outcome "no-room"); where no plug
+ * follows the unplug it is marked lost as a swap's NIC is. A NIC on
+ * hardware, or not accelerated, is left alone (outcome "refused", a
+ * note). Fails only when the domain or the leases cannot be read. */
+gboolean va_swap_promote (VaLibvirt *lv, GPtrArray *report, const char *mac, GError **error);
+
 /* After a failure: accelerated again each NIC of @nics swapped to portable. */
 void va_swap_roll_back (VaLibvirt *lv, GPtrArray *nics);
 

@@ -23,6 +23,12 @@
  * standby; 1: the domain never ran without a job within --wait, or libvirt
  * failed (one line on stderr).
  *
+ * --promote MAC instead moves the running domain's NIC MAC from its
+ * software vDPA device onto a free hardware one (va_swap_promote(): the
+ * same-slot swap), for a network with promote=true when a hardware slot
+ * frees; it prints "MAC promoted: NOTE" (exit 0) or "MAC OUTCOME: NOTE"
+ * (exit 3: still on software, or lost).
+ *
  * --pending instead lists the running domains with a NIC still marked and
  * not tried, or a failover standby without its VF ("UUID NAME" per line,
  * at most PENDING_MAX): those whose swap back a stop or a crash of the
@@ -178,8 +184,10 @@ main (int argc, char **argv)
   g_autofree char *uri = NULL;
   double wait_s = 300;
   gboolean pending = FALSE;
+  g_autofree char *promote = NULL;
   const GOptionEntry entries[] = {
     { "pending", 0, 0, G_OPTION_ARG_NONE, &pending, "List the running domains whose marked NICs were not tried", NULL },
+    { "promote", 0, 0, G_OPTION_ARG_STRING, &promote, "Move the NIC MAC from its software vDPA device onto a hardware one", "MAC" },
     { "uri", 0, 0, G_OPTION_ARG_STRING, &uri, "libvirt's URI (default: $VDPA_ALLOCATOR_LIBVIRT_URI, else qemu:///system)", "URI" },
     { "wait", 0, 0, G_OPTION_ARG_DOUBLE, &wait_s, "Wait at most S seconds for the domain to run with no job", "S" },
     { NULL },
@@ -195,12 +203,40 @@ main (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != (pending ? 1 : 2) || wait_s <= 0)
     {
-      fprintf (stderr, "usage: %s [--uri URI] [--wait S] UUID | [--uri URI] --pending%s%s\n", g_get_prgname (), error ? ": " : "",
-               error ? error->message : "");
+      fprintf (stderr, "usage: %s [--uri URI] [--wait S] [--promote MAC] UUID | [--uri URI] --pending%s%s\n", g_get_prgname (),
+               error ? ": " : "", error ? error->message : "");
       return 2;
     }
   if (pending)
     return list_pending (uri);
+  if (promote)
+    {
+      char mac[VA_MAC_STRING_LEN];
+      VaSwapNic *n;
+
+      if (!va_mac_normalize (promote, mac))
+        {
+          fprintf (stderr, "--promote: '%s' is no MAC address\n", promote);
+          return 2;
+        }
+      if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error) || !wait_ready (lv, wait_s, &error)
+          || !va_swap_promote (lv, report, mac, &error))
+        {
+          fprintf (stderr, "%s\n", error->message);
+          return 1;
+        }
+      n = report->len ? g_ptr_array_index (report, 0) : NULL;
+      for (guint i = 0; i < report->len; i++)
+        if (strcmp (((VaSwapNic *) g_ptr_array_index (report, i))->mac, mac) == 0)
+          n = g_ptr_array_index (report, i);
+      if (!n || n->outcome)
+        {
+          printf ("%s %s: %s\n", mac, n ? n->outcome : "refused", n && n->note ? n->note : "no reason given");
+          return fflush (stdout) == 0 ? 3 : 1;
+        }
+      printf ("%s promoted (%.1f s without it): %s\n", mac, n->offline_s, n->note ? n->note : "");
+      return fflush (stdout) == 0 ? 0 : 1;
+    }
   /* a NIC a swap lost is plugged back first, and marked for the swap back */
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error) || !wait_ready (lv, wait_s, &error)
       || !va_swap_replug_lost (lv, replugged, &error) || !(live = va_swap_live_domain (lv, &error)))
