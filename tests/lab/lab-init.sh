@@ -6,8 +6,8 @@
 # stage 1 (no argument): /init of the initramfs, busybox only. Loads the
 #   virtio-9p and overlayfs modules, mounts the build machine's root (9p tag
 #   "hostroot", read-only) under an overlayfs whose upper layer is a tmpfs,
-#   with the unpacked extra packages (lab.extra=, udev, a path in that
-#   root) as a second lower layer above it, mounts the run's shared folder
+#   with the unpacked extra packages (lab.extra=, udev: 9p tag "extra",
+#   read-only) as a second lower layer above it, mounts the run's shared folder
 #   (9p tag "lab", writable) at /lab there and switch_roots into
 #   "sh /lab/lab-init.sh stage2".
 #
@@ -83,11 +83,12 @@ if [ "${1:-}" != stage2 ]; then
     case "$extra" in
     /*:* | *:*) ;;
     /*)
-        # a layer inside another overlaps it (ELOOP): the same tree again,
-        # through a second 9p mount of its own
+        # its own 9p device, tag "extra" (labhost.py): a layer inside
+        # another overlaps it (ELOOP), and a second mount of hostroot gets
+        # no channel (one mount per virtio-9p device)
         mkdir -p /extra
-        [ -d "/lower$extra" ] && mount -t 9p -o "$o,ro,cache=loose" hostroot /extra &&
-            lower="/extra$extra:/lower"
+        mount -t 9p -o "$o,ro,cache=loose" extra /extra || { echo "lab-init: no extra share ($extra)"; halt_now 124; }
+        lower="/extra:/lower"
         ;;
     esac
     mount -t overlay -o "lowerdir=$lower,upperdir=/upper/data,workdir=/upper/work" overlay /newroot ||

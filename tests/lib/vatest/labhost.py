@@ -240,7 +240,11 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             f.write("export %s=%s\n" % (n, shlex.quote(v)))
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
-    append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s lab.extra=%s" % (k["MODULES"], k["EXTRA"])
+    append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s" % k["MODULES"]
+    # the extra packages' layer (lab-init.sh): a 9p device of its own
+    extra = k["EXTRA"] if os.path.isdir(k["EXTRA"]) else None
+    if extra:
+        append += " lab.extra=" + extra
     if systemd:
         append += " lab.systemd=1 " + SYSTEMD_CMDLINE
         units = os.path.join(rundir, "systemd")
@@ -260,6 +264,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             # multidevs=remap: / spans several host filesystems
             "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             "-virtfs", "local,path=%s,mount_tag=lab,security_model=none,multidevs=remap" % rundir]
+    if extra:
+        qemu += ["-virtfs", "local,path=%s,mount_tag=extra,security_model=none,readonly=on,multidevs=remap" % extra]
     if igb:
         qemu[1:1] = igb_machine(igb)
     console = []
