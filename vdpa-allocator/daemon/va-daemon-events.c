@@ -25,6 +25,15 @@ priority (GLogLevelFlags level)
 
 #define MAX_FIELDS 24
 
+char *
+va_event_one_line (const char *text)
+{
+  char *t = g_strstrip (g_strdup (text ? text : ""));
+
+  g_strdelimit (t, "\r\n", ';');
+  return t;
+}
+
 void
 va_event_full (const char *domain, GLogLevelFlags level, const char *message_id, const VaLease *lease, const char *const *fields,
                const char *fmt, ...)

@@ -35,6 +35,10 @@ G_BEGIN_DECLS
 void va_event_full (const char *domain, GLogLevelFlags level, const char *message_id, const VaLease *lease, const char *const *fields,
                     const char *fmt, ...) G_GNUC_PRINTF (6, 7);
 
+/* @text (a helper's output, NULL for none) as one line, its line breaks
+ * as ';' and its ends trimmed: a journal event is one line. */
+char *va_event_one_line (const char *text);
+
 /* Logs the allocator's signals as events, where the daemon decides what an
  * operator reads (the core logs only its own failures): allocations,
  * releases, broken and repaired leases, low watermarks, PF changes. */

@@ -75,16 +75,6 @@ past_bound (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* The helper's lines as one: a journal event is one line. */
-static char *
-one_line (const char *text)
-{
-  g_autofree char *t = g_strstrip (g_strdup (text ? text : ""));
-
-  g_strdelimit (t, "\r\n", ';');
-  return g_strdup (t);
-}
-
 static void
 finished (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -103,10 +93,10 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
   if (error)
     result = g_strdup (error->message);
   else if (status == 0 || status == 3)
-    result = one_line (out);
+    result = va_event_one_line (out);
   else
     {
-      g_autofree char *why = one_line (err);
+      g_autofree char *why = va_event_one_line (err);
       result = g_strdup_printf ("exit status %d%s: %s", status, r->termed ? " (stopped at its bound)" : "", *why ? why : "no message");
     }
   fields[1] = result;

@@ -148,16 +148,6 @@ timed_out (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* The helper's lines as one: a journal event is one line. */
-static char *
-one_line (const char *text)
-{
-  g_autofree char *t = g_strstrip (g_strdup (text ? text : ""));
-
-  g_strdelimit (t, "\r\n", ';');
-  return g_strdup (t);
-}
-
 static void
 finished (GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -172,7 +162,7 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
   if (r->end != RUN_ENDS_ITSELF)
     {
       /* what it swapped, else why it stopped where it did */
-      g_autofree char *lines = out && *g_strstrip (out) ? one_line (out) : one_line (err);
+      g_autofree char *lines = out && *g_strstrip (out) ? va_event_one_line (out) : va_event_one_line (err);
       g_autofree char *why = r->end == RUN_AT_STOP ? g_strdup ("stopped as the daemon stopped")
                                                    : g_strdup_printf ("stopped at its bound (%u s and %u s)", r->timeout_s, r->grace_s);
       g_autofree char *kill
@@ -183,10 +173,10 @@ finished (GObject *source, GAsyncResult *res, gpointer user_data)
   else if (error)
     result = g_strdup (error->message);
   else if (status == 0 || status == 3)
-    result = one_line (out);
+    result = va_event_one_line (out);
   else
     {
-      g_autofree char *why = one_line (err);
+      g_autofree char *why = va_event_one_line (err);
       result = g_strdup_printf ("exit status %d: %s", status, *why ? why : "no message");
     }
   fields[5] = result;
@@ -451,7 +441,7 @@ scanned (GObject *source, GAsyncResult *res, gpointer user_data)
     }
   else if (!g_subprocess_get_if_exited (scan->proc) || g_subprocess_get_exit_status (scan->proc) != 0)
     {
-      g_autofree char *why = one_line (err);
+      g_autofree char *why = va_event_one_line (err);
 
       /* libvirtd not running yet (the unit starts before it) is no fault:
        * nothing runs then, and each incoming domain comes through the hook */
