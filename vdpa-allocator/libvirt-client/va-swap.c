@@ -753,6 +753,27 @@ nic_may_accelerate (const VaNic *nic)
   return !view || !va_nic_resolve (nic, view, &plan, NULL) || plan.mode != VA_MODE_VIRTIO;
 }
 
+/* The live swap of a portable NIC to @new; FALSE when libvirt did not
+ * take it, its outcome said in @n (lost, or refused and still portable:
+ * libvirt's words, "no free VF" among them). */
+static gboolean
+swap_portable_or_say (VaLibvirt *lv, const char *old, const char *new, VaSwapNic *n, const char *mac, const char *uuid)
+{
+  g_autoptr (GError) error = NULL;
+
+  n->path = VA_SWAP_PATH_SWAP;
+  if (swap_iface (lv, mac, old, new, n, &error))
+    return TRUE;
+  if (n->lost)
+    mark_lost (lv, n, uuid, error->message);
+  else
+    {
+      n->outcome = "refused";
+      va_swap_note (n, "stays portable: %s", error->message);
+    }
+  return FALSE;
+}
+
 /* The VF form of a plain kind=sriov NIC: the daemon leases a VF only once
  * libvirt chose it (Allocate with vf, as the hook does at start), so the
  * hostdev-network form is plugged first, the VF and the VLAN libvirt
@@ -775,19 +796,8 @@ swap_to_vf (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, Va
 
   if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
     return FALSE;
-  n->path = VA_SWAP_PATH_SWAP;
-  if (!swap_iface (lv, nic->mac, old, new, n, &nic_error))
-    {
-      /* libvirt's words: no free VF in the network is among them */
-      if (n->lost)
-        mark_lost (lv, n, uuid, nic_error->message);
-      else
-        {
-          n->outcome = "refused";
-          va_swap_note (n, "stays portable: %s", nic_error->message);
-        }
-      return TRUE;
-    }
+  if (!swap_portable_or_say (lv, old, new, n, nic->mac, uuid))
+    return TRUE;
   if ((now = va_swap_live_domain (lv, &nic_error)))
     {
       nics = va_domain_get_nics (now);
@@ -840,24 +850,13 @@ static gboolean
 swap_to_standby (VaLibvirt *lv, VaDomain *live, VaDomain *accel, const VaNic *nic, VaSwapNic *n, const char *uuid, GError **error)
 {
   g_autofree char *old = NULL, *new = NULL;
-  g_autoptr (GError) nic_error = NULL;
   g_autoptr (VaDomain) now = NULL;
   GPtrArray *nics;
 
   if (!(old = va_domain_interface_xml (live, nic->mac, error)) || !(new = va_domain_interface_xml (accel, nic->mac, error)))
     return FALSE;
-  n->path = VA_SWAP_PATH_SWAP;
-  if (!swap_iface (lv, nic->mac, old, new, n, &nic_error))
-    {
-      if (n->lost)
-        mark_lost (lv, n, uuid, nic_error->message);
-      else
-        {
-          n->outcome = "refused";
-          va_swap_note (n, "stays portable: %s", nic_error->message);
-        }
-      return TRUE;
-    }
+  if (!swap_portable_or_say (lv, old, new, n, nic->mac, uuid))
+    return TRUE;
   n->after = VA_FORM_ACCELERATED;
   n->failover = TRUE;
   if (nic->swap_back)
