@@ -19,8 +19,10 @@
 #   fuzz       parse+rewrite for FUZZ_SECONDS (default 60)
 #   bench      the benchmarks, which print their numbers
 #
-# then the time of each stage, the minutes each lab tier took, and one
-# closing line over every test run. A failing stage does not stop the
+# then the time of each stage with the cores the machine kept busy in it,
+# the CPU time of the whole run and the lab stream's share of it (a run on
+# a machine kept busy is shortened only by cutting CPU work), the minutes
+# each lab tier took, and one closing line over every test run. A failing stage does not stop the
 # others; the run exits non-zero when any test failed.
 #
 #   contrib/run-tests.sh [--quick]
@@ -52,9 +54,14 @@ cd "$top"
 
 stages=$(mktemp "${TMPDIR:-/tmp}/run-tests-stages.XXXXXX")
 trap 'rm -f "$stages"' EXIT INT TERM
-# one line per stage: its name and the time it began; "end" closes the last
+# one line per stage: when it began, the machine's busy CPU time until then
+# (/proc/stat: user, nice, system, irq, softirq, steal; in clock ticks) and
+# its name; "end" closes the last
+busy() {
+    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
 step() {
-    printf '%s %s\n' "$(date +%s)" "$*" >>"$stages"
+    printf '%s %s %s\n' "$(date +%s)" "$(busy)" "$*" >>"$stages"
     printf '\n==> %s\n' "$*"
 }
 
@@ -93,14 +100,17 @@ else
     # swaps its NIC, 8 to 12 min) runs here; VA_LAB_SLOW=0 leaves it out
     [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
+    # the CPU time the lab stream's processes (its QEMU lab hosts) used
+    labcpu=$(mktemp "${TMPDIR:-/tmp}/run-tests-labcpu.XXXXXX")
     rm -f build/meson-logs/testlog-lab.json
     printf '%s\n' "$(date +%s)" >"$labtimes"
     # shellcheck disable=SC2086
-    setsid sh -c 'meson test -C build --no-rebuild --print-errorlogs --logbase testlog-lab '"$lab"' 2>&1 \
-        | sed -u "s/^/[lab] /"; date +%s >>"$1"' lab-stream "$labtimes" &
+    setsid sh -c '/usr/bin/python3 tests/lib/vatest/cputime.py "$2" \
+        meson test -C build --no-rebuild --print-errorlogs --logbase testlog-lab '"$lab"' 2>&1 \
+        | sed -u "s/^/[lab] /"; date +%s >>"$1"' lab-stream "$labtimes" "$labcpu" &
     labpid=$!
     # shellcheck disable=SC2154
-    trap 'rc=$?; kill -TERM -"$labpid" 2>/dev/null || true; rm -f "$stages" "$labtimes"; exit $rc' EXIT
+    trap 'rc=$?; kill -TERM -"$labpid" 2>/dev/null || true; rm -f "$stages" "$labtimes" "$labcpu"; exit $rc' EXIT
     trap 'exit 130' INT TERM
 
     step "Tests (plain)"
@@ -142,31 +152,42 @@ else
 fi
 
 step "Summary"
-printf '%s end\n' "$(date +%s)" >>"$stages"
+printf '%s %s end\n' "$(date +%s)" "$(busy)" >>"$stages"
 # the stages' times, the lab tiers' minutes, and one closing line over every
 # run above, in the form CI reads
-python3 - "$stages" "${labtimes:-}" "$failed" build/meson-logs/testlog*.json build-release/meson-logs/testlog*.json \
+python3 - "$stages" "${labtimes:-}" "${labcpu:-}" "$(getconf CLK_TCK)" "$(nproc)" "$failed" build/meson-logs/testlog*.json build-release/meson-logs/testlog*.json \
     build-asan/meson-logs/testlog*.json <<'PY'
 import json, os, sys
 
-marks = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[1])]
-print("Stage times:")
-total = 0
-for (t, name), (t2, _) in zip(marks, marks[1:]):
+stages, labtimes, labcpu, hz, ncpu, status = sys.argv[1:7]
+hz, ncpu = int(hz), int(ncpu)
+marks = [l.rstrip("\n").split(" ", 2) for l in open(stages)]
+# busy: the cores the whole machine kept busy in a stage, the lab stream's
+# processes included (they run beside every stage)
+print("Stage times (busy: cores in use over the stage, of %d):" % ncpu)
+total = cpu = 0
+for (t, b, name), (t2, b2, _) in zip(marks, marks[1:]):
     if name == "Summary":
         continue
-    d = int(t2) - int(t)
+    d, c = int(t2) - int(t), (int(b2) - int(b)) / hz
     total += d
-    print("  %6.1f min  %s" % (d / 60, name))
-if sys.argv[2] and os.path.exists(sys.argv[2]):
-    t = [int(x) for x in open(sys.argv[2]).read().split()]
+    cpu += c
+    print("  %6.1f min  busy %.1f  %s" % (d / 60, c / d if d else 0, name))
+if labtimes and os.path.exists(labtimes):
+    t = [int(x) for x in open(labtimes).read().split()]
     if len(t) == 2:
         print("  %6.1f min  (lab stream, beside the stages above)" % ((t[1] - t[0]) / 60))
 print("  %6.1f min  in all" % (total / 60))
+lab_cpu = None
+if labcpu and os.path.exists(labcpu) and open(labcpu).read().strip():
+    lab_cpu = float(open(labcpu).read()) / 60
+# what a shorter run must cut: the CPU work, not only the waits
+print("CPU: %.1f core-min used of the %.1f the run had (%d cores)" % (cpu / 60, ncpu * total / 60, ncpu)
+      + ("; the lab stream's own processes %.1f, the rest %.1f" % (lab_cpu, cpu / 60 - lab_cpu) if lab_cpu else ""))
 
 passed = failed = skipped = 0
 lab = []
-for path in sys.argv[4:]:
+for path in sys.argv[7:]:
     if not os.path.exists(path):
         continue
     for line in open(path):
@@ -187,7 +208,7 @@ if lab:
     for name, d, r in sorted(lab, key=lambda x: -x[1]):
         print("  %6.1f min  %s (%s)" % (d / 60, name, r))
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
-if sys.argv[3] != "0" and not failed:
+if status != "0" and not failed:
     print("a stage failed outside the tests' logs (see above)")
-sys.exit(1 if failed or sys.argv[3] != "0" else 0)
+sys.exit(1 if failed or status != "0" else 0)
 PY
