@@ -35,6 +35,11 @@ case "$deb_version" in
 esac
 
 echo "build-deb: building $deb_version in $src"
+# where meson finds ccache (the test runs keep one): the copy's random path
+# is in every compile line (-ffile-prefix-map), so ccache rewrites it as
+# relative, and a later build of a file unchanged hits
+CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=true
+export CCACHE_BASEDIR CCACHE_NOHASHDIR
 (cd "$src" && dpkg-buildpackage -us -uc -b)
 
 changes="$work/vdpa-allocator_${deb_version}_$(dpkg-architecture -qDEB_HOST_ARCH).changes"
