@@ -17,7 +17,11 @@ moddir=${2:-/lib/modules}
 insmod=${INSMOD:-insmod}
 [ -s "$moddir/optional" ] || exit 0
 
-devs=$(cat "$sysfs"/bus/pci/devices/*/modalias 2>/dev/null || true)
+# builtins only: a process costs about a second in a nested guest
+devs=
+for f in "$sysfs"/bus/pci/devices/*/modalias; do
+    [ -r "$f" ] && read -r d <"$f" && devs="$devs $d"
+done
 # the aliases are patterns for case, never file names
 set -f
 while read -r chain aliases; do
