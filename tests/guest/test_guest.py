@@ -15,6 +15,7 @@ import tempfile
 import time
 import unittest
 
+from vatest import guest
 from vatest.paths import TEST_CACHE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,7 +74,7 @@ class Guest(unittest.TestCase):
         open(log, "w").close()
         argv = [QEMU, "-accel", "tcg", "-m", "256", "-smp", "1", "-nodefaults", "-display", "none",
                 "-no-reboot", "-kernel", self.kernel, "-initrd", self.initrd,
-                "-append", "console=ttyS0 quiet no_timer_check va.name=%s %s" % (name, cmdline),
+                "-append", "%s %s" % (guest.guest_cmdline(name), cmdline),
                 "-serial", "file:" + log, "-netdev", netdev,
                 "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:88:00:%02x" % (len(self.procs) + 1)]
         with open(os.path.join(self.dir, name + ".err"), "w") as err:
