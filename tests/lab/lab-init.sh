@@ -24,7 +24,9 @@
 #   instead of running the command: lab_host.py's units in /lab/systemd/
 #   (lab.target, the kernel command line's systemd.unit=) run
 #   "sh /lab/lab-init.sh command" once multi-user.target is up, which runs
-#   /lab/cmd as stage 2 would and powers off.
+#   /lab/cmd as stage 2 would and powers off. What a fresh root would pay
+#   at each boot and an installed host does not (AppArmor's compiled
+#   profiles, apt's caches: labhost.py) it gets from the test cache.
 #
 # Console markers: LAB-READY uptime=S (the moment the command starts), then
 # LAB-DONE rc=N.
@@ -62,6 +64,14 @@ run_command() {
 
 # under systemd: lab-command.service runs this once the system is up
 if [ "${1:-}" = command ]; then
+    # AppArmor's profiles as apparmor.service compiled them at this boot,
+    # before the command can change one: labhost.py keeps them for the
+    # next boots (lab.aacache). A tar: pax keeps the files' times to the
+    # nanosecond, which apparmor_parser compares with the profiles'; a
+    # copy through 9p keeps whole seconds, and the cache counts as stale.
+    if [ "$(param aasave)" = 1 ] && [ -d /var/cache/apparmor ]; then
+        tar -C /var/cache --format=posix -cf /lab/apparmor-cache.tar apparmor || rm -f /lab/apparmor-cache.tar
+    fi
     run_command
 fi
 
@@ -140,6 +150,20 @@ if [ "$(param systemd)" = 1 ]; then
     # tree under test when it lives there
     mkdir -p /etc/tmpfiles.d
     echo 'd /tmp 1777 root root -' >/etc/tmpfiles.d/tmp.conf
+    # an installed host keeps AppArmor's compiled profiles from its last
+    # boot; this root is new at each (labhost.py: lab.aacache=, made by an
+    # earlier boot with the same profiles, parser and kernel)
+    aacache=$(param aacache)
+    if [ -n "$aacache" ] && [ -f "$aacache" ]; then
+        tar -C /var/cache -xf "$aacache" || echo "lab-init: AppArmor's cache not unpacked" >&2
+    fi
+    # apt's caches (labhost.py apt_caches()), which the container's
+    # docker-clean turns off and an installed host keeps; and no
+    # PackageKit hook: packagekit.service is masked (labhost.py), a KVM
+    # host without a desktop has none, and its hook then only fails, ~10 s
+    # per apt run under TCG
+    [ -f /lab/apt.conf ] && cp /lab/apt.conf /etc/apt/apt.conf.d/zz-lab-caches
+    rm -f /etc/apt/apt.conf.d/20packagekit
     exec /lib/systemd/systemd
 fi
 run_command

@@ -47,6 +47,7 @@ Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
 """
 
 import argparse
+import hashlib
 import os
 import shlex
 import shutil
@@ -56,7 +57,7 @@ import tempfile
 import threading
 import time
 
-from vatest import package
+from vatest import cache, package
 from vatest.cache import cache_dir
 
 # the source tree this module is in (not VA_SRCDIR: by hand, the tree whose
@@ -113,6 +114,83 @@ class Result:
         return "boot-to-command %s (guest uptime %s), total %s, rc %s%s" % (
             f(self.boot_s), f(self.guest_uptime_s), f(self.total_s), self.rc,
             ", TIMED OUT" if self.timed_out else "")
+
+
+def apt_caches():
+    """apt's binary caches of the build machine's package lists, built here
+    at native speed into the test cache (lab/apt/); their paths. The build
+    machine's container image keeps none (its apt.conf.d/docker-clean), so
+    every apt run in the lab host would parse all the lists again, 15 to 25
+    s under TCG; an operator's host keeps them from its last apt update.
+    apt checks them itself against the lists and the dpkg status (sizes and
+    times): it rebuilds what is stale, here as in the lab host, so the
+    stamp only marks the entry's use."""
+    folder = os.path.join(cache_dir(), "lab", "apt")
+    paths = {"srcpkgcache": os.path.join(folder, "srcpkgcache.bin"), "pkgcache": os.path.join(folder, "pkgcache.bin")}
+    with cache.lock("lab/apt"):
+        os.makedirs(folder, exist_ok=True)
+        r = subprocess.run(["apt-cache", "-q", "-o", "Dir::Cache::srcpkgcache=" + paths["srcpkgcache"],
+                            "-o", "Dir::Cache::pkgcache=" + paths["pkgcache"], "gencaches"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=300)
+        if r.returncode != 0 or not all(os.path.isfile(p) for p in paths.values()):
+            print("lab-host: apt-cache gencaches failed (%d), apt in the lab host parses the lists: %s"
+                  % (r.returncode, r.stderr.strip()), file=sys.stderr)
+            return None
+        with open(os.path.join(folder, "stamp"), "w") as f:
+            f.write("apt's own caches: apt validates them against the lists and the dpkg status\n")
+    return paths
+
+
+def apparmor_key(kernel):
+    """The inputs of the AppArmor profiles compiled at a --systemd boot: the
+    parser's version and configuration, the policy features it compiles
+    for, every file under /etc/apparmor.d, and the lab kernel (whose
+    features name the cache's folder). A hash of them, and their text."""
+    h = hashlib.sha256()
+    ver = subprocess.run(["apparmor_parser", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True).stdout.splitlines()[:1]
+    text = "parser=%s\n" % (ver[0] if ver else "?")
+    # the kernel's package and version, from its entry's stamp
+    # (build-lab-kernel.sh): what its AppArmor features come from
+    with open(os.path.join(os.path.dirname(kernel["KERNEL"]), "stamp")) as f:
+        text += "".join(l for l in f if l.startswith("kernel="))
+    for top in ("/etc/apparmor", "/etc/apparmor.d", "/usr/share/apparmor-features"):
+        for d, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(d, name)
+                h.update(path.encode() + b"\0")
+                if os.path.islink(path):
+                    h.update(b"L" + os.readlink(path).encode() + b"\0")
+                    continue
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue
+                h.update(b"%o\0%d\0" % (os.stat(path).st_mode, len(data)) + data)
+    text += "profiles=%s\n" % h.hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()[:16], text
+
+
+def save_apparmor_cache(saved, entry, stamp):
+    """Keeps the lab host's /var/cache/apparmor as lab-init.sh packed it
+    (SAVED, a tar) in the test cache entry ENTRY, whose inputs are STAMP."""
+    if not os.path.isfile(saved) or os.path.getsize(saved) == 0:
+        return
+    parent = os.path.dirname(entry)
+    with cache.lock("lab/apparmor"):
+        if os.path.isdir(entry):
+            return
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".new.", dir=parent)
+        shutil.copy(saved, os.path.join(tmp, "cache.tar"))
+        with open(os.path.join(tmp, "stamp"), "w") as f:
+            f.write(stamp)
+        os.rename(tmp, entry)
+        cache.prune(parent, 2)
+    print("lab-host: AppArmor's compiled profiles kept in %s" % entry, file=sys.stderr)
 
 
 def build_kernel():
@@ -254,6 +332,27 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
                 f.write(text)
         for name in SYSTEMD_MASK:
             os.symlink("/dev/null", os.path.join(units, name))
+        # apt's caches (apt_caches()): lab-init.sh puts this in apt.conf.d
+        apt = apt_caches()
+        if apt:
+            with open(os.path.join(rundir, "apt.conf"), "w") as f:
+                f.write("".join('Dir::Cache::%s "%s";\n' % kv for kv in sorted(apt.items())))
+        # AppArmor's compiled profiles: apparmor.service compiles every
+        # profile at each boot of the lab host (its root is new each time,
+        # and the build machine's kernel is not the lab's), ~15 s under TCG
+        # on the boot's critical path, where an installed host loads them
+        # from /var/cache/apparmor. The first boot with these inputs keeps
+        # them (lab.aasave: lab-init.sh copies them out before the command
+        # runs, so before any test changes a profile); later boots start
+        # with them (lab.aacache), and apparmor_parser still checks each
+        # against its profile's files (their times).
+        aa_key, aa_text = apparmor_key(k)
+        aa_entry = os.path.join(cache_dir(), "lab", "apparmor", aa_key)
+        if os.path.isfile(os.path.join(aa_entry, "stamp")) and os.path.isfile(os.path.join(aa_entry, "cache.tar")):
+            cache.used(aa_entry)
+            append += " lab.aacache=" + os.path.join(aa_entry, "cache.tar")
+        else:
+            append += " lab.aasave=1"
     if igb:
         append += " intel_iommu=on iommu=pt"
 
@@ -314,6 +413,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
             output = f.read()
     except OSError:
         output = ""
+    if systemd and " lab.aasave=1" in append:
+        save_apparmor_cache(os.path.join(rundir, "apparmor-cache.tar"), aa_entry, aa_text)
     if keep:
         with open(os.path.join(rundir, "console"), "w") as f:
             f.write("".join(console))
