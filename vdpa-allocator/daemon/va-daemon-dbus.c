@@ -37,6 +37,7 @@ struct _VaDbus
   guint filter_id;
   PolkitAuthority *authority;
   GHashTable *uids;           /* unique bus name → uid: a connection's uid never changes */
+  GHashTable *lookups;        /* unique bus name → its UidLookup, while its uid is asked */
   VaOpen *open;               /* the open calls' workers and bounds */
   struct _Snapshot *snapshot; /* the leases as ListLeases last saw them, or NULL */
   struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
@@ -234,10 +235,15 @@ typedef void (*UidFunc) (VaDbus *self, guint32 uid, const GError *error, gpointe
 
 typedef struct
 {
-  VaDbus *self;
-  char *sender;
   UidFunc func;
   gpointer data;
+} UidWaiter;
+
+typedef struct
+{
+  VaDbus *self;
+  char *sender;
+  GArray *waiters; /* UidWaiter */
 } UidLookup;
 
 static void
@@ -248,22 +254,34 @@ got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
   g_autoptr (GVariant) ret = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
   guint32 uid = G_MAXUINT32;
 
+  g_hash_table_remove (l->self->lookups, l->sender);
   if (ret)
     {
       g_variant_get (ret, "(u)", &uid);
       g_hash_table_insert (l->self->uids, g_strdup (l->sender), GUINT_TO_POINTER (uid));
     }
-  l->func (l->self, uid, error, l->data);
+  /* in the order the calls came */
+  for (guint i = 0; i < l->waiters->len; i++)
+    {
+      UidWaiter *w = &g_array_index (l->waiters, UidWaiter, i);
+
+      w->func (l->self, uid, error, w->data);
+    }
+  g_array_unref (l->waiters);
   g_free (l->sender);
   g_free (l);
 }
 
 /* Calls @func with @sender's uid: from the bus, once per connection. A
  * known caller's is given at once, so that its request shares a commit
- * with the others of this main-loop turn. */
+ * with the others of this main-loop turn. The calls that come while it
+ * is asked wait for the one answer, in their order: one that came later
+ * must not find it known and overtake them (seen: a user's Introspect
+ * calls took the slots of its RewriteDomain calls sent before). */
 static void
 with_sender_uid (VaDbus *self, const char *sender, UidFunc func, gpointer data)
 {
+  UidWaiter w = { func, data };
   UidLookup *l;
   gpointer cached;
 
@@ -272,11 +290,18 @@ with_sender_uid (VaDbus *self, const char *sender, UidFunc func, gpointer data)
       func (self, GPOINTER_TO_UINT (cached), NULL, data);
       return;
     }
+  l = g_hash_table_lookup (self->lookups, sender);
+  if (l)
+    {
+      g_array_append_val (l->waiters, w);
+      return;
+    }
   l = g_new0 (UidLookup, 1);
   l->self = self;
   l->sender = g_strdup (sender);
-  l->func = func;
-  l->data = data;
+  l->waiters = g_array_new (FALSE, FALSE, sizeof (UidWaiter));
+  g_array_append_val (l->waiters, w);
+  g_hash_table_insert (self->lookups, g_strdup (sender), l); /* the call's own */
   g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
                           g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, got_uid, l);
 }
@@ -1444,6 +1469,7 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
   self->pool_names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->lookups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->denials = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) denials_free);
   self->open = va_open_new ();
   self->paths = g_ptr_array_new_with_free_func (g_free);
@@ -1536,6 +1562,7 @@ va_dbus_free (VaDbus *self)
     }
   g_hash_table_unref (self->denials);
   g_hash_table_unref (self->uids);
+  g_hash_table_unref (self->lookups);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
   g_hash_table_unref (self->pool_names);
