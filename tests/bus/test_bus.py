@@ -19,8 +19,8 @@ import unittest
 
 from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
 from vatest.paths import DAEMON, VDPACTL
-from vatest.simconf import sim_config
-from gi.repository import GLib  # after vatest.bus: it requires Gio 2.0
+from vatest.simconf import ACCEL, sim_config
+from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
 
 UUID1 = "6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b"
 UUID2 = "11111111-2222-3333-4444-555555555555"
@@ -681,6 +681,99 @@ print(json.dumps(results))
         self.assertEqual(sum(results.values()), 120, results)
         self.assertEqual(set(results), {"ok", "org.vdpa_allocator.Error.TryAgain"}, results)
         self.assertGreaterEqual(results["ok"], 32 + 4, results)
+        self.assertServing()
+
+    # An unprivileged user's 4 RewriteDomain calls, then argv[1] Introspect
+    # calls of the manager at once, as one connection: prints "sent", then
+    # the answers' counts by method and outcome.
+    INTROSPECT_FLOOD = """
+import collections, json, os, sys
+from gi.repository import Gio, GLib
+conn = Gio.DBusConnection.new_for_address_sync(os.environ["DBUS_SYSTEM_BUS_ADDRESS"],
+    Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+n, loop, results = 4 + int(sys.argv[1]), GLib.MainLoop(), collections.Counter()
+def done(c, res, method):
+    try:
+        c.call_finish(res)
+        results[method + " ok"] += 1
+    except GLib.Error as e:
+        results[method + " " + (Gio.DBusError.get_remote_error(e) or e.message)] += 1
+    if sum(results.values()) == n:
+        loop.quit()
+calls = [("RewriteDomain", "org.vdpa_allocator.Allocator1", GLib.Variant("(ss)", ("<domain/>", "portable")))] * 4
+calls += [("Introspect", "org.freedesktop.DBus.Introspectable", None)] * int(sys.argv[1])
+for method, iface, args in calls:
+    conn.call("org.vdpa_allocator.Allocator1", "/org/vdpa_allocator/Allocator1", iface, method, args, None, 0, 120000, None, done,
+              method)
+conn.flush_sync(None)
+print("sent", flush=True)
+loop.run()
+print(json.dumps(results))
+"""
+
+    def introspect(self, path):
+        return self.bus.conn.call_sync(NAME, path, "org.freedesktop.DBus.Introspectable", "Introspect", None, None, 0, 30000,
+                                       None).unpack()[0]
+
+    def test_introspect_of_a_user_is_bounded(self):
+        # Introspect takes a slot of the caller's uid and waits in its
+        # queue as the open methods do. The user's 4 RewriteDomain calls
+        # hold its 4 slots 8 s each (the seam, 2 at a time on the 2
+        # workers): its 120 Introspect calls that come meanwhile can
+        # start none, 32 wait in its queue, the other 88 are answered
+        # TryAgain at once, whatever the machine's pace (a flood alone is
+        # paced by time: under valgrind its calls came slower than the
+        # pace refilled, and all were answered). GDBus answered them all
+        # itself, as fast as the user sent them, on the thread that reads
+        # every message (the hook's too)
+        self.hold_rewrites(8000)
+        p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                              self.INTROSPECT_FLOOD, "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.assertEqual(p.stdout.readline().strip(), "sent")
+        # root is never held behind the user
+        for _ in range(100):
+            self.assertIn('<interface name="%s">' % IFACE, self.introspect(PATH))
+        self.assertIsNone(p.poll(), "the user's calls were answered before root's")
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        results = json.loads(out)
+        self.assertEqual(results.pop("RewriteDomain ok"), 4, results)
+        self.assertEqual(sum(results.values()), 120, results)
+        self.assertLessEqual(set(results), {"Introspect ok", "Introspect org.vdpa_allocator.Error.TryAgain"}, results)
+        # the held ones run once a slot frees, or are answered TryAgain
+        # when held 10 s (VA_OPEN_HOLD_MS)
+        self.assertGreaterEqual(results.get("Introspect org.vdpa_allocator.Error.TryAgain", 0), 120 - 32, results)
+        self.assertServing()
+
+    def test_introspect_answers_what_gdbus_answers(self):
+        # the daemon answers Introspect itself (to bound it): byte for byte
+        # what GDBus answers, for every path it exports and their parents
+        # (child nodes included, several pools) and one it does not. The
+        # reference: the same interfaces registered in the same order (the
+        # child nodes' order depends on it) by GDBus in this process
+        self.assertEqual(self.daemon.stop(), 0)
+        self.daemon.remove()
+        pools = ["accel", "b2", "zz", "m", "a", "q9", "k"]
+        self.daemon = Daemon(self.bus, sim_config(pfs=2, vfs=4, numa_nodes=2, pools={n: dict(ACCEL, max_vqp=4) for n in pools},
+                                                  networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
+        self.daemon.start()
+        with open(os.path.join(os.environ["VA_SRCDIR"], "vdpa-allocator/daemon/dbus/org.vdpa_allocator.Allocator1.xml")) as f:
+            node = Gio.DBusNodeInfo.new_for_xml(f.read())
+        ref = Gio.DBusConnection.new_for_address_sync(
+            self.bus.address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        self.addCleanup(ref.close_sync, None)
+        registered = [(PATH, IFACE)] + [(path, "org.vdpa_allocator.Pool1") for path in self.get_prop("Pools")]
+        self.assertEqual(len(registered), 1 + len(pools))
+        for path, iface in registered:
+            ref.register_object(path, node.lookup_interface(iface), None, None, None)
+        paths = {"/", "/org", "/org/vdpa_allocator", PATH + "/pool", PATH + "/nope"} | {path for path, _ in registered}
+        for path in sorted(paths):
+            want = ref.call_sync(ref.get_unique_name(), path, "org.freedesktop.DBus.Introspectable", "Introspect", None, None, 0,
+                                 30000, None).unpack()[0]
+            self.assertEqual(self.introspect(path), want, path)
+        self.assertEqual(self.introspect("/").count("<node name="), 1)
+        self.assertEqual(self.introspect(PATH + "/pool").count("<node name="), len(pools))
         self.assertServing()
 
     def test_property_reads_answer_the_current_values(self):

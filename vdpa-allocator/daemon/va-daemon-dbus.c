@@ -8,9 +8,12 @@
 
 #include "va-daemon-dbus.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <polkit/polkit.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "va-bus.h"
 #include "va-dbus-resources.h"
@@ -29,8 +32,12 @@ struct _VaDbus
   GHashTable *pool_ids;   /* pool name → registration id */
   GHashTable *pool_cache; /* pool name → GVariant a{sv} of last sent props */
   GHashTable *pool_names; /* object path → pool name */
+  GPtrArray *paths;       /* the objects' paths, in the order registered */
+  struct _Introspection *introspection;
+  guint filter_id;
   PolkitAuthority *authority;
   GHashTable *uids;           /* unique bus name → uid: a connection's uid never changes */
+  GHashTable *lookups;        /* unique bus name → its UidLookup, while its uid is asked */
   VaOpen *open;               /* the open calls' workers and bounds */
   struct _Snapshot *snapshot; /* the leases as ListLeases last saw them, or NULL */
   struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
@@ -223,45 +230,115 @@ with_uid (AuthCall *c, guint32 uid)
   auth_call_free (c);
 }
 
+/* @sender's uid, or @error when the bus did not tell it. */
+typedef void (*UidFunc) (VaDbus *self, guint32 uid, const GError *error, gpointer data);
+
+typedef struct
+{
+  UidFunc func;
+  gpointer data;
+} UidWaiter;
+
+typedef struct
+{
+  VaDbus *self;
+  char *sender;
+  GArray *waiters; /* UidWaiter */
+} UidLookup;
+
 static void
 got_uid (GObject *source, GAsyncResult *res, gpointer user_data)
 {
-  AuthCall *c = user_data;
+  UidLookup *l = user_data;
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) ret = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), res, &error);
-  guint32 uid;
+  guint32 uid = G_MAXUINT32;
 
-  if (!ret)
+  g_hash_table_remove (l->self->lookups, l->sender);
+  if (ret)
     {
-      /* the caller left before its uid was known: as for a call queued
-       * when it left (va_open_sender_gone()), nothing is run */
-      if (c->open_func && g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
-        {
-          g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (c->inv),
-                     g_dbus_method_invocation_get_sender (c->inv));
-          /* the handler's reference: c holds one of its own */
-          g_dbus_method_invocation_return_error_literal (c->inv, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
-        }
-      else if (c->open_func)
-        c->open_func (c->self, c->inv, G_MAXUINT32);
-      else
-        deny (c->self, c->inv, error->message);
-      auth_call_free (c);
+      g_variant_get (ret, "(u)", &uid);
+      g_hash_table_insert (l->self->uids, g_strdup (l->sender), GUINT_TO_POINTER (uid));
+    }
+  /* in the order the calls came */
+  for (guint i = 0; i < l->waiters->len; i++)
+    {
+      UidWaiter *w = &g_array_index (l->waiters, UidWaiter, i);
+
+      w->func (l->self, uid, error, w->data);
+    }
+  g_array_unref (l->waiters);
+  g_free (l->sender);
+  g_free (l);
+}
+
+/* Calls @func with @sender's uid: from the bus, once per connection. A
+ * known caller's is given at once, so that its request shares a commit
+ * with the others of this main-loop turn. The calls that come while it
+ * is asked wait for the one answer, in their order: one that came later
+ * must not find it known and overtake them (seen: a user's Introspect
+ * calls took the slots of its RewriteDomain calls sent before). */
+static void
+with_sender_uid (VaDbus *self, const char *sender, UidFunc func, gpointer data)
+{
+  UidWaiter w = { func, data };
+  UidLookup *l;
+  gpointer cached;
+
+  if (g_hash_table_lookup_extended (self->uids, sender, NULL, &cached))
+    {
+      func (self, GPOINTER_TO_UINT (cached), NULL, data);
       return;
     }
-  g_variant_get (ret, "(u)", &uid);
-  g_hash_table_insert (c->self->uids, g_strdup (g_dbus_method_invocation_get_sender (c->inv)), GUINT_TO_POINTER (uid));
-  with_uid (c, uid);
+  l = g_hash_table_lookup (self->lookups, sender);
+  if (l)
+    {
+      g_array_append_val (l->waiters, w);
+      return;
+    }
+  l = g_new0 (UidLookup, 1);
+  l->self = self;
+  l->sender = g_strdup (sender);
+  l->waiters = g_array_new (FALSE, FALSE, sizeof (UidWaiter));
+  g_array_append_val (l->waiters, w);
+  g_hash_table_insert (self->lookups, g_strdup (sender), l); /* the call's own */
+  g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+                          g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, got_uid, l);
+}
+
+static void
+authorize_uid (VaDbus *self, guint32 uid, const GError *error, gpointer data)
+{
+  AuthCall *c = data;
+
+  if (!error)
+    {
+      with_uid (c, uid);
+      return;
+    }
+  /* the caller left before its uid was known: as for a call queued
+   * when it left (va_open_sender_gone()), nothing is run */
+  if (c->open_func && g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
+    {
+      g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (c->inv),
+                 g_dbus_method_invocation_get_sender (c->inv));
+      /* the handler's reference: c holds one of its own */
+      g_dbus_method_invocation_return_error_literal (c->inv, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
+    }
+  else if (c->open_func)
+    c->open_func (c->self, c->inv, G_MAXUINT32);
+  else
+    deny (c->self, c->inv, error->message);
+  auth_call_free (c);
 }
 
 /* Runs @func (a change) or @open_func (an open method) once the caller's
- * uid is known: from the bus, once per connection. */
+ * uid is known. */
 static void
 authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func, OpenFunc open_func)
 {
   AuthCall *c = g_new0 (AuthCall, 1);
   const char *sender = g_dbus_method_invocation_get_sender (inv);
-  gpointer cached;
 
   c->self = self;
   c->inv = g_object_ref (inv);
@@ -277,15 +354,7 @@ authorize (VaDbus *self, GDBusMethodInvocation *inv, AuthorizedFunc func, OpenFu
       auth_call_free (c);
       return;
     }
-  /* A known caller is answered in this main-loop turn, so that its request
-   * shares a commit with the others of the turn. */
-  if (g_hash_table_lookup_extended (self->uids, sender, NULL, &cached))
-    {
-      with_uid (c, GPOINTER_TO_UINT (cached));
-      return;
-    }
-  g_dbus_connection_call (self->conn, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
-                          g_variant_new ("(s)", sender), G_VARIANT_TYPE ("(u)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, got_uid, c);
+  with_sender_uid (self, sender, authorize_uid, c);
 }
 
 /* ---- methods ------------------------------------------------------------- */
@@ -1018,6 +1087,233 @@ pool_method (GDBusConnection *conn, const char *sender, const char *path, const 
     g_dbus_method_invocation_return_error (inv, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD, "no method %s", method);
 }
 
+/* ---- introspection ------------------------------------------------------ */
+
+/* Introspect is open to everyone too, but GDBus answers it itself: on the
+ * thread that reads every incoming message (root's and the hook's too),
+ * holding the connection's lock, making the XML anew for each call (seen:
+ * a user's flood of it doubled the hook's prepare time). A connection
+ * filter, which runs on that thread before GDBus dispatches, takes the
+ * calls to our objects' paths and their parents' off the connection; they
+ * are answered through the open calls' bounds (VaOpen), for the caller's
+ * uid, with the XML GDBus would have answered: made by GDBus itself, once
+ * each time objects are registered (render_introspection()). A call to
+ * any other path is left to GDBus: its answer there is a few constant
+ * lines, as cheap as the error any unknown call gets. */
+typedef struct _Introspection
+{
+  gatomicrefcount ref;
+  GMutex lock;
+  GHashTable *replies;   /* under lock: object path → "(s)", or NULL */
+  GMainContext *context; /* the daemon's: where the calls are admitted */
+  VaDbus *dbus;          /* on the context only: NULL once freed */
+} Introspection;
+
+typedef struct
+{
+  Introspection *in;
+  GDBusMessage *msg;
+  GVariant *reply; /* "(s)" */
+} IntrospectCall;
+
+static void
+introspection_unref (Introspection *in)
+{
+  if (!g_atomic_ref_count_dec (&in->ref))
+    return;
+  g_clear_pointer (&in->replies, g_hash_table_unref);
+  g_main_context_unref (in->context);
+  g_mutex_clear (&in->lock);
+  g_free (in);
+}
+
+static void
+introspect_call_free (IntrospectCall *c)
+{
+  introspection_unref (c->in);
+  g_clear_object (&c->msg);
+  g_clear_pointer (&c->reply, g_variant_unref);
+  g_free (c);
+}
+
+/* On a worker: the XML rendered for the call's path. */
+static GVariant *
+introspect_reply (GDBusMethodInvocation *inv, gpointer data, gsize *bytes, GError **error)
+{
+  return g_variant_ref (data);
+}
+
+static void
+introspect_uid (VaDbus *self, guint32 uid, const GError *error, gpointer data)
+{
+  IntrospectCall *c = data;
+
+  if (!c->in->dbus)
+    ; /* stopped meanwhile */
+  else if (g_error_matches (error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER))
+    g_message ("Introspect of %s not run: the caller left the bus", g_dbus_message_get_sender (c->msg));
+  else
+    va_open_submit_message (self->open, self->conn, c->msg, uid, introspect_reply, g_steal_pointer (&c->reply),
+                            (GDestroyNotify) g_variant_unref);
+  introspect_call_free (c);
+}
+
+/* On the daemon's context: a call the filter took. */
+static gboolean
+introspect_admit (gpointer user_data)
+{
+  IntrospectCall *taken = user_data, *c;
+  VaDbus *self = taken->in->dbus;
+  const char *sender;
+
+  if (!self)
+    return G_SOURCE_REMOVE; /* the daemon stops */
+  c = g_new0 (IntrospectCall, 1);
+  c->in = taken->in;
+  g_atomic_ref_count_inc (&c->in->ref);
+  c->msg = g_steal_pointer (&taken->msg);
+  c->reply = g_steal_pointer (&taken->reply);
+  sender = g_dbus_message_get_sender (c->msg);
+  if (sender)
+    with_sender_uid (self, sender, introspect_uid, c);
+  else
+    introspect_uid (self, G_MAXUINT32, NULL, c); /* a peer-to-peer connection */
+  return G_SOURCE_REMOVE;
+}
+
+/* On GDBus's worker thread, for every message that comes in: an
+ * Introspect call (as GDBus recognizes one) to a path rendered is taken. */
+static GDBusMessage *
+introspect_filter (GDBusConnection *conn, GDBusMessage *msg, gboolean incoming, gpointer user_data)
+{
+  Introspection *in = user_data;
+  const char *path = g_dbus_message_get_path (msg);
+  GVariant *reply = NULL;
+  IntrospectCall *c;
+
+  if (!incoming || g_dbus_message_get_message_type (msg) != G_DBUS_MESSAGE_TYPE_METHOD_CALL
+      || g_strcmp0 (g_dbus_message_get_interface (msg), "org.freedesktop.DBus.Introspectable") != 0
+      || g_strcmp0 (g_dbus_message_get_member (msg), "Introspect") != 0 || g_strcmp0 (g_dbus_message_get_signature (msg), "") != 0)
+    return msg;
+  g_mutex_lock (&in->lock);
+  if (path && in->replies && (reply = g_hash_table_lookup (in->replies, path)))
+    g_variant_ref (reply);
+  g_mutex_unlock (&in->lock);
+  if (!reply)
+    return msg;
+  c = g_new0 (IntrospectCall, 1);
+  c->in = in;
+  g_atomic_ref_count_inc (&in->ref);
+  c->msg = msg; /* the filter's reference: GDBus dispatches it no more */
+  c->reply = reply;
+  g_main_context_invoke_full (in->context, G_PRIORITY_DEFAULT, introspect_admit, c, (GDestroyNotify) introspect_call_free);
+  return NULL;
+}
+
+/* One end of a connection pair of our own, no bus, no authentication. */
+static GDBusConnection *
+peer_new (int fd, GError **error)
+{
+  g_autoptr (GSocket) sock = g_socket_new_from_fd (fd, error);
+  g_autoptr (GSocketConnection) stream = NULL;
+
+  if (!sock)
+    {
+      close (fd);
+      return NULL;
+    }
+  stream = g_socket_connection_factory_create_connection (sock);
+  return g_dbus_connection_new_sync (G_IO_STREAM (stream), NULL, G_DBUS_CONNECTION_FLAGS_NONE, NULL, NULL, error);
+}
+
+/* The answer GDBus gives to Introspect of each of our objects' paths and
+ * of their parents: GDBus's own, from the same interfaces registered at
+ * the same paths in the same order (the order of the child nodes) on a
+ * connection pair of our own. */
+static GHashTable *
+render_introspection (VaDbus *self, GError **error)
+{
+  static const GDBusInterfaceVTable none = { NULL, NULL, NULL };
+  g_autoptr (GHashTable) replies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
+  g_autoptr (GHashTable) paths = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GDBusConnection) server = NULL;
+  g_autoptr (GDBusConnection) client = NULL;
+  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer path;
+  gboolean ok = TRUE;
+  int fds[2];
+
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+    {
+      int err = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (err), "socketpair: %s", g_strerror (err));
+      return NULL;
+    }
+  server = peer_new (fds[0], error);
+  if (!server)
+    {
+      close (fds[1]);
+      return NULL;
+    }
+  client = peer_new (fds[1], error);
+  for (guint i = 0; client && i < self->paths->len && ok; i++)
+    {
+      const char *p = g_ptr_array_index (self->paths, i);
+      const char *iface = strcmp (p, VA_BUS_PATH) == 0 ? VA_BUS_IFACE : VA_BUS_POOL_IFACE;
+      guint id
+        = g_dbus_connection_register_object (server, p, g_dbus_node_info_lookup_interface (self->info, iface), &none, NULL, NULL, error);
+
+      ok = id != 0;
+      g_ptr_array_add (ids, GUINT_TO_POINTER (id));
+      /* the path and its parents */
+      for (g_autofree char *at = g_strdup (p); ok && !g_hash_table_contains (paths, at);)
+        {
+          char *slash = strrchr (at, '/');
+
+          g_hash_table_add (paths, g_strdup (at));
+          if (slash == at)
+            slash[1] = '\0';
+          else
+            *slash = '\0';
+        }
+    }
+  g_hash_table_iter_init (&iter, paths);
+  while (client && ok && g_hash_table_iter_next (&iter, &path, NULL))
+    {
+      GVariant *reply = g_dbus_connection_call_sync (client, NULL, path, "org.freedesktop.DBus.Introspectable", "Introspect", NULL,
+                                                     G_VARIANT_TYPE ("(s)"), G_DBUS_CALL_FLAGS_NONE, -1, NULL, error);
+
+      ok = reply != NULL;
+      if (ok)
+        g_hash_table_insert (replies, g_strdup (path), reply);
+    }
+  for (guint i = 0; i < ids->len; i++)
+    if (GPOINTER_TO_UINT (ids->pdata[i]))
+      g_dbus_connection_unregister_object (server, GPOINTER_TO_UINT (ids->pdata[i]));
+  if (client)
+    g_dbus_connection_close_sync (client, NULL, NULL);
+  g_dbus_connection_close_sync (server, NULL, NULL);
+  return client && ok ? g_steal_pointer (&replies) : NULL;
+}
+
+/* After objects were registered: the filter answers from their XML (and
+ * leaves every call to GDBus if it could not be made). */
+static void
+introspection_render (VaDbus *self)
+{
+  g_autoptr (GError) error = NULL;
+  GHashTable *replies = render_introspection (self, &error);
+
+  if (!replies)
+    g_warning ("rendering the objects' introspection: %s; GDBus answers Introspect, unbounded", error->message);
+  g_mutex_lock (&self->introspection->lock);
+  g_clear_pointer (&self->introspection->replies, g_hash_table_unref);
+  self->introspection->replies = replies;
+  g_mutex_unlock (&self->introspection->lock);
+}
+
 static void
 emit_props_changed (VaDbus *self, const char *path, const char *iface, GVariant *changed)
 {
@@ -1043,6 +1339,9 @@ sync_pools (VaDbus *self, gboolean emit)
         {
           GDBusInterfaceInfo *iface = g_dbus_node_info_lookup_interface (self->info, VA_BUS_POOL_IFACE);
           guint id = g_dbus_connection_register_object (self->conn, path, iface, &vtable, self, NULL, NULL);
+
+          if (id)
+            g_ptr_array_add (self->paths, g_strdup (path));
           g_hash_table_insert (self->pool_ids, g_strdup (st->name), GUINT_TO_POINTER (id));
           g_hash_table_insert (self->pool_names, g_strdup (path), g_strdup (st->name));
           added = TRUE;
@@ -1069,6 +1368,8 @@ sync_pools (VaDbus *self, gboolean emit)
     }
   g_clear_pointer (&self->pools_paths, g_variant_unref);
   self->pools_paths = g_variant_ref_sink (pools_variant (pools));
+  if (added)
+    introspection_render (self);
   if (emit && added)
     {
       GVariantBuilder b;
@@ -1168,8 +1469,17 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
   self->pool_cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_variant_unref);
   self->pool_names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->uids = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->lookups = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->denials = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) denials_free);
   self->open = va_open_new ();
+  self->paths = g_ptr_array_new_with_free_func (g_free);
+  self->introspection = g_new0 (Introspection, 1);
+  g_atomic_ref_count_init (&self->introspection->ref);
+  g_mutex_init (&self->introspection->lock);
+  self->introspection->context = g_main_context_ref_thread_default ();
+  self->introspection->dbus = self;
+  g_atomic_ref_count_inc (&self->introspection->ref);
+  self->filter_id = g_dbus_connection_add_filter (conn, introspect_filter, self->introspection, (GDestroyNotify) introspection_unref);
   self->name_owner_sub
     = g_dbus_connection_signal_subscribe (conn, "org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged", "/org/freedesktop/DBus",
                                           NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_name_owner_changed, self, NULL);
@@ -1186,7 +1496,8 @@ va_dbus_new (VaAllocator *alloc, GDBusConnection *conn, GError **error)
       va_dbus_free (self);
       return NULL;
     }
-  sync_pools (self, FALSE);
+  g_ptr_array_add (self->paths, g_strdup (VA_BUS_PATH));
+  sync_pools (self, FALSE); /* renders the introspection */
   self->handlers[0] = g_signal_connect (alloc, "lease-added", G_CALLBACK (on_lease_added), self);
   self->handlers[1] = g_signal_connect (alloc, "lease-removed", G_CALLBACK (on_lease_removed), self);
   self->handlers[2] = g_signal_connect (alloc, "low-watermark", G_CALLBACK (on_low_watermark), self);
@@ -1222,6 +1533,14 @@ va_dbus_free (VaDbus *self)
     return;
   for (guint i = 0; i < G_N_ELEMENTS (self->handlers); i++)
     g_clear_signal_handler (&self->handlers[i], self->alloc);
+  /* a call the filter takes from now on is dropped (introspect_admit()) */
+  if (self->filter_id)
+    g_dbus_connection_remove_filter (self->conn, self->filter_id);
+  if (self->introspection)
+    {
+      self->introspection->dbus = NULL;
+      introspection_unref (self->introspection);
+    }
   if (self->manager_id)
     g_dbus_connection_unregister_object (self->conn, self->manager_id);
   g_hash_table_iter_init (&iter, self->pool_ids);
@@ -1243,9 +1562,11 @@ va_dbus_free (VaDbus *self)
     }
   g_hash_table_unref (self->denials);
   g_hash_table_unref (self->uids);
+  g_hash_table_unref (self->lookups);
   g_hash_table_unref (self->pool_ids);
   g_hash_table_unref (self->pool_cache);
   g_hash_table_unref (self->pool_names);
+  g_ptr_array_unref (self->paths);
   g_clear_pointer (&self->info, g_dbus_node_info_unref);
   g_clear_object (&self->authority);
   g_object_unref (self->conn);

@@ -64,7 +64,9 @@ struct _VaOpen
 typedef struct
 {
   VaOpen *open;
-  GDBusMethodInvocation *inv;
+  GDBusMethodInvocation *inv; /* the call, or NULL and: */
+  GDBusConnection *conn;      /* a call taken off the connection by a filter */
+  GDBusMessage *msg;
   char *sender;
   guint32 uid;
   gsize bytes; /* its arguments' */
@@ -83,10 +85,69 @@ static void
 job_free (Job *job)
 {
   g_clear_object (&job->inv);
+  g_clear_object (&job->msg);
+  g_clear_object (&job->conn);
   g_free (job->sender);
   if (job->data && job->data_free)
     job->data_free (job->data);
   g_free (job);
+}
+
+static const char *
+job_method (Job *job)
+{
+  return job->inv ? g_dbus_method_invocation_get_method_name (job->inv) : g_dbus_message_get_member (job->msg);
+}
+
+/* Sends a reply built from @job's message: a call a filter took has no
+ * invocation to answer with. */
+static void
+job_send (Job *job, GDBusMessage *reply)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!g_dbus_connection_send_message (job->conn, reply, G_DBUS_SEND_MESSAGE_FLAGS_NONE, NULL, &error))
+    g_debug ("answering %s of %s: %s", job_method (job), job->sender, error->message);
+  g_object_unref (reply);
+}
+
+/* Answers @job with @value ("(…)" tuple, floating or a reference the
+ * caller gives up). */
+static void
+job_return_value (Job *job, GVariant *value)
+{
+  g_autoptr (GVariant) body = g_variant_take_ref (value);
+
+  if (job->inv)
+    g_dbus_method_invocation_return_value (g_steal_pointer (&job->inv), body);
+  else
+    {
+      GDBusMessage *reply = g_dbus_message_new_method_reply (job->msg);
+
+      g_dbus_message_set_body (reply, body);
+      job_send (job, reply);
+    }
+}
+
+static void
+job_return_error (Job *job, const GError *error)
+{
+  if (job->inv)
+    g_dbus_method_invocation_return_gerror (g_steal_pointer (&job->inv), error);
+  else
+    {
+      g_autofree char *name = g_dbus_error_encode_gerror (error);
+
+      job_send (job, g_dbus_message_new_method_error_literal (job->msg, name, error->message));
+    }
+}
+
+static void
+job_return_error_literal (Job *job, GQuark domain, int code, const char *message)
+{
+  g_autoptr (GError) error = g_error_new_literal (domain, code, message);
+
+  job_return_error (job, error);
 }
 
 static guint
@@ -281,7 +342,7 @@ run_job (gpointer data, gpointer user_data)
   g_mutex_unlock (&self->lock);
   if (cancelled)
     {
-      g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (job->inv), job->sender);
+      g_message ("%s of %s not run: the caller left the bus", job_method (job), job->sender);
       g_set_error_literal (&error, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
     }
   else
@@ -300,15 +361,11 @@ run_job (gpointer data, gpointer user_data)
   schedule_admit (self);
   g_mutex_unlock (&self->lock);
   if (out)
-    {
-      /* floating or a reference of ours (a reply shared by many calls):
-       * the invocation takes one of its own */
-      g_autoptr (GVariant) reply = g_variant_take_ref (out);
-
-      g_dbus_method_invocation_return_value (g_steal_pointer (&job->inv), reply);
-    }
+    /* floating or a reference of ours (a reply shared by many calls):
+     * the reply takes one of its own */
+    job_return_value (job, out);
   else
-    g_dbus_method_invocation_return_gerror (g_steal_pointer (&job->inv), error);
+    job_return_error (job, error);
   job_free (job);
   /* this thread's arena keeps what it freed otherwise */
   if (bytes > TRIM_ABOVE)
@@ -371,7 +428,7 @@ admit_held (gpointer user_data)
 static void
 answer_try_again (Job *job, const char *why)
 {
-  g_dbus_method_invocation_return_error (g_steal_pointer (&job->inv), VA_ERROR, VA_ERROR_TRY_AGAIN, "%s", why);
+  job_return_error_literal (job, VA_ERROR, VA_ERROR_TRY_AGAIN, why);
   job_free (job);
 }
 
@@ -412,8 +469,8 @@ sweep (gpointer user_data)
   for (guint i = 0; i < expired->len; i++)
     {
       Job *job = g_ptr_array_index (expired, i);
-      g_autofree char *why = g_strdup_printf ("%s held %d s behind the calls of uid %u to the open methods; try again",
-                                              g_dbus_method_invocation_get_method_name (job->inv), VA_OPEN_HOLD_MS / 1000, job->uid);
+      g_autofree char *why = g_strdup_printf ("%s held %d s behind the calls of uid %u to the open methods; try again", job_method (job),
+                                              VA_OPEN_HOLD_MS / 1000, job->uid);
 
       answer_try_again (job, why);
     }
@@ -491,21 +548,17 @@ va_open_free (VaOpen *self)
   g_free (self);
 }
 
+/* @job (its call, what it runs and its sender) is run, held or answered
+ * TryAgain. */
 static void
-submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
-        GDestroyNotify data_free, gboolean hold)
+submit (VaOpen *self, Job *job)
 {
-  const char *sender = g_dbus_method_invocation_get_sender (inv);
-  const char *method = g_dbus_method_invocation_get_method_name (inv);
+  const char *method = job_method (job);
   g_autofree char *full = NULL;
-  gsize bytes = g_variant_get_size (g_dbus_method_invocation_get_parameters (inv));
+  gsize bytes = job->bytes;
+  guint32 uid = job->uid;
   gboolean run = FALSE;
   User *user;
-  Job *job;
-
-  g_return_if_fail (self != NULL);
-  g_return_if_fail (G_IS_DBUS_METHOD_INVOCATION (inv));
-  g_return_if_fail (func != NULL);
 
   g_mutex_lock (&self->lock);
   user = user_get (self, uid);
@@ -524,21 +577,10 @@ submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start
     {
       user_settle (self, user);
       g_mutex_unlock (&self->lock);
-      g_dbus_method_invocation_return_error_literal (inv, VA_ERROR, VA_ERROR_TRY_AGAIN, full);
+      answer_try_again (job, full);
       return;
     }
-  job = g_new0 (Job, 1);
-  job->open = self;
-  job->inv = inv; /* the method handler's: answering consumes it */
-  job->sender = g_strdup (sender ? sender : "");
-  job->uid = uid;
-  job->bytes = bytes;
   job->since = g_get_monotonic_time ();
-  job->start = start;
-  job->start_data = start_data;
-  job->func = func;
-  job->data_free = data_free;
-  job->hold = hold;
   sender_add (self, job);
   if (run)
     account_run (self, user);
@@ -564,11 +606,65 @@ submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start
     self->sweep_id = g_timeout_add_full (G_PRIORITY_DEFAULT, SWEEP_MS, sweep, self, NULL);
 }
 
+static Job *
+job_new (VaOpen *self, guint32 uid, const char *sender, gsize bytes, VaOpenFunc func)
+{
+  Job *job = g_new0 (Job, 1);
+
+  job->open = self;
+  job->uid = uid;
+  job->sender = g_strdup (sender ? sender : "");
+  job->bytes = bytes;
+  job->func = func;
+  return job;
+}
+
+static void
+submit_invocation (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
+                   GDestroyNotify data_free, gboolean hold)
+{
+  Job *job;
+
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (G_IS_DBUS_METHOD_INVOCATION (inv));
+  g_return_if_fail (func != NULL);
+
+  job = job_new (self, uid, g_dbus_method_invocation_get_sender (inv), g_variant_get_size (g_dbus_method_invocation_get_parameters (inv)),
+                 func);
+  job->inv = inv; /* the method handler's: answering consumes it */
+  job->start = start;
+  job->start_data = start_data;
+  job->data_free = data_free;
+  job->hold = hold;
+  submit (self, job);
+}
+
 void
 va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
                 GDestroyNotify data_free)
 {
-  submit (self, inv, uid, start, start_data, func, data_free, FALSE);
+  submit_invocation (self, inv, uid, start, start_data, func, data_free, FALSE);
+}
+
+void
+va_open_submit_message (VaOpen *self, GDBusConnection *conn, GDBusMessage *msg, guint32 uid, VaOpenFunc func, gpointer data,
+                        GDestroyNotify data_free)
+{
+  GVariant *body;
+  Job *job;
+
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (G_IS_DBUS_CONNECTION (conn));
+  g_return_if_fail (G_IS_DBUS_MESSAGE (msg));
+  g_return_if_fail (func != NULL);
+
+  body = g_dbus_message_get_body (msg);
+  job = job_new (self, uid, g_dbus_message_get_sender (msg), body ? g_variant_get_size (body) : 0, func);
+  job->conn = g_object_ref (conn);
+  job->msg = g_object_ref (msg);
+  job->data = data;
+  job->data_free = data_free;
+  submit (self, job);
 }
 
 static GVariant *
@@ -598,7 +694,7 @@ va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, V
 {
   g_return_if_fail (VA_IS_ALLOCATOR (alloc));
 
-  submit (self, inv, uid, host_view, alloc, rewrite, (GDestroyNotify) va_host_view_unref, TRUE);
+  submit_invocation (self, inv, uid, host_view, alloc, rewrite, (GDestroyNotify) va_host_view_unref, TRUE);
 }
 
 void
@@ -636,8 +732,8 @@ va_open_sender_gone (VaOpen *self, const char *sender)
     {
       Job *job = g_ptr_array_index (dropped, i);
 
-      g_message ("%s of %s not run: the caller left the bus", g_dbus_method_invocation_get_method_name (job->inv), job->sender);
-      g_dbus_method_invocation_return_error_literal (g_steal_pointer (&job->inv), VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
+      g_message ("%s of %s not run: the caller left the bus", job_method (job), job->sender);
+      job_return_error_literal (job, VA_ERROR, VA_ERROR_FAILED, "the caller left the bus");
       job_free (job);
     }
 }

@@ -8,7 +8,7 @@
 G_BEGIN_DECLS
 
 /* The calls open to every local user (RewriteDomain, ListLeases,
- * ListDevices, the properties' Get and GetAll), off the main loop, which serves Allocate, Release and
+ * ListDevices, the properties' Get and GetAll, Introspect), off the main loop, which serves Allocate, Release and
  * Claim for VM starts and only admits and accounts here. Anyone may call these as often as it
  * likes, so what a user can cost is bounded by its uid, not by its bus
  * connections:
@@ -97,6 +97,13 @@ void va_open_free (VaOpen *self);
  * TryAgain when @uid's queue or all users' is full. */
 void va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenStart start, gpointer start_data, VaOpenFunc func,
                      GDestroyNotify data_free);
+
+/* As va_open_submit(), for a call that a filter took off @conn before
+ * GDBus dispatched it (Introspect: GDBus would answer it itself): @msg is
+ * answered on @conn with what @func returns from @data (owned by the job,
+ * freed with @data_free); @func's invocation is NULL. */
+void va_open_submit_message (VaOpen *self, GDBusConnection *conn, GDBusMessage *msg, guint32 uid, VaOpenFunc func, gpointer data,
+                             GDestroyNotify data_free);
 
 /* RewriteDomain ("(ss)" xml, to → "(s)") against @alloc's host view as it
  * is when the call gets its slot. @alloc outlives @self. */
