@@ -106,7 +106,7 @@ settle_insert (VaAllocator *self, Pending *p)
       g_prefix_error (&error, "recording the lease: ");
       tear_down (self, e, FALSE);
       answer_waiters (e, error, TRUE);
-      g_hash_table_remove (self->entries, key);
+      va_allocator_remove_entry (self, key);
       return;
     }
   e->state = ENTRY_COMMITTED;
@@ -140,7 +140,7 @@ settle_delete (VaAllocator *self, Pending *p)
       tear_down (self, e, p->kind == PENDING_DELETE_DOMAIN);
       answer_waiters (e, NULL, FALSE);
       g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REMOVED], 0, e->lease);
-      g_hash_table_remove (self->entries, key);
+      va_allocator_remove_entry (self, key);
       va_allocator_check_watermark (self, pool);
     }
   if (p->task)

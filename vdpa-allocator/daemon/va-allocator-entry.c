@@ -43,6 +43,41 @@ va_allocator_make_key (const char *uuid, const char *mac)
   return g_strconcat (uuid, "/", mac, NULL);
 }
 
+void
+va_allocator_insert_entry (VaAllocator *self, Entry *e)
+{
+  g_hash_table_insert (self->entries, e->key, e);
+  if (e->lease->software)
+    g_hash_table_add (self->software_entries, e);
+  if (e->broken)
+    g_hash_table_add (self->broken_entries, e);
+}
+
+void
+va_allocator_remove_entry (VaAllocator *self, const char *key)
+{
+  Entry *e = g_hash_table_lookup (self->entries, key);
+
+  if (!e)
+    return;
+  g_hash_table_remove (self->software_entries, e);
+  g_hash_table_remove (self->broken_entries, e);
+  g_hash_table_remove (self->entries, key);
+}
+
+/* @reason NULL: whole again. */
+void
+va_allocator_entry_set_broken (VaAllocator *self, Entry *e, const char *reason)
+{
+  e->broken = reason != NULL;
+  g_free (e->broken_reason);
+  e->broken_reason = g_strdup (reason);
+  if (reason)
+    g_hash_table_add (self->broken_entries, e);
+  else
+    g_hash_table_remove (self->broken_entries, e);
+}
+
 guint
 va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network)
 {
@@ -50,9 +85,9 @@ va_allocator_software_leases (VaAllocator *self, const char *pool, const char *n
   Entry *e;
   guint n = 0;
 
-  g_hash_table_iter_init (&iter, self->entries);
-  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
-    if (e->lease->software && (!pool || g_strcmp0 (e->lease->pool, pool) == 0) && (!network || g_strcmp0 (e->lease->network, network) == 0))
+  g_hash_table_iter_init (&iter, self->software_entries);
+  while (g_hash_table_iter_next (&iter, (gpointer *) &e, NULL))
+    if ((!pool || g_strcmp0 (e->lease->pool, pool) == 0) && (!network || g_strcmp0 (e->lease->network, network) == 0))
       n++;
   return n;
 }

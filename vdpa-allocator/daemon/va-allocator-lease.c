@@ -532,7 +532,7 @@ va_allocator_allocate_async (VaAllocator *self, const VaAllocRequest *req, GAsyn
   e = va_allocator_entry_new (g_steal_pointer (&key), lease, ENTRY_PENDING);
   e->waiters = g_ptr_array_new_with_free_func (g_object_unref);
   g_ptr_array_add (e->waiters, g_steal_pointer (&task));
-  g_hash_table_insert (self->entries, e->key, e);
+  va_allocator_insert_entry (self, e);
 
   keys = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (keys, g_strdup (e->key));

@@ -140,9 +140,7 @@ break_lease (VaAllocator *self, Entry *e, const char *reason)
 {
   if (e->broken && g_strcmp0 (e->broken_reason, reason) == 0)
     return;
-  e->broken = TRUE;
-  g_free (e->broken_reason);
-  e->broken_reason = g_strdup (reason);
+  va_allocator_entry_set_broken (self, e, reason);
   /* its node is gone, and a new device may get its number: nothing may
    * open the device through the link */
   va_allocator_remove_port_link (self, e->lease->uuid, e->lease->mac, FALSE);
@@ -223,8 +221,7 @@ repair_leases (VaAllocator *self)
               break_lease (self, e, error->message);
               continue;
             }
-          e->broken = FALSE;
-          g_clear_pointer (&e->broken_reason, g_free);
+          va_allocator_entry_set_broken (self, e, NULL);
           g_signal_emit (self, va_allocator_signals[SIGNAL_LEASE_REPAIRED], 0, e->lease);
           continue;
         }
@@ -246,8 +243,7 @@ repair_leases (VaAllocator *self)
       e->lease->device = g_strdup (dev->name);
       g_free (e->lease->chardev);
       e->lease->chardev = g_strdup (dev->chardev);
-      e->broken = FALSE;
-      g_clear_pointer (&e->broken_reason, g_free);
+      va_allocator_entry_set_broken (self, e, NULL);
       if (!va_allocator_make_port_link (self, e->lease, &error))
         {
           break_lease (self, e, error->message);

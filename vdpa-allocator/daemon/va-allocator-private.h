@@ -81,9 +81,14 @@ struct _VaAllocator
   char *ports_dir;
   VaHostView *view; /* networks and pools, capacity unlimited: pools decide */
   VaPools *pools;
-  GHashTable *entries;      /* key → Entry* */
-  GHashTable *stored_slots; /* while starting: the slots of the stored leases, not yet entries */
-  GPtrArray *pending;       /* Pending* */
+  GHashTable *entries; /* key → Entry* */
+  /* the entries a pool's tallies look at, so that they cost what the few
+   * software and broken leases number, not every lease held: kept by
+   * va_allocator_insert_entry(), _remove_entry() and _set_broken() */
+  GHashTable *software_entries; /* Entry* whose lease is software */
+  GHashTable *broken_entries;   /* Entry* with broken set */
+  GHashTable *stored_slots;     /* while starting: the slots of the stored leases, not yet entries */
+  GPtrArray *pending;           /* Pending* */
   guint commit_source;
   Job *inflight; /* the batch a worker thread is writing, or NULL */
   GMutex lock;
@@ -135,6 +140,9 @@ void va_allocator_entry_free (Entry *e);
 char *va_allocator_make_key (const char *uuid, const char *mac);
 /* By "uuid/mac" key, or NULL. */
 Entry *va_allocator_lookup_entry (VaAllocator *self, const char *key);
+void va_allocator_insert_entry (VaAllocator *self, Entry *e);
+void va_allocator_remove_entry (VaAllocator *self, const char *key);
+void va_allocator_entry_set_broken (VaAllocator *self, Entry *e, const char *reason);
 /* How many software devices (issue 28) the leases of @pool, on
  * @network, hold (NULL: any pool, any network). */
 guint va_allocator_software_leases (VaAllocator *self, const char *pool, const char *network);

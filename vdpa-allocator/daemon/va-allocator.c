@@ -93,7 +93,8 @@ va_allocator_get_lease_broken (VaAllocator *self, const char *uuid, const char *
   return e ? entry_broken (self, e) : NULL;
 }
 
-/* Committed leases of @pool that carry nothing. */
+/* Committed leases of @pool that carry nothing: broken ones, and
+ * software ones whose device the backend gave up (entry_broken()). */
 static guint
 broken_leases (VaAllocator *self, const char *pool)
 {
@@ -101,9 +102,12 @@ broken_leases (VaAllocator *self, const char *pool)
   Entry *e;
   guint n = 0;
 
-  g_hash_table_iter_init (&iter, self->entries);
-  while (g_hash_table_iter_next (&iter, NULL, (gpointer *) &e))
-    if (e->state != ENTRY_PENDING && strcmp (e->lease->pool, pool) == 0)
+  g_hash_table_iter_init (&iter, self->broken_entries);
+  while (g_hash_table_iter_next (&iter, (gpointer *) &e, NULL))
+    n += e->state != ENTRY_PENDING && strcmp (e->lease->pool, pool) == 0;
+  g_hash_table_iter_init (&iter, self->software_entries);
+  while (g_hash_table_iter_next (&iter, (gpointer *) &e, NULL))
+    if (!e->broken && e->state != ENTRY_PENDING && strcmp (e->lease->pool, pool) == 0)
       {
         g_autofree char *why = entry_broken (self, e);
         n += why != NULL;
@@ -363,8 +367,7 @@ restore_lease (VaAllocator *self, Entry *e, GHashTable *devices)
     {
       /* never lose track of a lease: one whose slot is gone stays, broken */
       g_warning ("lease of %s on %s is broken: %s", e->key, lease->slot, local->message);
-      e->broken = TRUE;
-      e->broken_reason = g_strdup (local->message);
+      va_allocator_entry_set_broken (self, e, local->message);
       return;
     }
   if (lease->sriov)
@@ -429,7 +432,7 @@ restore_leases (VaAllocator *self, GPtrArray *leases, GError **error)
       Entry *e = va_allocator_entry_new (va_allocator_make_key (lease->uuid, lease->mac), va_lease_copy (lease), ENTRY_COMMITTED);
 
       restore_lease (self, e, devices ? by_slot : NULL);
-      g_hash_table_insert (self->entries, e->key, e);
+      va_allocator_insert_entry (self, e);
     }
   return TRUE;
 }
@@ -508,6 +511,8 @@ va_allocator_finalize (GObject *object)
   g_clear_handle_id (&self->commit_source, g_source_remove);
   va_allocator_finish_inflight (self);
   g_clear_pointer (&self->pending, g_ptr_array_unref);
+  g_clear_pointer (&self->software_entries, g_hash_table_unref);
+  g_clear_pointer (&self->broken_entries, g_hash_table_unref);
   g_clear_pointer (&self->entries, g_hash_table_unref);
   g_clear_pointer (&self->pools, va_pools_free);
   g_clear_pointer (&self->view, va_host_view_unref);
@@ -574,6 +579,8 @@ static void
 va_allocator_init (VaAllocator *self)
 {
   self->entries = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) va_allocator_entry_free);
+  self->software_entries = g_hash_table_new (NULL, NULL);
+  self->broken_entries = g_hash_table_new (NULL, NULL);
   self->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) va_allocator_pending_free);
   self->below_watermark = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->pf_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) va_allocator_pf_state_free);
