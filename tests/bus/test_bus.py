@@ -201,6 +201,48 @@ class BusTest(unittest.TestCase):
         added = [args for n, args in got if n == "LeaseAdded"][0][0]
         self.assertEqual(added["uuid"], UUID1)
 
+    def test_pool_property_changes_replay_to_the_current_values(self):
+        # a client that caches a pool's properties applies each
+        # PropertiesChanged to what it read: it must end at what GetAll
+        # answers now, and each change must name only what changed
+        pool = PATH + "/pool/accel"
+        deltas = []
+
+        def on_changed(conn, sender, path, iface, name, params):
+            if path == pool:
+                deltas.append(params.unpack()[1])
+
+        def get_all():
+            return self.bus.conn.call_sync(NAME, pool, "org.freedesktop.DBus.Properties", "GetAll",
+                                           GLib.Variant("(s)", ("org.vdpa_allocator.Pool1",)), None, 0, 30000, None).unpack()[0]
+
+        sub = self.bus.conn.signal_subscribe(NAME, "org.freedesktop.DBus.Properties", "PropertiesChanged", pool, None, 0, on_changed)
+        try:
+            cached = get_all()
+            for i in range(3):
+                allocate(self.bus, UUID1, mac(i))
+            call(self.bus, "Release", (UUID1, mac(1)), "(ss)")
+            call(self.bus, "Drain", ("accel", True), "(sb)")
+            call(self.bus, "Drain", ("accel", False), "(sb)")
+            ctx = GLib.MainContext.default()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and get_all() != dict(cached, **{k: v for d in deltas for k, v in d.items()}):
+                ctx.iteration(False)
+                time.sleep(0.01)
+            while ctx.iteration(False):
+                pass
+        finally:
+            self.bus.conn.signal_unsubscribe(sub)
+        self.assertGreaterEqual(len(deltas), 4, deltas)
+        for d in deltas:
+            self.assertTrue(d, "an empty PropertiesChanged")
+            for key, value in d.items():
+                self.assertIn(key, cached)
+                self.assertNotEqual(cached[key], value, "%s sent unchanged in %s" % (key, d))
+            cached.update(d)
+        self.assertEqual(cached, get_all())
+        self.assertEqual(cached["Leased"], 2)
+
     # -- authorization --------------------------------------------------------
 
     def private_vdpactl(self):

@@ -1348,19 +1348,20 @@ sync_pools (VaDbus *self, gboolean emit)
         }
       if (emit && old && !g_variant_equal (old, props))
         {
+          gsize n = g_variant_n_children (props), n_old = g_variant_n_children (old);
           GVariantBuilder b;
-          GVariantIter iter;
-          const char *key;
-          GVariant *value;
 
+          /* pool_props() puts the same keys in one order: an entry (key
+           * and value) unlike the old one at its index is a change (a
+           * lookup by key walked the dictionary for each) */
           g_variant_builder_init (&b, G_VARIANT_TYPE_VARDICT);
-          g_variant_iter_init (&iter, props);
-          while (g_variant_iter_next (&iter, "{&sv}", &key, &value))
+          for (gsize k = 0; k < n; k++)
             {
-              g_autoptr (GVariant) v = value;
-              g_autoptr (GVariant) was = g_variant_lookup_value (old, key, NULL);
-              if (!was || !g_variant_equal (was, v))
-                g_variant_builder_add (&b, "{sv}", key, v);
+              g_autoptr (GVariant) entry = g_variant_get_child_value (props, k);
+              g_autoptr (GVariant) was = k < n_old ? g_variant_get_child_value (old, k) : NULL;
+
+              if (!was || !g_variant_equal (entry, was))
+                g_variant_builder_add_value (&b, entry);
             }
           emit_props_changed (self, path, VA_BUS_POOL_IFACE, g_variant_builder_end (&b));
         }
