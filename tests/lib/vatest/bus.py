@@ -8,6 +8,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 import gi
 
@@ -198,3 +199,164 @@ def vdpactl(*args, user=None, check=False):
 def leases(bus):
     """ListLeases's records, straight off the bus."""
     return call(bus, "ListLeases")[0]
+
+
+def own_daemon(config=None, start=True):
+    """Marks a case of a SharedDaemonTest class that needs a daemon of its
+    own: it restarts or kills it, or changes its configuration, or asserts
+    what it logged or counted since its start (per-uid bounds, signals,
+    reloads). config: its configuration, else the class's; start False:
+    the case starts it itself (e.g. with an environment of its own)."""
+    def mark(func):
+        func.own_daemon = (config, start)
+        return func
+    return mark
+
+
+class SharedDaemonTest(unittest.TestCase):
+    """Cases that share one daemon per class (issue 24: under valgrind a
+    daemon's start costs seconds of CPU). A case gets the shared daemon
+    unless marked @own_daemon; after it, its leases are released and its
+    drains ended, then the daemon must be alive and its state back to what
+    it was after its start (no lease, every pool's counts and flags, the
+    run directory's files, the configuration), or the case fails and the
+    next case gets a new daemon: no case passes on another's leftovers.
+    The shared daemon is stopped at the end of the class, where its exit
+    status (valgrind's, under VA_DAEMON_WRAPPER) must be 0.
+
+    A case marked @own_daemon gets its daemon on a bus of its own (self.bus
+    for that case), as the shared one holds the name on the class's.
+
+    Subclasses: CONFIG (the daemon's configuration), setUpClass making
+    cls.bus, and they call super().setUp/tearDown/tearDownClass."""
+
+    CONFIG = CONFIG
+    maxDiff = None
+    _shared = None
+    _baseline = None
+
+    def _own(self):
+        return getattr(getattr(self, self._testMethodName), "own_daemon", None)
+
+    def setUp(self):
+        own = self._own()
+        if own is not None:
+            # and a bus of its own, where the shared daemon does not own
+            # the name this one waits for
+            config, start = own
+            self.bus = Bus()
+            self.addCleanup(self._close_own_bus)
+            self.daemon = Daemon(self.bus, config=config or self.CONFIG)
+            if start:
+                self.daemon.start()
+            return
+        cls = type(self)
+        if cls._shared is None:
+            cls._shared = Daemon(self.bus, config=self.CONFIG)
+            cls._shared.start()
+            self.settle(cls._shared)
+            cls._baseline = daemon_state(cls._shared)
+        self.daemon = cls._shared
+
+    def settle(self, daemon):
+        """Waits before the shared daemon's state is taken as the one each
+        case must leave: until it has reconciled (settled())."""
+        settled(daemon)
+
+    def tearDown(self):
+        if self._own() is not None:
+            rc = self.daemon.stop()
+            self.assertEqual(rc, 0, self.daemon.read_log()[-8000:])
+            self.daemon.remove()
+            return
+        cls = type(self)
+        try:
+            self.assertIsNone(self.daemon.proc.poll(), "the shared daemon died: " + self.daemon.read_log()[-8000:])
+            restore(self.daemon)
+            self.assertEqual(daemon_state(self.daemon), cls._baseline, "the case left the shared daemon changed")
+        except BaseException:
+            cls._retire()
+            raise
+
+    def _close_own_bus(self):
+        self.bus.close()
+        del self.bus  # the class's again
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=" + self.bus.socket
+
+    @classmethod
+    def _retire(cls):
+        """Stops the shared daemon; its exit status, or None if none ran."""
+        d, cls._shared, cls._baseline = cls._shared, None, None
+        if d is None:
+            return None
+        rc = d.stop()
+        log = d.read_log()
+        d.remove()
+        if rc != 0:
+            raise AssertionError("the shared daemon exited %d: %s" % (rc, log[-8000:]))
+        return rc
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._retire()
+
+
+def settled(daemon, timeout=300):
+    """Waits for the end of what the daemon does in the background after
+    its start: its reconciliation, after which the pools' warnings of a
+    libvirt network it could not define are set too."""
+    deadline = time.monotonic() + timeout
+    while not any(w in daemon.read_log() for w in ("reconciled:", "reconciliation failed")):
+        if daemon.proc.poll() is not None or time.monotonic() > deadline:
+            raise TimeoutError("the daemon did not reconcile: " + daemon.read_log()[-8000:])
+        time.sleep(0.05)
+
+
+def restore(daemon):
+    """Undoes what a case may leave on a shared daemon: its leases, by
+    domain, and its drains."""
+    bus = daemon.bus
+    for uuid in sorted({x["uuid"] for x in leases(bus)}):
+        call(bus, "ReleaseDomain", (uuid,), "(s)")
+    for path in pool_paths(bus):
+        props = pool_props(bus, path)
+        if props["Draining"]:
+            call(bus, "Drain", (props["Name"], False), "(sb)")
+
+
+def pool_paths(bus):
+    return bus.conn.call_sync(NAME, PATH, "org.freedesktop.DBus.Properties", "Get", GLib.Variant("(ss)", (IFACE, "Pools")),
+                              None, 0, 30000, None).unpack()[0]
+
+
+def pool_props(bus, path):
+    return bus.conn.call_sync(NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
+                              GLib.Variant("(s)", ("org.vdpa_allocator.Pool1",)), None, 0, 30000, None).unpack()[0]
+
+
+def daemon_state(daemon):
+    """What a case may change and the next may rely on: the leases, each
+    pool's properties, the run directory's files and links (a file's
+    content, a link's target; not the metrics file, whose counters only
+    grow; not the directories, made when first needed: ports/, and
+    ports/UUID/ which Release of a domain's last NIC leaves, ReleaseDomain
+    not) and the configuration directory's files. Its calls are also a
+    round trip after the last release, whose signals are thus sent before
+    the next case listens."""
+    bus = daemon.bus
+    state = {"leases": leases(bus), "pools": {path: pool_props(bus, path) for path in pool_paths(bus)}}
+    for name, top in (("run", daemon.run_dir), ("conf", daemon.conf_dir)):
+        files = {}
+        for d, dirs, names in os.walk(top):
+            for n in dirs + names:
+                path = os.path.join(d, n)
+                rel = os.path.relpath(path, top)
+                if rel == "metrics.prom":
+                    continue
+                if os.path.islink(path):
+                    files[rel] = "-> " + os.readlink(path)
+                elif os.path.isfile(path):
+                    with open(path, "rb") as f:
+                        files[rel] = f.read(65536)
+        state[name] = files
+    return state
