@@ -17,7 +17,7 @@ import termios
 import time
 import unittest
 
-from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
+from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, SharedDaemonTest, call, dbus_error_name, own_daemon, vdpactl
 from vatest.paths import DAEMON, VDPACTL
 from vatest.simconf import ACCEL, sim_config
 from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
@@ -57,24 +57,31 @@ def on_terminal(args, columns):
     return out.decode().replace("\r\n", "\n")
 
 
-class BusTest(unittest.TestCase):
+# under valgrind the daemon runs one thread at a time, so how calls and
+# parses interleave is its choice: the cases so marked are the plain run's
+# (a skip before setUp, which would start a daemon for nothing)
+skip_under_a_wrapper = unittest.skipIf(os.environ.get("VA_DAEMON_WRAPPER"),
+                                       "the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
+
+
+class BusTest(SharedDaemonTest):
+    """One daemon for the cases that leave only leases and drains
+    (SharedDaemonTest checks they are undone); @own_daemon for the rest."""
+
     @classmethod
     def setUpClass(cls):
         cls.bus = Bus()
 
     @classmethod
     def tearDownClass(cls):
-        cls.bus.close()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.bus.close()
 
     def setUp(self):
+        super().setUp()
         self.bus.polkit_allow([])
-        self.daemon = Daemon(self.bus)
-        self.daemon.start()
-
-    def tearDown(self):
-        rc = self.daemon.stop()
-        self.assertEqual(rc, 0, self.daemon.read_log())
-        self.daemon.remove()
 
     def assertDBusError(self, name, func, *args):
         with self.assertRaises(GLib.Error) as ctx:
@@ -342,6 +349,7 @@ class BusTest(unittest.TestCase):
 
     # -- durability and life cycle -------------------------------------------------
 
+    @own_daemon()
     def test_leases_survive_sigkill(self):
         leases = [allocate(self.bus, UUID1, mac(i)) for i in range(3)]
         self.assertEqual(self.daemon.stop(signal.SIGKILL), -signal.SIGKILL)
@@ -354,17 +362,14 @@ class BusTest(unittest.TestCase):
         pool = json.loads(vdpactl("pool", "show", "accel", "-j", check=True).stdout)
         self.assertEqual(pool["leased"], 3)
 
+    @own_daemon(config=sim_config(
+        pfs=2, vfs=2, numa_nodes=2,
+        pools={"accel": dict(match_pf="sim0", max_vqp=1), "cx6-p1": dict(match_pf="enp179s0f1", match_vendor="15b3")},
+        networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
     def test_dev_list_shows_the_pfs_vfs_and_why_a_pf_is_in_no_pool(self):
         # issue 26, point 2: what the daemon sees, as `devlink dev show` and
         # `vdpa mgmtdev show` would, with its pools beside it; open to any
         # local user, as the other reads
-        self.daemon.stop()
-        self.daemon.remove()
-        self.daemon = Daemon(self.bus, config=sim_config(
-            pfs=2, vfs=2, numa_nodes=2,
-            pools={"accel": dict(match_pf="sim0", max_vqp=1), "cx6-p1": dict(match_pf="enp179s0f1", match_vendor="15b3")},
-            networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
-        self.daemon.start()
         lease = call(self.bus, "Allocate", (UUID1, "web5", mac(1), "vpc2", {}), "(ssssa{sv})")[0]
         r = vdpactl("dev", "list", "-j", user=NOBODY)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -431,6 +436,7 @@ class BusTest(unittest.TestCase):
         piped = vdpactl("lease", "list", "-o", "MAC,PORT", "--no-headers", check=True).stdout
         self.assertEqual(piped, "%s  %s\n" % (mac(1), lease["port"]))
 
+    @own_daemon()
     def test_lease_whose_slot_is_gone_is_listed_broken(self):
         kept = allocate(self.bus, UUID1, mac(1))
         lost = allocate(self.bus, UUID1, mac(2))
@@ -450,6 +456,7 @@ class BusTest(unittest.TestCase):
         self.assertTrue(listed[mac(2)]["broken"])
         self.assertIn("names slot %s, which no pool has" % lost["slot"], listed[mac(2)]["broken_reason"])
 
+    @own_daemon()
     def test_reload_on_sighup(self):
         dropin = os.path.join(self.daemon.conf_dir, "conf.d")
         os.makedirs(dropin)
@@ -474,6 +481,7 @@ class BusTest(unittest.TestCase):
         self.assertServing()
         self.assertEqual(allocate(self.bus, UUID1, mac(2), "vpc9")["vlan"], 9)
 
+    @own_daemon()
     def test_reload_says_a_changed_simulate_group_waits_for_a_restart(self):
         # issue 26, point 9: the backend is made at start; a reload that
         # asks another one used to be ignored without a word
@@ -556,28 +564,24 @@ print(json.dumps(results))
         return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", self.FLOOD,
                                str(n), "leave" if leave else "wait"], capture_output=True, text=True, timeout=300)
 
-    def skip_under_a_wrapper(self):
-        # valgrind runs one thread at a time, so how calls and parses
-        # interleave is its choice: these two are the plain run's
-        if os.environ.get("VA_DAEMON_WRAPPER"):
-            self.skipTest("the daemon's threads are serialized under VA_DAEMON_WRAPPER (valgrind)")
-
     def hold_rewrites(self, ms):
-        """Restarts the daemon with each rewrite holding its slot and its
-        worker @ms before it parses (VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS):
+        """Starts the case's own daemon (@own_daemon(start=False)) with each
+        rewrite holding its slot and its worker @ms before it parses
+        (VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS):
         the calls that come meanwhile find them taken whatever the
         machine's pace. Without it the parses of a fast machine, or the
         slow sends of a loaded one, ended before the fifth call came, now
         and then."""
-        self.assertEqual(self.daemon.stop(), 0)
+        self.assertIsNone(self.daemon.proc)
         os.environ["VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS"] = str(ms)
         try:
             self.daemon.start()
         finally:
             del os.environ["VDPA_ALLOCATOR_TEST_REWRITE_HOLD_MS"]
 
+    @skip_under_a_wrapper
+    @own_daemon(start=False)
     def test_rewrite_domain_is_bounded_per_user(self):
-        self.skip_under_a_wrapper()
         # each call holds its slot 7 s, on the 2 threads of unprivileged
         # users: the user's slots free 2 at a time, at 7 s and 14 s
         self.hold_rewrites(7000)
@@ -595,8 +599,9 @@ print(json.dumps(results))
         self.assertEqual((results.count("ok"), results.count("org.vdpa_allocator.Error.TryAgain")), (6, 6), results)
         self.assertServing()
 
+    @skip_under_a_wrapper
+    @own_daemon(start=False)
     def test_rewrite_domain_of_a_caller_that_left_is_not_parsed(self):
-        self.skip_under_a_wrapper()
         self.hold_rewrites(5000)
         r = self.flood(4, leave=True)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -639,8 +644,9 @@ print(json.dumps(order))
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p
 
+    @skip_under_a_wrapper
+    @own_daemon(start=False)
     def test_list_devices_shares_the_bounds_of_the_open_methods(self):
-        self.skip_under_a_wrapper()
         self.hold_rewrites(4000)
         p = self.open_order()
         self.assertEqual(p.stdout.readline().strip(), "sent")
@@ -664,8 +670,9 @@ print(json.dumps(order))
         return self.bus.conn.call_sync(NAME, path, "org.freedesktop.DBus.Properties", "Get", GLib.Variant("(ss)", (iface, prop)),
                                        None, 0, 30000, None).unpack()[0]
 
+    @skip_under_a_wrapper
+    @own_daemon(start=False)
     def test_property_reads_share_the_bounds_of_the_open_methods(self):
-        self.skip_under_a_wrapper()
         self.hold_rewrites(4000)
         p = self.open_order("Get")
         self.assertEqual(p.stdout.readline().strip(), "sent")
@@ -740,6 +747,7 @@ print(json.dumps(results))
         self.assertGreaterEqual(results.get(method + " org.vdpa_allocator.Error.TryAgain", 0), 120 - 32, results)
         self.assertServing()
 
+    @own_daemon(start=False)
     def test_property_reads_of_a_user_are_bounded(self):
         # GDBus answered them all itself, as fast as the user sent them
         self.assert_held_flood_bounded("Get", lambda: self.assertEqual(self.get_prop("LeaseCount"), 0))
@@ -748,6 +756,7 @@ print(json.dumps(results))
         return self.bus.conn.call_sync(NAME, path, "org.freedesktop.DBus.Introspectable", "Introspect", None, None, 0, 30000,
                                        None).unpack()[0]
 
+    @own_daemon(start=False)
     def test_introspect_of_a_user_is_bounded(self):
         # Introspect takes a slot of the caller's uid and waits in its
         # queue as the open methods do. GDBus answered them all itself, as
@@ -756,18 +765,17 @@ print(json.dumps(results))
         self.assert_held_flood_bounded(
             "Introspect", lambda: self.assertIn('<interface name="%s">' % IFACE, self.introspect(PATH)))
 
+    INTROSPECT_POOLS = ["accel", "b2", "zz", "m", "a", "q9", "k"]
+
+    @own_daemon(config=sim_config(pfs=2, vfs=4, numa_nodes=2, pools={n: dict(ACCEL, max_vqp=4) for n in INTROSPECT_POOLS},
+                                  networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
     def test_introspect_answers_what_gdbus_answers(self):
         # the daemon answers Introspect itself (to bound it): byte for byte
         # what GDBus answers, for every path it exports and their parents
         # (child nodes included, several pools) and one it does not. The
         # reference: the same interfaces registered in the same order (the
         # child nodes' order depends on it) by GDBus in this process
-        self.assertEqual(self.daemon.stop(), 0)
-        self.daemon.remove()
-        pools = ["accel", "b2", "zz", "m", "a", "q9", "k"]
-        self.daemon = Daemon(self.bus, sim_config(pfs=2, vfs=4, numa_nodes=2, pools={n: dict(ACCEL, max_vqp=4) for n in pools},
-                                                  networks={"vpc2": dict(mode="vdpa", pool="accel", vlan=2334)}))
-        self.daemon.start()
+        pools = self.INTROSPECT_POOLS
         with open(os.path.join(os.environ["VA_SRCDIR"], "vdpa-allocator/daemon/dbus/org.vdpa_allocator.Allocator1.xml")) as f:
             node = Gio.DBusNodeInfo.new_for_xml(f.read())
         ref = Gio.DBusConnection.new_for_address_sync(
