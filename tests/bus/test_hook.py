@@ -13,7 +13,7 @@ import time
 import unittest
 
 from vatest import hookdoc
-from vatest.bus import Bus, Daemon, call, leases, vdpactl
+from vatest.bus import PATH, Bus, Daemon, SharedDaemonTest, call, leases, own_daemon, pool_props, vdpactl
 from vatest.hookdoc import CONFIG, PLAIN, UUID, domain
 from vatest.paths import HOOK
 from vatest.simconf import ACCEL, sim_config
@@ -24,23 +24,26 @@ def hook(xml, op, sub, name="vm1", hook_path=HOOK, env=None):
                           env=env)
 
 
-class HookTest(unittest.TestCase):
+class HookTest(SharedDaemonTest):
+    """One daemon for the cases that leave only leases (SharedDaemonTest
+    checks they are undone); @own_daemon for the one that stops it."""
+
+    CONFIG = CONFIG
+
     @classmethod
     def setUpClass(cls):
         cls.bus = Bus()
 
     @classmethod
     def tearDownClass(cls):
-        cls.bus.close()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.bus.close()
 
     def setUp(self):
-        self.daemon = Daemon(self.bus, config=CONFIG)
-        self.daemon.start()
+        super().setUp()
         hookdoc.PORT_ROOT = os.path.join(self.daemon.run_dir, "ports")
-
-    def tearDown(self):
-        self.daemon.stop()
-        self.daemon.remove()
 
     def leases(self):
         return leases(self.bus)
@@ -108,6 +111,7 @@ class HookTest(unittest.TestCase):
         self.assertOneLine(r, "domain vm1", "invalid domain XML")
         self.assertEqual(self.leases(), [])
 
+    @own_daemon()
     def test_daemon_down_refuses_start_but_not_stop(self):
         self.daemon.stop()
         xml = domain([("52:54:00:00:00:01", "vpc2", "vdpa")])
@@ -535,11 +539,16 @@ class SoftwareMemoryHookTest(unittest.TestCase):
         self.assertEqual([x["form"] for x in sw], ["software"])
 
 
-class SriovHookTest(unittest.TestCase):
+class SriovHookTest(SharedDaemonTest):
     """kind=sriov: libvirt picks the VF from the pool's hostdev network
     after prepare begin (libvirt 9.0's prepare XML still shows
     type='network', tests/lab/lab-igb-daemon.sh); the hook records it at
-    start begin."""
+    start begin. One daemon for the cases that leave only leases
+    (SharedDaemonTest checks they are undone, the simulated VFs' files
+    too); @own_daemon for those that read what it did since its start or
+    restart it."""
+
+    CONFIG = SRIOV_CONFIG
 
     @classmethod
     def setUpClass(cls):
@@ -547,16 +556,23 @@ class SriovHookTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.bus.close()
+        try:
+            super().tearDownClass()
+        finally:
+            cls.bus.close()
 
     def setUp(self):
-        self.daemon = Daemon(self.bus, config=SRIOV_CONFIG)
-        self.daemon.start()
+        super().setUp()
         self.env = dict(os.environ, VDPA_ALLOCATOR_CONFIG_DIR=self.daemon.conf_dir)
 
-    def tearDown(self):
-        self.daemon.stop()
-        self.daemon.remove()
+    def settle(self, daemon):
+        # and until it has tried to define pool pt's hostdev network in
+        # libvirt, which is unreachable here: the pool's Warning says so
+        super().settle(daemon)
+        deadline = time.monotonic() + 300
+        while not pool_props(self.bus, PATH + "/pool/pt")["Warning"]:
+            self.assertLess(time.monotonic(), deadline, daemon.read_log())
+            time.sleep(0.05)
 
     def leases(self):
         return leases(self.bus)
@@ -603,6 +619,7 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual(self.leases(), [])
         self.assertEqual(self.pool()["free"], 2)
 
+    @own_daemon()
     def test_a_failover_standby_leases_nothing_and_its_tap_is_tagged(self):
         # issue 27, point 5: the standby is a tap on the network's bridge;
         # its VF is leased when the daemon plugs it beside the standby
@@ -696,6 +713,7 @@ class SriovHookTest(unittest.TestCase):
         self.assertIn("pool pt is kind sriov", r.stderr)
         self.assertEqual(len(self.leases()), 1)
 
+    @own_daemon()
     def test_reconcile_resets_a_vf_left_with_a_vlan_and_no_lease(self):
         # the simulated NIC keeps a VF's VLAN and MAC in RUN/sim/vf/SLOT;
         # SLOT.held stands for libvirt's saved state of a passthrough
@@ -753,6 +771,7 @@ class SriovHookTest(unittest.TestCase):
         self.assertEqual(r.returncode, 5, r.stderr)
         return json.loads(r.stdout)
 
+    @own_daemon()
     def test_reconcile_leaves_a_vf_a_host_driver_holds_and_does_not_offer_it(self):
         # issue 25 (6): a free VF on igbvf or mlx5_core (a container's VF,
         # a host storage VF) counted as left by a crash: its VLAN and MAC
