@@ -798,23 +798,24 @@ class InstalledHost(unittest.TestCase):
         self.assertIn("<interface type='vdpa'>", live)
         self.assertIn(self.GUEST_MAC, live)
         self.assertEqual(qemu_pid(name), pid)
-        # the guest saw its NIC go (/init --uevent); whether it sees the
-        # plugged one come back is logged, not asserted: on the VDUSE
-        # stand-in (vduse-net) no "add" came within 180 s in one run
+        # the guest saw its NIC go and come back (/init --uevent). The
+        # stand-in's MAC is vduse-net's own (52:54:00:7a:00:01: VDUSE
+        # refuses vdpa dev add's mac, so its config space keeps it), where
+        # a hardware device carries the lease's; the lease's is checked
+        # above, on the daemon's side
         netdev = r"VA-GUEST-NETDEV action=(\w+) iface=\S+(?: mac=(\S+))?"
-        seen = wait_until(lambda: re.findall(netdev, lab.read_text(serial)[len(console):]), 60,
-                          "the guest's VA-GUEST-NETDEV lines", interval=2)
         try:
-            seen = wait_until(lambda: (lambda s: s if ("add", self.GUEST_MAC) in s else None)(
-                re.findall(netdev, lab.read_text(serial)[len(console):])), 90, "the NIC back in the guest", interval=2)
+            seen = wait_until(lambda: (lambda s: s if "add" in [a for a, _ in s] else None)(
+                re.findall(netdev, lab.read_text(serial)[len(console):])), 180, "the NIC back in the guest", interval=2)
         except TimeoutError as e:
             log("%s: the guest's console since its tests:\n%s\nQEMU's virtio devices: %s\nvduse-net of %s:\n%s", e,
                 lab.read_text(serial)[len(console):][-2000:], virtio_status(name), hw["mgmtdev"],
                 lab.read_text(os.path.join(lab.WORK, "vduse-%s.log" % hw["mgmtdev"]))[-2000:])
+            raise
         offline = re.search(r"\(([\d.]+) s without it\)", ends[1].get("VA_PROMOTE_RESULT", ""))
         log("the promotion took %.1f s from the release of a hardware lease to QEMU holding the new node, the NIC "
             "%s s out of the guest (the helper's count); the guest saw %s", gap, offline and offline.group(1), seen)
-        self.assertEqual(seen[0][0], "remove", seen)
+        self.assertEqual([a for a, _ in seen][:2], ["remove", "add"], seen)
 
         # --- issue 14: save and restore through the swap (the code of
         # vdpactl domain portable|accelerate --live, which the libvirt tier
@@ -844,8 +845,6 @@ class InstalledHost(unittest.TestCase):
             self.assertEqual(f.read().strip(), "libvirt-%s (enforce)" % uuid)
         (lease,) = [l for l in leases() if l["uuid"] == uuid]
         self.assertEqual(lease["form"], "hardware", lease)
-        log("after the restore: the guest's NIC lines %s; QEMU's virtio devices: %s",
-            re.findall(netdev, lab.read_text(serial)[len(console):]), virtio_status(name))
         self.assertIn(lease["chardev"], fds_of(pid))
         # the helper's end: one journal event, from the daemon's unit
         ends = wait_until(lambda: journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=uuid)[len(swap_backs):], 60,
