@@ -18,6 +18,10 @@
 #                       T~N is T again, its N-th repeat (one name each)
 #   va.time=SECONDS     length of each iperf3 test (default 3)
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
+#   va.then=WHAT        what the client does after VA-GUEST-DONE: poweroff
+#                       (default), or hold: stay up, idle (its NICs can
+#                       still be unplugged and plugged: the host's next
+#                       steps on a guest that booted once)
 #
 # Serial console (ttyS0) protocol, one marker per line:
 #   VA-GUEST-MODULE name=... module=M   an optional driver (a VF's) loaded
@@ -31,7 +35,8 @@
 #       with iperf3 -J's JSON between them
 #   VA-IPERF3-STDERR name=... test=... TEXT   iperf3's warnings, if any
 #   VA-PING-BEGIN / VA-PING-END         the same for ping
-#   VA-GUEST-DONE name=... failed=N     then the client powers off
+#   VA-GUEST-DONE name=... failed=N     then the client powers off (or
+#       holds, va.then=hold)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 
 # Every process costs: nested in the lab host (QEMU TCG inside QEMU TCG),
@@ -98,6 +103,8 @@ param time
 t=${REPLY:-3}
 param ip
 ips=$REPLY
+param then
+then=${REPLY:-poweroff}
 
 say() {
     echo "$* name=$name"
@@ -232,6 +239,7 @@ for test in $(echo "$tests" | tr ',' ' '); do
 done
 
 say "VA-GUEST-DONE failed=$failed"
+[ "$then" = hold ] && hold
 sync
 poweroff -f
 hold

@@ -11,9 +11,14 @@ root. Then an operator's journey: a vduse-test pool configured and
 reloaded, a marked domain accelerated and started paused, the guest's device
 kept through release, reconcile and restarts of both daemons and an
 upgrade, given back at destroy; polkit's example rule for group libvirt;
-then a running guest (tests/guest, nested under TCG) whose NIC vdpactl swaps
-to portable for a save, then restores, the daemon's swap-back helper
-re-accelerating it under the installed unit; remove and purge; no AppArmor denial.
+a software device under the unit (issue 28); then ONE running guest
+(tests/guest, nested under TCG: its boot is the costly part) that starts
+on a software device because its pool's hardware is taken, carries traffic
+through the relay (which a daemon restart during its boot replaces), is
+promoted onto a freed hardware slot by the daemon's helper (promote=true),
+and whose NIC vdpactl then swaps to portable for a save and back after the
+restore, the daemon's swap-back helper re-accelerating it under the
+installed unit; remove and purge; no AppArmor denial.
 
     lab_host.py --systemd --deb --guest -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
 
@@ -53,6 +58,7 @@ AA_LOCAL = {"/etc/apparmor.d/local/abstractions/libvirt-qemu": "include if exist
 MSG_CLAIM = "ecddd6d0a5054f8c88a60a3a9128b973"  # contrib/vdpa-allocator.catalog
 MSG_DENIED = "6a144a9b1f41448f9937e80526573101"
 MSG_SWAP_BACK = "5ed5e85968c54c54bfda2254e2f5200d"
+MSG_PROMOTE = "ab8b0f391e004ed1afbc4f8b83335d3b"
 # the tiny guest of tests/guest (lab_host.py --guest), as an operator keeps
 # images: where libvirt's AppArmor and DAC drivers expect them
 GUEST_KERNEL = os.environ.get("LAB_GUEST_KERNEL", "")
@@ -121,6 +127,24 @@ def journal_events(message_id, **fields):
     r = sh(["journalctl", "-b", "--no-pager", "-o", "json", "MESSAGE_ID=" + message_id] +
            ["%s=%s" % kv for kv in fields.items()], check=False)
     return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+
+
+def virtio_status(name):
+    """QEMU's view of a domain's virtio devices (x-query-virtio-status): the
+    status bits the guest's drivers set (DRIVER_OK: a driver runs it), for
+    a log line."""
+    def qmp(cmd, **args):
+        r = virsh("qemu-monitor-command", name, json.dumps({"execute": cmd, "arguments": args}), check=False)
+        return json.loads(r.stdout).get("return") if r.returncode == 0 else r.stderr.strip()
+    out = []
+    try:
+        devices = qmp("x-query-virtio")
+        for d in devices if isinstance(devices, list) else []:
+            st = qmp("x-query-virtio-status", path=d["path"])
+            out.append("%s %s: %s" % (d["path"], d.get("name"), st.get("status") if isinstance(st, dict) else st))
+        return out or devices
+    except (ValueError, KeyError, RuntimeError, subprocess.SubprocessError) as e:
+        return "not known: %r" % e
 
 
 def main_pid():
@@ -464,102 +488,6 @@ class InstalledHost(unittest.TestCase):
         self.assertNotIn(lease["device"], lab.vdpa_devices())
         self.assertEqual(pool()["free"], 2)
 
-    SWAP_NAME = "vm2"
-    SWAP_UUID = "1ab00000-0000-4000-8000-0000000000cc"
-    SWAP_MAC = "52:54:00:1a:b0:cc"
-    SWAP_SLOT = "<address type='pci' domain='0x0000' bus='0x00' slot='0x05' function='0x0'/>"
-
-    def swap_guest_xml(self):
-        """tests/guest as a domain of this host: its images under
-        /var/lib/libvirt/images, one NIC marked for the accelerated network
-        on a bridge in a fixed PCI slot, as an operator defines it."""
-        from vatest import guest
-        os.makedirs(IMAGES, exist_ok=True)
-        kernel, initrd = (os.path.join(IMAGES, "va-guest-" + os.path.basename(p)) for p in (GUEST_KERNEL, GUEST_INITRD))
-        shutil.copy(GUEST_KERNEL, kernel)
-        shutil.copy(GUEST_INITRD, initrd)
-        iface = ("<interface type='bridge'><mac address='%s'/><source bridge='%s'/><model type='virtio'/>%s"
-                 "</interface>" % (self.SWAP_MAC, lab.BRIDGE, self.SWAP_SLOT))
-        xml = guest.domain_xml(self.SWAP_NAME, kernel, initrd, guest.guest_cmdline(self.SWAP_NAME), [], uuid=self.SWAP_UUID,
-                               interfaces=iface)
-        return xml.replace("<memory unit='MiB'>256</memory>",
-                           "<metadata><vdpa:nics xmlns:vdpa='%s'><vdpa:nic mac='%s' network='%s'/></vdpa:nics></metadata>\n"
-                           "  <memory unit='MiB'>128</memory>" % (lab.NS, self.SWAP_MAC, lab.NETWORK))
-
-    def swap_vdpactl(self, *args, timeout=600):
-        env = dict(os.environ, VDPA_ALLOCATOR_UNPLUG_TIMEOUT=UNPLUG_TIMEOUT)
-        with Timer("vdpactl " + " ".join(args)):
-            r = sh([VDPACTL] + list(args), check=False, timeout=timeout, env=env)
-        log("vdpactl %s: exit %d: %s%s", " ".join(args), r.returncode, r.stdout, r.stderr)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
-
-    def test_10_a_running_guests_nic_swaps_for_a_save_and_comes_back_after_the_restore(self):
-        # issue 14 on a stock host: vdpactl's swap of a running guest's NIC
-        # (the move a migration or save needs; a paused guest cannot eject
-        # a NIC), QEMU as libvirt-qemu under its profile; after a restore
-        # the hook's started begin asks the daemon, whose
-        # vdpa-allocator-libvirt-swap runs under the installed unit
-        from vatest import guest
-        name = self.SWAP_NAME
-        os.makedirs(os.path.dirname(DROP_IN), exist_ok=True)
-        with open(DROP_IN, "w") as f:
-            f.write("[Service]\nEnvironment=VDPA_ALLOCATOR_UNPLUG_TIMEOUT=%s\n" % UNPLUG_TIMEOUT)
-        systemctl("daemon-reload")
-        systemctl("restart", UNIT)
-        self.assertIn("VDPA_ALLOCATOR_UNPLUG_TIMEOUT=" + UNPLUG_TIMEOUT,
-                      systemctl("show", "-p", "Environment", "--value", UNIT).stdout)
-        path = os.path.join(lab.WORK, name + ".xml")
-        with open(path, "w") as f:
-            f.write(self.swap_guest_xml())
-        virsh("define", path)
-        self.addCleanup(virsh, "undefine", name, check=False)
-        self.addCleanup(virsh, "destroy", name, check=False)
-        sh([VDPACTL, "domain", "accelerate", name])
-        with Timer("virsh start %s (the nested guest boots)" % name):
-            virsh("start", name)
-            wait_until(lambda: "VA-GUEST-READY" in (lab.read_text(guest.serial_path(name)) or ""), 900,
-                       "the guest's VA-GUEST-READY", interval=2)
-        pid = qemu_pid(name)
-        with open("/proc/%d/attr/current" % pid) as f:
-            self.assertEqual(f.read().strip(), "libvirt-%s (enforce)" % self.SWAP_UUID)
-        self.assertEqual(os.stat("/proc/%d" % pid).st_uid, int(sh(["id", "-u", "libvirt-qemu"]).stdout))
-        (lease,) = leases()
-        self.assertEqual((lease["uuid"], lease["mac"]), (self.SWAP_UUID, self.SWAP_MAC))
-        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
-
-        # save and restore through the swap (the code of vdpactl domain
-        # portable|accelerate --live, which the libvirt tier runs): the save
-        # swaps the NIC to its portable form by hot-plug, its tap joined to
-        # the VLAN, and QEMU, as libvirt-qemu, saves that; the restored
-        # domain's NIC is the daemon's to swap back
-        image = os.path.join(SAVE_DIR, name + ".save")
-        r = self.swap_vdpactl("domain", "save", name, image, "-j")
-        self.assertEqual([(n["path"], n["form_before"], n["form_after"]) for n in json.loads(r.stdout)["nics"]],
-                         [("swap", "accelerated", "portable")], r.stdout)
-        self.assertEqual(virsh("domstate", name).stdout.strip(), "shut off")
-        wait_until(lambda: leases() == [], 30, "the lease given back at the save")
-        swap_backs = journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=self.SWAP_UUID)
-        r = self.swap_vdpactl("domain", "restore", image, "--swap-back-timeout", "600", "-j", timeout=900)
-        doc = json.loads(r.stdout)
-        self.assertEqual([(n["path"], n["form_after"], n["destination_form"]) for n in doc["nics"]],
-                         [("swap", "accelerated", "accelerated")], doc)
-        self.assertIn("accelerated again", doc["nics"][0]["destination_note"])
-        live = virsh("dumpxml", name).stdout
-        self.assertIn("<interface type='vdpa'>", live)
-        self.assertNotIn("swap-back", live)
-        (lease,) = leases()
-        self.assertIn(lease["chardev"], fds_of(qemu_pid(name)))
-        # the helper's end: one journal event, from the daemon's unit
-        ends = wait_until(lambda: journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=self.SWAP_UUID)[len(swap_backs):], 60,
-                          "the swap back's journal event", interval=1)
-        log("swap back: %s", [(e.get("_SYSTEMD_UNIT"), e.get("MESSAGE")) for e in ends])
-        self.assertEqual([e.get("_SYSTEMD_UNIT") for e in ends], [UNIT], ends)
-        self.assertIn("%s accelerated" % self.SWAP_MAC, ends[0].get("VA_SWAP_BACK_RESULT", ""), ends)
-        virsh("destroy", name)
-        wait_until(lambda: not leases(), 30, "the lease gone after virsh destroy", interval=0.5)
-        self.assertEqual(pool()["free"], 2)
-
     def op_allocate(self):
         return sh(["runuser", "-u", self.OP_USER, "--", VDPACTL, "allocate", "--uuid", self.OP_UUID, "--mac",
                    self.OP_MAC, "--network", lab.NETWORK], check=False, timeout=90)
@@ -624,10 +552,13 @@ class InstalledHost(unittest.TestCase):
         wait_until(lambda: not lab.relay_processes(), 30, "no relay left")
         type(self).software_pool = True
 
-    SOFT_NAME = "vm3"
-    SOFT_UUID = "1ab00000-0000-4000-8000-0000000000dd"
-    SOFT_MAC = "52:54:00:1a:b0:dd"  # software vDPA, VLAN 11
-    ANCHOR_MAC = "52:54:00:1a:b0:d1"  # portable (vhost-net), the plain network's VLAN
+    def swap_vdpactl(self, *args, timeout=600):
+        env = dict(os.environ, VDPA_ALLOCATOR_UNPLUG_TIMEOUT=UNPLUG_TIMEOUT)
+        with Timer("vdpactl " + " ".join(args)):
+            r = sh([VDPACTL] + list(args), check=False, timeout=timeout, env=env)
+        log("vdpactl %s: exit %d: %s%s", " ".join(args), r.returncode, r.stdout, r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
 
     def peer(self, ns, vid, addr):
         """A namespace on br-lab in VLAN vid at addr, running iperf3 -s."""
@@ -644,30 +575,102 @@ class InstalledHost(unittest.TestCase):
         sh(["ip", "-n", ns, "link", "set", port + "-in", "up"])
         sh(["ip", "netns", "exec", ns, "iperf3", "-s", "-D"])
 
-    def test_10c_a_guest_whose_pool_is_all_software_starts_and_carries_traffic(self):
-        """Issue 28: a marked domain whose pool has no hardware starts at a
-        plain virsh start (the hook's prepare begin makes a software
-        device), and its NIC carries ping, TCP and UDP on its VLAN; the same
-        guest's portable NIC is the anchor. Nested TCG figures."""
+    GUEST_NAME = "vm2"
+    GUEST_UUID = "1ab00000-0000-4000-8000-0000000000cc"
+    GUEST_MAC = "52:54:00:1a:b0:cc"  # software vDPA, then hardware; VLAN 11
+    GUEST_DEVICE = "vasw-5254001ab0cc"  # its software device
+    GUEST_TAP = "vs5254001ab0cc"  # and that device's tap
+    ANCHOR_MAC = "52:54:00:1a:b0:d1"  # portable (vhost-net), the plain network's VLAN
+    # the lab pool with a software slot, and a network on it that promotes
+    PROMO_CONF = os.path.join(CONFIG_DIR, "conf.d", "promote.conf")
+    PROMO = "promo"
+    PROMO_VLAN = 11
+    # the test's own leases that fill the hardware stand-in pool
+    HOLDS = [("1ab00000-0000-4000-8000-0000000000f1", "52:54:00:1a:b0:f1"),
+             ("1ab00000-0000-4000-8000-0000000000f2", "52:54:00:1a:b0:f2")]
+
+    def test_10c_a_guest_starts_on_software_is_promoted_then_swaps_for_a_save(self):
+        """One nested guest (tests/guest under TCG in the lab's TCG, its boot
+        the costly part), three journeys in turn:
+
+        - issue 28, software: its pool's hardware taken (the test's leases,
+          their nodes held open as a guest would), a marked domain starts
+          at a plain virsh start (the hook's prepare begin makes a software
+          device), the daemon restarted while it boots replaces the relay,
+          and the NIC carries ping, TCP and UDP on its VLAN; the same
+          guest's portable NIC is the anchor. Nested TCG figures;
+        - issue 28, promotion: a hardware slot freed, the daemon's helper
+          (network promote=true) moves the running guest's NIC onto it
+          under the installed unit: same MAC and port path, QEMU holds the
+          new node, the software device, its relay and tap gone, the
+          journal says so; the gap measured;
+        - issue 14: vdpactl's swap of the guest's (now hardware) NIC for a
+          save (a paused guest cannot eject a NIC), QEMU as libvirt-qemu
+          under its profile; after a restore the hook's started begin asks
+          the daemon, whose vdpa-allocator-libvirt-swap runs under the
+          installed unit."""
         from vatest import guest
         if not getattr(type(self), "software_pool", False):
-            self.skipTest("no software pool (test_10b)")
-        name = self.SOFT_NAME
-        self.addCleanup(lambda: os.path.exists(self.SW_CONF) and (os.unlink(self.SW_CONF), systemctl("reload", UNIT)))
-        self.peer("va-soft-peer", 11, "10.28.11.1")
+            self.skipTest("no software device under the unit (test_10b)")
+        name, uuid = self.GUEST_NAME, self.GUEST_UUID
+
+        def drop_configs():
+            for path in (self.SW_CONF, self.PROMO_CONF):
+                if os.path.exists(path):
+                    os.unlink(path)
+            systemctl("reload", UNIT)
+        self.addCleanup(drop_configs)
+        with open(self.PROMO_CONF, "w") as f:
+            f.write("[pool %s]\nsoftware-slots=1\n\n" % lab.POOL +
+                    "[network %s]\nmode=vdpa\npool=%s\nvlan=%d\nfallback-bridge=%s\npromote=true\n"
+                    % (self.PROMO, lab.POOL, self.PROMO_VLAN, lab.BRIDGE))
+        self.assertIn("promote=on", readme("vdpa-allocatord --check-config").stdout)
+        # an unplug of a guest under TCG inside the lab's TCG takes 20 to 70
+        # s; the daemon's helpers read the bound from the unit's
+        # environment, which the restart below brings in
+        os.makedirs(os.path.dirname(DROP_IN), exist_ok=True)
+        with open(DROP_IN, "w") as f:
+            f.write("[Service]\nEnvironment=VDPA_ALLOCATOR_UNPLUG_TIMEOUT=%s\n" % UNPLUG_TIMEOUT)
+        systemctl("daemon-reload")
+        systemctl("reload", UNIT)
+        wait_until(lambda: (pool() or {}).get("software_slots") == 1, 30, "pool %s with a software slot" % lab.POOL,
+                   interval=0.5)
+
+        # the pool full: each hardware slot leased by the test, its node
+        # held open as QEMU would (so a restart keeps it: a device in use)
+        holds = {}
+
+        def let_go(hold_uuid):
+            fd = holds.pop(hold_uuid, None)
+            if fd is not None:
+                os.close(fd)
+            return sh([VDPACTL, "release", "--uuid", hold_uuid, "--all"], check=False, timeout=120)
+        for hold_uuid, hold_mac in self.HOLDS:
+            r = sh([VDPACTL, "allocate", "-j", "--uuid", hold_uuid, "--mac", hold_mac, "--network", lab.NETWORK],
+                   timeout=120)
+            self.addCleanup(let_go, hold_uuid)
+            node = json.loads(r.stdout)["chardev"]
+            wait_until(lambda: os.path.exists(node), 30, node)
+            holds[hold_uuid] = os.open(node, os.O_RDWR)
+        p = pool()
+        self.assertEqual((p["free"], p["software_slots"], p["software_leased"]), (0, 1, 0), p)
+
+        self.peer("va-soft-peer", self.PROMO_VLAN, "10.28.11.1")
         self.peer("va-anchor-peer", lab.PLAIN_VLAN, "10.28.13.1")
         kernel, initrd = (os.path.join(IMAGES, "va-guest-" + os.path.basename(p)) for p in (GUEST_KERNEL, GUEST_INITRD))
         os.makedirs(IMAGES, exist_ok=True)
         shutil.copy(GUEST_KERNEL, kernel)
         shutil.copy(GUEST_INITRD, initrd)
         tests = ["ping@10.28.11.1", "tcp@10.28.11.1", "udp1460@10.28.11.1", "tcp@10.28.13.1", "udp1460@10.28.13.1"]
+        # then=hold: the client stays up after its tests, for the
+        # promotion and the save
         cmdline = guest.guest_cmdline(name, ip="10.28.11.2/24,10.28.13.2/24", role="client", peer="10.28.11.1",
-                                      tests=",".join(tests), time="3")
+                                      tests=",".join(tests), time="3", then="hold")
         ifaces = "".join("<interface type='bridge'><mac address='%s'/><source bridge='%s'/><model type='virtio'/>"
                          "<address type='pci' domain='0x0000' bus='0x00' slot='%s' function='0x0'/></interface>"
-                         % (mac, lab.BRIDGE, slot) for mac, slot in ((self.SOFT_MAC, "0x05"), (self.ANCHOR_MAC, "0x06")))
-        xml = guest.domain_xml(name, kernel, initrd, cmdline, [], uuid=self.SOFT_UUID, interfaces=ifaces, memory=128,
-                               intent=[(self.SOFT_MAC, "softnet"), (self.ANCHOR_MAC, lab.PLAIN)])
+                         % (mac, lab.BRIDGE, slot) for mac, slot in ((self.GUEST_MAC, "0x05"), (self.ANCHOR_MAC, "0x06")))
+        xml = guest.domain_xml(name, kernel, initrd, cmdline, [], uuid=uuid, interfaces=ifaces, memory=128,
+                               intent=[(self.GUEST_MAC, self.PROMO), (self.ANCHOR_MAC, lab.PLAIN)])
         # the relay reaches guest memory only when it is shared and
         # file-backed (docs/kernel-facts.md)
         xml = xml.replace("<vcpu>", "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>\n  <vcpu>", 1)
@@ -678,34 +681,48 @@ class InstalledHost(unittest.TestCase):
         self.addCleanup(virsh, "undefine", name, check=False)
         self.addCleanup(virsh, "destroy", name, check=False)
         sh([VDPACTL, "domain", "accelerate", name])
+
+        # --- software: a plain virsh start on a full pool
         with Timer("virsh start %s (its NIC on a software device)" % name):
             r = virsh("start", name, check=False)
         if r.returncode != 0:
             log("virsh start: %s%s\ndaemon:\n%s", r.stdout, r.stderr, journal(UNIT, 40))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        mine = [l for l in leases() if l["uuid"] == self.SOFT_UUID]
-        self.assertEqual([(l["mac"], l["form"]) for l in mine], [(self.SOFT_MAC, "software")], mine)
+        pid = qemu_pid(name)
+        with open("/proc/%d/attr/current" % pid) as f:
+            self.assertEqual(f.read().strip(), "libvirt-%s (enforce)" % uuid)
+        self.assertEqual(os.stat("/proc/%d" % pid).st_uid, int(sh(["id", "-u", "libvirt-qemu"]).stdout))
+        self.assertIn("<interface type='vdpa'>", virsh("dumpxml", name).stdout)
+        mine = [l for l in leases() if l["uuid"] == uuid]
+        self.assertEqual([(l["mac"], l["form"], l["device"]) for l in mine],
+                         [(self.GUEST_MAC, "software", self.GUEST_DEVICE)], mine)
         relays = lab.relay_processes()
         self.assertEqual(len(relays), 1, relays)
-        self.assertIn(mine[0]["chardev"], fds_of(qemu_pid(name)))
+        self.assertIn(mine[0]["chardev"], fds_of(pid))
         # KillMode=process: the relay outlives the daemon, and the next
         # one replaces it with its own (the guest, booting, sees a stall)
         systemctl("restart", UNIT)
+        self.assertIn("VDPA_ALLOCATOR_UNPLUG_TIMEOUT=" + UNPLUG_TIMEOUT,
+                      systemctl("show", "-p", "Environment", "--value", UNIT).stdout)
         wait_until(lambda: lab.relay_processes() and not set(lab.relay_processes()) & set(relays)
                    and [uid for uid, _ in lab.relay_processes().values()] == [65534], 60,
                    "the restarted daemon's relay, as nobody", interval=0.5)
         self.assertIn("its relay of before the daemon's restart stopped", journal(UNIT, 80))
         relays = lab.relay_processes()
-        self.assertEqual([uid for uid, _ in relays.values()], [65534], relays)
+        # nobody, under a seccomp filter (2: SECCOMP_MODE_FILTER)
+        self.assertEqual(list(relays.values()), [(65534, 2)], relays)
         relay = next(iter(relays))
-        mine = [l for l in leases() if l["uuid"] == self.SOFT_UUID]
+        mine = [l for l in leases() if l["uuid"] == uuid]
         self.assertEqual([(l["form"], l["broken"]) for l in mine], [("software", False)], mine)
+        # the restart's reconciliation keeps the leases whose nodes are
+        # open, though libvirt has no such domain
+        self.assertEqual(sorted(l["uuid"] for l in leases() if l["uuid"] != uuid), sorted(holds), leases())
+        soft = mine[0]
         serial = guest.serial_path(name)
         ticks = [0]
 
         def done():
-            # the relay's CPU (utime + stime) while it lives: it goes with
-            # the guest, which powers off once its tests are done
+            # the relay's CPU (utime + stime) while the guest's tests run
             try:
                 with open("/proc/%d/stat" % relay) as f:
                     ticks[0] = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
@@ -740,10 +757,109 @@ class InstalledHost(unittest.TestCase):
             figures["tcp@10.28.11.1"][0] / figures["tcp@10.28.13.1"][0],
             figures["udp1460@10.28.11.1"][0] / figures["udp1460@10.28.13.1"][0],
             relay_cpu, relay_cpu / (sw_bytes * 8 / 1e9), sw_bytes)
-        # the client powers off: libvirt destroys it, the hook releases
-        wait_until(lambda: not [l for l in leases() if l["uuid"] == self.SOFT_UUID], 120, "the lease given back")
-        wait_until(lambda: not os.path.exists("/dev/vduse/vasw-5254001ab0dd"), 60, "the software device destroyed")
+        # the client holds (va.then=hold): still running, on software
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "running")
+        self.assertEqual(qemu_pid(name), pid)
+
+        # --- promotion: a hardware slot freed, the daemon's helper moves
+        # the NIC onto it. The hardware stand-in (vduse-net) moves no
+        # packets, so no traffic is checked on hardware: the lease, QEMU's
+        # node, the software device's end and the journal are.
+        promotes = journal_events(MSG_PROMOTE, VA_DOMAIN_UUID=uuid)
+
+        def promoted():
+            now = [l for l in leases() if l["uuid"] == uuid]
+            return now if [l["form"] for l in now] == ["hardware"] and now[0]["chardev"] in fds_of(pid) else None
+        t0 = time.monotonic()
+        self.assertEqual(let_go(self.HOLDS[0][0]).returncode, 0)
+        with Timer("the promotion (from the release of a hardware lease)"):
+            (hw,) = wait_until(promoted, 600, "%s's NIC on hardware, its node in QEMU's fds" % name, interval=0.5)
+        gap = time.monotonic() - t0
+        self.assertEqual((hw["mac"], hw["port"], hw["vlan"], hw["broken"]),
+                         (self.GUEST_MAC, soft["port"], self.PROMO_VLAN, False), hw)
+        self.assertNotEqual(hw["device"], soft["device"])
+        self.assertNotEqual(hw["chardev"], soft["chardev"])
+        self.assertNotIn(soft["chardev"], fds_of(pid))
+        self.assertEqual(lab.vdpa_driver(hw["device"]), "vhost_vdpa")
+        # the slot's stand-in representor in the NIC's VLAN
+        self.assertEqual(lab.bridge_vlans(hw["mgmtdev"]), [(self.PROMO_VLAN, ["Egress Untagged", "PVID"])])
+        wait_until(lambda: not os.path.exists("/dev/vduse/" + self.GUEST_DEVICE), 60, "the software device destroyed")
         wait_until(lambda: not lab.relay_processes(), 30, "no relay left")
+        wait_until(lambda: not os.path.exists("/sys/class/net/" + self.GUEST_TAP), 30, "the software device's tap gone")
+        # started, then its result: both from the daemon's unit
+        ends = wait_until(lambda: (lambda e: e if len(e) >= 2 else None)(
+            journal_events(MSG_PROMOTE, VA_DOMAIN_UUID=uuid)[len(promotes):]), 60, "the promotion's journal events",
+            interval=1)
+        log("promotion: %s", [(e.get("_SYSTEMD_UNIT"), e.get("VA_PROMOTE_RESULT"), e.get("MESSAGE")) for e in ends])
+        self.assertEqual([e.get("_SYSTEMD_UNIT") for e in ends], [UNIT, UNIT], ends)
+        self.assertEqual(ends[0].get("VA_PROMOTE_RESULT"), "started", ends)
+        self.assertIn("promoted from software device %s" % self.GUEST_DEVICE, ends[1].get("MESSAGE", ""), ends)
+        live = virsh("dumpxml", name).stdout
+        self.assertIn("<interface type='vdpa'>", live)
+        self.assertIn(self.GUEST_MAC, live)
+        self.assertEqual(qemu_pid(name), pid)
+        # the guest saw its NIC go and come back (/init --uevent). The
+        # stand-in's MAC is vduse-net's own (52:54:00:7a:00:01: VDUSE
+        # refuses vdpa dev add's mac, so its config space keeps it), where
+        # a hardware device carries the lease's; the lease's is checked
+        # above, on the daemon's side
+        netdev = r"VA-GUEST-NETDEV action=(\w+) iface=\S+(?: mac=(\S+))?"
+        try:
+            seen = wait_until(lambda: (lambda s: s if "add" in [a for a, _ in s] else None)(
+                re.findall(netdev, lab.read_text(serial)[len(console):])), 180, "the NIC back in the guest", interval=2)
+        except TimeoutError as e:
+            log("%s: the guest's console since its tests:\n%s\nQEMU's virtio devices: %s\nvduse-net of %s:\n%s", e,
+                lab.read_text(serial)[len(console):][-2000:], virtio_status(name), hw["mgmtdev"],
+                lab.read_text(os.path.join(lab.WORK, "vduse-%s.log" % hw["mgmtdev"]))[-2000:])
+            raise
+        offline = re.search(r"\(([\d.]+) s without it\)", ends[1].get("VA_PROMOTE_RESULT", ""))
+        log("the promotion took %.1f s from the release of a hardware lease to QEMU holding the new node, the NIC "
+            "%s s out of the guest (the helper's count); the guest saw %s", gap, offline and offline.group(1), seen)
+        self.assertEqual([a for a, _ in seen][:2], ["remove", "add"], seen)
+
+        # --- issue 14: save and restore through the swap (the code of
+        # vdpactl domain portable|accelerate --live, which the libvirt tier
+        # runs): the save swaps the NIC to its portable form by hot-plug,
+        # its tap joined to the VLAN, and QEMU, as libvirt-qemu, saves
+        # that; the restored domain's NIC is the daemon's to swap back
+        image = os.path.join(SAVE_DIR, name + ".save")
+        r = self.swap_vdpactl("domain", "save", name, image, "-j")
+        nics = json.loads(r.stdout)["nics"]
+        log("save: %s", [(n["mac"], n["path"], n["form_before"], n["form_after"]) for n in nics])
+        self.assertEqual([(n["path"], n["form_before"], n["form_after"]) for n in nics if n["mac"] == self.GUEST_MAC],
+                         [("swap", "accelerated", "portable")], r.stdout)
+        self.assertEqual(virsh("domstate", name).stdout.strip(), "shut off")
+        wait_until(lambda: not [l for l in leases() if l["uuid"] == uuid], 30, "the lease given back at the save")
+        swap_backs = journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=uuid)
+        r = self.swap_vdpactl("domain", "restore", image, "--swap-back-timeout", "600", "-j", timeout=900)
+        doc = json.loads(r.stdout)
+        self.assertEqual([(n["path"], n["form_after"], n["destination_form"]) for n in doc["nics"]
+                          if n["mac"] == self.GUEST_MAC], [("swap", "accelerated", "accelerated")], doc)
+        nic = [n for n in doc["nics"] if n["mac"] == self.GUEST_MAC][0]
+        self.assertIn("accelerated again", nic["destination_note"])
+        live = virsh("dumpxml", name).stdout
+        self.assertIn("<interface type='vdpa'>", live)
+        self.assertNotIn("swap-back", live)
+        pid = qemu_pid(name)
+        with open("/proc/%d/attr/current" % pid) as f:
+            self.assertEqual(f.read().strip(), "libvirt-%s (enforce)" % uuid)
+        (lease,) = [l for l in leases() if l["uuid"] == uuid]
+        self.assertEqual(lease["form"], "hardware", lease)
+        self.assertIn(lease["chardev"], fds_of(pid))
+        # the helper's end: one journal event, from the daemon's unit
+        ends = wait_until(lambda: journal_events(MSG_SWAP_BACK, VA_DOMAIN_UUID=uuid)[len(swap_backs):], 60,
+                          "the swap back's journal event", interval=1)
+        log("swap back: %s", [(e.get("_SYSTEMD_UNIT"), e.get("MESSAGE")) for e in ends])
+        self.assertEqual([e.get("_SYSTEMD_UNIT") for e in ends], [UNIT], ends)
+        self.assertIn("%s accelerated" % self.GUEST_MAC, ends[0].get("VA_SWAP_BACK_RESULT", ""), ends)
+        virsh("destroy", name)
+        wait_until(lambda: not [l for l in leases() if l["uuid"] == uuid], 30, "the lease gone after virsh destroy",
+                   interval=0.5)
+        self.assertEqual(pool()["free"], 1)  # the test's other lease holds the other slot
+        self.assertEqual(let_go(self.HOLDS[1][0]).returncode, 0)
+        self.assertEqual(leases(), [])
+        p = pool()
+        self.assertEqual((p["free"], p["software_leased"]), (2, 0), p)
 
     def test_12_remove_keeps_the_leases_purge_removes_them(self):
         if not [l for l in leases() if l["uuid"] == self.OP_UUID]:
