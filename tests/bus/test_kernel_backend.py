@@ -6,6 +6,7 @@ are empty instead of failing."""
 
 import json
 import os
+import time
 import unittest
 
 from vatest.bus import NAME, PATH, Bus, Daemon, call, dbus_error_name, vdpactl
@@ -55,6 +56,17 @@ class KernelBackendTest(unittest.TestCase):
         self.assertEqual(pool["free"], 0)
         self.assertFalse(pool["healthy"])
         self.assertEqual(pool["health_reason"], "no PF matches pool accel (match-vendor=15b3 match-device=101d)")
+
+    def test_metrics_are_written_before_any_lease(self):
+        # the kernel backend makes nothing in the run directory: the
+        # daemon makes it (run by hand, without the unit's
+        # RuntimeDirectory=), or its metrics waited for the first lease
+        path = os.path.join(self.daemon.run_dir, "metrics.prom")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertTrue(os.path.exists(path), self.daemon.read_log())
+        self.assertNotIn("writing the metrics", self.daemon.read_log())
 
     def test_allocate_says_exhausted(self):
         with self.assertRaises(GLib.Error) as cm:

@@ -472,6 +472,13 @@ va_daemon_main (int argc, char **argv)
   d.lock_fd = lock_state_dir (state_dir, &error);
   if (d.lock_fd < 0)
     goto fail;
+  /* the unit's RuntimeDirectory= makes it; run by hand, the metrics were
+   * not written until the first lease's port link made it */
+  if (g_mkdir_with_parents (run_dir, 0755) < 0)
+    {
+      g_set_error (&error, VA_ERROR, VA_ERROR_FAILED, "cannot create the run directory %s: %s", run_dir, g_strerror (errno));
+      goto fail;
+    }
 
   d.backend_chosen = backend_words (d.config);
   if (d.config->simulate)
