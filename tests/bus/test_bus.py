@@ -17,7 +17,8 @@ import termios
 import time
 import unittest
 
-from vatest.bus import IFACE, NAME, PATH, Bus, Daemon, SharedDaemonTest, call, dbus_error_name, own_daemon, vdpactl
+from vatest.bus import (IFACE, NAME, PATH, Bus, Daemon, SharedDaemonTest, call, dbus_error_name, own_daemon, pool_props,
+                         pump_until, vdpactl)
 from vatest.paths import DAEMON, VDPACTL
 from vatest.simconf import ACCEL, sim_config
 from gi.repository import Gio, GLib  # after vatest.bus: it requires Gio 2.0
@@ -185,16 +186,10 @@ class BusTest(SharedDaemonTest):
 
         sub = self.bus.conn.signal_subscribe(NAME, None, None, None, None, 0, on_signal)
         try:
-            ctx = GLib.MainContext.default()
             for i in range(6):
                 allocate(self.bus, UUID1, mac(i))
             call(self.bus, "Release", (UUID1, mac(0)), "(ss)")
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and sum(1 for n, _ in got if n == "LeaseRemoved") < 1:
-                ctx.iteration(False)
-                time.sleep(0.01)
-            while ctx.iteration(False):
-                pass
+            pump_until(lambda: any(n == "LeaseRemoved" for n, _ in got), 5)
         finally:
             self.bus.conn.signal_unsubscribe(sub)
         names = [n for n, _ in got]
@@ -220,8 +215,7 @@ class BusTest(SharedDaemonTest):
                 deltas.append(params.unpack()[1])
 
         def get_all():
-            return self.bus.conn.call_sync(NAME, pool, "org.freedesktop.DBus.Properties", "GetAll",
-                                           GLib.Variant("(s)", ("org.vdpa_allocator.Pool1",)), None, 0, 30000, None).unpack()[0]
+            return pool_props(self.bus, pool)
 
         sub = self.bus.conn.signal_subscribe(NAME, "org.freedesktop.DBus.Properties", "PropertiesChanged", pool, None, 0, on_changed)
         try:
@@ -231,13 +225,7 @@ class BusTest(SharedDaemonTest):
             call(self.bus, "Release", (UUID1, mac(1)), "(ss)")
             call(self.bus, "Drain", ("accel", True), "(sb)")
             call(self.bus, "Drain", ("accel", False), "(sb)")
-            ctx = GLib.MainContext.default()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and get_all() != dict(cached, **{k: v for d in deltas for k, v in d.items()}):
-                ctx.iteration(False)
-                time.sleep(0.01)
-            while ctx.iteration(False):
-                pass
+            pump_until(lambda: get_all() == dict(cached, **{k: v for d in deltas for k, v in d.items()}), 10)
         finally:
             self.bus.conn.signal_unsubscribe(sub)
         self.assertGreaterEqual(len(deltas), 4, deltas)
@@ -959,14 +947,7 @@ class SoftwareSlotTest(unittest.TestCase):
             got.append((name, params.unpack()))
 
         def wait(what):
-            ctx = GLib.MainContext.default()
-            deadline = time.monotonic() + 30
-            while not what() and time.monotonic() < deadline:
-                ctx.iteration(False)
-                time.sleep(0.01)
-            while ctx.iteration(False):
-                pass
-            return what()
+            return pump_until(what, 30)
 
         def metric():
             with open(os.path.join(daemon.run_dir, "metrics.prom")) as f:

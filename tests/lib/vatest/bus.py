@@ -301,6 +301,20 @@ class SharedDaemonTest(unittest.TestCase):
         cls._retire()
 
 
+def pump_until(done, timeout):
+    """Runs the default main context (where signal subscriptions deliver)
+    until done() or @timeout seconds, then whatever is pending; returns
+    done()."""
+    ctx = GLib.MainContext.default()
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        ctx.iteration(False)
+        time.sleep(0.01)
+    while ctx.iteration(False):
+        pass
+    return done()
+
+
 def settled(daemon, timeout=300):
     """Waits for the end of what the daemon does in the background after
     its start: its reconciliation, after which the pools' warnings of a
