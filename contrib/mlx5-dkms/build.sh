@@ -54,8 +54,12 @@ spkg=linux-source-$series
 # the running kernel's config, and the headers' the same
 kconfig=${VA_MLX5_KERNEL_CONFIG:-/boot/config-$krel}
 [ -f "$kconfig" ] || refuse "no $kconfig: cannot compare the headers' config with the kernel's"
-grep '^CONFIG_' "$kconfig" | LC_ALL=C sort >"$here/config.kernel"
-grep '^CONFIG_' "$ksrc/.config" | LC_ALL=C sort >"$here/config.headers"
+# Debian's build adds four lines to the headers' .config that
+# /boot/config-KREL lacks (seen on 6.12.118-1~deb12u1): the build salt and
+# the signing key's settings, which change no module's code
+build_only='^CONFIG_(BUILD_SALT|MODULE_SIG_ALL|MODULE_SIG_KEY|SYSTEM_TRUSTED_KEYS)='
+grep '^CONFIG_' "$kconfig" | grep -Ev "$build_only" | LC_ALL=C sort >"$here/config.kernel"
+grep '^CONFIG_' "$ksrc/.config" | grep -Ev "$build_only" | LC_ALL=C sort >"$here/config.headers"
 cmp -s "$here/config.kernel" "$here/config.headers" ||
     refuse "the config of $ksrc differs from $kconfig ($(diff "$here/config.kernel" "$here/config.headers" | grep -c '^[<>]') lines): headers of another build"
 opt() { sed -n "s/^$1=//p" "$here/config.kernel"; }

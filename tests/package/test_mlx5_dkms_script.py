@@ -75,6 +75,17 @@ class Refusals(unittest.TestCase):
         self.write_config(CONFIG, CONFIG.replace("CONFIG_MLX5_CORE_EN=y", "CONFIG_MLX5_CORE_EN=n"))
         self.assertIn("differs from", self.refused())
 
+    def test_headers_with_debians_build_lines(self):
+        # linux-headers-6.12.118+deb12-amd64's .config against its image's
+        # /boot/config: these four lines more, and nothing else
+        build_lines = ('CONFIG_BUILD_SALT="%s"\nCONFIG_MODULE_SIG_ALL=y\nCONFIG_MODULE_SIG_KEY="output/signing_key.pem"\n'
+                       'CONFIG_SYSTEM_TRUSTED_KEYS=""\n' % KREL)
+        self.write_config(CONFIG, CONFIG + build_lines)
+        # past the config check, to the next refusal
+        self.assertIn("linux-source-6.12 is 6.12.110", self.refused(VA_MLX5_SOURCE_VERSION="6.12.110-1~deb12u1"))
+        self.write_config(CONFIG, CONFIG + build_lines + "CONFIG_MLX5_EN_IPSEC=y\n")
+        self.assertIn("differs from", self.refused())
+
     def test_mlx5_core_built_in(self):
         self.write_config(CONFIG.replace("CONFIG_MLX5_CORE=m", "CONFIG_MLX5_CORE=y"))
         self.assertIn("not a module", self.refused())
