@@ -202,15 +202,17 @@ test_vf_reason_by_kernel (Fixture *f, gconstpointer data)
       if (i == 0)
         {
           want = g_strdup_printf ("VF 0000:3b:00.3 has no vdpa management device: kernel %s has no mlx5_vdpa "
-                                  "(CONFIG_MLX5_VDPA_NET unset, as in Debian's kernels): see connectx-hosts.md, "
-                                  "\"What the hardware must offer\"",
+                                  "(CONFIG_MLX5_VDPA_NET unset, as in Debian's kernels): install "
+                                  "vdpa-allocator-mlx5-dkms (Debian's 6.12 kernels) or boot a kernel built with it; "
+                                  "see connectx-hosts.md",
                                   u.release);
           g_assert_cmpstr (reason, ==, want);
         }
       else
         g_assert_cmpstr (reason, ==,
                          "VF 0000:3b:00.3 has no vdpa management device: mlx5_vdpa is loaded but offers none (the VF not on "
-                         "mlx5_core, firmware without vDPA, or mlx5_core and mlx5_vdpa from different builds)");
+                         "mlx5_core, firmware without vDPA, or mlx5_core and mlx5_vdpa from different builds: after "
+                         "installing vdpa-allocator-mlx5-dkms, reload mlx5_core or reboot)");
     }
 }
 

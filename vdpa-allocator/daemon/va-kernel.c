@@ -350,11 +350,13 @@ mlx5_vdpa_hint (void)
 
   if (g_file_test (loaded, G_FILE_TEST_IS_DIR))
     return g_strdup ("mlx5_vdpa is loaded but offers none (the VF not on mlx5_core, firmware without vDPA, or "
-                     "mlx5_core and mlx5_vdpa from different builds)");
+                     "mlx5_core and mlx5_vdpa from different builds: after installing vdpa-allocator-mlx5-dkms, "
+                     "reload mlx5_core or reboot)");
   if (kernel_ships_mlx5_vdpa (release))
     return g_strdup ("is mlx5_vdpa loaded? (modprobe mlx5_vdpa)");
   return g_strdup_printf ("kernel %s has no mlx5_vdpa (CONFIG_MLX5_VDPA_NET unset, as in Debian's kernels): "
-                          "see connectx-hosts.md, \"What the hardware must offer\"",
+                          "install vdpa-allocator-mlx5-dkms (Debian's 6.12 kernels) or boot a kernel built with "
+                          "it; see connectx-hosts.md",
                           release);
 }
 
