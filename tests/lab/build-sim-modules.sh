@@ -41,6 +41,7 @@ die() {
 }
 va_test_lib=$here/../lib
 . "$va_test_lib/kernel-deb.sh"
+. "$va_test_lib/kernel-headers.sh"
 . "$va_test_lib/test-cache.sh"
 va_cache_open lab/sim "${1:-}"
 out=$cache/lab/sim
@@ -61,20 +62,11 @@ krel=$(printf '%s\n' "$paths" | sed -n 's/^KREL=//p')
 mods=$(printf '%s\n' "$paths" | sed -n 's/^MODULES=//p')
 [ -n "$krel" ] && [ -d "$mods" ] || die "build-lab-kernel.sh gave no KREL= or MODULES="
 
-hpkg=linux-headers-$krel
-kver=$(kdeb_candidate "$hpkg")
+kh_pkgs "$krel"
 # build-lab-kernel.sh records the kernel package's version in its stamp
 lab_ver=$(sed -n 's/^kernel=.*=//p' "$cache/lab/kernel/stamp" 2>/dev/null || true)
-[ -z "$lab_ver" ] || [ "$lab_ver" = "$kver" ] ||
-    die "lab kernel is $lab_ver but apt offers $hpkg $kver"
-deps=$(apt-cache show "$hpkg=$kver" | sed -n 's/^Depends: //p' | head -n1)
-cpkg=$(printf '%s\n' "$deps" | grep -o 'linux-headers-[^ ,]*-common' | head -n1)
-bpkg=$(printf '%s\n' "$deps" | grep -o 'linux-kbuild-[^ ,]*' | head -n1)
-cc=$(printf '%s\n' "$deps" | grep -o 'gcc-[0-9][0-9]*' | head -n1)
-[ -n "$cpkg" ] && [ -n "$bpkg" ] || die "$hpkg $kver: no -common or kbuild package in Depends: $deps"
-spkg=linux-source-$(echo "$krel" | cut -d. -f1,2)
-command -v "${cc:-gcc}" >/dev/null 2>&1 || die "missing ${cc:-gcc} (the compiler $hpkg names)"
-ccver=$("${cc:-gcc}" --version | head -n1)
+[ -z "$lab_ver" ] || [ "$lab_ver" = "$kh_ver" ] ||
+    die "lab kernel is $lab_ver but apt offers $kh_hpkg $kh_ver"
 
 # the drivers' Kconfig symbols; every other symbol of the Makefiles they sit
 # in stays as Debian's config has it, except drivers/vhost's, where only
@@ -83,10 +75,10 @@ kconf="CONFIG_NETDEVSIM=m CONFIG_VDPA_SIM=m CONFIG_VDPA_SIM_NET=m CONFIG_VHOST_R
 subdirs="drivers/net/netdevsim drivers/vdpa/vdpa_sim drivers/vhost"
 want="netdevsim vringh vdpa_sim vdpa_sim_net"
 
-key="script=$(cat "$0" "$here/../lib/kernel-deb.sh" | sha256sum | cut -d' ' -f1)
+key="script=$(cat "$0" "$here/../lib/kernel-deb.sh" "$here/../lib/kernel-headers.sh" | sha256sum | cut -d' ' -f1)
 krel=$krel
-pkgs=$spkg $hpkg $cpkg $bpkg=$kver
-cc=$ccver
+pkgs=$kh_spkg $kh_hpkg $kh_cpkg $kh_bpkg=$kh_ver
+cc=$kh_ccver
 kconf=$kconf"
 
 install_mods() {
@@ -123,43 +115,13 @@ fi
 work=$(mktemp -d "$out/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-for p in "$spkg" "$hpkg" "$cpkg" "$bpkg"; do
-    # one version of each in the cache
-    for d in "$debs/${p}_"*.deb; do
-        case "$d" in
-        *"_$(echo "$kver" | sed 's/:/%3a/')_"*) ;;
-        *) rm -f "$d" ;;
-        esac
-    done
-    deb=$(kdeb_download "$debs" "$p" "$kver")
-    case "$p" in
-    "$spkg") src_deb=$deb ;;
-    *) hdr_debs="${hdr_debs:-} $deb" ;;
-    esac
-done
+kh_fetch "$debs"
 t_fetch=$(since)
-for deb in $hdr_debs; do
-    dpkg-deb -x "$deb" "$work/hdr"
-done
+hdir=$(kh_unpack "$work/hdr")
 t_hdr=$(since)
-
-# the flavour's Makefile includes the -common tree by its absolute path
-# under /usr/src; point it at the unpacked copy
-hdir=$work/hdr/usr/src/$hpkg
-[ -f "$hdir/Makefile" ] && [ -f "$hdir/Module.symvers" ] || die "$hpkg: no Makefile or Module.symvers"
-printf 'include %s/Makefile\n' "$work/hdr/usr/src/$cpkg" >"$hdir/Makefile"
-[ -d "$hdir/scripts" ] || die "$hpkg: scripts/ does not resolve into $bpkg"
-
-# only the drivers' directories out of the source tarball, streamed
 tree=$work/tree
-mkdir -p "$tree"
-members=
-for d in $subdirs; do
-    members="$members $spkg/$d"
-done
 # shellcheck disable=SC2086
-dpkg-deb --fsys-tarfile "$src_deb" | tar -xO "./usr/src/$spkg.tar.xz" | xz -dc |
-    tar -x -C "$tree" --strip-components=1 $members || die "unpacking $members from $spkg failed"
+kh_source "$tree" $subdirs
 t_src=$(since)
 # one M= tree, one modpost: vdpa_sim's calls into vringh resolve there
 printf 'obj-y += %s/\n' $subdirs >"$tree/Kbuild"
@@ -193,7 +155,7 @@ mv "$work/ko" "$out/ko"
 printf '%s\n' "$key" >"$out/stamp"
 install_mods
 rm -rf "$work"
-echo "build-sim-modules: $want for $krel ($hpkg $kver, $ccver), vermagic '$lab_magic'" >&2
+echo "build-sim-modules: $want for $krel ($kh_hpkg $kh_ver, $kh_ccver), vermagic '$lab_magic'" >&2
 echo "build-sim-modules: cold build $(since) s (at ${t_fetch} s downloaded, ${t_hdr} s headers unpacked, ${t_src} s source unpacked, ${t_make} s make done)" >&2
 echo "SIM_MODULES=$out/ko"
 echo "SIM_KREL=$krel"

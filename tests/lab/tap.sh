@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# TAP for the lab scripts (lab-features.sh, lab-simdrivers.sh, lab-igb.sh,
+# TAP for the lab scripts (lab-features.sh, lab-simdrivers.sh, lab-mlx5-dkms.sh, lab-igb.sh,
 # lab-igb-daemon.sh),
 # sourced: counters, one line per check, facts and diagnostics as comments.
 

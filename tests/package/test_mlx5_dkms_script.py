@@ -3,7 +3,7 @@
 vdpa-allocator-mlx5: what it refuses, each with one line and nothing
 built. No kernel source is needed: every refusal comes before make (the
 build itself is proven against the lab kernel's headers by
-tests/lab/test_mlx5_dkms.py)."""
+lab-mlx5-dkms: tests/lab/build-mlx5-dkms.sh and lab-mlx5-dkms.sh)."""
 
 import os
 import subprocess

@@ -3,7 +3,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -15,6 +15,11 @@ Timings go to stderr as "lab-host: ..." lines. --sim-modules first builds
 (or finds cached) netdevsim and vdpa_sim_net with build-sim-modules.sh,
 which puts them into the lab kernel's module tree: `modprobe netdevsim`
 works inside, and LAB_SIM_MODULES names the directory of their .ko files.
+--mlx5-dkms first builds (or finds cached) the modules of
+vdpa-allocator-mlx5-dkms for the lab kernel with build-mlx5-dkms.sh, and
+names the directory of their .ko files in LAB_MLX5_DKMS and that of the
+modules.* files depmod writes with them installed in LAB_MLX5_DKMS_DEPMOD
+(not installed: the test inside installs them as DKMS does).
 
 --systemd boots the same root with systemd as PID 1 and AppArmor on (an
 installed host: Debian's units, as the build machine has them enabled), and
@@ -214,6 +219,19 @@ def build_sim_modules():
     return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
 
 
+def build_mlx5_dkms():
+    """Builds (or finds in the cache) vdpa-allocator-mlx5-dkms's modules for
+    the lab kernel (issue 29); returns build-mlx5-dkms.sh's paths, prints
+    the time taken."""
+    t0 = time.monotonic()
+    r = subprocess.run(["sh", os.path.join(HERE, "build-mlx5-dkms.sh"), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=2400)
+    if r.returncode != 0:
+        raise RuntimeError("build-mlx5-dkms.sh failed (%d)" % r.returncode)
+    print("lab-host: mlx5 DKMS modules ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
 def build_deb():
     """The package of this tree (vatest.package: built, or found in the
     test cache); returns the .deb's path."""
@@ -263,16 +281,21 @@ def missing_tools():
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, **kw):
+def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=False, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
     boot is tried once more. sim_modules=True: build-sim-modules.sh first;
+    mlx5_dkms=True: build-mlx5-dkms.sh first, its folders in LAB_MLX5_DKMS
+    and LAB_MLX5_DKMS_DEPMOD;
     deb=True: build_deb() first, its path in LAB_DEB; guest=True:
     build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD."""
     kw["extra_env"] = dict(kw.get("extra_env") or {})
     if sim_modules:
         kw["extra_env"]["LAB_SIM_MODULES"] = build_sim_modules()["SIM_MODULES"]
+    if mlx5_dkms:
+        d = build_mlx5_dkms()
+        kw["extra_env"].update(LAB_MLX5_DKMS=d["MLX5_DKMS"], LAB_MLX5_DKMS_DEPMOD=d["MLX5_DKMS_DEPMOD"])
     if deb:
         kw["extra_env"]["LAB_DEB"] = build_deb()
     if guest:
@@ -433,6 +456,8 @@ def main():
     ap.add_argument("--mem", default="2048")
     ap.add_argument("--sim-modules", action="store_true",
                     help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
+    ap.add_argument("--mlx5-dkms", action="store_true",
+                    help="build vdpa-allocator-mlx5-dkms's modules for the lab kernel first (build-mlx5-dkms.sh)")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("--deb", action="store_true",
                     help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
@@ -449,7 +474,7 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
+            mlx5_dkms=a.mlx5_dkms, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
