@@ -54,14 +54,7 @@ for tool in apt-cache apt-get dpkg-deb depmod make modinfo nm xz tar; do
     command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
 done
 
-paths=$(sh "$here/build-lab-kernel.sh" "$cache") || die "build-lab-kernel.sh failed"
-krel=$(printf '%s\n' "$paths" | sed -n 's/^KREL=//p')
-mods=$(printf '%s\n' "$paths" | sed -n 's/^MODULES=//p')
-[ -n "$krel" ] && [ -d "$mods" ] || die "build-lab-kernel.sh gave no KREL= or MODULES="
-kh_pkgs "$krel"
-lab_ver=$(sed -n 's/^kernel=.*=//p' "$cache/lab/kernel/stamp" 2>/dev/null || true)
-[ -z "$lab_ver" ] || [ "$lab_ver" = "$kh_ver" ] ||
-    die "lab kernel is $lab_ver but apt offers $kh_hpkg $kh_ver"
+kh_lab_kernel "$here" "$cache"
 want="mlx5_core mlx5_vdpa vringh"
 
 key="script=$(cat "$0" "$va_test_lib/kernel-deb.sh" "$va_test_lib/kernel-headers.sh" "$dkms_src/build.sh" \

@@ -56,17 +56,7 @@ for tool in apt-cache apt-get dpkg-deb make depmod modinfo xz tar; do
     command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
 done
 
-# the lab kernel: its release and module tree (cached, or built now)
-paths=$(sh "$here/build-lab-kernel.sh" "$cache") || die "build-lab-kernel.sh failed"
-krel=$(printf '%s\n' "$paths" | sed -n 's/^KREL=//p')
-mods=$(printf '%s\n' "$paths" | sed -n 's/^MODULES=//p')
-[ -n "$krel" ] && [ -d "$mods" ] || die "build-lab-kernel.sh gave no KREL= or MODULES="
-
-kh_pkgs "$krel"
-# build-lab-kernel.sh records the kernel package's version in its stamp
-lab_ver=$(sed -n 's/^kernel=.*=//p' "$cache/lab/kernel/stamp" 2>/dev/null || true)
-[ -z "$lab_ver" ] || [ "$lab_ver" = "$kh_ver" ] ||
-    die "lab kernel is $lab_ver but apt offers $kh_hpkg $kh_ver"
+kh_lab_kernel "$here" "$cache"
 
 # the drivers' Kconfig symbols; every other symbol of the Makefiles they sit
 # in stays as Debian's config has it, except drivers/vhost's, where only

@@ -6,6 +6,11 @@
 # (tests/lab/build-sim-modules.sh, tests/lab/build-mlx5-dkms.sh). Source it
 # after kernel-deb.sh; the caller sets -eu and defines die().
 #
+#   kh_lab_kernel LABDIR CACHE
+#                       the lab kernel (LABDIR/build-lab-kernel.sh: cached,
+#                       or built now): sets krel and mods (its release and
+#                       module tree), then kh_pkgs for it, and dies when
+#                       apt's headers are not at the lab kernel's version
 #   kh_pkgs KREL        sets kh_ver (apt's version of linux-headers-KREL),
 #                       kh_hpkg (that package), kh_cpkg (its -common
 #                       headers), kh_bpkg (its linux-kbuild), kh_spkg
@@ -22,6 +27,18 @@
 #   kh_tarball DIR      writes the source's own linux-source-X.Y.tar.xz
 #                       into DIR (as the package installs it under
 #                       /usr/src) and prints its path
+
+kh_lab_kernel() {
+    _kh_paths=$(sh "$1/build-lab-kernel.sh" "$2") || die "build-lab-kernel.sh failed"
+    krel=$(printf '%s\n' "$_kh_paths" | sed -n 's/^KREL=//p')
+    mods=$(printf '%s\n' "$_kh_paths" | sed -n 's/^MODULES=//p')
+    [ -n "$krel" ] && [ -d "$mods" ] || die "build-lab-kernel.sh gave no KREL= or MODULES="
+    kh_pkgs "$krel"
+    # build-lab-kernel.sh records the kernel package's version in its stamp
+    _kh_lab_ver=$(sed -n 's/^kernel=.*=//p' "$2/lab/kernel/stamp" 2>/dev/null || true)
+    [ -z "$_kh_lab_ver" ] || [ "$_kh_lab_ver" = "$kh_ver" ] ||
+        die "lab kernel is $_kh_lab_ver but apt offers $kh_hpkg $kh_ver"
+}
 
 kh_pkgs() {
     kh_hpkg=linux-headers-$1
