@@ -3,7 +3,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--qemu10] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -20,6 +20,11 @@ vdpa-allocator-mlx5-dkms for the lab kernel with build-mlx5-dkms.sh, and
 names the directory of their .ko files in LAB_MLX5_DKMS and that of the
 modules.* files depmod writes with them installed in LAB_MLX5_DKMS_DEPMOD
 (not installed: the test inside installs them as DKMS does).
+
+--qemu10 first builds (or finds cached) Debian 13's QEMU 10 (build-qemu10.sh)
+and names its wrapper in LAB_QEMU10, for QEMU 10 inside the lab host (the
+lab host itself still runs on the build machine's QEMU; --igb boots it on
+QEMU 10).
 
 --systemd boots the same root with systemd as PID 1 and AppArmor on (an
 installed host: Debian's units, as the build machine has them enabled), and
@@ -198,38 +203,36 @@ def save_apparmor_cache(saved, entry, stamp):
     print("lab-host: AppArmor's compiled profiles kept in %s" % entry, file=sys.stderr)
 
 
+def _build(script, timeout, what=None):
+    """Runs a build script of tests/lab with the test cache; returns the
+    KEY=value lines it printed as a dict, and prints the time taken as
+    "WHAT ready" when what is given."""
+    t0 = time.monotonic()
+    r = subprocess.run(["sh", os.path.join(HERE, script), cache_dir()],
+                       stdout=subprocess.PIPE, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d)" % (script, r.returncode))
+    if what:
+        print("lab-host: %s ready in %.1f s" % (what, time.monotonic() - t0), file=sys.stderr)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
 def build_kernel():
     """Builds (or finds in the cache) the lab kernel; returns its paths."""
-    r = subprocess.run(["sh", os.path.join(HERE, "build-lab-kernel.sh"), cache_dir()],
-                       stdout=subprocess.PIPE, text=True, timeout=900)
-    if r.returncode != 0:
-        raise RuntimeError("build-lab-kernel.sh failed (%d)" % r.returncode)
-    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    return _build("build-lab-kernel.sh", 900)
 
 
 def build_sim_modules():
     """Builds (or finds in the cache) the simulated drivers for the lab
     kernel (issue 17); returns their paths, prints the time taken."""
-    t0 = time.monotonic()
-    r = subprocess.run(["sh", os.path.join(HERE, "build-sim-modules.sh"), cache_dir()],
-                       stdout=subprocess.PIPE, text=True, timeout=1800)
-    if r.returncode != 0:
-        raise RuntimeError("build-sim-modules.sh failed (%d)" % r.returncode)
-    print("lab-host: simulated drivers ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
-    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    return _build("build-sim-modules.sh", 1800, "simulated drivers")
 
 
 def build_mlx5_dkms():
     """Builds (or finds in the cache) vdpa-allocator-mlx5-dkms's modules for
     the lab kernel (issue 29); returns build-mlx5-dkms.sh's paths, prints
     the time taken."""
-    t0 = time.monotonic()
-    r = subprocess.run(["sh", os.path.join(HERE, "build-mlx5-dkms.sh"), cache_dir()],
-                       stdout=subprocess.PIPE, text=True, timeout=2400)
-    if r.returncode != 0:
-        raise RuntimeError("build-mlx5-dkms.sh failed (%d)" % r.returncode)
-    print("lab-host: mlx5 DKMS modules ready in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
-    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    return _build("build-mlx5-dkms.sh", 2400, "mlx5 DKMS modules")
 
 
 def build_deb():
@@ -256,12 +259,8 @@ def build_guest():
 
 def build_qemu10():
     """Builds (or finds in the cache) Debian 13's QEMU 10 for --igb;
-    returns the path of its wrapper, prints the time taken."""
-    r = subprocess.run(["sh", os.path.join(HERE, "build-qemu10.sh"), cache_dir()],
-                       stdout=subprocess.PIPE, text=True, timeout=900)
-    if r.returncode != 0:
-        raise RuntimeError("build-qemu10.sh failed (%d)" % r.returncode)
-    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)["QEMU"]
+    returns the path of its wrapper (its caller prints the time taken)."""
+    return _build("build-qemu10.sh", 900)["QEMU"]
 
 
 def igb_machine(n):
@@ -281,13 +280,14 @@ def missing_tools():
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=False, **kw):
+def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=False, qemu10=False, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
     boot is tried once more. sim_modules=True: build-sim-modules.sh first;
     mlx5_dkms=True: build-mlx5-dkms.sh first, its folders in LAB_MLX5_DKMS
-    and LAB_MLX5_DKMS_DEPMOD;
+    and LAB_MLX5_DKMS_DEPMOD; qemu10=True: build_qemu10() first, its
+    wrapper in LAB_QEMU10;
     deb=True: build_deb() first, its path in LAB_DEB; guest=True:
     build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD."""
     kw["extra_env"] = dict(kw.get("extra_env") or {})
@@ -296,6 +296,8 @@ def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=
     if mlx5_dkms:
         d = build_mlx5_dkms()
         kw["extra_env"].update(LAB_MLX5_DKMS=d["MLX5_DKMS"], LAB_MLX5_DKMS_DEPMOD=d["MLX5_DKMS_DEPMOD"])
+    if qemu10:
+        kw["extra_env"]["LAB_QEMU10"] = build_qemu10()
     if deb:
         kw["extra_env"]["LAB_DEB"] = build_deb()
     if guest:
@@ -458,6 +460,8 @@ def main():
                     help="build netdevsim and vdpa_sim_net for the lab kernel first (build-sim-modules.sh)")
     ap.add_argument("--mlx5-dkms", action="store_true",
                     help="build vdpa-allocator-mlx5-dkms's modules for the lab kernel first (build-mlx5-dkms.sh)")
+    ap.add_argument("--qemu10", action="store_true",
+                    help="build (or find cached) Debian 13's QEMU 10 first; its wrapper in LAB_QEMU10")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
     ap.add_argument("--deb", action="store_true",
                     help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
@@ -474,7 +478,7 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            mlx5_dkms=a.mlx5_dkms, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
+            mlx5_dkms=a.mlx5_dkms, qemu10=a.qemu10, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
