@@ -8,9 +8,8 @@
 #              the scripts that run no C of ours
 #   lab        the lab-kernel tiers (QEMU TCG lab hosts), in one stream of
 #              their own beside all the stages here, lines marked "[lab]":
-#              the lab stream and the other stages each took about 41
-#              min of a 42.5 min run here (2 cores), every lab tier about
-#              twice its time alone
+#              on a fresh 2-core machine the lab stream took 22.9 min and
+#              the other stages 24.1 of a 24.1 min run (docs/test-tiers.md)
 #   valgrind   our C unit and golden tests, vdpactl and the daemon, under
 #              valgrind (the -O2 build)
 #   release    the -O3 build (as distributions build) and its unit tests
