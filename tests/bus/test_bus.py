@@ -186,8 +186,7 @@ class BusTest(SharedDaemonTest):
 
         sub = self.bus.conn.signal_subscribe(NAME, None, None, None, None, 0, on_signal)
         try:
-            for i in range(6):
-                allocate(self.bus, UUID1, mac(i))
+            replies = [allocate(self.bus, UUID1, mac(i)) for i in range(6)]
             call(self.bus, "Release", (UUID1, mac(0)), "(ss)")
             pump_until(lambda: any(n == "LeaseRemoved" for n, _ in got), 5)
         finally:
@@ -200,8 +199,9 @@ class BusTest(SharedDaemonTest):
         self.assertEqual(low, [("accel", 2)])
         changed = [args for n, args in got if n == "PropertiesChanged"]
         self.assertTrue(any("Free" in args[1] for args in changed))
-        added = [args for n, args in got if n == "LeaseAdded"][0][0]
-        self.assertEqual(added["uuid"], UUID1)
+        # each lease as Allocate answered it, then as it left
+        self.assertEqual([args[0] for n, args in got if n == "LeaseAdded"], replies)
+        self.assertEqual([args[0] for n, args in got if n == "LeaseRemoved"], replies[:1])
 
     def test_pool_property_changes_replay_to_the_current_values(self):
         # a client that caches a pool's properties applies each

@@ -43,6 +43,8 @@ struct _VaDbus
   struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
   guint snapshot_timer;       /* drops them */
   GVariant *pools_paths;      /* the Pools property */
+  VaLease *added;             /* the lease Allocate last answered, and */
+  GVariant *added_variant;    /* its variant, which LeaseAdded sends again */
   guint name_owner_sub;
   gulong handlers[6];
   VaMetrics *metrics;          /* or NULL */
@@ -370,17 +372,27 @@ static void
 allocated (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   AllocCall *c = user_data;
+  VaDbus *self = c->self;
   g_autoptr (GDBusMethodInvocation) inv = c->inv;
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) lease = va_allocator_allocate_finish (VA_ALLOCATOR (source), res, &error);
+  GVariant *v;
 
-  if (c->self->metrics)
-    va_metrics_allocation (c->self->metrics, (g_get_monotonic_time () - c->start) / 1e6, error);
+  if (self->metrics)
+    va_metrics_allocation (self->metrics, (g_get_monotonic_time () - c->start) / 1e6, error);
   g_free (c);
   if (!lease)
-    g_dbus_method_invocation_return_gerror (inv, error);
-  else
-    g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_lease_to_variant (lease)));
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
+  v = g_variant_ref_sink (va_lease_to_variant (lease));
+  g_dbus_method_invocation_return_value (inv, g_variant_new_tuple (&v, 1));
+  /* kept for the LeaseAdded that follows (on_lease_added()) */
+  g_clear_pointer (&self->added, va_lease_free);
+  g_clear_pointer (&self->added_variant, g_variant_unref);
+  self->added = g_steal_pointer (&lease);
+  self->added_variant = v;
 }
 
 static void
@@ -1382,20 +1394,36 @@ sync_pools (VaDbus *self, gboolean emit)
 
 /* ---- signals ------------------------------------------------------------- */
 
+/* @lease's variant: the one Allocate's reply was built with when that was
+ * this lease as it is now (the allocator answers, then signals), so that a
+ * lease is built once per change. */
+static GVariant *
+added_variant (VaDbus *self, const VaLease *lease)
+{
+  g_autoptr (VaLease) kept = g_steal_pointer (&self->added);
+  g_autoptr (GVariant) v = g_steal_pointer (&self->added_variant);
+
+  if (kept && va_lease_equal (kept, lease))
+    return g_steal_pointer (&v);
+  return g_variant_ref_sink (va_lease_to_variant (lease));
+}
+
 static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  g_autoptr (GVariant) v = added_variant (self, lease);
+
   snapshot_invalidate (self);
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded",
-                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded", g_variant_new_tuple (&v, 1), NULL);
 }
 
 static void
 on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  GVariant *v = va_lease_to_variant (lease);
+
   snapshot_invalidate (self);
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved",
-                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved", g_variant_new_tuple (&v, 1), NULL);
 }
 
 static void
@@ -1552,6 +1580,8 @@ va_dbus_free (VaDbus *self)
   g_clear_pointer (&self->open, va_open_free);
   snapshot_invalidate (self);
   g_clear_pointer (&self->pools_paths, g_variant_unref);
+  g_clear_pointer (&self->added, va_lease_free);
+  g_clear_pointer (&self->added_variant, g_variant_unref);
   /* the denials counted since the last line are told at stop too */
   if (self->denials_timer)
     {
