@@ -43,6 +43,8 @@ struct _VaDbus
   struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
   guint snapshot_timer;       /* drops them */
   GVariant *pools_paths;      /* the Pools property */
+  guint pools_timer;          /* the pools' signal window (pools_changed()) */
+  gboolean pools_dirty;       /* a change came in the window: sent at its end */
   VaLease *added;             /* the lease Allocate last answered, and */
   GVariant *added_variant;    /* its variant, which LeaseAdded sends again */
   guint name_owner_sub;
@@ -1006,6 +1008,8 @@ pool_props_at (VaDbus *self, const char *path, GError **error)
   return props;
 }
 
+static void pools_flush (VaDbus *self);
+
 /* On the main context, when the read gets its slot: the reply, from the
  * values as they are then (a held read does not answer an old one). */
 static gpointer
@@ -1016,9 +1020,11 @@ props_start (gpointer user_data, GDBusMethodInvocation *inv)
   GVariant *params = g_dbus_method_invocation_get_parameters (inv);
   gboolean manager = strcmp (path, VA_BUS_PATH) == 0;
   PropAnswer *a = g_new0 (PropAnswer, 1);
-  GVariant *props = manager ? NULL : pool_props_at (self, path, &a->error);
+  GVariant *props;
   const char *prop;
 
+  pools_flush (self);
+  props = manager ? NULL : pool_props_at (self, path, &a->error);
   if (!manager && !props)
     return a;
   if (strcmp (g_dbus_method_invocation_get_method_name (inv), "Get") == 0)
@@ -1340,6 +1346,8 @@ sync_pools (VaDbus *self, gboolean emit)
   g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
   gboolean added = FALSE;
 
+  self->pools_dirty = FALSE; /* sent now */
+
   for (guint i = 0; i < pools->len; i++)
     {
       VaPoolStatus *st = g_ptr_array_index (pools, i);
@@ -1390,6 +1398,50 @@ sync_pools (VaDbus *self, gboolean emit)
       g_variant_builder_add (&b, "{sv}", "Pools", self->pools_paths);
       emit_props_changed (self, VA_BUS_PATH, VA_BUS_IFACE, g_variant_builder_end (&b));
     }
+}
+
+/* The pools' PropertiesChanged are coalesced: a change with no window
+ * open is sent at once and opens one of POOLS_SIGNAL_MS; the changes that
+ * come in it are sent together, with their final values, at its end (and
+ * that opens the next). Without this, each commit batch (one per change at
+ * one caller) rebuilt every pool's properties and sent a signal: a third
+ * of a durable Allocate+Release's CPU. A watcher learns of a change within
+ * the bound; a read (props_start()) sends what is pending first, so that
+ * it answers nothing the signals have not said, and nothing stale. */
+#define POOLS_SIGNAL_MS 100
+
+static gboolean
+pools_window_end (gpointer user_data)
+{
+  VaDbus *self = user_data;
+
+  if (self->pools_dirty)
+    {
+      sync_pools (self, TRUE);
+      return G_SOURCE_CONTINUE;
+    }
+  self->pools_timer = 0;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+pools_changed (VaDbus *self)
+{
+  if (self->pools_timer)
+    {
+      self->pools_dirty = TRUE;
+      return;
+    }
+  sync_pools (self, TRUE);
+  self->pools_timer = g_timeout_add (POOLS_SIGNAL_MS, pools_window_end, self);
+}
+
+/* Before a read of the properties: what is pending is sent, then read. */
+static void
+pools_flush (VaDbus *self)
+{
+  if (self->pools_dirty)
+    sync_pools (self, TRUE);
 }
 
 /* ---- signals ------------------------------------------------------------- */
@@ -1451,9 +1503,10 @@ on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self
 static void
 on_pools_changed (VaAllocator *alloc, VaDbus *self)
 {
-  /* a reconcile (a software device served again) or a device change */
+  /* a commit, a drain, a reconcile (a software device served again) or
+   * a device change */
   snapshot_invalidate (self);
-  sync_pools (self, TRUE);
+  pools_changed (self);
 }
 
 static void
@@ -1580,6 +1633,7 @@ va_dbus_free (VaDbus *self)
   g_clear_pointer (&self->open, va_open_free);
   snapshot_invalidate (self);
   g_clear_pointer (&self->pools_paths, g_variant_unref);
+  g_clear_handle_id (&self->pools_timer, g_source_remove);
   g_clear_pointer (&self->added, va_lease_free);
   g_clear_pointer (&self->added_variant, g_variant_unref);
   /* the denials counted since the last line are told at stop too */
