@@ -43,6 +43,10 @@ struct _VaDbus
   struct _Devices *devices;   /* the devices as ListDevices last saw them, or NULL */
   guint snapshot_timer;       /* drops them */
   GVariant *pools_paths;      /* the Pools property */
+  guint pools_timer;          /* the pools' signal window (pools_changed()) */
+  gboolean pools_dirty;       /* a change came in the window: sent at its end */
+  VaLease *added;             /* the lease Allocate last answered, and */
+  GVariant *added_variant;    /* its variant, which LeaseAdded sends again */
   guint name_owner_sub;
   gulong handlers[6];
   VaMetrics *metrics;          /* or NULL */
@@ -370,17 +374,27 @@ static void
 allocated (GObject *source, GAsyncResult *res, gpointer user_data)
 {
   AllocCall *c = user_data;
+  VaDbus *self = c->self;
   g_autoptr (GDBusMethodInvocation) inv = c->inv;
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLease) lease = va_allocator_allocate_finish (VA_ALLOCATOR (source), res, &error);
+  GVariant *v;
 
-  if (c->self->metrics)
-    va_metrics_allocation (c->self->metrics, (g_get_monotonic_time () - c->start) / 1e6, error);
+  if (self->metrics)
+    va_metrics_allocation (self->metrics, (g_get_monotonic_time () - c->start) / 1e6, error);
   g_free (c);
   if (!lease)
-    g_dbus_method_invocation_return_gerror (inv, error);
-  else
-    g_dbus_method_invocation_return_value (inv, g_variant_new ("(@a{sv})", va_lease_to_variant (lease)));
+    {
+      g_dbus_method_invocation_return_gerror (inv, error);
+      return;
+    }
+  v = g_variant_ref_sink (va_lease_to_variant (lease));
+  g_dbus_method_invocation_return_value (inv, g_variant_new_tuple (&v, 1));
+  /* kept for the LeaseAdded that follows (on_lease_added()) */
+  g_clear_pointer (&self->added, va_lease_free);
+  g_clear_pointer (&self->added_variant, g_variant_unref);
+  self->added = g_steal_pointer (&lease);
+  self->added_variant = v;
 }
 
 static void
@@ -994,6 +1008,8 @@ pool_props_at (VaDbus *self, const char *path, GError **error)
   return props;
 }
 
+static void pools_flush (VaDbus *self);
+
 /* On the main context, when the read gets its slot: the reply, from the
  * values as they are then (a held read does not answer an old one). */
 static gpointer
@@ -1004,9 +1020,11 @@ props_start (gpointer user_data, GDBusMethodInvocation *inv)
   GVariant *params = g_dbus_method_invocation_get_parameters (inv);
   gboolean manager = strcmp (path, VA_BUS_PATH) == 0;
   PropAnswer *a = g_new0 (PropAnswer, 1);
-  GVariant *props = manager ? NULL : pool_props_at (self, path, &a->error);
+  GVariant *props;
   const char *prop;
 
+  pools_flush (self);
+  props = manager ? NULL : pool_props_at (self, path, &a->error);
   if (!manager && !props)
     return a;
   if (strcmp (g_dbus_method_invocation_get_method_name (inv), "Get") == 0)
@@ -1328,6 +1346,8 @@ sync_pools (VaDbus *self, gboolean emit)
   g_autoptr (GPtrArray) pools = va_allocator_list_pools (self->alloc);
   gboolean added = FALSE;
 
+  self->pools_dirty = FALSE; /* sent now */
+
   for (guint i = 0; i < pools->len; i++)
     {
       VaPoolStatus *st = g_ptr_array_index (pools, i);
@@ -1380,22 +1400,82 @@ sync_pools (VaDbus *self, gboolean emit)
     }
 }
 
+/* The pools' PropertiesChanged are coalesced: a change with no window
+ * open is sent at once and opens one of POOLS_SIGNAL_MS; the changes that
+ * come in it are sent together, with their final values, at its end (and
+ * that opens the next). Without this, each commit batch (one per change at
+ * one caller) rebuilt every pool's properties and sent a signal: a third
+ * of a durable Allocate+Release's CPU. A watcher learns of a change within
+ * the bound; a read (props_start()) sends what is pending first, so that
+ * it answers nothing the signals have not said, and nothing stale. */
+#define POOLS_SIGNAL_MS 100
+
+static gboolean
+pools_window_end (gpointer user_data)
+{
+  VaDbus *self = user_data;
+
+  if (self->pools_dirty)
+    {
+      sync_pools (self, TRUE);
+      return G_SOURCE_CONTINUE;
+    }
+  self->pools_timer = 0;
+  return G_SOURCE_REMOVE;
+}
+
+static void
+pools_changed (VaDbus *self)
+{
+  if (self->pools_timer)
+    {
+      self->pools_dirty = TRUE;
+      return;
+    }
+  sync_pools (self, TRUE);
+  self->pools_timer = g_timeout_add (POOLS_SIGNAL_MS, pools_window_end, self);
+}
+
+/* Before a read of the properties: what is pending is sent, then read. */
+static void
+pools_flush (VaDbus *self)
+{
+  if (self->pools_dirty)
+    sync_pools (self, TRUE);
+}
+
 /* ---- signals ------------------------------------------------------------- */
+
+/* @lease's variant: the one Allocate's reply was built with when that was
+ * this lease as it is now (the allocator answers, then signals), so that a
+ * lease is built once per change. */
+static GVariant *
+added_variant (VaDbus *self, const VaLease *lease)
+{
+  g_autoptr (VaLease) kept = g_steal_pointer (&self->added);
+  g_autoptr (GVariant) v = g_steal_pointer (&self->added_variant);
+
+  if (kept && va_lease_equal (kept, lease))
+    return g_steal_pointer (&v);
+  return g_variant_ref_sink (va_lease_to_variant (lease));
+}
 
 static void
 on_lease_added (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  g_autoptr (GVariant) v = added_variant (self, lease);
+
   snapshot_invalidate (self);
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded",
-                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseAdded", g_variant_new_tuple (&v, 1), NULL);
 }
 
 static void
 on_lease_removed (VaAllocator *alloc, VaLease *lease, VaDbus *self)
 {
+  GVariant *v = va_lease_to_variant (lease);
+
   snapshot_invalidate (self);
-  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved",
-                                 g_variant_new ("(@a{sv})", va_lease_to_variant (lease)), NULL);
+  g_dbus_connection_emit_signal (self->conn, NULL, VA_BUS_PATH, VA_BUS_IFACE, "LeaseRemoved", g_variant_new_tuple (&v, 1), NULL);
 }
 
 static void
@@ -1423,9 +1503,10 @@ on_low_watermark (VaAllocator *alloc, const char *pool, guint free, VaDbus *self
 static void
 on_pools_changed (VaAllocator *alloc, VaDbus *self)
 {
-  /* a reconcile (a software device served again) or a device change */
+  /* a commit, a drain, a reconcile (a software device served again) or
+   * a device change */
   snapshot_invalidate (self);
-  sync_pools (self, TRUE);
+  pools_changed (self);
 }
 
 static void
@@ -1552,6 +1633,9 @@ va_dbus_free (VaDbus *self)
   g_clear_pointer (&self->open, va_open_free);
   snapshot_invalidate (self);
   g_clear_pointer (&self->pools_paths, g_variant_unref);
+  g_clear_handle_id (&self->pools_timer, g_source_remove);
+  g_clear_pointer (&self->added, va_lease_free);
+  g_clear_pointer (&self->added_variant, g_variant_unref);
   /* the denials counted since the last line are told at stop too */
   if (self->denials_timer)
     {
