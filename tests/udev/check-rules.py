@@ -77,7 +77,9 @@ def check_rules(path):
 def check_modules(path):
     with open(path) as f:
         mods = [l.strip() for l in f if l.strip() and not l.startswith("#")]
-    if mods != ["vdpa", "vhost_vdpa", "mlx5_vdpa"]:
+    # not mlx5_vdpa: udev loads it by its alias, and a kernel without it
+    # (Debian's) would log "Failed to find module" at every boot
+    if mods != ["vdpa", "vhost_vdpa"]:
         errors.append("vdpa-allocator.conf: modules are %r" % mods)
     if "virtio_vdpa" in mods:
         errors.append("vdpa-allocator.conf: virtio_vdpa would steal the devices")
