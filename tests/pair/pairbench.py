@@ -19,6 +19,16 @@ configuration has it and the host can run it (vatest/pairsriov.py decides
 and says why not); the default simulated configuration has none, so its
 rows read "unavailable: no kind=sriov pool on this host".
 
+A fourth network, vpc4 (mode=vdpa on a software-only pool: each NIC a
+software vDPA device, VDUSE served by the daemon's relay, on a
+VLAN-filtering Linux bridge, issue 28), joins only where the host can make
+such devices (vatest/pairsoftware.py decides and says why not: root,
+/dev/vduse/control after modprobe vduse, vhost_vdpa, then the daemon's own
+verdict on the pool). The daemon then runs on the kernel backend, its
+network2 pool taking no PF, so network2 runs its virtio fallback as on the
+simulated NIC; elsewhere (this machine) every vdpa-software row is
+"unavailable" with the reason, said in one line of the output.
+
 network2 gets its accelerated (vDPA) form only when the host has a
 vhost-vdpa device and the daemon a real backend; otherwise (this machine:
 the simulated NIC would hand out a lease, but QEMU could not run it) the
@@ -48,12 +58,17 @@ enter_namespaces()
 
 from vatest import ctl  # noqa: E402
 from vatest import pairreport as rep  # noqa: E402
+from vatest import pairsoftware as software  # noqa: E402
 from vatest import pairsriov as sriov  # noqa: E402
+from vatest.lab import relay_processes  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path, with_intent  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 BRIDGE = "br-pair"
+# the software NICs' taps go on a Linux bridge (the relay's tap takes no
+# Open vSwitch port yet), VLAN-filtering so that the daemon tags them
+SOFT_BRIDGE = "br-soft"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 # the reference's networks and addresses (docs/reference.md)
@@ -61,14 +76,16 @@ NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/2
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
 # the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)
 NET3 = {"name": sriov.NETWORK, "mode": "sriov", "subnet": "192.171.0.0/24"}
+# the software vDPA path's network
+NET4 = {"name": software.NETWORK, "mode": "vdpa", "vlan": 2336, "subnet": "192.172.0.0/24"}
 SIM_POOL = "cx6-p1"
 GUESTS = {
     "vm1": {"domain": "va-pair-vm1", "uuid": "77770000-0000-4000-8000-000000000001", "role": "server",
             "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214"),
-            "sriov": ("52:54:00:70:01:03", "192.171.0.166")},
+            "sriov": ("52:54:00:70:01:03", "192.171.0.166"), "software": ("52:54:00:70:01:04", "192.172.0.166")},
     "vm2": {"domain": "va-pair-vm2", "uuid": "77770000-0000-4000-8000-000000000002", "role": "client",
             "vnic": ("52:54:00:70:02:01", "192.167.0.193"), "vdpa": ("52:54:00:70:02:02", "192.169.0.253"),
-            "sriov": ("52:54:00:70:02:03", "192.171.0.193")},
+            "sriov": ("52:54:00:70:02:03", "192.171.0.193"), "software": ("52:54:00:70:02:04", "192.172.0.193")},
 }
 
 
@@ -87,6 +104,26 @@ def sim_text(ovs):
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
         comment="written by tests/pair/pairbench.py: the reference's two networks on the\nsimulated ConnectX-6 Dx"
                 + ("" if ovs else "\nuntagged: this host carries no VLANs"))
+
+
+def kernel_text(ovs):
+    """The software vDPA path's configuration, for the kernel backend:
+    network2's pool takes no PF (match-pf names none), so that no NIC of
+    the host is touched and network2 falls back as on the simulated NIC;
+    network4 on a software-only pool of one device per guest."""
+    kind = "ovs" if ovs else "linux"
+    return "".join([
+        "# written by tests/pair/pairbench.py: the kernel backend, for the software vDPA\n"
+        "# path (network %s); pool %s takes no PF of this host\n" % (NET4["name"], SIM_POOL),
+        "\n[pool %s]\nmatch-pf=va-no-pf\nmax-vqp=1\n" % SIM_POOL,
+        "\n[pool %s]\ntype=software\nsoftware-slots=%d\n" % (software.POOL, software.NEEDED),
+        "\n[network %s]\nmode=vdpa\npool=%s\n%sfallback-bridge=%s\nfallback-bridge-type=%s\n" % (
+            NET2["name"], SIM_POOL, "vlan=%d\n" % NET2["vlan"] if ovs else "", BRIDGE, kind),
+        "\n[network %s]\nmode=virtio\n%sfallback-bridge=%s\nfallback-bridge-type=%s\n" % (
+            NET1["name"], "vlan=%d\n" % NET1["vlan"] if ovs else "", BRIDGE, kind),
+        "\n[network %s]\nmode=vdpa\npool=%s\nvlan=%d\nfallback-bridge=%s\nfallback-bridge-type=linux\n" % (
+            NET4["name"], software.POOL, NET4["vlan"], SOFT_BRIDGE),
+    ])
 
 
 def log(msg):
@@ -188,9 +225,13 @@ class Bench:
         conf = os.path.join(self.lv.root, "va-etc")
         os.makedirs(os.path.join(conf, "vdpa-allocator"))
         path = os.path.join(conf, "vdpa-allocator", "vdpa-allocator.conf")
+        self.kernel_config = False
         if self.args.config:
             with open(os.path.join(self.args.config, "vdpa-allocator.conf")) as f:
                 text = f.read()
+        elif self.software_host[0]:
+            text = kernel_text(self.ovs)
+            self.kernel_config = True
         else:
             text = sim_text(self.ovs)
         self.config_text = text
@@ -204,6 +245,26 @@ class Bench:
         self.run_dir = os.path.join(self.lv.root, "va-run")
 
     def start_daemon(self):
+        """The daemon on the configuration; where it does not start on the
+        software path's kernel configuration, on the simulated NIC instead,
+        the software rows quoting why."""
+        self.software_error = None
+        try:
+            self._start_daemon_sriov()
+        except RuntimeError:
+            if not self.kernel_config or self.lv.procs["vdpa-allocatord"].poll() is None:
+                raise
+            lines = [ln for ln in self.lv.read_log("vdpa-allocatord").splitlines() if ln.strip()]
+            self.software_error = (lines[-1].strip() if lines else "it exited %d" % self.lv.procs["vdpa-allocatord"].returncode)[-300:]
+            log("vdpa-allocatord did not start on the kernel backend (%s); on the simulated NIC instead" % self.software_error)
+            self.lv.logs.pop("vdpa-allocatord").close()
+            self.kernel_config = False
+            self.config_text = sim_text(self.ovs)
+            with open(self.config_path, "w") as f:
+                f.write(self.config_text)
+            self._start_daemon_sriov()
+
+    def _start_daemon_sriov(self):
         """The daemon on the configuration. Where it refuses the
         configuration's kind=sriov pools (a daemon older than they are, or
         a pool it finds wrong), the benchmark runs without those pools and
@@ -263,10 +324,13 @@ class Bench:
         status = json.loads(vdpactl("status", "-j").stdout)
         backend = status.get("backend", "?")
         nodes = sorted(glob.glob("/dev/vhost-vdpa-*"))
-        if backend == "sim" or not nodes:
+        if backend == "sim" or not nodes or self.kernel_config:
             why = rep.UNAVAILABLE
             if backend == "sim":
                 why += " (the daemon runs the simulated NIC)"
+            elif self.kernel_config:
+                # a software device's node is no hardware vDPA
+                why += " (pool %s takes no PF: the kernel backend runs for the software vDPA path)" % SIM_POOL
             avail = False
         else:
             why, avail = None, True
@@ -275,15 +339,22 @@ class Bench:
         self.meta["vdpa_available"] = avail
         self.meta["vdpa_reason"] = why
         self.sriov_facts(status)
+        ok, why, check = self.software_host
+        if ok:
+            ok, why, check = software.daemon(status, check, daemon_error=self.software_error)
+        self.meta["software_available"] = ok
+        self.meta["software_reason"] = why
+        self.meta["software_check"] = check
 
     # --- the run -------------------------------------------------------------
 
     def rewrite_args(self):
         """vdpactl rewrite's arguments for this host: network2 keeps its own
-        decision (accelerated only with vDPA), network3 is accelerated
-        whenever it is in the guests. With SR-IOV but no vDPA, network2's
-        pool is taken to be full, so that it falls back as it would alone."""
-        if self.meta.get("sriov_available"):
+        decision (accelerated only with vDPA), network3 and network4 are
+        accelerated whenever they are in the guests. With SR-IOV or software
+        vDPA but no vDPA, network2's pool is taken to be full, so that it
+        falls back as it would alone."""
+        if self.meta.get("sriov_available") or self.meta.get("software_available"):
             if self.meta["vdpa_available"] or not self.vdpa_pool:
                 return ["--to", "accelerated"]
             return ["--to", "accelerated", "--capacity", "%s=0" % self.vdpa_pool]
@@ -295,6 +366,8 @@ class Bench:
         out = [(g["vnic"][0], g["vnic"][1], NET1["name"]), (g["vdpa"][0], g["vdpa"][1], NET2["name"])]
         if self.meta.get("sriov_available"):
             out.append((g["sriov"][0], g["sriov"][1], NET3["name"]))
+        if self.meta.get("software_available"):
+            out.append((g["software"][0], g["software"][1], NET4["name"]))
         return out
 
     def domain(self, g, kernel, initrd, tests=None):
@@ -330,6 +403,12 @@ class Bench:
             time.sleep(0.1)
         raise TimeoutError("%s: no %s in %d s:\n%s" % (name, marker, timeout, text[-3000:]))
 
+    def software_line(self):
+        """The software vDPA path in one line: where it runs, or why not."""
+        return "network4 %s, vDPA (software): %s" % (
+            NET4["name"], "VLAN %d, VDUSE devices of pool %s on %s" % (NET4["vlan"], software.POOL, SOFT_BRIDGE)
+            if self.meta["software_available"] else self.meta["software_reason"])
+
     def show(self, title, argv):
         print("\n--- %s (while the guests run) ---" % title)
         print(run(argv, check=False).stdout.rstrip())
@@ -343,6 +422,8 @@ class Bench:
         paths = [("vnic", vm1["vnic"][1]), (n2kind, vm1["vdpa"][1])]
         if self.meta.get("sriov_available"):
             paths.append(("sriov", vm1["sriov"][1]))
+        if self.meta.get("software_available"):
+            paths.append(("vdpa-software", vm1["software"][1]))
         tests = ["ping@%s" % a for _, a in paths]
         # repeats go round the whole matrix, so that a slow moment of the
         # host falls on every path alike rather than on one path's runs
@@ -363,9 +444,10 @@ class Bench:
             self.show("virsh list", ["virsh", "-c", "qemu:///system", "list"])
             if self.ovs:
                 self.show("ovs-vsctl show", ["ovs-vsctl", "show"])
-        # follow the client's console: sample both QEMUs' CPU time at each
-        # test's start and end markers
-        pids = [qemu_pid(vm1["domain"]), qemu_pid(vm2["domain"])]
+        # follow the client's console: sample both QEMUs' CPU time, and the
+        # software devices' relays', at each test's start and end markers
+        pids = [qemu_pid(vm1["domain"]), qemu_pid(vm2["domain"])] + sorted(relay_processes())
+        self.meta["relays"] = len(pids) - 2
         cpu = {}
         started = {}
         seen = 0
@@ -474,6 +556,10 @@ class Bench:
                 self.meta["ovs_error"] = str(e)
                 self.start_linux_bridge()
                 bridge_note = "untagged: this host carries no VLANs (Linux bridge, Open vSwitch failed)"
+            self.software_host = software.host()
+            if self.software_host[0]:
+                run(["ip", "link", "add", SOFT_BRIDGE, "type", "bridge", "vlan_filtering", "1"])
+                run(["ip", "link", "set", SOFT_BRIDGE, "up"])
             self.write_config()
             self.start_daemon()
             self.host_facts()
@@ -492,11 +578,17 @@ class Bench:
                 self.meta["networks"]["network3"] = dict(NET3, vlan=self.sriov_vlan, bridge="vdpa-allocator-%s" % self.sriov_pool,
                                                          bridge_type="hostdev", tagged=self.sriov_vlan is not None,
                                                          form="accelerated")
+            if self.meta["software_available"]:
+                self.meta["networks"]["network4"] = dict(NET4, bridge=SOFT_BRIDGE, bridge_type="linux", tagged=True,
+                                                         form="accelerated")
             self.meta["guests"] = {k: {"domain": g["domain"], "role": g["role"], "vnic": {"mac": g["vnic"][0], "ip": g["vnic"][1]},
                                        "network2_nic": {"mac": g["vdpa"][0], "ip": g["vdpa"][1]}} for k, g in GUESTS.items()}
             if self.meta["sriov_available"]:
                 for k, g in GUESTS.items():
                     self.meta["guests"][k]["network3_nic"] = {"mac": g["sriov"][0], "ip": g["sriov"][1]}
+            if self.meta["software_available"]:
+                for k, g in GUESTS.items():
+                    self.meta["guests"][k]["network4_nic"] = {"mac": g["software"][0], "ip": g["software"][1]}
             self.meta["params"] = {"time_s": args.time, "repeats": args.repeat, "direction": "vm2 (client) -> vm1 (server); tcp5r: vm1 -> vm2",
                                    "tests": rep.TEST_NAMES}
             self.meta["leases"] = {"before": leases()}
@@ -505,6 +597,7 @@ class Bench:
                 bridge_note))
             log("network3 (SR-IOV VF): %s" % ("on pool %s, VFs %s" % (self.sriov_pool, " ".join(self.meta["sriov_check"]["vfs"]))
                                              if self.meta["sriov_available"] else self.meta["sriov_reason"]))
+            log(self.software_line())
             results = self.run_matrix(kernel, initrd, form)
             self.meta["isolation"] = self.isolation() if self.ovs else {"probes": [], "ok": None,
                                                                         "note": "untagged: this host carries no VLANs"}
@@ -537,13 +630,15 @@ class Bench:
             n3 = self.meta["networks"].get("network3")
             print("network3 %s: %s" % (NET3["name"], "VLAN %s, VFs of pool %s passed through" % (n3["vlan"], self.sriov_pool)
                                        if n3 else self.meta["sriov_reason"]))
+            print(self.software_line())
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
             print("leases before/during/after: %d/%d/%d%s, all returned: %s; domains left: %s; VLAN isolation: %s" % (
                 len(self.meta["leases"]["before"]), len(self.meta["leases"]["during"]), len(self.meta["leases"]["after"]),
                 " (none to make: every NIC ran virtio, network2 its fallback, so the hook leased nothing)"
-                if not self.meta["vdpa_available"] and not self.meta.get("sriov_available") else "",
+                if not (self.meta["vdpa_available"] or self.meta.get("sriov_available") or self.meta.get("software_available"))
+                else "",
                 self.meta["leases"]["returned"], self.meta["domains_left"] or "none",
                 {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[iso]))
             print("JSON: %s\nSVG:  %s\nwall time %.1f s" % (jpath, spath, self.meta["wall_time_s"]))
