@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 
-from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_reason
+from vatest.libvirt import Libvirt, build_guest, enter_namespaces, outer_netns, run, skip_reason
 
 # (enter_namespaces builds the guest first, while the host's network is
 # still reachable)
@@ -67,8 +67,9 @@ from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 BRIDGE = "br-pair"
 # the software NICs' taps go on a Linux bridge (the relay's tap takes no
-# Open vSwitch port yet), VLAN-filtering so that the daemon tags them
-SOFT_BRIDGE = "br-soft"
+# Open vSwitch port yet), VLAN-filtering so that the daemon tags them; in
+# the initial network namespace, with the daemon (vatest/pairsoftware.py)
+SOFT_BRIDGE = "va-pair-soft"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 # the reference's networks and addresses (docs/reference.md)
@@ -123,6 +124,9 @@ def kernel_text(ovs):
             NET1["name"], "vlan=%d\n" % NET1["vlan"] if ovs else "", BRIDGE, kind),
         "\n[network %s]\nmode=vdpa\npool=%s\nvlan=%d\nfallback-bridge=%s\nfallback-bridge-type=linux\n" % (
             NET4["name"], software.POOL, NET4["vlan"], SOFT_BRIDGE),
+        # a software device is made within the hook's call: seconds under
+        # emulation, more than the default 10 s nested
+        "\n[hook]\ntimeout-ms=120000\n",
     ])
 
 
@@ -181,6 +185,7 @@ class Bench:
         self.lv = None
         self.meta = {}
         self.ovs = False
+        self.innet = []
 
     # --- set-up ------------------------------------------------------------
 
@@ -285,7 +290,9 @@ class Bench:
 
     def _start_daemon(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
-        self.lv._spawn("vdpa-allocatord", [DAEMON, "--config", self.confdir, "--state-dir",
+        # on the software path, in the initial network namespace: the
+        # kernel's vdpa netlink answers there only
+        self.lv._spawn("vdpa-allocatord", (self.innet if self.kernel_config else []) + [DAEMON, "--config", self.confdir, "--state-dir",
                                            os.path.join(self.lv.root, "va-state"), "--run-dir", self.run_dir], env)
         self.lv._wait(lambda: vdpactl("status", check=False).returncode == 0, 30, "vdpa-allocatord", "vdpactl status")
 
@@ -388,7 +395,7 @@ class Bench:
         self.lv.define(xml)
         if os.path.exists(serial_path(name)):
             os.unlink(serial_path(name))
-        self.lv.virsh("start", name, timeout=120)
+        self.lv.virsh("start", name, timeout=120 * self.args.slow)
 
     def wait_marker(self, name, marker, timeout):
         deadline = time.monotonic() + timeout
@@ -432,9 +439,9 @@ class Bench:
                 tests += ["%s@%s" % (run_name(name, n, self.args.repeat), a) for _, a in paths]
         t0 = time.monotonic()
         self.start_domain(vm1["domain"], self.domain(vm1, kernel, initrd))
-        self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120)
+        self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120 * self.args.slow)
         self.start_domain(vm2["domain"], self.domain(vm2, kernel, initrd, tests))
-        self.wait_marker(vm2["domain"], "VA-GUEST-READY", 120)
+        self.wait_marker(vm2["domain"], "VA-GUEST-READY", 120 * self.args.slow)
         self.meta["boot_seconds"] = round(time.monotonic() - t0, 1)
         self.meta["ovs_ports"] = self.ovs_ports()
         self.meta["leases"]["during"] = leases()
@@ -451,7 +458,7 @@ class Bench:
         cpu = {}
         started = {}
         seen = 0
-        deadline = time.monotonic() + 120 + len(tests) * (t + 15)
+        deadline = time.monotonic() + (120 + len(tests) * (t + 15)) * self.args.slow
         while True:
             with open(serial_path(vm2["domain"]), errors="replace") as f:
                 text = f.read()
@@ -556,10 +563,12 @@ class Bench:
                 self.meta["ovs_error"] = str(e)
                 self.start_linux_bridge()
                 bridge_note = "untagged: this host carries no VLANs (Linux bridge, Open vSwitch failed)"
-            self.software_host = software.host()
+            self.software_host = software.host(outer_netns=outer_netns())
+            self.innet = []
             if self.software_host[0]:
-                run(["ip", "link", "add", SOFT_BRIDGE, "type", "bridge", "vlan_filtering", "1"])
-                run(["ip", "link", "set", SOFT_BRIDGE, "up"])
+                self.innet = ["nsenter", "--net=" + outer_netns()]
+                run(self.innet + ["ip", "link", "add", SOFT_BRIDGE, "type", "bridge", "vlan_filtering", "1"])
+                run(self.innet + ["ip", "link", "set", SOFT_BRIDGE, "up"])
             self.write_config()
             self.start_daemon()
             self.host_facts()
@@ -646,6 +655,8 @@ class Bench:
             return 0 if ok else 1
         finally:
             self.lv.stop()
+            if self.innet:
+                run(self.innet + ["ip", "link", "del", SOFT_BRIDGE], check=False)
 
 
 def main():
@@ -655,6 +666,8 @@ def main():
     p.add_argument("--repeat", type=int, default=int(os.environ.get("VA_PAIR_REPEAT", "1")), metavar="N",
                    help="run every test N times (1 to 20): the report gives the median and the spread, so that noise "
                         "is not read as a difference")
+    p.add_argument("--slow", type=int, default=1, metavar="N",
+                   help="multiply the waits for the guests by N (guests nested under TCG in the lab host: 10)")
     p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
     p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2, and vpc3 (mode=sriov) for the "
@@ -662,6 +675,8 @@ def main():
     args = p.parse_args()
     if not 1 <= args.repeat <= 20:
         p.error("--repeat must be 1 to 20, not %d" % args.repeat)
+    if args.slow < 1:
+        p.error("--slow must be at least 1, not %d" % args.slow)
     if args.time < 1:
         p.error("--time must be at least 1, not %d" % args.time)
     args.out = os.path.abspath(args.out)

@@ -62,12 +62,26 @@ class Host(unittest.TestCase):
         self.assertEqual(loaded, ["vduse", "vhost_vdpa"])
         self.assertTrue(check["vduse_control"])
 
+    def test_no_initial_netns_handle(self):
+        exists, load, _ = facts(present=(sw.CONTROL, sw.VHOST_VDPA))
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, outer_netns=None, others=[])[:2],
+                         (False, "unavailable: no handle on the initial network namespace, where alone the kernel's vdpa "
+                                 "netlink answers"))
+
+    def test_another_daemons_devices(self):
+        exists, load, _ = facts(present=(sw.CONTROL, sw.VHOST_VDPA))
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, outer_netns="/proc/1/fd/3",
+                                 others=["vasw-525400aabbcc"])[:2],
+                         (False, "unavailable: software vDPA devices of another vdpa-allocatord exist (vasw-525400aabbcc): "
+                                 "the benchmark's daemon would reconcile them away"))
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, outer_netns="/proc/1/fd/3", others=[])[:2], (True, None))
+
     def test_loaded_on_demand_or_present(self):
         exists, load, loaded = facts(loads=("vduse", "vhost_vdpa"))
-        self.assertEqual(sw.host(euid=0, exists=exists, load=load)[:2], (True, None))
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, others=[])[:2], (True, None))
         self.assertEqual(loaded, ["vduse", "vhost_vdpa"])
         exists, load, loaded = facts(present=(sw.CONTROL, sw.VHOST_VDPA))
-        self.assertEqual(sw.host(euid=0, exists=exists, load=load)[:2], (True, None))
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, others=[])[:2], (True, None))
         self.assertEqual(loaded, [], "nothing loaded that was there")
 
 

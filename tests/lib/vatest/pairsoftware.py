@@ -5,7 +5,10 @@ vdpa-software in vatest/pairreport.py) can run here, and why not
 
 - host(): before the daemon starts, what the host lets us do: root,
   /dev/vduse/control (after `modprobe vduse`), vhost_vdpa (after `modprobe
-  vhost_vdpa`), the only ways QEMU reaches a VDUSE device;
+  vhost_vdpa`), the only way QEMU reaches a VDUSE device, a handle on the
+  initial network namespace (the kernel's vdpa netlink family answers
+  there only, netnsok=false: the daemon runs there), and no software
+  device of another daemon (ours, in that namespace, would reconcile it);
 - daemon(): once the daemon runs on the kernel backend, its own verdict on
   the software pool (the pool's warning, va_software_unavailable() in
   vdpa-allocator/daemon/va-software.c, is the one home of its words).
@@ -20,6 +23,7 @@ NETWORK = "vpc4"
 POOL = "soft"
 NEEDED = 2  # one software device per guest
 CONTROL = "/dev/vduse/control"
+DEVICE_PREFIX = "vasw-"  # va-software.c's
 VHOST_VDPA = "/sys/bus/vdpa/drivers/vhost_vdpa"
 
 
@@ -36,8 +40,19 @@ def modprobe(module):
     return lines[-1] if lines else "modprobe %s: exit %d" % (module, r.returncode)
 
 
-def host(euid=None, exists=os.path.exists, load=modprobe):
-    """The host's part: root, VDUSE's control node, vhost_vdpa."""
+def theirs(vduse_dir="/dev/vduse"):
+    """VDUSE devices named as the daemon names its software devices."""
+    try:
+        return sorted(n for n in os.listdir(vduse_dir) if n.startswith(DEVICE_PREFIX))
+    except OSError:
+        return []
+
+
+def host(euid=None, exists=os.path.exists, load=modprobe, outer_netns="", others=None):
+    """The host's part: root, VDUSE's control node, vhost_vdpa, the
+    initial network namespace (outer_netns: a path, None when there is
+    none; "" leaves the check out), no other daemon's software devices
+    (others: their names; None reads /dev/vduse)."""
     check = {"network": NETWORK, "pool": POOL, "vduse_control": False, "modprobe": {}, "free": None}
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
@@ -55,6 +70,13 @@ def host(euid=None, exists=os.path.exists, load=modprobe):
         check["modprobe"]["vhost_vdpa"] = err
         if err:
             return False, "unavailable: modprobe vhost_vdpa failed (%s): QEMU reaches a vDPA device only through it" % err, check
+    if outer_netns is None:
+        return False, ("unavailable: no handle on the initial network namespace, where alone the kernel's vdpa netlink "
+                       "answers"), check
+    others = theirs() if others is None else others
+    if others:
+        return False, ("unavailable: software vDPA devices of another vdpa-allocatord exist (%s): the benchmark's daemon "
+                       "would reconcile them away" % ", ".join(others)), check
     return True, None, check
 
 
