@@ -506,6 +506,13 @@ class Bench:
             ports.append({"name": name, "tag": tag if isinstance(tag, int) else None})
         return sorted(ports, key=lambda p: p["name"])
 
+    def probe_ping(self, ns, dst):
+        """A probe's ping: 2 of 2 s, times --slow (a guest nested under
+        TCG may answer its first ARP later than that; one answer reaches)."""
+        n = 2 * self.args.slow
+        return run(["ip", "netns", "exec", ns, "busybox", "ping", "-c", str(n), "-W", "2", dst], check=False,
+                   timeout=15 * n)
+
     def isolation(self):
         """Veth ports on the OVS bridge, one per probe, each in a network
         namespace of its own: a port on one VLAN pings a guest address on the
@@ -530,12 +537,46 @@ class Bench:
             run(["ip", "-n", ns, "link", "set", "lo", "up"])
             run(["ip", "-n", ns, "addr", "add", src, "dev", inner])
             run(["ip", "-n", ns, "link", "set", inner, "up"])
-            r = run(["ip", "netns", "exec", ns, "busybox", "ping", "-c", "2", "-W", "2", dst], check=False, timeout=30)
+            r = self.probe_ping(ns, dst)
             reached = r.returncode == 0
             out.append({"port_vlan": vlan, "src": src, "dst": dst, "dst_vlan": NET1["vlan"] if dst == vm1["vnic"][1] else NET2["vlan"],
                         "expect_reach": expect, "reached": reached})
             log("isolation: VLAN %d port %s -> %s: %s (expected %s)" % (vlan, src, dst, "reached" if reached else "no answer",
                                                                          "reach" if expect else "no answer"))
+        return {"probes": out, "ok": all(p["reached"] == p["expect_reach"] for p in out)}
+
+    def software_isolation(self):
+        """The same probes on the software NICs' bridge, in the initial
+        network namespace: a port in their VLAN pings vm1's software NIC,
+        one in network1's VLAN (same subnet) must not reach it."""
+        vm1 = GUESTS["vm1"]
+        probes = [(NET4["vlan"], "192.172.0.250/24", vm1["software"][1], True),
+                  (NET1["vlan"], "192.172.0.251/24", vm1["software"][1], False)]
+        if not self.ovs:
+            self.bind_private("/run/netns", "netns")
+        out = []
+        for i, (vlan, src, dst, expect) in enumerate(probes):
+            ns, outer, inner = "va-swiso%d" % i, "va-swiso%do" % i, "va-swiso%di" % i
+            run(["ip", "netns", "add", ns])
+            try:
+                run(self.innet + ["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
+                run(self.innet + ["ip", "link", "set", inner, "netns", ns])
+                run(self.innet + ["ip", "link", "set", outer, "master", SOFT_BRIDGE])
+                run(self.innet + ["bridge", "vlan", "add", "dev", outer, "vid", str(vlan), "pvid", "untagged"])
+                run(self.innet + ["bridge", "vlan", "del", "dev", outer, "vid", "1"])
+                run(self.innet + ["ip", "link", "set", outer, "up"])
+                run(["ip", "-n", ns, "link", "set", "lo", "up"])
+                run(["ip", "-n", ns, "addr", "add", src, "dev", inner])
+                run(["ip", "-n", ns, "link", "set", inner, "up"])
+                r = self.probe_ping(ns, dst)
+            finally:
+                run(self.innet + ["ip", "link", "del", outer], check=False)
+                run(["ip", "netns", "del", ns], check=False)
+            reached = r.returncode == 0
+            out.append({"port_vlan": vlan, "src": src, "dst": dst, "dst_vlan": NET4["vlan"], "expect_reach": expect,
+                        "reached": reached})
+            log("isolation: %s VLAN %d port %s -> %s: %s (expected %s)" % (
+                SOFT_BRIDGE, vlan, src, dst, "reached" if reached else "no answer", "reach" if expect else "no answer"))
         return {"probes": out, "ok": all(p["reached"] == p["expect_reach"] for p in out)}
 
     def main(self):
@@ -563,7 +604,7 @@ class Bench:
                 self.meta["ovs_error"] = str(e)
                 self.start_linux_bridge()
                 bridge_note = "untagged: this host carries no VLANs (Linux bridge, Open vSwitch failed)"
-            self.software_host = software.host(outer_netns=outer_netns())
+            self.software_host = software.host(outer_netns=outer_netns(), config=args.config)
             self.innet = []
             if self.software_host[0]:
                 self.innet = ["nsenter", "--net=" + outer_netns()]
@@ -610,6 +651,8 @@ class Bench:
             results = self.run_matrix(kernel, initrd, form)
             self.meta["isolation"] = self.isolation() if self.ovs else {"probes": [], "ok": None,
                                                                         "note": "untagged: this host carries no VLANs"}
+            if self.meta["software_available"]:
+                self.meta["isolation"]["software"] = self.software_isolation()
             for g in GUESTS.values():
                 self.lv.virsh("destroy", g["domain"], check=False)
             # libvirt runs the hook's release after destroy returns; give it
@@ -643,13 +686,17 @@ class Bench:
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
+            sw_iso = self.meta["isolation"].get("software", {}).get("ok")
+            if sw_iso is False:
+                iso = False
             print("leases before/during/after: %d/%d/%d%s, all returned: %s; domains left: %s; VLAN isolation: %s" % (
                 len(self.meta["leases"]["before"]), len(self.meta["leases"]["during"]), len(self.meta["leases"]["after"]),
                 " (none to make: every NIC ran virtio, network2 its fallback, so the hook leased nothing)"
                 if not (self.meta["vdpa_available"] or self.meta.get("sriov_available") or self.meta.get("software_available"))
                 else "",
                 self.meta["leases"]["returned"], self.meta["domains_left"] or "none",
-                {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[iso]))
+                {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[self.meta["isolation"]["ok"]]
+                + ("" if sw_iso is None else ", on %s %s" % (SOFT_BRIDGE, "holds" if sw_iso else "BROKEN"))))
             print("JSON: %s\nSVG:  %s\nwall time %.1f s" % (jpath, spath, self.meta["wall_time_s"]))
             ok = vnic_ok and self.meta["leases"]["returned"] and not self.meta["domains_left"] and iso is not False
             return 0 if ok else 1
@@ -667,7 +714,7 @@ def main():
                    help="run every test N times (1 to 20): the report gives the median and the spread, so that noise "
                         "is not read as a difference")
     p.add_argument("--slow", type=int, default=1, metavar="N",
-                   help="multiply the waits for the guests by N (guests nested under TCG in the lab host: 10)")
+                   help="multiply the waits for the guests by N (guests nested under TCG in the lab host: 15)")
     p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
     p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2, and vpc3 (mode=sriov) for the "

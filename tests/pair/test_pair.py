@@ -110,7 +110,8 @@ class PairBench(unittest.TestCase):
         (this machine: no VDUSE), every vdpa-software row is unavailable
         with the one reason found, printed in one line, and network4 was in
         no guest; where it can, every row has packets, two software leases
-        were held during the run and none after."""
+        were held during the run, and the software bridge kept network1's
+        VLAN off vm1's software NIC."""
         s = [r for r in self.report["rows"] if r["kind"] == "vdpa-software"]
         self.assertEqual(sorted(r["test"] for r in s), sorted(rep.TEST_NAMES))
         line = [ln for ln in self.proc.stdout.splitlines() if ln.startswith("network4 vpc4, vDPA (software): ")]
@@ -131,6 +132,9 @@ class PairBench(unittest.TestCase):
             self.assertGreater(r["bytes"], 0, r)
         during = [l for l in self.report["leases"]["during"] if l.get("form") == "software"]
         self.assertEqual(len(during), 2, self.report["leases"]["during"])
+        iso = self.report["isolation"]["software"]
+        self.assertTrue(iso["ok"], iso)
+        self.assertEqual(sorted(p["reached"] for p in iso["probes"]), [False, True], iso)
 
     def test_cleanup_and_leases(self):
         self.assertEqual(self.report["domains_left"], [])

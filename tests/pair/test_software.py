@@ -36,6 +36,13 @@ def status(backend="kernel", **pool):
 
 
 class Host(unittest.TestCase):
+    def test_an_operators_configuration(self):
+        exists, load, loaded = facts()
+        self.assertEqual(sw.host(euid=0, exists=exists, load=load, config="/etc/vdpa-allocator")[:2],
+                         (False, "unavailable: --config /etc/vdpa-allocator given; the software path runs on the "
+                                 "benchmark's own configuration only"))
+        self.assertEqual(loaded, [], "nothing loaded for a path that does not run")
+
     def test_not_root(self):
         exists, load, loaded = facts()
         self.assertEqual(sw.host(euid=1000, exists=exists, load=load)[:2],

@@ -48,12 +48,16 @@ def theirs(vduse_dir="/dev/vduse"):
         return []
 
 
-def host(euid=None, exists=os.path.exists, load=modprobe, outer_netns="", others=None):
-    """The host's part: root, VDUSE's control node, vhost_vdpa, the
-    initial network namespace (outer_netns: a path, None when there is
-    none; "" leaves the check out), no other daemon's software devices
-    (others: their names; None reads /dev/vduse)."""
+def host(euid=None, exists=os.path.exists, load=modprobe, outer_netns="", others=None, config=None):
+    """The host's part: the benchmark's own configuration (config: the
+    --config directory given, or None), root, VDUSE's control node,
+    vhost_vdpa, the initial network namespace (outer_netns: a path, None
+    when there is none; "" leaves the check out), no other daemon's
+    software devices (others: their names; None reads /dev/vduse)."""
     check = {"network": NETWORK, "pool": POOL, "vduse_control": False, "modprobe": {}, "free": None}
+    if config:
+        return False, ("unavailable: --config %s given; the software path runs on the benchmark's own configuration "
+                       "only" % config), check
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
         return False, "unavailable: not root (only root may create a VDUSE device)", check
