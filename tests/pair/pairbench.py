@@ -647,7 +647,9 @@ class Bench:
                 bridge_note))
             log("network3 (SR-IOV VF): %s" % ("on pool %s, VFs %s" % (self.sriov_pool, " ".join(self.meta["sriov_check"]["vfs"]))
                                              if self.meta["sriov_available"] else self.meta["sriov_reason"]))
-            log(self.software_line())
+            if self.meta["software_available"]:
+                # where not, the reason is said once, with the results
+                log(self.software_line())
             results = self.run_matrix(kernel, initrd, form)
             self.meta["isolation"] = self.isolation() if self.ovs else {"probes": [], "ok": None,
                                                                         "note": "untagged: this host carries no VLANs"}
