@@ -38,22 +38,6 @@ cd "$top"
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# Software vDPA (a VDUSE device served by the daemon's relay, issue 28)
-# needs the kernel's vduse: on a host without it, one line saying why.
-software_vdpa_note() {
-    [ -e /dev/vduse/control ] && return 0
-    if [ -d /sys/module/vduse ]; then
-        why="vduse is loaded, but /dev/vduse/control is missing"
-    elif grep -qs '/vduse\.ko' "/lib/modules/$(uname -r)/modules.dep"; then
-        why="the vduse module is not loaded (as root: modprobe vduse)"
-    elif [ ! -d "/lib/modules/$(uname -r)" ]; then
-        why="kernel $(uname -r) has no modules installed here (no /lib/modules/$(uname -r)), so no vduse"
-    else
-        why="kernel $(uname -r) has no vduse module (Debian 12's 6.1 has none, 6.12 has it)"
-    fi
-    echo "    software vDPA is not available here: no /dev/vduse/control; $why."
-}
-
 step "Installing build and test dependencies (Debian packages)"
 ./contrib/install-deps.sh
 
@@ -156,7 +140,8 @@ echo "    run in private namespaces and stop with it. The test guest is built fi
 echo "    about a minute; cached after)."
 echo "    Without a vhost-vdpa device the vDPA NICs get their network's virtio fallback; the report says so,"
 echo "    and then network1 and network2 measure the same virtio path twice: their differences are noise."
-software_vdpa_note
+echo "    Software vDPA (VDUSE devices served by the daemon's relay) runs where the host has VDUSE; its line"
+echo "    'network4 vpc4, vDPA (software):' says so, or why not."
 set -- --time "$pair_time" --repeat "$pair_repeat" --show --out "$top/$out/pair"
 [ -n "$config" ] && set -- "$@" --config "$config"
 # the shared test fixtures (vatest); the programs under build/, as built above

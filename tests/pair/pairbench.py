@@ -19,6 +19,16 @@ configuration has it and the host can run it (vatest/pairsriov.py decides
 and says why not); the default simulated configuration has none, so its
 rows read "unavailable: no kind=sriov pool on this host".
 
+A fourth network, vpc4 (mode=vdpa on a software-only pool: each NIC a
+software vDPA device, VDUSE served by the daemon's relay, on a
+VLAN-filtering Linux bridge, issue 28), joins only where the host can make
+such devices (vatest/pairsoftware.py decides and says why not: root,
+/dev/vduse/control after modprobe vduse, vhost_vdpa, then the daemon's own
+verdict on the pool). The daemon then runs on the kernel backend, its
+network2 pool taking no PF, so network2 runs its virtio fallback as on the
+simulated NIC; elsewhere (this machine) every vdpa-software row is
+"unavailable" with the reason, said in one line of the output.
+
 network2 gets its accelerated (vDPA) form only when the host has a
 vhost-vdpa device and the daemon a real backend; otherwise (this machine:
 the simulated NIC would hand out a lease, but QEMU could not run it) the
@@ -40,7 +50,7 @@ import subprocess
 import sys
 import time
 
-from vatest.libvirt import Libvirt, build_guest, enter_namespaces, run, skip_reason
+from vatest.libvirt import Libvirt, build_guest, enter_namespaces, outer_netns, run, skip_reason
 
 # (enter_namespaces builds the guest first, while the host's network is
 # still reachable)
@@ -48,12 +58,18 @@ enter_namespaces()
 
 from vatest import ctl  # noqa: E402
 from vatest import pairreport as rep  # noqa: E402
+from vatest import pairsoftware as software  # noqa: E402
 from vatest import pairsriov as sriov  # noqa: E402
+from vatest.lab import relay_processes  # noqa: E402
 from vatest.guest import domain_xml, guest_cmdline, serial_path, with_intent  # noqa: E402
 from vatest.paths import BUILDDIR, DAEMON, HOOK, SYSCONFDIR, VDPACTL  # noqa: E402
 from vatest.simconf import ACCEL, sim_config  # noqa: E402
 
 BRIDGE = "br-pair"
+# the software NICs' taps go on a Linux bridge (the relay's tap takes no
+# Open vSwitch port yet), VLAN-filtering so that the daemon tags them; in
+# the initial network namespace, with the daemon (vatest/pairsoftware.py)
+SOFT_BRIDGE = "va-pair-soft"
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 
 # the reference's networks and addresses (docs/reference.md)
@@ -61,14 +77,16 @@ NET1 = {"name": "vpc1", "mode": "virtio", "vlan": 2200, "subnet": "192.167.0.0/2
 NET2 = {"name": "vpc2", "mode": "vdpa", "vlan": 2334, "subnet": "192.169.0.0/24"}
 # the SR-IOV path's network (its VLAN is the configuration's, e.g. 2400)
 NET3 = {"name": sriov.NETWORK, "mode": "sriov", "subnet": "192.171.0.0/24"}
+# the software vDPA path's network
+NET4 = {"name": software.NETWORK, "mode": "vdpa", "vlan": 2336, "subnet": "192.172.0.0/24"}
 SIM_POOL = "cx6-p1"
 GUESTS = {
     "vm1": {"domain": "va-pair-vm1", "uuid": "77770000-0000-4000-8000-000000000001", "role": "server",
             "vnic": ("52:54:00:70:01:01", "192.167.0.166"), "vdpa": ("52:54:00:70:01:02", "192.169.0.214"),
-            "sriov": ("52:54:00:70:01:03", "192.171.0.166")},
+            "sriov": ("52:54:00:70:01:03", "192.171.0.166"), "software": ("52:54:00:70:01:04", "192.172.0.166")},
     "vm2": {"domain": "va-pair-vm2", "uuid": "77770000-0000-4000-8000-000000000002", "role": "client",
             "vnic": ("52:54:00:70:02:01", "192.167.0.193"), "vdpa": ("52:54:00:70:02:02", "192.169.0.253"),
-            "sriov": ("52:54:00:70:02:03", "192.171.0.193")},
+            "sriov": ("52:54:00:70:02:03", "192.171.0.193"), "software": ("52:54:00:70:02:04", "192.172.0.193")},
 }
 
 
@@ -87,6 +105,29 @@ def sim_text(ovs):
                                      fallback_bridge=BRIDGE, fallback_bridge_type=kind)},
         comment="written by tests/pair/pairbench.py: the reference's two networks on the\nsimulated ConnectX-6 Dx"
                 + ("" if ovs else "\nuntagged: this host carries no VLANs"))
+
+
+def kernel_text(ovs):
+    """The software vDPA path's configuration, for the kernel backend:
+    network2's pool takes no PF (match-pf names none), so that no NIC of
+    the host is touched and network2 falls back as on the simulated NIC;
+    network4 on a software-only pool of one device per guest."""
+    kind = "ovs" if ovs else "linux"
+    return "".join([
+        "# written by tests/pair/pairbench.py: the kernel backend, for the software vDPA\n"
+        "# path (network %s); pool %s takes no PF of this host\n" % (NET4["name"], SIM_POOL),
+        "\n[pool %s]\nmatch-pf=va-no-pf\nmax-vqp=1\n" % SIM_POOL,
+        "\n[pool %s]\ntype=software\nsoftware-slots=%d\n" % (software.POOL, software.NEEDED),
+        "\n[network %s]\nmode=vdpa\npool=%s\n%sfallback-bridge=%s\nfallback-bridge-type=%s\n" % (
+            NET2["name"], SIM_POOL, "vlan=%d\n" % NET2["vlan"] if ovs else "", BRIDGE, kind),
+        "\n[network %s]\nmode=virtio\n%sfallback-bridge=%s\nfallback-bridge-type=%s\n" % (
+            NET1["name"], "vlan=%d\n" % NET1["vlan"] if ovs else "", BRIDGE, kind),
+        "\n[network %s]\nmode=vdpa\npool=%s\nvlan=%d\nfallback-bridge=%s\nfallback-bridge-type=linux\n" % (
+            NET4["name"], software.POOL, NET4["vlan"], SOFT_BRIDGE),
+        # a software device is made within the hook's call: seconds under
+        # emulation, more than the default 10 s nested
+        "\n[hook]\ntimeout-ms=120000\n",
+    ])
 
 
 def log(msg):
@@ -144,6 +185,7 @@ class Bench:
         self.lv = None
         self.meta = {}
         self.ovs = False
+        self.innet = []
 
     # --- set-up ------------------------------------------------------------
 
@@ -188,9 +230,13 @@ class Bench:
         conf = os.path.join(self.lv.root, "va-etc")
         os.makedirs(os.path.join(conf, "vdpa-allocator"))
         path = os.path.join(conf, "vdpa-allocator", "vdpa-allocator.conf")
+        self.kernel_config = False
         if self.args.config:
             with open(os.path.join(self.args.config, "vdpa-allocator.conf")) as f:
                 text = f.read()
+        elif self.software_host[0]:
+            text = kernel_text(self.ovs)
+            self.kernel_config = True
         else:
             text = sim_text(self.ovs)
         self.config_text = text
@@ -204,6 +250,26 @@ class Bench:
         self.run_dir = os.path.join(self.lv.root, "va-run")
 
     def start_daemon(self):
+        """The daemon on the configuration; where it does not start on the
+        software path's kernel configuration, on the simulated NIC instead,
+        the software rows quoting why."""
+        self.software_error = None
+        try:
+            self._start_daemon_sriov()
+        except RuntimeError:
+            if not self.kernel_config or self.lv.procs["vdpa-allocatord"].poll() is None:
+                raise
+            lines = [ln for ln in self.lv.read_log("vdpa-allocatord").splitlines() if ln.strip()]
+            self.software_error = (lines[-1].strip() if lines else "it exited %d" % self.lv.procs["vdpa-allocatord"].returncode)[-300:]
+            log("vdpa-allocatord did not start on the kernel backend (%s); on the simulated NIC instead" % self.software_error)
+            self.lv.logs.pop("vdpa-allocatord").close()
+            self.kernel_config = False
+            self.config_text = sim_text(self.ovs)
+            with open(self.config_path, "w") as f:
+                f.write(self.config_text)
+            self._start_daemon_sriov()
+
+    def _start_daemon_sriov(self):
         """The daemon on the configuration. Where it refuses the
         configuration's kind=sriov pools (a daemon older than they are, or
         a pool it finds wrong), the benchmark runs without those pools and
@@ -224,7 +290,9 @@ class Bench:
 
     def _start_daemon(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
-        self.lv._spawn("vdpa-allocatord", [DAEMON, "--config", self.confdir, "--state-dir",
+        # on the software path, in the initial network namespace: the
+        # kernel's vdpa netlink answers there only
+        self.lv._spawn("vdpa-allocatord", (self.innet if self.kernel_config else []) + [DAEMON, "--config", self.confdir, "--state-dir",
                                            os.path.join(self.lv.root, "va-state"), "--run-dir", self.run_dir], env)
         self.lv._wait(lambda: vdpactl("status", check=False).returncode == 0, 30, "vdpa-allocatord", "vdpactl status")
 
@@ -263,10 +331,13 @@ class Bench:
         status = json.loads(vdpactl("status", "-j").stdout)
         backend = status.get("backend", "?")
         nodes = sorted(glob.glob("/dev/vhost-vdpa-*"))
-        if backend == "sim" or not nodes:
+        if backend == "sim" or not nodes or self.kernel_config:
             why = rep.UNAVAILABLE
             if backend == "sim":
                 why += " (the daemon runs the simulated NIC)"
+            elif self.kernel_config:
+                # a software device's node is no hardware vDPA
+                why += " (pool %s takes no PF: the kernel backend runs for the software vDPA path)" % SIM_POOL
             avail = False
         else:
             why, avail = None, True
@@ -275,15 +346,22 @@ class Bench:
         self.meta["vdpa_available"] = avail
         self.meta["vdpa_reason"] = why
         self.sriov_facts(status)
+        ok, why, check = self.software_host
+        if ok:
+            ok, why, check = software.daemon(status, check, daemon_error=self.software_error)
+        self.meta["software_available"] = ok
+        self.meta["software_reason"] = why
+        self.meta["software_check"] = check
 
     # --- the run -------------------------------------------------------------
 
     def rewrite_args(self):
         """vdpactl rewrite's arguments for this host: network2 keeps its own
-        decision (accelerated only with vDPA), network3 is accelerated
-        whenever it is in the guests. With SR-IOV but no vDPA, network2's
-        pool is taken to be full, so that it falls back as it would alone."""
-        if self.meta.get("sriov_available"):
+        decision (accelerated only with vDPA), network3 and network4 are
+        accelerated whenever they are in the guests. With SR-IOV or software
+        vDPA but no vDPA, network2's pool is taken to be full, so that it
+        falls back as it would alone."""
+        if self.meta.get("sriov_available") or self.meta.get("software_available"):
             if self.meta["vdpa_available"] or not self.vdpa_pool:
                 return ["--to", "accelerated"]
             return ["--to", "accelerated", "--capacity", "%s=0" % self.vdpa_pool]
@@ -295,6 +373,8 @@ class Bench:
         out = [(g["vnic"][0], g["vnic"][1], NET1["name"]), (g["vdpa"][0], g["vdpa"][1], NET2["name"])]
         if self.meta.get("sriov_available"):
             out.append((g["sriov"][0], g["sriov"][1], NET3["name"]))
+        if self.meta.get("software_available"):
+            out.append((g["software"][0], g["software"][1], NET4["name"]))
         return out
 
     def domain(self, g, kernel, initrd, tests=None):
@@ -315,7 +395,7 @@ class Bench:
         self.lv.define(xml)
         if os.path.exists(serial_path(name)):
             os.unlink(serial_path(name))
-        self.lv.virsh("start", name, timeout=120)
+        self.lv.virsh("start", name, timeout=120 * self.args.slow)
 
     def wait_marker(self, name, marker, timeout):
         deadline = time.monotonic() + timeout
@@ -330,6 +410,12 @@ class Bench:
             time.sleep(0.1)
         raise TimeoutError("%s: no %s in %d s:\n%s" % (name, marker, timeout, text[-3000:]))
 
+    def software_line(self):
+        """The software vDPA path in one line: where it runs, or why not."""
+        return "network4 %s, vDPA (software): %s" % (
+            NET4["name"], "VLAN %d, VDUSE devices of pool %s on %s" % (NET4["vlan"], software.POOL, SOFT_BRIDGE)
+            if self.meta["software_available"] else self.meta["software_reason"])
+
     def show(self, title, argv):
         print("\n--- %s (while the guests run) ---" % title)
         print(run(argv, check=False).stdout.rstrip())
@@ -343,6 +429,8 @@ class Bench:
         paths = [("vnic", vm1["vnic"][1]), (n2kind, vm1["vdpa"][1])]
         if self.meta.get("sriov_available"):
             paths.append(("sriov", vm1["sriov"][1]))
+        if self.meta.get("software_available"):
+            paths.append(("vdpa-software", vm1["software"][1]))
         tests = ["ping@%s" % a for _, a in paths]
         # repeats go round the whole matrix, so that a slow moment of the
         # host falls on every path alike rather than on one path's runs
@@ -351,9 +439,9 @@ class Bench:
                 tests += ["%s@%s" % (run_name(name, n, self.args.repeat), a) for _, a in paths]
         t0 = time.monotonic()
         self.start_domain(vm1["domain"], self.domain(vm1, kernel, initrd))
-        self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120)
+        self.wait_marker(vm1["domain"], "VA-GUEST-READY", 120 * self.args.slow)
         self.start_domain(vm2["domain"], self.domain(vm2, kernel, initrd, tests))
-        self.wait_marker(vm2["domain"], "VA-GUEST-READY", 120)
+        self.wait_marker(vm2["domain"], "VA-GUEST-READY", 120 * self.args.slow)
         self.meta["boot_seconds"] = round(time.monotonic() - t0, 1)
         self.meta["ovs_ports"] = self.ovs_ports()
         self.meta["leases"]["during"] = leases()
@@ -363,13 +451,14 @@ class Bench:
             self.show("virsh list", ["virsh", "-c", "qemu:///system", "list"])
             if self.ovs:
                 self.show("ovs-vsctl show", ["ovs-vsctl", "show"])
-        # follow the client's console: sample both QEMUs' CPU time at each
-        # test's start and end markers
-        pids = [qemu_pid(vm1["domain"]), qemu_pid(vm2["domain"])]
+        # follow the client's console: sample both QEMUs' CPU time, and the
+        # software devices' relays', at each test's start and end markers
+        pids = [qemu_pid(vm1["domain"]), qemu_pid(vm2["domain"])] + sorted(relay_processes())
+        self.meta["relays"] = len(pids) - 2
         cpu = {}
         started = {}
         seen = 0
-        deadline = time.monotonic() + 120 + len(tests) * (t + 15)
+        deadline = time.monotonic() + (120 + len(tests) * (t + 15)) * self.args.slow
         while True:
             with open(serial_path(vm2["domain"]), errors="replace") as f:
                 text = f.read()
@@ -417,6 +506,13 @@ class Bench:
             ports.append({"name": name, "tag": tag if isinstance(tag, int) else None})
         return sorted(ports, key=lambda p: p["name"])
 
+    def probe_ping(self, ns, dst):
+        """A probe's ping: 2 of 2 s, times --slow (a guest nested under
+        TCG may answer its first ARP later than that; one answer reaches)."""
+        n = 2 * self.args.slow
+        return run(["ip", "netns", "exec", ns, "busybox", "ping", "-c", str(n), "-W", "2", dst], check=False,
+                   timeout=15 * n)
+
     def isolation(self):
         """Veth ports on the OVS bridge, one per probe, each in a network
         namespace of its own: a port on one VLAN pings a guest address on the
@@ -441,12 +537,46 @@ class Bench:
             run(["ip", "-n", ns, "link", "set", "lo", "up"])
             run(["ip", "-n", ns, "addr", "add", src, "dev", inner])
             run(["ip", "-n", ns, "link", "set", inner, "up"])
-            r = run(["ip", "netns", "exec", ns, "busybox", "ping", "-c", "2", "-W", "2", dst], check=False, timeout=30)
+            r = self.probe_ping(ns, dst)
             reached = r.returncode == 0
             out.append({"port_vlan": vlan, "src": src, "dst": dst, "dst_vlan": NET1["vlan"] if dst == vm1["vnic"][1] else NET2["vlan"],
                         "expect_reach": expect, "reached": reached})
             log("isolation: VLAN %d port %s -> %s: %s (expected %s)" % (vlan, src, dst, "reached" if reached else "no answer",
                                                                          "reach" if expect else "no answer"))
+        return {"probes": out, "ok": all(p["reached"] == p["expect_reach"] for p in out)}
+
+    def software_isolation(self):
+        """The same probes on the software NICs' bridge, in the initial
+        network namespace: a port in their VLAN pings vm1's software NIC,
+        one in network1's VLAN (same subnet) must not reach it."""
+        vm1 = GUESTS["vm1"]
+        probes = [(NET4["vlan"], "192.172.0.250/24", vm1["software"][1], True),
+                  (NET1["vlan"], "192.172.0.251/24", vm1["software"][1], False)]
+        if not self.ovs:
+            self.bind_private("/run/netns", "netns")
+        out = []
+        for i, (vlan, src, dst, expect) in enumerate(probes):
+            ns, outer, inner = "va-swiso%d" % i, "va-swiso%do" % i, "va-swiso%di" % i
+            run(["ip", "netns", "add", ns])
+            try:
+                run(self.innet + ["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
+                run(self.innet + ["ip", "link", "set", inner, "netns", ns])
+                run(self.innet + ["ip", "link", "set", outer, "master", SOFT_BRIDGE])
+                run(self.innet + ["bridge", "vlan", "add", "dev", outer, "vid", str(vlan), "pvid", "untagged"])
+                run(self.innet + ["bridge", "vlan", "del", "dev", outer, "vid", "1"])
+                run(self.innet + ["ip", "link", "set", outer, "up"])
+                run(["ip", "-n", ns, "link", "set", "lo", "up"])
+                run(["ip", "-n", ns, "addr", "add", src, "dev", inner])
+                run(["ip", "-n", ns, "link", "set", inner, "up"])
+                r = self.probe_ping(ns, dst)
+            finally:
+                run(self.innet + ["ip", "link", "del", outer], check=False)
+                run(["ip", "netns", "del", ns], check=False)
+            reached = r.returncode == 0
+            out.append({"port_vlan": vlan, "src": src, "dst": dst, "dst_vlan": NET4["vlan"], "expect_reach": expect,
+                        "reached": reached})
+            log("isolation: %s VLAN %d port %s -> %s: %s (expected %s)" % (
+                SOFT_BRIDGE, vlan, src, dst, "reached" if reached else "no answer", "reach" if expect else "no answer"))
         return {"probes": out, "ok": all(p["reached"] == p["expect_reach"] for p in out)}
 
     def main(self):
@@ -474,6 +604,12 @@ class Bench:
                 self.meta["ovs_error"] = str(e)
                 self.start_linux_bridge()
                 bridge_note = "untagged: this host carries no VLANs (Linux bridge, Open vSwitch failed)"
+            self.software_host = software.host(outer_netns=outer_netns(), config=args.config)
+            self.innet = []
+            if self.software_host[0]:
+                self.innet = ["nsenter", "--net=" + outer_netns()]
+                run(self.innet + ["ip", "link", "add", SOFT_BRIDGE, "type", "bridge", "vlan_filtering", "1"])
+                run(self.innet + ["ip", "link", "set", SOFT_BRIDGE, "up"])
             self.write_config()
             self.start_daemon()
             self.host_facts()
@@ -492,11 +628,17 @@ class Bench:
                 self.meta["networks"]["network3"] = dict(NET3, vlan=self.sriov_vlan, bridge="vdpa-allocator-%s" % self.sriov_pool,
                                                          bridge_type="hostdev", tagged=self.sriov_vlan is not None,
                                                          form="accelerated")
+            if self.meta["software_available"]:
+                self.meta["networks"]["network4"] = dict(NET4, bridge=SOFT_BRIDGE, bridge_type="linux", tagged=True,
+                                                         form="accelerated")
             self.meta["guests"] = {k: {"domain": g["domain"], "role": g["role"], "vnic": {"mac": g["vnic"][0], "ip": g["vnic"][1]},
                                        "network2_nic": {"mac": g["vdpa"][0], "ip": g["vdpa"][1]}} for k, g in GUESTS.items()}
             if self.meta["sriov_available"]:
                 for k, g in GUESTS.items():
                     self.meta["guests"][k]["network3_nic"] = {"mac": g["sriov"][0], "ip": g["sriov"][1]}
+            if self.meta["software_available"]:
+                for k, g in GUESTS.items():
+                    self.meta["guests"][k]["network4_nic"] = {"mac": g["software"][0], "ip": g["software"][1]}
             self.meta["params"] = {"time_s": args.time, "repeats": args.repeat, "direction": "vm2 (client) -> vm1 (server); tcp5r: vm1 -> vm2",
                                    "tests": rep.TEST_NAMES}
             self.meta["leases"] = {"before": leases()}
@@ -505,9 +647,14 @@ class Bench:
                 bridge_note))
             log("network3 (SR-IOV VF): %s" % ("on pool %s, VFs %s" % (self.sriov_pool, " ".join(self.meta["sriov_check"]["vfs"]))
                                              if self.meta["sriov_available"] else self.meta["sriov_reason"]))
+            if self.meta["software_available"]:
+                # where not, the reason is said once, with the results
+                log(self.software_line())
             results = self.run_matrix(kernel, initrd, form)
             self.meta["isolation"] = self.isolation() if self.ovs else {"probes": [], "ok": None,
                                                                         "note": "untagged: this host carries no VLANs"}
+            if self.meta["software_available"]:
+                self.meta["isolation"]["software"] = self.software_isolation()
             for g in GUESTS.values():
                 self.lv.virsh("destroy", g["domain"], check=False)
             # libvirt runs the hook's release after destroy returns; give it
@@ -537,20 +684,28 @@ class Bench:
             n3 = self.meta["networks"].get("network3")
             print("network3 %s: %s" % (NET3["name"], "VLAN %s, VFs of pool %s passed through" % (n3["vlan"], self.sriov_pool)
                                        if n3 else self.meta["sriov_reason"]))
+            print(self.software_line())
             print(text)
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
+            sw_iso = self.meta["isolation"].get("software", {}).get("ok")
+            if sw_iso is False:
+                iso = False
             print("leases before/during/after: %d/%d/%d%s, all returned: %s; domains left: %s; VLAN isolation: %s" % (
                 len(self.meta["leases"]["before"]), len(self.meta["leases"]["during"]), len(self.meta["leases"]["after"]),
                 " (none to make: every NIC ran virtio, network2 its fallback, so the hook leased nothing)"
-                if not self.meta["vdpa_available"] and not self.meta.get("sriov_available") else "",
+                if not (self.meta["vdpa_available"] or self.meta.get("sriov_available") or self.meta.get("software_available"))
+                else "",
                 self.meta["leases"]["returned"], self.meta["domains_left"] or "none",
-                {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[iso]))
+                {True: "holds", False: "BROKEN", None: "not tested (untagged)"}[self.meta["isolation"]["ok"]]
+                + ("" if sw_iso is None else ", on %s %s" % (SOFT_BRIDGE, "holds" if sw_iso else "BROKEN"))))
             print("JSON: %s\nSVG:  %s\nwall time %.1f s" % (jpath, spath, self.meta["wall_time_s"]))
             ok = vnic_ok and self.meta["leases"]["returned"] and not self.meta["domains_left"] and iso is not False
             return 0 if ok else 1
         finally:
             self.lv.stop()
+            if self.innet:
+                run(self.innet + ["ip", "link", "del", SOFT_BRIDGE], check=False)
 
 
 def main():
@@ -560,6 +715,8 @@ def main():
     p.add_argument("--repeat", type=int, default=int(os.environ.get("VA_PAIR_REPEAT", "1")), metavar="N",
                    help="run every test N times (1 to 20): the report gives the median and the spread, so that noise "
                         "is not read as a difference")
+    p.add_argument("--slow", type=int, default=1, metavar="N",
+                   help="multiply the waits for the guests by N (guests nested under TCG in the lab host: 15)")
     p.add_argument("--out", default=os.path.join(BUILDDIR, "pair"), help="where the JSON, SVG and table go")
     p.add_argument("--show", action="store_true", help="print vdpactl status and the leases while the guests run")
     p.add_argument("--config", help="a configuration directory with networks vpc1 and vpc2, and vpc3 (mode=sriov) for the "
@@ -567,6 +724,8 @@ def main():
     args = p.parse_args()
     if not 1 <= args.repeat <= 20:
         p.error("--repeat must be 1 to 20, not %d" % args.repeat)
+    if args.slow < 1:
+        p.error("--slow must be at least 1, not %d" % args.slow)
     if args.time < 1:
         p.error("--time must be at least 1, not %d" % args.time)
     args.out = os.path.abspath(args.out)

@@ -3,7 +3,9 @@
 (pairbench.py --time VA_PAIR_TIME, default 1, --repeat VA_PAIR_REPEAT, default
 2): the report's schema, packets on
 every vNIC row, no domains left, every lease back, the VLANs kept apart, and
-the SR-IOV rows unavailable (this machine has no SR-IOV PF).
+the SR-IOV rows unavailable (this machine has no SR-IOV PF), and the
+software vDPA rows unavailable with their reason where the host has no
+VDUSE (this machine), measured where it has.
 Needs root, libvirtd, QEMU and Open vSwitch (contrib/install-deps.sh); the
 benchmark enters its own namespaces."""
 
@@ -102,6 +104,37 @@ class PairBench(unittest.TestCase):
         self.assertFalse(any("network3_nic" in g for g in self.report["guests"].values()))
         with open(os.path.join(self.out, "vm2-console.log")) as f:
             self.assertNotIn("192.171.0.", f.read(), "no test ran against a third address")
+
+    def test_software_rows_say_why_or_carry_packets(self):
+        """The software vDPA path: where the host cannot make the devices
+        (this machine: no VDUSE), every vdpa-software row is unavailable
+        with the one reason found, printed in one line, and network4 was in
+        no guest; where it can, every row has packets, two software leases
+        were held during the run, and the software bridge kept network1's
+        VLAN off vm1's software NIC."""
+        s = [r for r in self.report["rows"] if r["kind"] == "vdpa-software"]
+        self.assertEqual(sorted(r["test"] for r in s), sorted(rep.TEST_NAMES))
+        line = [ln for ln in self.proc.stdout.splitlines() if ln.startswith("network4 vpc4, vDPA (software): ")]
+        self.assertEqual(len(line), 1, self.proc.stdout)
+        if not self.report["software_available"]:
+            why = self.report["software_reason"]
+            self.assertTrue(why.startswith("unavailable: "), why)
+            self.assertTrue(line[0].endswith(": " + why), line)
+            for r in s:
+                self.assertEqual((r["status"], r["note"]), ("unavailable", why), r)
+                self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS), r)
+            self.assertNotIn("network4", self.report["networks"])
+            with open(os.path.join(self.out, "vm2-console.log")) as f:
+                self.assertNotIn("192.172.0.", f.read(), "no test ran against a software NIC")
+            return
+        for r in s:
+            self.assertEqual(r["status"], "measured", r)
+            self.assertGreater(r["bytes"], 0, r)
+        during = [l for l in self.report["leases"]["during"] if l.get("form") == "software"]
+        self.assertEqual(len(during), 2, self.report["leases"]["during"])
+        iso = self.report["isolation"]["software"]
+        self.assertTrue(iso["ok"], iso)
+        self.assertEqual(sorted(p["reached"] for p in iso["probes"]), [False, True], iso)
 
     def test_cleanup_and_leases(self):
         self.assertEqual(self.report["domains_left"], [])

@@ -317,6 +317,71 @@ class Report(unittest.TestCase):
         report["rows"][0]["kind"] = "sr-iov"
         self.assertTrue(any("kind" in e for e in rep.validate(report, self.schema)))
 
+    SOFTWARE_REASON = ("unavailable: no /dev/vduse/control, and modprobe vduse failed (modprobe: FATAL: Module vduse not "
+                       "found in directory /lib/modules/6.18.44-fc-v1098)")
+
+    def test_software_rows_unavailable_with_the_reason(self):
+        """A host that cannot make a software vDPA device: every test has
+        its vdpa-software row, unavailable with the reason found (the
+        default when meta has none), no numbers; the table, the footer and
+        the plot say it, and the legend has no entry for it."""
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa": ok("udp16-vdpa.json")}}
+        report = rep.build_report(results, dict(META, vdpa_available=True))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        self.assertEqual((report["software_available"], report["software_reason"]), (False, rep.SOFTWARE_UNAVAILABLE))
+        report = rep.build_report(results, dict(META, vdpa_available=True, software_available=False,
+                                                software_reason=self.SOFTWARE_REASON))
+        self.assertEqual(rep.validate(report, self.schema), [])
+        s = [r for r in report["rows"] if r["kind"] == "vdpa-software"]
+        self.assertEqual(sorted(r["test"] for r in s), sorted(rep.TEST_NAMES))
+        for r in s:
+            self.assertEqual((r["status"], r["note"], r["path"], r["label"] in dict((t[0], t[1]) for t in rep.TESTS).values()),
+                             ("unavailable", self.SOFTWARE_REASON, "vDPA (software) -> vDPA (software)", True))
+            self.assertEqual([r[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS), r)
+        self.assertIsNone(rows(report, "udp16")["vdpa"]["ratio_software_vnic"])
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA (software) -> vDPA (software) | %s |" % self.SOFTWARE_REASON,
+                      rep.table(report))
+        svg, _ = self.plot(report)
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA"])
+        self.assertIn("vDPA (software): unavailable", svg, "the bars that did not run say why")
+        self.assertIn("vDPA (software) available: no (%s)" % self.SOFTWARE_REASON, self.texts(report)[1])
+
+    def test_software_rows_measured_with_their_ratio(self):
+        """A host with VDUSE: measured vdpa-software rows get
+        ratio_software_vnic (no vDPA or SR-IOV ratio), their own colour and
+        legend entry; one whose run failed says so; network4 validates."""
+        results = {"udp16": {"vnic": ok("udp16-vnic.json"), "vdpa-fallback": ok("udp16-vnic.json"),
+                             "vdpa-software": ok("udp16-vdpa.json", cpu=0.25)},
+                   "tcp4": {"vnic": ok("tcp4-vnic.json"), "vdpa-software": ok("tcp4-vdpa.json")},
+                   "udp1460": {"vnic": ok("udp16-vnic.json"), "vdpa-software": {"rc": 1, "doc": fixture("udp1460-failed.json")}}}
+        meta = dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE, software_available=True, software_reason=None,
+                    software_check={"network": "vpc4", "pool": "soft", "vduse_control": True, "modprobe": {}, "free": 2})
+        meta["networks"] = dict(META["networks"], network4={
+            "name": "vpc4", "mode": "vdpa", "vlan": 2336, "subnet": "192.172.0.0/24", "bridge": "br-soft",
+            "bridge_type": "linux", "tagged": True, "form": "accelerated"})
+        report = rep.build_report(results, meta)
+        self.assertEqual(rep.validate(report, self.schema), [])
+        self.assertEqual((report["software_available"], report["software_reason"]), (True, None))
+        u = rows(report, "udp16")["vdpa-software"]
+        self.assertEqual(u["status"], "measured")
+        self.assertAlmostEqual(u["pps"], 151418.0, places=1)
+        self.assertAlmostEqual(u["ratio_software_vnic"], 19.2 / 12.1)
+        self.assertEqual((u["ratio_vdpa_vnic"], u["ratio_sriov_vnic"]), (None, None), "software vDPA is neither")
+        self.assertIsNone(rows(report, "udp16")["vdpa-fallback"]["ratio_software_vnic"])
+        self.assertAlmostEqual(rows(report, "tcp4")["vdpa-software"]["ratio_software_vnic"], 8680 / 9390)
+        f = rows(report, "udp1460")["vdpa-software"]
+        self.assertEqual(f["status"], "failed")
+        self.assertEqual([f[k] for k in rep.NUMBERS], [None] * len(rep.NUMBERS))
+        self.assertEqual(rows(report, "tcp5r")["vdpa-software"]["status"], "not-run")
+        table = rep.table(report)
+        self.assertIn("| UDP 16 B, 100 Mbit/s | vDPA (software) -> vDPA (software) | 19.2 | 0.74 | 151,418.0 | - | 1.30 | 1.59x |",
+                      table)
+        self.assertIn("| TCP, 4 streams | vDPA (software) -> vDPA (software) | 8,680.0 | - | - | 12 | - | 0.92x |", table)
+        svg, _ = self.plot(report)
+        self.assertIn(rep.COLOURS["vdpa-software"], svg)
+        self.assertEqual(self.legend(report), ["vNIC", "vDPA NIC, fallback", "vDPA (software)"])
+        self.assertIn("vDPA (software) available: yes", self.texts(report)[1])
+
     def test_validator_catches_a_number_in_a_bad_place(self):
         report = rep.build_report({}, dict(META, vdpa_available=False, vdpa_reason=rep.UNAVAILABLE))
         report["rows"][0]["bandwidth_mbps"] = "fast"

@@ -42,6 +42,7 @@ RECORD_HOOK = os.path.join(SRCDIR, "tests", "libvirt", "record-hook.sh")
 HOOK_RECORD_DIR = "/var/lib/libvirt/va-hook-calls"
 URI = "qemu:///system"
 NS_ENV = "VA_LIBVIRT_NAMESPACED"
+OUTER_NET_ENV = "VA_LIBVIRT_OUTER_NETNS_FD"
 
 # real path -> name of the private directory bound over it
 BOUND = [
@@ -109,6 +110,11 @@ def enter_namespaces():
         # private network namespace has no way out
         build_guest()
         os.environ[NS_ENV] = "1"
+        # a handle on the network namespace left behind, for what works
+        # only in the initial one (the kernel's vdpa netlink family)
+        fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+        os.set_inheritable(fd, True)
+        os.environ[OUTER_NET_ENV] = str(fd)
         argv = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
                 "--propagation", "private", "--", sys.executable] + sys.argv
         sys.stdout.flush()
@@ -139,6 +145,15 @@ def enter_namespaces():
             sys.stdout.flush()
             code = os.waitstatus_to_exitcode(status)
             os._exit(code if code >= 0 else 128 - code)
+
+
+def outer_netns():
+    """A path to the network namespace the test was started in (for
+    nsenter --net=), or None outside enter_namespaces'."""
+    fd = os.environ.get(OUTER_NET_ENV)
+    # by pid: a child (nsenter) has its own fd table
+    path = "/proc/%d/fd/%s" % (os.getpid(), fd) if fd and fd.isdigit() else None
+    return path if path and os.path.exists(path) else None
 
 
 def in_namespaces():

@@ -16,7 +16,11 @@ NIC kinds:
                  passed through, the guest running the VF's own driver; only
                  where the host has such a pool (no fallback row: network3
                  is not in the guests at all otherwise)
-A vDPA or SR-IOV row whose path did not run carries status "unavailable" and
+  vdpa-software  network4's NIC (mode=vdpa on a software-only pool): a
+                 software vDPA device (VDUSE, served by the daemon's relay)
+                 bound to vhost_vdpa; only where the host can make one
+                 (vatest/pairsoftware.py says why not)
+A vDPA, SR-IOV or software vDPA row whose path did not run carries status "unavailable" and
 a reason, and no numbers at all."""
 
 import json
@@ -25,6 +29,7 @@ import statistics
 SCHEMA_ID = "https://vdpa-allocator.org/schema/pairbench-report-1.json"
 UNAVAILABLE = "unavailable: no vhost-vdpa device on this host"
 SRIOV_UNAVAILABLE = "unavailable: no kind=sriov pool on this host"
+SOFTWARE_UNAVAILABLE = "unavailable: this host cannot make a software vDPA device (VDUSE)"
 
 # name in guest-init.sh, label as in the reference's table, protocol
 TESTS = [
@@ -34,15 +39,17 @@ TESTS = [
     ("tcp5r", "TCP reverse, 5 streams", "tcp"),
 ]
 TEST_NAMES = [t[0] for t in TESTS]
-KINDS = ["vnic", "vdpa", "vdpa-fallback", "sriov"]
-KIND_LABEL = {"vnic": "vNIC", "vdpa": "vDPA", "vdpa-fallback": "vDPA NIC, fallback", "sriov": "SR-IOV VF"}
+KINDS = ["vnic", "vdpa", "vdpa-fallback", "sriov", "vdpa-software"]
+KIND_LABEL = {"vnic": "vNIC", "vdpa": "vDPA", "vdpa-fallback": "vDPA NIC, fallback", "sriov": "SR-IOV VF",
+              "vdpa-software": "vDPA (software)"}
 PATHS = {"vnic": "vNIC -> vNIC", "vdpa": "vDPA -> vDPA", "vdpa-fallback": "network2 (fallback: virtio) -> same",
-         "sriov": "SR-IOV VF -> SR-IOV VF"}
+         "sriov": "SR-IOV VF -> SR-IOV VF", "vdpa-software": "vDPA (software) -> vDPA (software)"}
 # the accelerated kinds, their availability keys and their ratio column
 ACCEL = {"vdpa": ("vdpa_available", "vdpa_reason", UNAVAILABLE, "ratio_vdpa_vnic"),
-         "sriov": ("sriov_available", "sriov_reason", SRIOV_UNAVAILABLE, "ratio_sriov_vnic")}
+         "sriov": ("sriov_available", "sriov_reason", SRIOV_UNAVAILABLE, "ratio_sriov_vnic"),
+         "vdpa-software": ("software_available", "software_reason", SOFTWARE_UNAVAILABLE, "ratio_software_vnic")}
 NUMBERS = ["bandwidth_mbps", "loss_percent", "pps", "retransmits", "cpu_s_per_gbit", "ratio_vdpa_vnic",
-           "ratio_sriov_vnic"]
+           "ratio_sriov_vnic", "ratio_software_vnic"]
 # the figures whose run-to-run range a repeated test reports
 SPREAD = ["bandwidth_mbps", "loss_percent", "pps"]
 # docs/reference.md's figures (a hand-run ConnectX-5, two hosts, 30 s
@@ -122,7 +129,8 @@ def build_report(results, meta):
     fails if any run failed); a kind missing from a test did not run. meta: the run's
     description (host, networks, params, leases, isolation, ...), copied in.
     meta["vdpa_available"] False makes every vdpa row unavailable, and
-    meta["sriov_available"] False (or missing) every sriov row."""
+    meta["sriov_available"] False (or missing) every sriov row, and
+    meta["software_available"] False (or missing) every vdpa-software row."""
     proto = dict((t[0], t[2]) for t in TESTS)
     rows = []
     avail = {k: bool(meta.get(a[0])) for k, a in ACCEL.items()}
@@ -194,7 +202,7 @@ def table(report):
         if r["status"] != "measured":
             cells = [r["label"], path, r["note"] if r["status"] != "not-run" else "not run"] + [""] * 5
         else:
-            rv = r["ratio_sriov_vnic"] if r["kind"] == "sriov" else r["ratio_vdpa_vnic"]
+            rv = r[ACCEL[r["kind"]][3] if r["kind"] in ACCEL else "ratio_vdpa_vnic"]
             ratio = "%.2fx" % rv if rv is not None else ("n/a (fallback)" if r["kind"] == "vdpa-fallback" else "")
             cells = [r["label"], path, _ranged(r, "bandwidth_mbps", ",.1f"), _ranged(r, "loss_percent", ".2f"),
                      _ranged(r, "pps", ",.1f"), _fmt(r["retransmits"], "d"), _fmt(r["cpu_s_per_gbit"], ".2f"), ratio]
@@ -205,8 +213,8 @@ def table(report):
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {"vnic": "#4878a8", "vdpa": "#d07030", "vdpa-fallback": "#90a8c0", "sriov": "#4a9a58"}
-HATCH = {"vnic": "", "vdpa": "", "vdpa-fallback": "//", "sriov": ""}
+COLOURS = {"vnic": "#4878a8", "vdpa": "#d07030", "vdpa-fallback": "#90a8c0", "sriov": "#4a9a58", "vdpa-software": "#e8b048"}
+HATCH = {"vnic": "", "vdpa": "", "vdpa-fallback": "//", "sriov": "", "vdpa-software": ".."}
 
 # (key, axis label, scale, tests with a number there)
 PANELS = [
@@ -285,7 +293,8 @@ def spread_note(report):
 def figure(report, title="vdpa-allocator paired-guest benchmark: two guests under QEMU TCG (software emulation), measured in this run"):
     """A matplotlib figure: three panels (bandwidth, UDP loss, UDP pps),
     each with one group of bars per test and the NIC kinds side by side
-    (vNIC, vDPA, its fallback, SR-IOV VF: those the report has rows of).
+    (vNIC, vDPA, its fallback, SR-IOV VF, software vDPA: those the report
+    has rows of).
     A path that did not run gets no bar but its status ("unavailable",
     "failed", "not run") written where the bar would stand; iperf3 counts
     no TCP packets, so the loss and pps panels show the UDP tests only."""
@@ -354,12 +363,13 @@ def figure(report, title="vdpa-allocator paired-guest benchmark: two guests unde
         # the whole reason is in the JSON and the table: keep to the width
         return reason if len(reason) <= 150 else reason[:147] + "..."
     repeats = report.get("params", {}).get("repeats") or 1
-    foot = "%s s per test, %s; host backend %s; vDPA available: %s\nSR-IOV available: %s" % (
+    foot = "%s s per test, %s; host backend %s; vDPA available: %s\nSR-IOV available: %s\nvDPA (software) available: %s" % (
         report.get("params", {}).get("time_s", "?"),
         "one run" if repeats == 1 else "%d runs: bars the median, whiskers the lowest and highest" % repeats,
         report.get("host", {}).get("backend", "?"),
         "yes" if report.get("vdpa_available") else "no (%s)" % why(report.get("vdpa_reason") or UNAVAILABLE),
-        "yes" if report.get("sriov_available") else "no (%s)" % why(report.get("sriov_reason") or SRIOV_UNAVAILABLE))
+        "yes" if report.get("sriov_available") else "no (%s)" % why(report.get("sriov_reason") or SRIOV_UNAVAILABLE),
+        "yes" if report.get("software_available") else "no (%s)" % why(report.get("software_reason") or SOFTWARE_UNAVAILABLE))
     for note in (spread_note(report), noise_note(report)):
         if note:
             foot += "\n" + note
