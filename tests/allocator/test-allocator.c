@@ -386,6 +386,14 @@ test_software_fallback (Fixture *f, gconstpointer data)
   view = va_allocator_get_host_view (f->alloc);
   g_assert_cmpint (va_host_view_get_pool_free (view, "accel"), ==, 0);
   g_assert_cmpint (va_host_view_get_pool_free (view, "sw"), ==, 1);
+  /* a software-only pool has no PF by design, and is healthy without one */
+  {
+    g_autoptr (VaPoolStatus) st = va_allocator_get_pool (f->alloc, "sw", &error);
+
+    g_assert_no_error (error);
+    g_assert_true (st->healthy);
+    g_assert_cmpstr (st->health_reason, ==, "");
+  }
 
   /* a software-only pool */
   only = allocate (f, UUID2, "52:54:00:00:00:05", "swnet", -1, &error);

@@ -156,9 +156,19 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
   st->free = st->draining ? 0 : counts.usable;
   if (!va_pools_get_health (self->pools, name, &st->healthy, &st->health_reason, error))
     return NULL;
+  /* a software-only pool has no PF by design: it is as healthy as the
+   * kernel lets it make devices, which the backend's warning says */
+  if (pc && pc->type == VA_POOL_TYPE_SOFTWARE)
+    {
+      const char *warning = g_hash_table_lookup (self->pool_warnings, name);
+
+      st->healthy = warning == NULL;
+      g_free (st->health_reason);
+      st->health_reason = g_strdup (warning ? warning : "");
+    }
   /* no PF, not a full pool: the keys that matched nothing, as the
    * refusals of an allocation say them */
-  if (counts.pfs == 0)
+  else if (counts.pfs == 0)
     {
       g_autofree char *keys = va_allocator_pool_match_keys (pc);
 
@@ -167,7 +177,7 @@ va_allocator_get_pool (VaAllocator *self, const char *name, GError **error)
     }
   /* a pool without PFs says so in the pool model; one whose PFs have no
    * VFs is healthy and empty, which deserves a word too */
-  if (counts.total == 0 && !st->health_reason[0])
+  if (counts.total == 0 && !st->health_reason[0] && !(pc && pc->type == VA_POOL_TYPE_SOFTWARE))
     {
       g_free (st->health_reason);
       st->health_reason = g_strdup ("its PFs have no VFs");
