@@ -22,6 +22,14 @@ installed unit; remove and purge; no AppArmor denial.
 
     lab_host.py --systemd --deb --guest -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
 
+The same journey on Debian 13 (issue 29: libvirt 11.3, QEMU 10, systemd
+257, AppArmor 4.1), in a lab host booted from the trixie root with the
+package built for 13 (lab-installed-trixie):
+
+    lab_host.py --systemd --root trixie --deb --guest -- /usr/bin/python3 tests/lab/test_lab_installed.py [-v]
+
+What differs between the two is branched on DEBIAN below, one place each.
+
 The cases run in order and share what the earlier ones made; one that
 fails makes the later ones that need its result skip or fail."""
 
@@ -226,6 +234,17 @@ def held_open_probe(chardev, caps):
     return ([] if seen == "none" else [h.split(":")[0] for h in seen.split(",")]), int(denied)
 
 
+def os_release():
+    with open("/etc/os-release") as f:
+        return dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+
+
+# the Debian release of the lab host's root: "12" (the build machine's) or
+# "13" (lab_host.py --root trixie, which names it in LAB_ROOT)
+DEBIAN = os_release().get("VERSION_ID", "").strip('"')
+EXPECTED = {"": "12", "trixie": "13"}.get(os.environ.get("LAB_ROOT", ""))
+
+
 def under_systemd():
     try:
         with open("/proc/1/comm") as f:
@@ -238,6 +257,10 @@ def setUpModule():
     if not (lab.in_lab_host() and under_systemd()):
         raise unittest.SkipTest("runs only inside the lab host booted with systemd: "
                                 "lab_host.py --systemd --deb -- /usr/bin/python3 %s" % __file__)
+    if DEBIAN != EXPECTED:
+        raise RuntimeError("the lab host runs Debian %r, LAB_ROOT=%r asked for %r"
+                           % (DEBIAN, os.environ.get("LAB_ROOT", ""), EXPECTED))
+    log("Debian %s (%s)", DEBIAN, os_release().get("PRETTY_NAME", "?"))
     if not os.path.isfile(DEB):
         raise RuntimeError("LAB_DEB names no package (%r): run with lab_host.py --deb" % DEB)
     if not (os.path.isfile(GUEST_KERNEL) and os.path.isfile(GUEST_INITRD)):
