@@ -52,10 +52,10 @@ control=$here/../../contrib/debian/control
 PACKAGES="lintian libvirt-daemon-system apparmor polkitd dbus systemd"
 # what a lab host booted from this root (lab_host.py --root trixie) runs
 # besides them: the hypervisor libvirt-daemon-system only recommends, its
-# firmware, udevd, the tools of the lab's scripts and tests (the test cases
-# are Python), busybox (lab-init.sh's power-off). One root for both: the
-# lab's extra packages cost the package tier nothing but their unpacking
-LAB_PACKAGES="qemu-system-x86 seabios ipxe-qemu udev kmod iproute2 python3 busybox passwd iperf3"
+# firmware, udevd, the tools of the lab's scripts and tests (Python, and
+# GIO for vatest), busybox (lab-init.sh's power-off). One root for both:
+# the lab's packages cost the package tier nothing but their unpacking
+LAB_PACKAGES="qemu-system-x86 seabios ipxe-qemu udev kmod iproute2 python3 python3-gi busybox passwd iperf3"
 
 # Build-Depends: one package a line, the first alternative, no version or
 # architecture qualifier, comments dropped
