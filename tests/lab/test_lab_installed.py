@@ -654,7 +654,7 @@ class InstalledHost(unittest.TestCase):
             self.skipTest("no software device under the unit (test_10b)")
         if DEBIAN != "12" and os.environ.get("VA_LAB_GUEST_ON_13") != "1":
             self.skipTest("Debian 13 (QEMU 10): the nested guest's NIC on a software device carried no packets in "
-                          "2 of 2 runs (ping 100% lost, iperf3 no route to host; its portable NIC worked), an open "
+                          "3 of 3 runs (ping 100% lost, iperf3 no route to host; its portable NIC worked), an open "
                           "finding of issue 29; VA_LAB_GUEST_ON_13=1 runs it (about 5 min more)")
         name, uuid = self.GUEST_NAME, self.GUEST_UUID
 
