@@ -96,7 +96,9 @@ else
     # down whole
     lab="--suite lab"
     # lab-slow (lab-installed: an installed lab host whose nested TCG guest
-    # swaps its NIC, 8 to 12 min) runs here; VA_LAB_SLOW=0 leaves it out
+    # swaps its NIC, 8 to 12 min; lab-installed-trixie, the same journey on
+    # Debian 13 without the guest, 2.5 to 6 min) runs here; VA_LAB_SLOW=0
+    # leaves it out
     [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
     # the CPU time the lab stream's processes (its QEMU lab hosts) used

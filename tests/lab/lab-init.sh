@@ -9,7 +9,10 @@
 #   with the unpacked extra packages (lab.extra=, udev: 9p tag "extra",
 #   read-only) as a second lower layer above it, mounts the run's shared folder
 #   (9p tag "lab", writable) at /lab there and switch_roots into
-#   "sh /lab/lab-init.sh stage2".
+#   "sh /lab/lab-init.sh stage2". With lab.root=PATH (lab_host.py --root),
+#   the lower layer is PATH in the build machine's root instead (another
+#   Debian's), and the folders of lab.binds= (comma-separated) are bound
+#   into it from the build machine's root at the same paths, read-only.
 #
 # stage 2: runs in that root with the build machine's own userspace. Puts
 #   fresh tmpfs on /run and /var/tmp (the lower layer holds the build
@@ -89,6 +92,8 @@ if [ "${1:-}" != stage2 ]; then
     # the unpacked extra packages (lab.extra=, udev) as a layer above the
     # build machine's root: copying them in cost ~6 s of every boot
     lower=/lower
+    root=$(param root)
+    [ -z "$root" ] || lower=/lower$root
     extra=$(param extra)
     case "$extra" in
     /*:* | *:*) ;;
@@ -98,11 +103,17 @@ if [ "${1:-}" != stage2 ]; then
         # no channel (one mount per virtio-9p device)
         mkdir -p /extra
         mount -t 9p -o "$o,ro,cache=loose" extra /extra || { echo "lab-init: no extra share ($extra)"; halt_now 124; }
-        lower="/extra:/lower"
+        lower="/extra:$lower"
         ;;
     esac
     mount -t overlay -o "lowerdir=$lower,upperdir=/upper/data,workdir=/upper/work" overlay /newroot ||
         { echo "lab-init: overlayfs failed"; halt_now 122; }
+    if [ -n "$root" ]; then
+        for b in $(param binds | tr , ' '); do
+            mkdir -p "/newroot$b" && mount -o bind "/lower$b" "/newroot$b" ||
+                { echo "lab-init: cannot bind $b"; halt_now 127; }
+        done
+    fi
     mkdir -p /newroot/lab
     mount -t 9p -o "$o,cache=none" lab /newroot/lab || { echo "lab-init: no lab share"; halt_now 123; }
     mount --move /dev /newroot/dev
@@ -163,6 +174,10 @@ if [ "$(param systemd)" = 1 ]; then
     # host without a desktop has none, and its hook then only fails, ~10 s
     # per apt run under TCG
     [ -f /lab/apt.conf ] && cp /lab/apt.conf /etc/apt/apt.conf.d/zz-lab-caches
+    # systemd-update-done's marks, which an installed host has from its
+    # first boot: without them ldconfig.service and friends run at each
+    # (ConditionNeedsUpdate=), ~17 s under TCG in the trixie root
+    [ -e /etc/.updated ] || touch /etc/.updated /var/.updated
     rm -f /etc/apt/apt.conf.d/20packagekit
     exec /lib/systemd/systemd
 fi

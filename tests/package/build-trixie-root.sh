@@ -7,12 +7,15 @@
 # contrib/build-deb.sh builds the package for Debian 13 and lintian checks
 # it, and in which the package tier reads what 13's components expect
 # (libvirt 11's AppArmor profiles, AppArmor 4's parser, systemd 257's unit
-# checker, polkitd's rules directory). Into CACHE_DIR/package/trixie-root
-# (default: the test cache, tests/lib/vatest/cache.py):
+# checker, polkitd's rules directory), and which lab_host.py --root trixie
+# boots. Into CACHE_DIR/package/trixie-root-LIST (default: the test cache,
+# tests/lib/vatest/cache.py), LIST a hash of the package list, so that a
+# branch with another list has an entry of its own beside it:
 #
 #   root/     mmdebstrap --variant=buildd (build-essential) with the
 #             Build-Depends of contrib/debian/control (the first of each
-#             alternative, as Debian's buildds pick) and PACKAGES below,
+#             alternative, as Debian's buildds pick) and PACKAGES and
+#             LAB_PACKAGES below,
 #             maintainer scripts run (as root, mmdebstrap's root mode); no
 #             service started (no init runs in it)
 #   packages  package=version of everything installed
@@ -41,14 +44,18 @@ took() {
 va_test_lib=$here/../lib
 . "$va_test_lib/test-cache.sh"
 . "$va_test_lib/debian-mirror.sh"
-va_cache_open package/trixie-root "${1:-}"
-out=$cache/package/trixie-root
 suite=trixie
 control=$here/../../contrib/debian/control
 
 # what the package tier runs in the root besides the build: lintian, and
 # the components whose files ours go beside
 PACKAGES="lintian libvirt-daemon-system apparmor polkitd dbus systemd"
+# what a lab host booted from this root (lab_host.py --root trixie) runs
+# besides them: the hypervisor libvirt-daemon-system only recommends, its
+# firmware, udevd, the tools of the lab's scripts and tests (Python, and
+# GIO for vatest), busybox (lab-init.sh's power-off). One root for both:
+# the lab's packages cost the package tier nothing but their unpacking
+LAB_PACKAGES="qemu-system-x86 seabios ipxe-qemu udev kmod iproute2 python3 python3-gi busybox passwd iperf3"
 
 # Build-Depends: one package a line, the first alternative, no version or
 # architecture qualifier, comments dropped
@@ -63,7 +70,10 @@ build_deps() {
 }
 deps=$(build_deps)
 [ -n "$deps" ] || die "no Build-Depends in $control"
-list=$(printf '%s\n' $deps $PACKAGES | LC_ALL=C sort -u | tr '\n' ',' | sed 's/,$//')
+list=$(printf '%s\n' $deps $PACKAGES $LAB_PACKAGES | LC_ALL=C sort -u | tr '\n' ',' | sed 's/,$//')
+entry=package/trixie-root-$(printf '%s' "$list" | sha256sum | cut -c1-8)
+va_cache_open "$entry" "${1:-}"
+out=$cache/$entry
 
 url=$(va_debian_mirror) || die "no Debian mirror serving bookworm in /etc/apt/sources.list*; set LAB_DEBIAN_MIRROR"
 key="script=$(cat "$0" "$va_test_lib/debian-mirror.sh" | sha256sum | cut -d' ' -f1)
@@ -82,7 +92,7 @@ fi
 [ "$(id -u)" = 0 ] || die "needs root (mmdebstrap's root mode, chroot)"
 command -v mmdebstrap >/dev/null 2>&1 || die "missing mmdebstrap (contrib/install-deps.sh)"
 mkdir -p "$cache/package"
-work=$(mktemp -d "$cache/package/trixie-root.build.XXXXXX")
+work=$(mktemp -d "$out.build.XXXXXX")
 # --one-file-system: should mmdebstrap die with its /proc, /sys or /dev/shm
 # still mounted in the root, nothing outside it goes
 trap 'rm -rf --one-file-system "$work"' EXIT INT TERM

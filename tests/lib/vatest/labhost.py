@@ -3,7 +3,7 @@
 under QEMU TCG with the build machine's own root filesystem, read-only over
 virtio-9p under a tmpfs overlay, running one command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--qemu10] [--systemd] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--qemu10] [--systemd] [--root trixie] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
 
 runs COMMAND inside the lab host in the current directory (which must be on
 the build machine's root filesystem: the lab host sees that, not the
@@ -31,9 +31,21 @@ installed host: Debian's units, as the build machine has them enabled), and
 runs COMMAND as the unit lab-command.service once multi-user.target is up;
 its output and status come back the same way.
 
+--root trixie boots a Debian 13 root instead of the build machine's: the
+root of tests/package/build-trixie-root.sh (made or found in the test
+cache; the package tier builds in the same one) is the overlay's lower
+layer, and the source tree, the current directory, VA_BUILDDIR and the
+test cache are bound into it from the build machine's root, read-only, at
+the same paths (the command, vatest, the build's test programs, the
+kernel's modules and the cached inputs). Same lab kernel (Debian's 6.12);
+with --systemd, Debian 13's systemd 257 is PID 1 and AppArmor 4 confines.
+Its apt has no package lists (the root's are dropped): apt install of a
+local .deb resolves against what the root has installed.
+
 --deb first builds the Debian package with contrib/build-deb.sh, or reuses
 the one built from the same tree content (tests/lib/vatest/package.py, in
-the test cache), and names its .deb in LAB_DEB.
+the test cache), and names its .deb in LAB_DEB; with --root trixie, the
+package built for Debian 13 (in the same root).
 
 --guest first builds (or finds cached) the tiny test guest of
 tests/guest/build-guest.sh, for a guest nested in the lab host, and names
@@ -152,21 +164,26 @@ def apt_caches():
     return paths
 
 
-def apparmor_key(kernel):
-    """The inputs of the AppArmor profiles compiled at a --systemd boot: the
-    parser's version and configuration, the policy features it compiles
-    for, every file under /etc/apparmor.d, and the lab kernel (whose
-    features name the cache's folder). A hash of them, and their text."""
+def apparmor_key(kernel, root="/"):
+    """The inputs of the AppArmor profiles compiled at a --systemd boot of
+    ROOT: the parser's version (another root's: its binary) and
+    configuration, the policy features it compiles for, every file under
+    /etc/apparmor.d, and the lab kernel (whose features name the cache's
+    folder). A hash of them, and their text."""
     h = hashlib.sha256()
-    ver = subprocess.run(["apparmor_parser", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True).stdout.splitlines()[:1]
-    text = "parser=%s\n" % (ver[0] if ver else "?")
+    if root == "/":
+        ver = subprocess.run(["apparmor_parser", "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True).stdout.splitlines()[:1]
+    else:
+        with open(os.path.join(root, "usr/sbin/apparmor_parser"), "rb") as f:
+            ver = ["sha256 " + hashlib.sha256(f.read()).hexdigest()]
+    text = "root=%s\nparser=%s\n" % (root, ver[0] if ver else "?")
     # the kernel's package and version, from its entry's stamp
     # (build-lab-kernel.sh): what its AppArmor features come from
     with open(os.path.join(os.path.dirname(kernel["KERNEL"]), "stamp")) as f:
         text += "".join(l for l in f if l.startswith("kernel="))
     for top in ("/etc/apparmor", "/etc/apparmor.d", "/usr/share/apparmor-features"):
-        for d, dirs, files in os.walk(top):
+        for d, dirs, files in os.walk(os.path.join(root, top.lstrip("/"))):
             dirs.sort()
             for name in sorted(files):
                 path = os.path.join(d, name)
@@ -235,10 +252,11 @@ def build_mlx5_dkms():
     return _build("build-mlx5-dkms.sh", 2400, "mlx5 DKMS modules")
 
 
-def build_deb():
+def build_deb(suite=None):
     """The package of this tree (vatest.package: built, or found in the
-    test cache); returns the .deb's path."""
-    b = package.build()
+    test cache), for this machine's Debian or suite; returns the .deb's
+    path."""
+    b = package.build(suite)
     if b.rc != 0 or not b.deb:
         raise RuntimeError("contrib/build-deb.sh failed (%d):\n%s" % (b.rc, b.log[-4000:]))
     return b.deb
@@ -280,7 +298,7 @@ def missing_tools():
         [t for t in ("apt-get", "dpkg-deb", "depmod", "cpio", "zstd", "xz") if not shutil.which(t)]
 
 
-def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=False, qemu10=False, **kw):
+def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=False, qemu10=False, root=None, **kw):
     """Boots the lab host and runs argv in it. A kernel that dies before the
     command starts (seen once in many runs: an int3 oops while it patches
     its own text, under TCG with 2 vCPUs) is no result of the command: that
@@ -289,7 +307,9 @@ def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=
     and LAB_MLX5_DKMS_DEPMOD; qemu10=True: build_qemu10() first, its
     wrapper in LAB_QEMU10;
     deb=True: build_deb() first, its path in LAB_DEB; guest=True:
-    build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD."""
+    build_guest() first, its files in LAB_GUEST_KERNEL and LAB_GUEST_INITRD;
+    root="trixie": the Debian 13 root (package.trixie_root()), and with
+    deb=True its package."""
     kw["extra_env"] = dict(kw.get("extra_env") or {})
     if sim_modules:
         kw["extra_env"]["LAB_SIM_MODULES"] = build_sim_modules()["SIM_MODULES"]
@@ -298,8 +318,16 @@ def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=
         kw["extra_env"].update(LAB_MLX5_DKMS=d["MLX5_DKMS"], LAB_MLX5_DKMS_DEPMOD=d["MLX5_DKMS_DEPMOD"])
     if qemu10:
         kw["extra_env"]["LAB_QEMU10"] = build_qemu10()
+    if root is not None:
+        if root != "trixie":
+            raise ValueError("no lab root %r: trixie is the one" % root)
+        t0 = time.monotonic()
+        kw["root"] = package.trixie_root()[0]
+        # the test inside knows which Debian it was meant to boot
+        kw["extra_env"]["LAB_ROOT"] = root
+        print("lab-host: Debian 13 root %s ready in %.1f s" % (kw["root"], time.monotonic() - t0), file=sys.stderr)
     if deb:
-        kw["extra_env"]["LAB_DEB"] = build_deb()
+        kw["extra_env"]["LAB_DEB"] = build_deb(root)
     if guest:
         g = build_guest()
         kw["extra_env"].update(LAB_GUEST_KERNEL=g["KERNEL"], LAB_GUEST_INITRD=g["INITRD"])
@@ -313,7 +341,7 @@ def run(argv, timeout=600, sim_modules=False, deb=False, guest=False, mlx5_dkms=
 
 
 def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", smp="2", echo=False, systemd=False,
-                 extra_env=None, igb=0):
+                 extra_env=None, igb=0, root=None):
     extra_env = dict(extra_env or {})
     # tests inside find the same cache
     extra_env.setdefault("VA_TEST_CACHE", cache_dir())
@@ -344,10 +372,21 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
     append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s" % k["MODULES"]
-    # the extra packages' layer (lab-init.sh): a 9p device of its own
-    extra = k["EXTRA"] if os.path.isdir(k["EXTRA"]) else None
+    # the extra packages' layer (lab-init.sh): a 9p device of its own; the
+    # build machine's (udev, which its container image lacks), not another
+    # root's
+    extra = k["EXTRA"] if os.path.isdir(k["EXTRA"]) and not root else None
     if extra:
         append += " lab.extra=" + extra
+    if root:
+        # lab-init.sh binds these from the build machine's root into it
+        binds = [SRCDIR, cwd, cache_dir()] + [os.path.abspath(os.environ[n]) for n in ("VA_BUILDDIR",)
+                                              if os.environ.get(n)]
+        binds = sorted(set(os.path.realpath(b) for b in binds))
+        if any("," in b or " " in b for b in binds + [root]):
+            raise ValueError("lab-host: a path with a comma or a space cannot go on the kernel command line: %s"
+                             % binds)
+        append += " lab.root=%s lab.binds=%s" % (root, ",".join(binds))
     if systemd:
         append += " lab.systemd=1 " + SYSTEMD_CMDLINE
         units = os.path.join(rundir, "systemd")
@@ -357,8 +396,9 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
                 f.write(text)
         for name in SYSTEMD_MASK:
             os.symlink("/dev/null", os.path.join(units, name))
-        # apt's caches (apt_caches()): lab-init.sh puts this in apt.conf.d
-        apt = apt_caches()
+        # apt's caches (apt_caches()): lab-init.sh puts this in apt.conf.d;
+        # another root has no package lists to cache
+        apt = apt_caches() if not root else None
         if apt:
             with open(os.path.join(rundir, "apt.conf"), "w") as f:
                 f.write("".join('Dir::Cache::%s "%s";\n' % kv for kv in sorted(apt.items())))
@@ -371,7 +411,7 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
         # runs, so before any test changes a profile); later boots start
         # with them (lab.aacache), and apparmor_parser still checks each
         # against its profile's files (their times).
-        aa_key, aa_text = apparmor_key(k)
+        aa_key, aa_text = apparmor_key(k, root or "/")
         aa_entry = os.path.join(cache_dir(), "lab", "apparmor", aa_key)
         if os.path.isfile(os.path.join(aa_entry, "stamp")) and os.path.isfile(os.path.join(aa_entry, "cache.tar")):
             cache.used(aa_entry)
@@ -463,6 +503,8 @@ def main():
     ap.add_argument("--qemu10", action="store_true",
                     help="build (or find cached) Debian 13's QEMU 10 first; its wrapper in LAB_QEMU10")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1 and AppArmor on")
+    ap.add_argument("--root", choices=("trixie",),
+                    help="boot Debian 13's root (build-trixie-root.sh) instead of the build machine's")
     ap.add_argument("--deb", action="store_true",
                     help="build (or find cached) the Debian package of this tree first; its path in LAB_DEB")
     ap.add_argument("--guest", action="store_true",
@@ -478,7 +520,8 @@ def main():
     if miss:
         sys.exit("lab-host: missing %s" % " ".join(miss))
     r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
-            mlx5_dkms=a.mlx5_dkms, qemu10=a.qemu10, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb)
+            mlx5_dkms=a.mlx5_dkms, qemu10=a.qemu10, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb,
+            root=a.root)
     if not a.console:
         sys.stdout.write(r.output)
     sys.stdout.flush()
