@@ -178,6 +178,11 @@ if [ "$(param systemd)" = 1 ]; then
     # first boot: without them ldconfig.service and friends run at each
     # (ConditionNeedsUpdate=), ~17 s under TCG in the trixie root
     [ -e /etc/.updated ] || touch /etc/.updated /var/.updated
+    # Debian 13 mounts a tmpfs on /tmp (tmp.mount), which would hide the
+    # folders bound there (lab.binds: a clone under /tmp, as CI's may be)
+    case ",$(param binds)," in
+    *,/tmp/*) ln -sf /dev/null /etc/systemd/system/tmp.mount ;;
+    esac
     rm -f /etc/apt/apt.conf.d/20packagekit
     exec /lib/systemd/systemd
 fi
