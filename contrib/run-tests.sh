@@ -158,7 +158,7 @@ printf '%s %s end\n' "$(date +%s)" "$(busy)" >>"$stages"
 # run above, in the form CI reads
 python3 - "$stages" "${labtimes:-}" "${labcpu:-}" "$(getconf CLK_TCK)" "$(nproc)" "$failed" build/meson-logs/testlog*.json build-release/meson-logs/testlog*.json \
     build-asan/meson-logs/testlog*.json <<'PY'
-import json, os, sys
+import json, os, re, sys
 
 stages, labtimes, labcpu, hz, ncpu, status = sys.argv[1:7]
 hz, ncpu = int(hz), int(ncpu)
@@ -188,6 +188,7 @@ print("CPU: %.1f core-min used of the %.1f the run had (%d cores)" % (cpu / 60, 
 
 passed = failed = skipped = 0
 lab = []
+failures = []
 for path in sys.argv[7:]:
     if not os.path.exists(path):
         continue
@@ -204,10 +205,20 @@ for path in sys.argv[7:]:
         suites = t["name"].split(" / ")[0].split(":")[-1].split("+")
         if any(s.startswith("lab") for s in suites):
             lab.append((t["name"].split(" / ")[-1], t.get("duration", 0), r))
+        if r not in ("OK", "EXPECTEDFAIL", "SKIP"):
+            failures.append((t["name"], t.get("stdo") or ""))
 if lab:
     print("Lab tiers (minutes each took in the lab stream):")
     for name, d, r in sorted(lab, key=lambda x: -x[1]):
         print("  %6.1f min  %s (%s)" % (d / 60, name, r))
+# why each failed, where a reader of only this summary sees it: unittest's
+# FAIL/ERROR headers and exception lines, else the output's last lines
+for name, out in failures:
+    lines = out.splitlines()
+    why = [l for l in lines if re.search(r"(^|\] )(FAIL|ERROR): |(^|\] )\w*(Error|Exception): |lab-init: |LAB-DONE rc=", l)]
+    print("Why %s failed:" % name)
+    for l in (why or lines[-12:])[:24]:
+        print("    " + l[:240])
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 if status != "0" and not failed:
     print("a stage failed outside the tests' logs (see above)")
