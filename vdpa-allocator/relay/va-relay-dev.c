@@ -30,6 +30,7 @@ typedef struct
   VaRelayMem mem;
   VaVring vq[NUM_VQS];
   int kick_fd[NUM_VQS];
+  gboolean waiting[NUM_VQS]; /* kicks taken, the queue not ready yet */
   guint8 status;
   gboolean rx_starved; /* no receive buffer: do not poll the tap */
   VaRelayNetStats tx_stats, rx_stats;
@@ -128,17 +129,57 @@ stop_queues (Dev *dev)
   for (guint q = 0; q < NUM_VQS; q++)
     {
       kick_fd_close (dev, q);
+      dev->waiting[q] = FALSE;
       va_vring_reset (&dev->vq[q]);
     }
   va_relay_mem_clear (&dev->mem);
   dev->rx_starved = FALSE;
 }
 
-/* DRIVER_OK: the driver has set the queues up; read them
- * (VDUSE_VQ_GET_INFO: addresses, size, ready, and the split ring's avail
- * index the kernel was given with set_vq_state) and take their kicks. As
- * QEMU's libvduse does it (subprojects/libvduse/libvduse.c,
- * vduse_queue_enable), before answering SET_STATUS. */
+/* A queue the driver has made ready: its ring from VDUSE_VQ_GET_INFO
+ * (addresses, size, and the split ring's avail index the kernel was given
+ * with set_vq_state). Tried once per ready: a ring that fails its checks
+ * stays stopped until the driver resets the device. */
+static void
+start_queue (Dev *dev, guint q, gboolean resuming)
+{
+  struct vduse_vq_info info = { .index = q };
+  if (ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) < 0)
+    {
+      g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, strerror (errno));
+      dev->waiting[q] = FALSE;
+      return;
+    }
+  if (!info.ready)
+    {
+      g_debug ("queue %u: not ready yet", q);
+      return;
+    }
+  dev->waiting[q] = FALSE;
+  g_autoptr (GError) error = NULL;
+  if (!va_vring_setup (&dev->vq[q], &dev->mem, q, info.num, info.desc_addr, info.driver_addr, info.device_addr, info.split.avail_index,
+                       &error))
+    {
+      queue_broke (dev, q, error);
+      return;
+    }
+  if (resuming && !va_vring_resume (&dev->vq[q], &error))
+    {
+      queue_broke (dev, q, error);
+      return;
+    }
+  g_debug ("queue %u: size %u, avail index %u", q, info.num, dev->vq[q].last_avail);
+}
+
+/* DRIVER_OK: take every queue's kicks and start the queues that are ready,
+ * before answering SET_STATUS, as QEMU's libvduse does
+ * (subprojects/libvduse/libvduse.c, vduse_queue_enable). virtio_vdpa and
+ * QEMU 7.2 make the queues ready before DRIVER_OK; QEMU 8.2 and later make
+ * a net device's data queues ready after it when it has no control queue
+ * (net/vhost-vdpa.c, vhost_vdpa_net_data_load), and VDUSE says nothing of
+ * that (6.12, vduse_dev.c: vduse_vdpa_set_vq_ready sets a flag,
+ * vduse_vq_kick drops kicks while it is clear): such a queue starts at its
+ * first kick. */
 static void
 start_queues (Dev *dev, gboolean resuming)
 {
@@ -155,38 +196,21 @@ start_queues (Dev *dev, gboolean resuming)
     }
   for (guint q = 0; q < NUM_VQS; q++)
     {
-      struct vduse_vq_info info = { .index = q };
-      if (ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) < 0)
+      if (dev->kick_fd[q] < 0)
         {
-          g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, strerror (errno));
-          continue;
+          int efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
+          struct vduse_vq_eventfd ev = { .index = q, .fd = efd };
+          if (efd < 0 || ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev) < 0)
+            {
+              g_warning ("kick eventfd of queue %u: %s", q, strerror (errno));
+              if (efd >= 0)
+                close (efd);
+              continue;
+            }
+          dev->kick_fd[q] = efd;
         }
-      if (!info.ready)
-        continue;
-      g_autoptr (GError) error = NULL;
-      if (!va_vring_setup (&dev->vq[q], &dev->mem, q, info.num, info.desc_addr, info.driver_addr, info.device_addr, info.split.avail_index,
-                           &error))
-        {
-          queue_broke (dev, q, error);
-          continue;
-        }
-      if (resuming && !va_vring_resume (&dev->vq[q], &error))
-        {
-          queue_broke (dev, q, error);
-          continue;
-        }
-      int efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
-      struct vduse_vq_eventfd ev = { .index = q, .fd = efd };
-      if (efd < 0 || ioctl (dev->dev_fd, VDUSE_VQ_SETUP_KICKFD, &ev) < 0)
-        {
-          g_warning ("kick eventfd of queue %u: %s", q, strerror (errno));
-          if (efd >= 0)
-            close (efd);
-          va_vring_reset (&dev->vq[q]);
-          continue;
-        }
-      dev->kick_fd[q] = efd;
-      g_debug ("queue %u: size %u, avail index %u", q, info.num, dev->vq[q].last_avail);
+      dev->waiting[q] = TRUE;
+      start_queue (dev, q, resuming);
     }
 }
 
@@ -338,6 +362,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
 {
   Dev dev = { .dev_fd = dev_fd, .tap_fd = tap_fd, .kick_fd = { -1, -1 } };
   gboolean ok = TRUE;
+  gboolean seen_tx = FALSE, seen_rx = FALSE;
 
   g_return_val_if_fail (dev_fd >= 0 && tap_fd >= 0 && stop != NULL, FALSE);
   va_relay_mem_init (&dev.mem, iotlb_miss, iotlb_unmap, &dev);
@@ -391,15 +416,19 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       if (p[2].revents & POLLIN)
         {
           drain_eventfd (p[2].fd);
+          if (dev.waiting[VA_RELAY_TXQ])
+            start_queue (&dev, VA_RELAY_TXQ, FALSE);
           do_tx (&dev);
         }
       if (p[1].revents & POLLIN)
         {
           /* new receive buffers */
           drain_eventfd (p[1].fd);
+          if (dev.waiting[VA_RELAY_RXQ])
+            start_queue (&dev, VA_RELAY_RXQ, FALSE);
           dev.rx_starved = FALSE;
         }
-      if ((p[1].revents | p[3].revents) & POLLIN)
+      if (((p[1].revents | p[3].revents) & POLLIN) && va_vring_is_running (&dev.vq[VA_RELAY_RXQ]))
         if (!do_rx (&dev, error))
           {
             ok = FALSE;
@@ -408,6 +437,12 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       /* what was offered while kicks were off, or beyond the budgets */
       if (va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]))
         do_tx (&dev);
+      if (!seen_tx && dev.tx_stats.frames)
+        g_debug ("first frame transmitted");
+      if (!seen_rx && dev.rx_stats.frames)
+        g_debug ("first frame received");
+      seen_tx = dev.tx_stats.frames != 0;
+      seen_rx = dev.rx_stats.frames != 0;
     }
   g_message ("transmitted %" G_GUINT64_FORMAT " frames (%" G_GUINT64_FORMAT " dropped), received %" G_GUINT64_FORMAT, dev.tx_stats.frames,
              dev.tx_stats.dropped, dev.rx_stats.frames);

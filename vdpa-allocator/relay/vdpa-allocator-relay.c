@@ -50,13 +50,15 @@ static GLogWriterOutput
 writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
   const char *message = NULL, *domain = NULL;
-  if ((level & G_LOG_LEVEL_DEBUG) && !verbose)
-    return G_LOG_WRITER_HANDLED;
   for (gsize i = 0; i < n_fields; i++)
     if (g_str_equal (fields[i].key, "MESSAGE"))
       message = fields[i].value;
     else if (g_str_equal (fields[i].key, "GLIB_DOMAIN"))
       domain = fields[i].value;
+  /* --verbose, or G_MESSAGES_DEBUG naming the domain in the daemon's
+   * environment, which the relay inherits */
+  if ((level & G_LOG_LEVEL_DEBUG) && !verbose && g_log_writer_default_would_drop (level, domain))
+    return G_LOG_WRITER_HANDLED;
   const char *prefix = (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) ? "<3>"
                        : (level & G_LOG_LEVEL_WARNING)                      ? "<4>"
                        : (level & G_LOG_LEVEL_DEBUG)                        ? "<7>"
