@@ -29,7 +29,11 @@
 
 #define DEVICE_PREFIX "vasw-"
 #define TAP_PREFIX "vs"
-#define QUEUE_SIZE 256
+/* VDUSE_VQ_SETUP's max_size, the largest ring a driver may set: vhost_vdpa
+ * refuses a larger VHOST_SET_VRING_NUM (6.12, drivers/vhost/vdpa.c:
+ * vq_num_max), and QEMU then runs the NIC without vhost, its packets
+ * dropped. 1024 is QEMU's VIRTQUEUE_MAX_SIZE */
+#define QUEUE_SIZE 1024
 #define NUM_VQS 2 /* one receive, one transmit queue: no control queue */
 /* how long a node from devtmpfs, a busy device and a relay's exit may take */
 #define WAIT_STEPS 100
