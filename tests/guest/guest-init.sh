@@ -110,6 +110,11 @@ say() {
     echo "$* name=$name"
 }
 
+# the top-level "error" of an iperf3 -J document, empty when none
+iperf3_error() {
+    sed -n 's/^\t"error":\t"\(.*\)"$/\1/p' | head -n 1
+}
+
 # the bytes of iperf3 -J's "sum_received" (the receiver's count)
 received_bytes() {
     awk '/"sum_received"/ { s = 1 } s && /"bytes":/ { gsub(/[^0-9]/, ""); print; exit }'
@@ -224,7 +229,6 @@ for test in $(echo "$tests" | tr ',' ' '); do
         [ $i -ge 30 ] && break
     done
     say "VA-IPERF3-START test=$test"
-    # the server may still be starting: retry a refused connection
     i=0
     retried=
     udp=
@@ -236,17 +240,27 @@ for test in $(echo "$tests" | tr ',' ' '); do
         # exceeds TCP MSS"), and the console must carry JSON only
         out=$(iperf3 -c "$to" -J $args 2>/tmp/iperf3.err)
         rc=$?
-        # a UDP run whose receiver counted nothing: a flood can keep the
-        # receiving TCG guest's iperf3 off the CPU until the test ends (the
-        # first run after boot, on a loaded host); once more, said so
-        if [ $rc -eq 0 ] && [ -z "$retried" ] && [ -n "$udp" ] && [ "$(echo "$out" | received_bytes)" = 0 ]; then
-            retried=1
-            say "VA-IPERF3-RETRY test=$test the receiver counted no byte"
+        # iperf3 3.12 -J exits 0 on its errors too: the document says them
+        why=$(echo "$out" | iperf3_error)
+        if [ $rc -eq 0 ] && [ -z "$why" ]; then
+            # a UDP run whose receiver counted nothing: a flood can keep
+            # the receiving TCG guest's iperf3 off the CPU until the test
+            # ends (the first run after boot, on a loaded host)
+            [ -n "$udp" ] && [ "$(echo "$out" | received_bytes)" = 0 ] || break
+            why="the receiver counted no byte"
+        fi
+        i=$((i + 1))
+        # the server may still be starting
+        if { cat /tmp/iperf3.err; echo "$why"; } | grep -qE 'Connection refused|server is busy'; then
+            [ $i -lt 30 ] || break
+            sleep 1
             continue
         fi
-        [ $rc -eq 0 ] && break
-        i=$((i + 1))
-        { cat /tmp/iperf3.err; echo "$out"; } | grep -qE 'Connection refused|server is busy' && [ $i -lt 30 ] || break
+        # any other failure (nested TCG drops a control connection now and
+        # then): once more, said so
+        [ -z "$retried" ] || break
+        retried=1
+        say "VA-IPERF3-RETRY test=$test $why"
         sleep 1
     done
     [ -s /tmp/iperf3.err ] && say "VA-IPERF3-STDERR test=$test $(tr '\n' ' ' </tmp/iperf3.err)"
