@@ -438,11 +438,15 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       if (va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]))
         do_tx (&dev);
       if (!seen_tx && dev.tx_stats.frames)
-        g_debug ("first frame transmitted");
+        {
+          g_debug ("first frame transmitted");
+          seen_tx = TRUE;
+        }
       if (!seen_rx && dev.rx_stats.frames)
-        g_debug ("first frame received");
-      seen_tx = dev.tx_stats.frames != 0;
-      seen_rx = dev.rx_stats.frames != 0;
+        {
+          g_debug ("first frame received");
+          seen_rx = TRUE;
+        }
     }
   g_message ("transmitted %" G_GUINT64_FORMAT " frames (%" G_GUINT64_FORMAT " dropped), received %" G_GUINT64_FORMAT, dev.tx_stats.frames,
              dev.tx_stats.dropped, dev.rx_stats.frames);
