@@ -479,8 +479,9 @@ class Bench:
             time.sleep(0.05)
         self.meta["matrix_seconds"] = round(time.monotonic() - t0, 1)
         self.meta["pings"] = {m.group(1): int(m.group(2)) for m in re.finditer(r"VA-PING-END test=(\S+) rc=(\d+)", text)}
-        # runs the guest ran twice: the first one's receiver counted nothing
-        self.meta["retried"] = re.findall(r"VA-IPERF3-RETRY test=(\S+)", text)
+        # runs the client ran twice, and what failed the first time
+        self.meta["retried"] = [{"test": m.group(1), "reason": m.group(2)}
+                                for m in re.finditer(r"VA-IPERF3-RETRY test=(\S+) (.*?) name=\S+$", text, re.M)]
         with open(os.path.join(self.args.out, "vm2-console.log"), "w") as f:
             f.write(text)
         docs = parse_iperf3(text)
@@ -689,7 +690,7 @@ class Bench:
             print(self.software_line())
             print(text)
             if self.meta.get("retried"):
-                print("run again, the receiver having counted no byte the first time: %s" % ", ".join(self.meta["retried"]))
+                print("run again: %s" % "; ".join("%s (%s)" % (r["test"], r["reason"]) for r in self.meta["retried"]))
             vnic_ok = all(r["status"] == "measured" and (r["bytes"] or 0) > 0 for r in report["rows"] if r["kind"] == "vnic")
             iso = self.meta["isolation"]["ok"]
             sw_iso = self.meta["isolation"].get("software", {}).get("ok")
