@@ -648,7 +648,11 @@ class InstalledHost(unittest.TestCase):
           save (a paused guest cannot eject a NIC), QEMU as libvirt-qemu
           under its profile; after a restore the hook's started begin asks
           the daemon, whose vdpa-allocator-libvirt-swap runs under the
-          installed unit."""
+          installed unit.
+
+        On Debian 13 it ends after the promotion: QEMU 10 needs no swap
+        for a save (no blocker), and crashed on the swap then the save
+        once."""
         from vatest import guest
         if not getattr(type(self), "software_pool", False):
             self.skipTest("no software device under the unit (test_10b)")
