@@ -17,6 +17,8 @@
 #                       guest with several NICs: one test per path);
 #                       T~N is T again, its N-th repeat (one name each)
 #   va.time=SECONDS     length of each iperf3 test (default 3)
+#   va.bound=SECONDS    an iperf3 run still going this long is killed
+#                       (default va.time + 60)
 #   va.args=A,B,...     iperf3 arguments of the custom test, comma-separated
 #   va.then=WHAT        what the client does after VA-GUEST-DONE: poweroff
 #                       (default), or hold: stay up, idle (its NICs can
@@ -34,6 +36,8 @@
 #   VA-IPERF3-BEGIN name=... test=...   / VA-IPERF3-END name=... test=... rc=N
 #       with iperf3 -J's JSON between them
 #   VA-IPERF3-STDERR name=... test=... TEXT   iperf3's warnings, if any
+#   VA-IPERF3-RETRY name=... test=... WHY   the first run failed (WHY);
+#       the second one's document follows
 #   VA-PING-BEGIN / VA-PING-END         the same for ping
 #   VA-GUEST-DONE name=... failed=N     then the client powers off (or
 #       holds, va.then=hold)
@@ -105,6 +109,10 @@ param ip
 ips=$REPLY
 param then
 then=${REPLY:-poweroff}
+# the longest one iperf3 run may take: its test, its setup on a slow TCG
+# guest, and the results' exchange
+param bound
+bound=${REPLY:-$((t + 60))}
 
 say() {
     echo "$* name=$name"
@@ -237,11 +245,14 @@ for test in $(echo "$tests" | tr ',' ' '); do
     esac
     while :; do
         # stderr apart: iperf3 warns there (udp1460: "UDP block size 1460
-        # exceeds TCP MSS"), and the console must carry JSON only
-        out=$(iperf3 -c "$to" -J $args 2>/tmp/iperf3.err)
+        # exceeds TCP MSS"), and the console must carry JSON only. A run
+        # is bounded: a client whose control connection stalls waits for
+        # the server's results forever.
+        out=$(timeout -s KILL "$bound" iperf3 -c "$to" -J --connect-timeout 10000 $args 2>/tmp/iperf3.err)
         rc=$?
         # iperf3 3.12 -J exits 0 on its errors too: the document says them
         why=$(echo "$out" | iperf3_error)
+        [ $rc -eq 137 ] && why="iperf3 did not finish in $bound s"
         if [ $rc -eq 0 ] && [ -z "$why" ]; then
             # a UDP run whose receiver counted nothing: a flood can keep
             # the receiving TCG guest's iperf3 off the CPU until the test

@@ -3,7 +3,7 @@
 built from Debian packages, boots to VA-GUEST-READY (within the time the
 libvirt tier and the benchmark count on: the guest-boot benchmark), and a client and a server joined by
 a QEMU stream netdev on a unix socket (no host networking at all) run
-iperf3."""
+iperf3, and a client whose server stalls ends each run at its bound."""
 
 import json
 import os
@@ -122,6 +122,19 @@ class Guest(unittest.TestCase):
         sys.stderr.write("\nguest: iperf3 TCP over a QEMU stream netdev: %.1f Mbit/s\n" % (bps / 1e6))
         self.assertGreater(bps, 0)
         self.assertIn("VA-GUEST-DONE failed=0", text)
+
+    def test_a_stalled_iperf3_run_is_killed_and_retried_once(self):
+        """A server that takes the control connection and never answers
+        (slirp hands it to `sleep`) stalls an iperf3 client forever: the
+        client kills each run at va.bound, says why it runs it again, and
+        goes on to VA-GUEST-DONE with the test failed."""
+        cli, cli_log = self.qemu("cli", "va.role=client va.ip=10.0.2.15/24 va.peer=10.0.2.2 va.tests=tcp@10.0.2.100 "
+                                 "va.time=2 va.bound=5",
+                                 "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:5201-cmd:sleep 600")
+        text = wait_for(cli_log, "VA-GUEST-DONE", 150, cli)
+        self.assertIn("VA-IPERF3-RETRY test=tcp@10.0.2.100 iperf3 did not finish in 5 s", text)
+        self.assertIn("VA-IPERF3-END test=tcp@10.0.2.100 rc=137", text)
+        self.assertIn("VA-GUEST-DONE failed=1", text)
 
     def test_initrd_carries_the_vf_drivers_with_their_dependencies(self):
         """The SR-IOV path's VF drivers (docs/pairbench.md) are in the
