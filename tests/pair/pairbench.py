@@ -459,9 +459,15 @@ class Bench:
         started = {}
         seen = 0
         deadline = time.monotonic() + (120 + len(tests) * (t + 15)) * self.args.slow
+        # one test's most: the client's wait for its path to answer (30
+        # pings), two runs bounded at t + 60 s each, 30 s of a busy server
+        stall_limit = (60 + 2 * (t + 61) + 30) * self.args.slow
+        progress = time.monotonic()
         while True:
             with open(serial_path(vm2["domain"]), errors="replace") as f:
                 text = f.read()
+            if len(text) > seen:
+                progress = time.monotonic()
             for m in re.finditer(r"VA-IPERF3-(START|BEGIN) test=(\S+)[^\n]*\n", text[seen:]):
                 now = [proc_cpu_seconds(p) for p in pids if p]
                 total = sum(now) if now and None not in now else None
@@ -475,7 +481,9 @@ class Bench:
             if "VA-GUEST-DONE" in text[:cut]:
                 break
             if time.monotonic() > deadline:
-                raise TimeoutError("the client did not finish:\n" + text[-3000:])
+                raise TimeoutError("the client did not finish in %d s:\n%s" % (deadline - t0, text[-3000:]))
+            if time.monotonic() - progress > stall_limit:
+                raise TimeoutError("the client printed nothing for %d s:\n%s" % (stall_limit, text[-3000:]))
             time.sleep(0.05)
         self.meta["matrix_seconds"] = round(time.monotonic() - t0, 1)
         self.meta["pings"] = {m.group(1): int(m.group(2)) for m in re.finditer(r"VA-PING-END test=(\S+) rc=(\d+)", text)}
