@@ -710,9 +710,10 @@ class InstalledHost(unittest.TestCase):
         shutil.copy(GUEST_INITRD, initrd)
         tests = ["ping@10.28.11.1", "tcp@10.28.11.1", "udp1460@10.28.11.1", "tcp@10.28.13.1", "udp1460@10.28.13.1"]
         # then=hold: the client stays up after its tests, for the
-        # promotion and the save
+        # promotion and the save; bound: nested TCG is slow to set a run up
         cmdline = guest.guest_cmdline(name, ip="10.28.11.2/24,10.28.13.2/24", role="client", peer="10.28.11.1",
-                                      tests=",".join(tests), time="3", then="hold")
+                                      tests=",".join(tests), time="3", then="hold",
+                                      bound="600")
         ifaces = "".join("<interface type='bridge'><mac address='%s'/><source bridge='%s'/><model type='virtio'/>"
                          "<address type='pci' domain='0x0000' bus='0x00' slot='%s' function='0x0'/></interface>"
                          % (mac, lab.BRIDGE, slot) for mac, slot in ((self.GUEST_MAC, "0x05"), (self.ANCHOR_MAC, "0x06")))

@@ -377,11 +377,16 @@ class Bench:
             out.append((g["software"][0], g["software"][1], NET4["name"]))
         return out
 
+    def run_bound(self):
+        """The seconds after which the client kills one iperf3 run: the
+        test, and a minute for its setup and results (--slow times)."""
+        return (self.args.time + 60) * self.args.slow
+
     def domain(self, g, kernel, initrd, tests=None):
         nics = self.nics(g)
         va = {"role": g["role"], "ip": ",".join("%s/24" % n[1] for n in nics)}
         if tests:
-            va.update(peer=GUESTS["vm1"]["vnic"][1], tests=",".join(tests), time=self.args.time)
+            va.update(peer=GUESTS["vm1"]["vnic"][1], tests=",".join(tests), time=self.args.time, bound=self.run_bound())
         xml = domain_xml(g["domain"], kernel, initrd, guest_cmdline(g["domain"], **va), [n[0] for n in nics], bridge=BRIDGE)
         xml = with_intent(xml, g["uuid"], [(n[0], n[2]) for n in nics])
         env = dict(os.environ, VDPA_ALLOCATOR_RUN_DIR=self.run_dir)
@@ -460,8 +465,8 @@ class Bench:
         seen = 0
         deadline = time.monotonic() + (120 + len(tests) * (t + 15)) * self.args.slow
         # one test's most: the client's wait for its path to answer (30
-        # pings), two runs bounded at t + 60 s each, 30 s of a busy server
-        stall_limit = (60 + 2 * (t + 61) + 30) * self.args.slow
+        # pings), two bounded runs, 30 s of a busy server
+        stall_limit = 2 * (self.run_bound() + 1) + 90 * self.args.slow
         progress = time.monotonic()
         while True:
             with open(serial_path(vm2["domain"]), errors="replace") as f:
