@@ -9,6 +9,8 @@
  *   vduse-net -c [-n NAME] [-m MAC] [-q QUEUE_SIZE]   create, leave, exit
  *   vduse-net -D [-n NAME]                           destroy, exit
  *
+ * QUEUE_SIZE: the largest ring each queue offers (default 1024).
+ *
  * -c creates the device and sets its queues up, then closes it and exits 0,
  * leaving it for another server (vdpa-allocator-relay, issue 28) to open
  * /dev/vduse/NAME; -D destroys it (retrying while it is busy: a vdpa device
@@ -154,7 +156,10 @@ main (int argc, char **argv)
   const char *name = "vduse-net0";
   const char *ready_file = NULL;
   uint8_t mac[6] = { 0x52, 0x54, 0x00, 0x7a, 0x00, 0x01 };
-  unsigned qsize = 256;
+  /* as the daemon's software devices (va-software.c): under QEMU 10 a
+   * device offering 256 entries fell back to userspace virtio
+   * (docs/kernel-facts.md) */
+  unsigned qsize = 1024;
   int opt;
   int create_only = 0, destroy_only = 0;
 
