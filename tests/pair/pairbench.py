@@ -467,12 +467,14 @@ class Bench:
         # one test's most: the client's wait for its path to answer (30
         # pings), two bounded runs, 30 s of a busy server
         stall_limit = 2 * (self.run_bound() + 1) + 90 * self.args.slow
-        progress = time.monotonic()
+        progress, size = time.monotonic(), 0
         while True:
             with open(serial_path(vm2["domain"]), errors="replace") as f:
                 text = f.read()
-            if len(text) > seen:
-                progress = time.monotonic()
+            # the console's growth, not its unread part: a last line
+            # without its newline stays unread however long it waits
+            if len(text) != size:
+                progress, size = time.monotonic(), len(text)
             for m in re.finditer(r"VA-IPERF3-(START|BEGIN) test=(\S+)[^\n]*\n", text[seen:]):
                 now = [proc_cpu_seconds(p) for p in pids if p]
                 total = sum(now) if now and None not in now else None
