@@ -159,8 +159,8 @@ class VlanMethod:
                 st = os.stat(node)
                 self.assertEqual((st.st_mode & 0o7777, st.st_gid), (0o660, 6), node)  # disk is gid 6 on Debian
                 self.assertIn("va-" + slot, vdpa_devices())
-            self.assertTrue(ping(ns[1], addr[3], tries=10), "VLAN 10 to VLAN 10")
-            self.assertTrue(ping(ns[3], addr[1], tries=10), "VLAN 10 to VLAN 10, back")
+            self.assertTrue(ping(ns[1], addr[3], tries=10), "VLAN 10 to VLAN 10\n" + self.state(ns.values()))
+            self.assertTrue(ping(ns[3], addr[1], tries=10), "VLAN 10 to VLAN 10, back\n" + self.state(ns.values()))
             self.assertFalse(ping(ns[1], addr[2]), "VLAN 10 reached VLAN 20")
             self.assertFalse(ping(ns[2], addr[3]), "VLAN 20 reached VLAN 10")
         finally:
@@ -191,6 +191,19 @@ class VlanMethod:
         self.release(9)
 
 
+    def state(self, namespaces):
+        """What the uplink and the namespaces hold, for a failed ping."""
+        cmds = [["ip", "-d", "link", "show", "master", BRIDGE] if self.METHOD == "bridge" else ["ip", "-d", "link"]]
+        cmds += self.uplink_state()
+        for ns in namespaces:
+            cmds += [["ip", "-n", ns, "-s", "link", "show", "eth0"], ["ip", "-n", ns, "neigh"]]
+        out = []
+        for argv in cmds:
+            r = run(*argv, check=False)
+            out.append("$ %s\n%s" % (" ".join(argv), r.stdout))
+        return "".join(out)
+
+
 class LinuxBridge(VlanMethod, unittest.TestCase):
     METHOD = "bridge"
 
@@ -207,6 +220,9 @@ class LinuxBridge(VlanMethod, unittest.TestCase):
 
     def in_uplink(self, port):
         return link(port).get("master") == BRIDGE
+
+    def uplink_state(self):
+        return [["bridge", "vlan", "show"], ["bridge", "fdb", "show", "br", BRIDGE]]
 
     def port_vlans(self, port):
         # PVID untagged, and nothing else: not the bridge's default_pvid 99
@@ -231,6 +247,13 @@ class OpenVSwitch(VlanMethod, unittest.TestCase):
 
     def in_uplink(self, port):
         return run("ovs-vsctl", "port-to-br", port, check=False).stdout.strip() == BRIDGE
+
+    def uplink_state(self):
+        return [["ovs-vsctl", "show"], ["ovs-dpctl", "show"], ["ovs-dpctl", "dump-flows"],
+                ["ovs-ofctl", "dump-flows", BRIDGE], ["ovs-appctl", "fdb/show", BRIDGE],
+                ["ovs-appctl", "upcall/show"], ["ovs-appctl", "coverage/show"], ["nproc"], ["nproc", "--all"],
+                ["sh", "-c", "dmesg | tail -n 30"],
+                ["tail", "-n", "40", "/run/openvswitch/ovs-vswitchd.log"]]
 
     def warning(self):
         return json.loads(vdpactl("pool", "show", "lab", "-j").stdout)["warning"]
