@@ -267,6 +267,49 @@ mark_swaps (Report *r)
     }
 }
 
+typedef enum
+{
+  MOVE_NATIVE, /* QEMU reports no blocker: libvirt moves every NIC as it is */
+  MOVE_SWAP,   /* the accelerated NICs go portable first */
+  MOVE_FAILED, /* r->error says why */
+} MovePlan;
+
+/* How a move (migrate, save) takes the domain's NICs: QEMU's blockers
+ * decide, or --swap (@swap_always); blockers QEMU does not tell mean the
+ * swap. Each NIC's path is set in r->nics before anything is tried. */
+static MovePlan
+plan_move (VaLibvirt *lv, Report *r, gboolean swap_always)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) qmp_error = NULL;
+  g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
+  GPtrArray *nics;
+
+  if (!d)
+    {
+      r->error = g_strdup (error->message);
+      return MOVE_FAILED;
+    }
+  nics = va_domain_get_nics (d);
+  for (guint i = 0; i < nics->len; i++)
+    va_swap_nic (r->nics, g_ptr_array_index (nics, i));
+  r->blockers = migration_blockers (lv, &qmp_error);
+  if (!r->blockers)
+    g_debug ("no blockers known: %s", qmp_error->message);
+  if (!r->blockers || r->blockers[0] || swap_always)
+    {
+      mark_swaps (r);
+      return MOVE_SWAP;
+    }
+  for (guint i = 0; i < r->nics->len; i++)
+    {
+      VaSwapNic *n = g_ptr_array_index (r->nics, i);
+      if (n->before == VA_FORM_ACCELERATED)
+        n->path = VA_SWAP_PATH_NATIVE;
+    }
+  return MOVE_NATIVE;
+}
+
 typedef struct
 {
   virDomainPtr dom;
@@ -456,7 +499,6 @@ domain_migrate (int argc, char **argv, const char *uri)
   };
   Report r = { .operation = "migrate", .downtime_ms = -1 };
   unsigned int flags = VIR_MIGRATE_PEER2PEER;
-  GPtrArray *nics;
   int rc;
 
   if ((rc = va_ctl_parse (&argc, &argv, "DOMAIN DEST-URI - migrate a domain, swapping its accelerated NICs while QEMU cannot move them",
@@ -486,40 +528,22 @@ domain_migrate (int argc, char **argv, const char *uri)
     flags |= VIR_MIGRATE_UNDEFINE_SOURCE;
   r.destination = g_strdup (argv[2]);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
-
-  {
-    g_autoptr (GError) qmp_error = NULL;
-    g_autoptr (VaDomain) d = va_swap_live_domain (lv, &error);
-
-    if (!d)
-      {
-        r.error = g_strdup (error->message);
+  switch (plan_move (lv, &r, swap_always))
+    {
+      case MOVE_FAILED:
         rc = report_print (lv, &r, json);
         report_clear (&r);
         return rc;
-      }
-    nics = va_domain_get_nics (d);
-    for (guint i = 0; i < nics->len; i++)
-      va_swap_nic (r.nics, g_ptr_array_index (nics, i));
-    r.blockers = migration_blockers (lv, &qmp_error);
-    if (!r.blockers)
-      g_debug ("no blockers known: %s", qmp_error->message);
-  }
-
-  if (r.blockers && !r.blockers[0] && !swap_always)
-    {
-      for (guint i = 0; i < r.nics->len; i++)
-        {
-          VaSwapNic *n = g_ptr_array_index (r.nics, i);
-          if (n->before == VA_FORM_ACCELERATED)
-            n->path = VA_SWAP_PATH_NATIVE;
-        }
-    }
-  else if ((mark_swaps (&r), !va_swap_to_portable (lv, r.nics, TRUE, &error)))
-    {
-      r.error = g_strdup_printf ("before the migration: %s", error->message);
-      va_swap_roll_back (lv, r.nics);
-      goto out;
+      case MOVE_SWAP:
+        if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
+          {
+            r.error = g_strdup_printf ("before the migration: %s", error->message);
+            va_swap_roll_back (lv, r.nics);
+            goto out;
+          }
+        break;
+      case MOVE_NATIVE:
+        break;
     }
 
   va_swap_progress ("migrating to %s", argv[2]);
@@ -565,20 +589,25 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (VaLibvirt) lv = NULL;
-  gboolean json = FALSE;
+  gboolean json = FALSE, swap_always = FALSE;
+  const GOptionEntry entries[] = {
+    { "swap", 's', 0, G_OPTION_ARG_NONE, &swap_always, "Swap accelerated NICs to portable even if QEMU reports no blocker", NULL },
+    { NULL },
+  };
   Report r = { .operation = managed ? "managedsave" : "save", .downtime_ms = -1 };
   int rc, ok;
 
   if ((rc = va_ctl_parse (&argc, &argv,
-                          managed ? "DOMAIN - managed save of a domain, its accelerated NICs swapped to portable first"
-                                  : "DOMAIN FILE - save a domain to FILE, its accelerated NICs swapped to portable first",
-                          managed ? "QEMU cannot save a vhost-vdpa netdev: each accelerated NIC goes portable (same MAC, VLAN\n"
-                                    "and PCI slot) and its lease is released; then libvirt's managed save. 'vdpactl domain\n"
-                                    "restore --managed DOMAIN' starts it again and swaps its NICs back."
-                                  : "QEMU cannot save a vhost-vdpa netdev: each accelerated NIC goes portable (same MAC, VLAN\n"
-                                    "and PCI slot) and its lease is released; then libvirt saves the domain. 'vdpactl domain\n"
-                                    "restore FILE' restores it and swaps its NICs back.",
-                          NULL, &json, managed ? 1 : 2, managed ? 1 : 2)))
+                          managed ? "DOMAIN - managed save of a domain, swapping its accelerated NICs while QEMU cannot save them"
+                                  : "DOMAIN FILE - save a domain to FILE, swapping its accelerated NICs while QEMU cannot save them",
+                          managed ? "Reads QEMU's migration blockers; with none, libvirt's managed save keeps every NIC as it\n"
+                                    "is. Else each accelerated NIC goes portable (same MAC, VLAN and PCI slot) and its lease is\n"
+                                    "released first. 'vdpactl domain restore --managed DOMAIN' starts it again and swaps its\n"
+                                    "NICs back."
+                                  : "Reads QEMU's migration blockers; with none, libvirt saves the domain with every NIC as it\n"
+                                    "is. Else each accelerated NIC goes portable (same MAC, VLAN and PCI slot) and its lease is\n"
+                                    "released first. 'vdpactl domain restore FILE' restores it and swaps its NICs back.",
+                          entries, &json, managed ? 1 : 2, managed ? 1 : 2)))
     return rc;
   if (!(lv = va_libvirt_open (uri, FALSE, &error)) || !va_libvirt_lookup (lv, argv[1], &error))
     return va_ctl_fail (error);
@@ -586,11 +615,20 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
     return va_ctl_fail_msg ("the domain is not running");
   progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
-  if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
+  switch (plan_move (lv, &r, swap_always))
     {
-      r.error = g_strdup_printf ("before the save: %s", error->message);
-      va_swap_roll_back (lv, r.nics);
-      goto out;
+      case MOVE_FAILED:
+        goto out;
+      case MOVE_SWAP:
+        if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
+          {
+            r.error = g_strdup_printf ("before the save: %s", error->message);
+            va_swap_roll_back (lv, r.nics);
+            goto out;
+          }
+        break;
+      case MOVE_NATIVE:
+        break;
     }
   va_swap_progress ("saving the domain%s%s", managed ? " (managed save)" : " to ", managed ? "" : argv[2]);
   ok = managed ? virDomainManagedSave (lv->dom, 0) : virDomainSaveFlags (lv->dom, argv[2], NULL, 0);
@@ -700,6 +738,10 @@ domain_restore (int argc, char **argv, const char *uri)
             n->path = VA_SWAP_PATH_SWAP;
             n->after = VA_FORM_ACCELERATED;
           }
+        /* saved as it was (vdpactl save's native path, or virsh save)
+         * and leased again by the restore's hook */
+        else if (nic->form == VA_FORM_ACCELERATED)
+          n->path = VA_SWAP_PATH_NATIVE;
         else if (nic->form == VA_FORM_PORTABLE && nic->swap_back)
           {
             r.left++;
