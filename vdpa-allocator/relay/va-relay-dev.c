@@ -31,6 +31,8 @@ typedef struct
   VaVring vq[NUM_VQS];
   int kick_fd[NUM_VQS];
   gboolean waiting[NUM_VQS]; /* kicks taken, the queue not ready yet */
+  int wait_ms;               /* between two looks at waiting queues; -1: none waits */
+  gint64 next_look;          /* the next look (monotonic, µs) */
   guint8 status;
   gboolean rx_starved; /* no receive buffer: do not poll the tap */
   VaRelayNetStats tx_stats, rx_stats;
@@ -130,6 +132,7 @@ stop_queues (Dev *dev)
     {
       kick_fd_close (dev, q);
       dev->waiting[q] = FALSE;
+      dev->wait_ms = -1;
       va_vring_reset (&dev->vq[q]);
     }
   va_relay_mem_clear (&dev->mem);
@@ -152,7 +155,8 @@ start_queue (Dev *dev, guint q, gboolean resuming)
     }
   if (!info.ready)
     {
-      g_debug ("queue %u: not ready yet", q);
+      if (dev->wait_ms < 0)
+        g_debug ("queue %u: not ready yet", q);
       return;
     }
   dev->waiting[q] = FALSE;
@@ -212,6 +216,41 @@ start_queues (Dev *dev, gboolean resuming)
       dev->waiting[q] = TRUE;
       start_queue (dev, q, resuming);
     }
+  dev->wait_ms = dev->waiting[0] || dev->waiting[1] ? 10 : -1;
+  dev->next_look = g_get_monotonic_time () + 10 * G_TIME_SPAN_MILLISECOND;
+}
+
+/* Queues made ready after DRIVER_OK without a kick since: a guest restored
+ * from a save (QEMU 10 on VDUSE: `vdpactl domain save`'s native path) has
+ * its receive ring full of the buffers it gave before the save, and kicks
+ * it no more until a frame arrives, which a queue not started never
+ * delivers (the lab saw that). So they are looked at, 10 ms after
+ * DRIVER_OK and then ever more seldom, up to once a second. */
+static void
+look_at_waiting (Dev *dev)
+{
+  gboolean any = FALSE;
+
+  for (guint q = 0; q < NUM_VQS; q++)
+    if (dev->waiting[q])
+      {
+        start_queue (dev, q, FALSE);
+        any = any || dev->waiting[q];
+      }
+  dev->wait_ms = any ? MIN (dev->wait_ms * 2, 1000) : -1;
+  dev->next_look = g_get_monotonic_time () + dev->wait_ms * G_TIME_SPAN_MILLISECOND;
+}
+
+/* poll's timeout: none while chains wait to be taken, until the next look
+ * while a queue waits to be ready, else forever */
+static int
+poll_timeout (Dev *dev)
+{
+  if (va_vring_has_avail (&dev->vq[VA_RELAY_TXQ]))
+    return 0;
+  if (dev->wait_ms < 0)
+    return -1;
+  return (int) CLAMP ((dev->next_look - g_get_monotonic_time () + 999) / 1000, 0, 1000);
 }
 
 static void
@@ -360,7 +399,7 @@ resume (Dev *dev)
 gboolean
 va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **error)
 {
-  Dev dev = { .dev_fd = dev_fd, .tap_fd = tap_fd, .kick_fd = { -1, -1 } };
+  Dev dev = { .dev_fd = dev_fd, .tap_fd = tap_fd, .kick_fd = { -1, -1 }, .wait_ms = -1 };
   gboolean ok = TRUE;
   gboolean seen_tx = FALSE, seen_rx = FALSE;
 
@@ -387,7 +426,7 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
       };
       /* chains offered and not taken (a budget's end, or offered while
        * kicks were off): look again at once */
-      int r = poll (p, G_N_ELEMENTS (p), va_vring_has_avail (&dev.vq[VA_RELAY_TXQ]) ? 0 : -1);
+      int r = poll (p, G_N_ELEMENTS (p), poll_timeout (&dev));
       if (r < 0)
         {
           if (errno == EINTR)
@@ -396,6 +435,8 @@ va_relay_dev_run (int dev_fd, int tap_fd, volatile sig_atomic_t *stop, GError **
           ok = FALSE;
           break;
         }
+      if (dev.wait_ms >= 0 && g_get_monotonic_time () >= dev.next_look)
+        look_at_waiting (&dev);
       /* vduse_dev_poll: EPOLLERR once the device is broken (a message timed
        * out); a closed socket in the tests hangs up */
       if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))
