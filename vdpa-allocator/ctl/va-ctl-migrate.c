@@ -267,18 +267,15 @@ mark_swaps (Report *r)
     }
 }
 
-typedef enum
-{
-  MOVE_NATIVE, /* QEMU reports no blocker: libvirt moves every NIC as it is */
-  MOVE_SWAP,   /* the accelerated NICs go portable first */
-  MOVE_FAILED, /* r->error says why */
-} MovePlan;
-
-/* How a move (migrate, save) takes the domain's NICs: QEMU's blockers
- * decide, or --swap (@swap_always); blockers QEMU does not tell mean the
- * swap. Each NIC's path is set in r->nics before anything is tried. */
-static MovePlan
-plan_move (VaLibvirt *lv, Report *r, gboolean swap_always)
+/* Readies the domain's NICs for a move (migrate, save; @what names it in
+ * an error): QEMU's blockers decide, or --swap (@swap_always), and
+ * blockers QEMU does not tell mean the swap. With none, libvirt moves
+ * every NIC as it is (path native); else each accelerated NIC is swapped
+ * to its portable form first. Each NIC's path is set in r->nics before
+ * anything is tried. FALSE: r->error says why, and what was swapped is
+ * rolled back. */
+static gboolean
+prepare_move (VaLibvirt *lv, Report *r, gboolean swap_always, const char *what)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GError) qmp_error = NULL;
@@ -288,7 +285,7 @@ plan_move (VaLibvirt *lv, Report *r, gboolean swap_always)
   if (!d)
     {
       r->error = g_strdup (error->message);
-      return MOVE_FAILED;
+      return FALSE;
     }
   nics = va_domain_get_nics (d);
   for (guint i = 0; i < nics->len; i++)
@@ -296,18 +293,24 @@ plan_move (VaLibvirt *lv, Report *r, gboolean swap_always)
   r->blockers = migration_blockers (lv, &qmp_error);
   if (!r->blockers)
     g_debug ("no blockers known: %s", qmp_error->message);
-  if (!r->blockers || r->blockers[0] || swap_always)
+  if (r->blockers && !r->blockers[0] && !swap_always)
     {
-      mark_swaps (r);
-      return MOVE_SWAP;
+      for (guint i = 0; i < r->nics->len; i++)
+        {
+          VaSwapNic *n = g_ptr_array_index (r->nics, i);
+          if (n->before == VA_FORM_ACCELERATED)
+            n->path = VA_SWAP_PATH_NATIVE;
+        }
+      return TRUE;
     }
-  for (guint i = 0; i < r->nics->len; i++)
+  mark_swaps (r);
+  if (!va_swap_to_portable (lv, r->nics, TRUE, &error))
     {
-      VaSwapNic *n = g_ptr_array_index (r->nics, i);
-      if (n->before == VA_FORM_ACCELERATED)
-        n->path = VA_SWAP_PATH_NATIVE;
+      r->error = g_strdup_printf ("before the %s: %s", what, error->message);
+      va_swap_roll_back (lv, r->nics);
+      return FALSE;
     }
-  return MOVE_NATIVE;
+  return TRUE;
 }
 
 typedef struct
@@ -528,23 +531,8 @@ domain_migrate (int argc, char **argv, const char *uri)
     flags |= VIR_MIGRATE_UNDEFINE_SOURCE;
   r.destination = g_strdup (argv[2]);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
-  switch (plan_move (lv, &r, swap_always))
-    {
-      case MOVE_FAILED:
-        rc = report_print (lv, &r, json);
-        report_clear (&r);
-        return rc;
-      case MOVE_SWAP:
-        if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
-          {
-            r.error = g_strdup_printf ("before the migration: %s", error->message);
-            va_swap_roll_back (lv, r.nics);
-            goto out;
-          }
-        break;
-      case MOVE_NATIVE:
-        break;
-    }
+  if (!prepare_move (lv, &r, swap_always, "migration"))
+    goto out;
 
   va_swap_progress ("migrating to %s", argv[2]);
   if (!migrate_with_timeout (lv, argv[2], flags, timeout, &error))
@@ -615,21 +603,8 @@ domain_save (int argc, char **argv, const char *uri, gboolean managed)
     return va_ctl_fail_msg ("the domain is not running");
   progress_on (json);
   r.nics = g_ptr_array_new_with_free_func ((GDestroyNotify) va_swap_nic_free);
-  switch (plan_move (lv, &r, swap_always))
-    {
-      case MOVE_FAILED:
-        goto out;
-      case MOVE_SWAP:
-        if (!va_swap_to_portable (lv, r.nics, TRUE, &error))
-          {
-            r.error = g_strdup_printf ("before the save: %s", error->message);
-            va_swap_roll_back (lv, r.nics);
-            goto out;
-          }
-        break;
-      case MOVE_NATIVE:
-        break;
-    }
+  if (!prepare_move (lv, &r, swap_always, "save"))
+    goto out;
   va_swap_progress ("saving the domain%s%s", managed ? " (managed save)" : " to ", managed ? "" : argv[2]);
   ok = managed ? virDomainManagedSave (lv->dom, 0) : virDomainSaveFlags (lv->dom, argv[2], NULL, 0);
   if (ok == 0)
