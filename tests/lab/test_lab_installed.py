@@ -636,6 +636,7 @@ class InstalledHost(unittest.TestCase):
         (the pool's hardware is still held) with a new relay, which must go
         on from the rings' saved state: the peer on the NIC's VLAN pings
         the restored guest. Returns QEMU's new pid."""
+        from vatest import guest
         image = os.path.join(SAVE_DIR, name + "-software.save")
         self.addCleanup(lambda: os.path.exists(image) and os.unlink(image))
         doc = json.loads(self.swap_vdpactl("domain", "save", name, image, "-j").stdout)
@@ -653,12 +654,7 @@ class InstalledHost(unittest.TestCase):
         self.assertIn(mine[0]["chardev"], fds_of(pid))
         self.assertEqual([uid for uid, _ in lab.relay_processes().values()], [65534])
         with Timer("the restored guest answers a ping on its software NIC"):
-            answered = False
-            for _ in range(30):
-                if sh(["ip", "netns", "exec", "va-soft-peer", "busybox", "ping", "-c", "1", "-W", "2", "10.28.11.2"],
-                      check=False).returncode == 0:
-                    answered = True
-                    break
+            answered = guest.answers("10.28.11.2", 60, "va-soft-peer").returncode == 0
         if not answered:
             log("no answer: QEMU's virtio devices %s\nrelays %s\n%s\ndaemon:\n%s\nQEMU's log:\n%s",
                 virtio_status(name), lab.relay_processes(),

@@ -16,7 +16,7 @@ import tempfile
 import time
 import unittest
 
-from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, NS, domain_xml, guest_cmdline, serial_path, with_intent
+from vatest.guest import BOOT_TIMEOUT, BRIDGE, HOST_IP, NS, answers, domain_xml, guest_cmdline, serial_path, with_intent
 from vatest.libvirt import Libvirt, SkipTier, build_guest, enter_namespaces, run, skip_reason, wait_for_console
 from vatest.paths import DAEMON, HOOK, SYSCONFDIR, VDPACTL
 from vatest.simconf import ACCEL, sim_config
@@ -35,17 +35,6 @@ CONFIG = sim_config(pools={"accel": ACCEL},
                               "vpc0": dict(mode="vdpa", pool="accel", fallback_bridge=BRIDGE),
                               "lan": dict(mode="virtio", fallback_bridge=BRIDGE),
                               "lan30": dict(mode="virtio", vlan=30, fallback_bridge=BRIDGE)})
-
-
-def answers(addr, timeout=60):
-    """Pings addr, 1 s each, until it answers or @timeout passes; the last
-    ping. A NIC plugged into a TCG guest comes up in its own time, which a
-    machine busy with the lab took more than 10 s for (CI rehearsal)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        r = run(["busybox", "ping", "-c", "1", "-W", "1", addr], check=False)
-        if r.returncode == 0 or time.monotonic() > deadline:
-            return r
 
 
 class HookInLibvirt(unittest.TestCase):

@@ -6,11 +6,27 @@ console reports."""
 
 import json
 import re
+import subprocess
+import time
 
 # the libvirt tiers' Linux bridge and the test's own address on it
 BRIDGE = "va-br0"
 HOST_IP = "10.77.0.1"
 BOOT_TIMEOUT = 90  # READY is ~3 s on plain QEMU; libvirt and two busy guests add to it
+
+
+def answers(addr, timeout=60, netns=None):
+    """Pings the guest at @addr (from network namespace @netns) once a
+    second until it answers or @timeout s pass, and returns the last
+    ping's CompletedProcess: a TCG guest brings a NIC up in its own time,
+    more than 10 s on a busy machine. busybox's ping: the build machine
+    need not have iputils."""
+    argv = (["ip", "netns", "exec", netns] if netns else []) + ["busybox", "ping", "-c", "1", "-W", "1", addr]
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 or time.monotonic() > deadline:
+            return r
 
 
 def serial_path(name):

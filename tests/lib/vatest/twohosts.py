@@ -467,11 +467,7 @@ class TwoHosts:
 
     def wait_answers(self, addr, timeout=30):
         """True once addr answers the watcher's ping."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.watcher(["busybox", "ping", "-c", "1", "-W", "1", addr], check=False).returncode == 0:
-                return True
-        return False
+        return guest.answers(addr, timeout, WATCHER_NS).returncode == 0
 
     def console(self, name, domain, marker, timeout=90):
         return wait_for_console(self.path(name, guest.serial_path(domain)), marker, timeout)
