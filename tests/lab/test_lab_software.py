@@ -9,7 +9,9 @@ fallback bridge is a VLAN-filtering Linux bridge.
 - the second, with the pool full, gets a software device: a VDUSE device
   the daemon made (vasw-MAC), bound to vhost_vdpa with a /dev/vhost-vdpa-N
   node and the port path, its relay running as nobody, its tap on the
-  bridge in VLAN 10 only (untagged PVID);
+  bridge in VLAN 10 only (untagged PVID); through its vhost-vdpa node, a
+  queue that has not started gives back the index SET_VRING_BASE set (the
+  relay reads it from the kernel: a save right after a restore);
 - bound to virtio_vdpa instead of a guest (as lab-relay.sh does), the
   device's virtio-net netdev pings a namespace on VLAN 10 through the
   relay, and a namespace on VLAN 20 sees nothing;
@@ -32,10 +34,12 @@ fallback bridge is a VLAN-filtering Linux bridge.
 
     lab_host.py -- /usr/bin/python3 tests/lab/test_lab_software.py -v"""
 
+import fcntl
 import functools
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -52,6 +56,27 @@ MAC_HW = "52:54:00:50:f7:01"
 MAC_SW = "52:54:00:50:f7:02"
 SW_DEVICE = "vasw-52540050f702"
 SW_TAP = "vs52540050f702"
+
+# <linux/vhost.h>: _IO/_IOW/_IOWR(VHOST_VIRTIO 0xAF, nr, size)
+VHOST_SET_OWNER = 0xAF01
+VHOST_SET_VRING_NUM = (1 << 30) | (8 << 16) | 0xAF10
+VHOST_SET_VRING_BASE = (1 << 30) | (8 << 16) | 0xAF12
+VHOST_GET_VRING_BASE = (3 << 30) | (8 << 16) | 0xAF12
+
+
+def vring_base_read_back(chardev, queue, base):
+    """What QEMU does around a save on a restored device whose queue has
+    not started: SET_VRING_BASE then GET_VRING_BASE through vhost-vdpa,
+    the second a VDUSE GET_VQ_STATE the relay answers."""
+    fd = os.open(chardev, os.O_RDWR)
+    try:
+        fcntl.ioctl(fd, VHOST_SET_OWNER)
+        fcntl.ioctl(fd, VHOST_SET_VRING_NUM, struct.pack("II", queue, 256))
+        fcntl.ioctl(fd, VHOST_SET_VRING_BASE, struct.pack("II", queue, base))
+        return struct.unpack("II", fcntl.ioctl(fd, VHOST_GET_VRING_BASE, struct.pack("II", queue, 0)))[1]
+    finally:
+        os.close(fd)
+
 
 CONFIG = """[pool lab]
 type=vduse-test
@@ -155,6 +180,10 @@ class SoftwareSlot(unittest.TestCase):
         # its tap on the fallback bridge, in the NIC's VLAN alone
         self.assertEqual(master(SW_TAP), BRIDGE)
         self.assertEqual(bridge_vlans(SW_TAP), [(10, ["Egress Untagged", "PVID"])])
+        # a queue that has not started answers the index the kernel was
+        # given (the relay answered 0: a save in that window restored 0)
+        for q, base in ((0, 7), (1, 300)):
+            self.assertEqual(vring_base_read_back(sw["chardev"], q, base), base, "queue %d" % q)
         table = vdpactl("lease", "list").stdout
         self.assertRegex(table, r"(?m)^.*%s.*\bsoftware\b" % MAC_SW)
         self.assertRegex(table, r"(?m)^.*%s.*\bhardware\b" % MAC_HW)

@@ -119,11 +119,13 @@ exchange (Relay *r, gboolean sandboxed)
   struct vduse_dev_request req = { 0 };
   struct vduse_dev_response resp;
 
+  /* a queue not running yet: its index is the kernel's (VDUSE_VQ_GET_INFO,
+   * an ioctl the filter allows), which this socket refuses; answered 0
+   * before, whatever set_vq_state had given (lab-software reads it back
+   * through vhost-vdpa) */
   req = (struct vduse_dev_request){ .type = VDUSE_GET_VQ_STATE, .request_id = 1, .vq_state.index = 1 };
   resp = ask (r, &req);
-  g_assert_cmpuint (resp.result, ==, VDUSE_REQ_RESULT_OK);
-  g_assert_cmpuint (resp.vq_state.index, ==, 1);
-  g_assert_cmpuint (resp.vq_state.split.avail_index, ==, 0);
+  g_assert_cmpuint (resp.result, ==, VDUSE_REQ_RESULT_FAILED);
 
   /* a queue the device does not have */
   req = (struct vduse_dev_request){ .type = VDUSE_GET_VQ_STATE, .request_id = 2, .vq_state.index = 2 };
@@ -208,7 +210,7 @@ test_user (void)
   Relay r;
   relay_start (&r, "nobody");
   /* one answered message: the relay is past its set-up */
-  struct vduse_dev_request req = { .type = VDUSE_GET_VQ_STATE, .request_id = 1 };
+  struct vduse_dev_request req = { .type = VDUSE_SET_STATUS, .request_id = 1, .s.status = VIRTIO_CONFIG_S_ACKNOWLEDGE };
   g_assert_cmpuint (ask (&r, &req).result, ==, VDUSE_REQ_RESULT_OK);
   g_autofree char *uid = proc_status_field (r.proc, "Uid");
   g_autofree char *groups = proc_status_field (r.proc, "Groups");

@@ -175,6 +175,29 @@ start_queue (Dev *dev, guint q, gboolean resuming)
   g_debug ("queue %u: size %u, avail index %u", q, info.num, dev->vq[q].last_avail);
 }
 
+/* The next avail entry queue @q would take: ours once it runs; before
+ * (not ready yet, or DRIVER_OK not come), the one the kernel was given
+ * with set_vq_state, which a save right after a restore must get back
+ * (seen: 0, whatever the restore had set). */
+static gboolean
+vq_avail_index (Dev *dev, guint q, guint16 *avail_index)
+{
+  struct vduse_vq_info info = { .index = q };
+
+  if (dev->vq[q].num != 0)
+    {
+      *avail_index = dev->vq[q].last_avail;
+      return TRUE;
+    }
+  if (ioctl (dev->dev_fd, VDUSE_VQ_GET_INFO, &info) < 0)
+    {
+      g_warning ("VDUSE_VQ_GET_INFO %u: %s", q, strerror (errno));
+      return FALSE;
+    }
+  *avail_index = info.split.avail_index;
+  return TRUE;
+}
+
 /* DRIVER_OK: take every queue's kicks and start the queues that are ready,
  * before answering SET_STATUS, as QEMU's libvduse does
  * (subprojects/libvduse/libvduse.c, vduse_queue_enable). virtio_vdpa and
@@ -286,11 +309,10 @@ serve_message (Dev *dev, GError **error)
          * next entry the device would take */
         if (req.vq_state.index >= NUM_VQS)
           resp.result = VDUSE_REQ_RESULT_FAILED;
+        else if (!vq_avail_index (dev, req.vq_state.index, &resp.vq_state.split.avail_index))
+          resp.result = VDUSE_REQ_RESULT_FAILED;
         else
-          {
-            resp.vq_state.index = req.vq_state.index;
-            resp.vq_state.split.avail_index = dev->vq[req.vq_state.index].last_avail;
-          }
+          resp.vq_state.index = req.vq_state.index;
         break;
       case VDUSE_SET_STATUS:
         g_debug ("status 0x%02x", req.s.status);
