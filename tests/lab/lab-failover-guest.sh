@@ -32,6 +32,10 @@
 # virtio-net has acked VIRTIO_NET_F_STANDBY, which can be after the
 # initrd's boot-time scan (in the runs so far it came before).
 #
+# First, without the daemon, whether QEMU's igb applies the VLAN set on a
+# VF through the PF (VST): a VF on igbvf in the lab host, on VLAN 2334,
+# 2335, none, against peers on the PF's VLAN 2334 and on the PF untagged.
+#
 # Asserts: (1) the guest has one interface for the NIC, a net_failover
 # master whose lower devices are the virtio standby and the igbvf VF, the
 # VF the primary (the guest kernel's "failover primary slave" line), the
@@ -76,7 +80,7 @@ pip=10.27.0.1
 ns=va-fo-peer
 
 section pf
-check "modprobe igb vfio-pci 8021q bridge veth" modprobe -a igb vfio-pci 8021q bridge veth
+check "modprobe igb igbvf vfio-pci 8021q bridge veth" modprobe -a igb igbvf vfio-pci 8021q bridge veth
 pfpci=
 for d in /sys/bus/pci/devices/*; do
     [ "$(cat "$d/vendor"):$(cat "$d/device")" = 0x8086:0x10c9 ] && pfpci=${d##*/} && break
@@ -85,6 +89,45 @@ done
 sys=/sys/bus/pci/devices/$pfpci
 until_ok 60 test -d "$sys/net" || bail "the PF's netdev appears"
 pf=$(ls "$sys/net" | head -n1)
+
+# Does QEMU's igb apply the VLAN set on a VF through the PF (VST)? Before
+# the daemon makes its VFs: one VF on igbvf in a namespace, its MAC and
+# VLAN set through the PF (igbvf rebound to take them), pinging a peer on
+# the PF's VLAN 2334 device (another namespace) and one on the PF itself,
+# untagged. Then the VF goes again.
+section vst
+ip link set "$pf" up
+echo 1 >"$sys/sriov_numvfs"
+vst_vf=$(basename "$(readlink "$sys/virtfn0")")
+ip netns add va-fo-vf
+ip netns add va-fo-v2334
+ip link add link "$pf" name vst2334 type vlan id 2334
+ip link set vst2334 netns va-fo-v2334
+ip -n va-fo-v2334 addr add 10.27.9.1/24 dev vst2334
+ip -n va-fo-v2334 link set vst2334 up
+ip addr add 10.27.9.9/24 dev "$pf"
+# vst_try VLAN: "A B": whether the VF on VLAN reaches the VLAN 2334 peer, the untagged one
+vst_try() {
+    ip link set "$pf" vf 0 mac 52:54:00:27:09:02 vlan "$1"
+    [ "$(drv "$vst_vf")" = igbvf ] && echo "$vst_vf" >/sys/bus/pci/drivers/igbvf/unbind
+    echo "$vst_vf" >/sys/bus/pci/drivers/igbvf/bind
+    until_ok 30 test -d "$sys/virtfn0/net" || { echo "no-netdev no-netdev"; return; }
+    l=$(ls "$sys/virtfn0/net")
+    ip link set "$l" netns va-fo-vf
+    ip -n va-fo-vf addr add 10.27.9.2/24 dev "$l"
+    ip -n va-fo-vf link set "$l" up
+    for a in 10.27.9.1 10.27.9.9; do
+        ip netns exec va-fo-vf busybox ping -c 3 -W 2 "$a" >/dev/null 2>&1 && printf 'yes ' || printf 'no '
+    done
+}
+eq "VF on VLAN 2334 (VST): reaches the PF's VLAN 2334, not the untagged PF" "yes no" "$(vst_try 2334 | sed 's/ $//')"
+eq "VF on VLAN 2335: reaches neither" "no no" "$(vst_try 2335 | sed 's/ $//')"
+eq "VF without a VLAN: reaches the untagged PF, not its VLAN 2334" "no yes" "$(vst_try 0 | sed 's/ $//')"
+ip link set "$pf" vf 0 mac 00:00:00:00:00:00 vlan 0
+echo 0 >"$sys/sriov_numvfs"
+ip addr del 10.27.9.9/24 dev "$pf"
+ip netns del va-fo-vf
+ip netns del va-fo-v2334
 
 section libvirt
 lvready=/run/lab-fo-libvirt.ready
