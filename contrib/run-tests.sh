@@ -95,9 +95,10 @@ else
     # the lab stream: its own session, so that an interrupted run takes it
     # down whole
     lab="--suite lab"
-    # lab-slow (lab-installed: an installed lab host whose nested TCG guest
-    # swaps its NIC, 8 to 12 min; lab-installed-trixie, the same journey on
-    # Debian 13 without the guest, 2.5 to 6 min) runs here; VA_LAB_SLOW=0
+    # lab-slow (lab-installed and lab-installed-trixie: an installed lab
+    # host on Debian 12 and 13 whose nested TCG guest carries traffic and
+    # is saved, 5 to 12 min each; lab-failover-guest, a nested guest with a
+    # VF beside its failover standby, about 3 min) runs here; VA_LAB_SLOW=0
     # leaves it out
     [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
