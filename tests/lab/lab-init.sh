@@ -123,8 +123,20 @@ if [ "${1:-}" != stage2 ]; then
 fi
 
 # --- stage 2 ---------------------------------------------------------------
+# lab.keep: folders under /run or /var/tmp (a test cache there, a clone)
+# that the fresh tmpfs below would hide: bound aside first, then back
+i=0
+for k in $(param keep | tr , ' '); do
+    mkdir -p "/lab/keep/$i" && mount --bind "$k" "/lab/keep/$i"
+    i=$((i + 1))
+done
 for d in /run /var/tmp; do
     mount -t tmpfs -o mode=1777 tmpfs "$d"
+done
+i=0
+for k in $(param keep | tr , ' '); do
+    mkdir -p "$k" && mount --bind "/lab/keep/$i" "$k"
+    i=$((i + 1))
 done
 chmod 0755 /run
 mkdir -p /run/lock /dev/pts /dev/shm

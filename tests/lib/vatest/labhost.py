@@ -372,6 +372,15 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
     append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s" % k["MODULES"]
+    # what lab-init.sh keeps in sight under the fresh /run and /var/tmp it
+    # mounts (a test cache or a clone there: VA_TEST_CACHE=/var/tmp/...)
+    keep = sorted(set(os.path.realpath(p) for p in [SRCDIR, cwd, cache_dir()] + [os.environ[n] for n in ("VA_BUILDDIR",)
+                                                                                 if os.environ.get(n)]
+                      if os.path.realpath(p).startswith(("/run/", "/var/tmp/"))))
+    if any("," in p or " " in p for p in keep):
+        raise ValueError("lab-host: a path with a comma or a space cannot go on the kernel command line: %s" % keep)
+    if keep:
+        append += " lab.keep=" + ",".join(keep)
     # the extra packages' layer (lab-init.sh): a 9p device of its own; the
     # build machine's (udev, which its container image lacks), not another
     # root's
