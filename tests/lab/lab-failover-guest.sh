@@ -43,6 +43,23 @@
 # --live` of the member, then `vdpactl domain accelerate --live`: the ping
 # goes on, on the standby's path, then again on the VF's; (3) prints the
 # times: virsh start / started begin to the VF's first reply, the gaps.
+#
+# Then (4), issue 27 item 6, the swap back of a PLAIN kind=sriov NIC: the
+# failover guest destroyed (its lease goes), a second guest whose one NIC
+# is on network pt (mode=sriov on the same pool, VLAN 2334, fallback
+# br-fo, no failover), accelerated by vdpactl to the hostdev-network form
+# and started: its eth0 is the VF libvirt chose, leased by the hook (kind
+# sriov, VLAN 2334 read back through the PF), the ping answered through
+# the VF's path. `vdpactl domain portable --live`: the guest ejects the VF,
+# a virtio NIC with the same MAC on br-fo's VLAN 2334 takes its slot, the
+# lease is released, the ping answered through br-fo. `vdpactl domain
+# accelerate --live`: the virtio NIC goes, the hostdev-network form is
+# plugged, vdpactl reads the VF libvirt chose from the live XML and
+# leases it (Allocate with vf and vf_vlan, va_swap_to_accelerated()):
+# the lease is kind sriov on that VF, the VF carries the NIC's MAC and
+# VLAN 2334 with spoofchk on, the guest's eth0 is igbvf again and the
+# ping answered through the VF's path. Each swap's time and the longest
+# gap in the replies are TAP facts.
 set -u
 
 . "$(dirname "$0")/tap.sh"
@@ -194,11 +211,17 @@ pool=igb
 vlan=2334
 fallback-bridge=br-fo
 failover=true
+
+[network pt]
+mode=sriov
+pool=igb
+vlan=2334
+fallback-bridge=br-fo
 EOF
 env VDPA_ALLOCATOR_LIBVIRT_URI=qemu:///system "$daemon" --config "$etc" --state-dir "$work/state" --run-dir "$work/run" >>"$work/daemon.log" 2>&1 &
 dpid=$!
 until_ok 120 "$vdpactl" status || bail "vdpa-allocatord answers on the bus" "$(cat "$work/daemon.log")"
-ok "vdpa-allocatord (kernel backend, a kind=sriov pool, a failover network) answers on the bus"
+ok "vdpa-allocatord (kernel backend, a kind=sriov pool, a failover network and a plain one) answers on the bus"
 poolok() { "$vdpactl" pool show igb -j | json '"%s %s %s" % (d["total"], d["free"], d["healthy"])' | grep -qx "2 2 True"; }
 until_ok 120 poolok || bail "the pool: 2 VFs free, healthy" "$("$vdpactl" pool show igb 2>&1)"
 ok "the pool igb: 2 VFs free, healthy"
@@ -264,14 +287,15 @@ mkfifo "$ov/va-fo-tick"
 (cd "$ov" && printf 'va-fo-init\nva-fo-tick\n' | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/overlay.cpio.gz"
 cat "$LAB_GUEST_INITRD" "$work/overlay.cpio.gz" >"$work/initrd.gz"
 cp "$LAB_GUEST_KERNEL" "$work/vmlinuz"
-serial=/var/log/libvirt/qemu/$name-serial.log
-cmdline="console=ttyS0 quiet no_timer_check cryptomgr.notests=1 rdinit=/va-fo-init va.name=$name va.ip=$gip/24"
-cat >"$work/$name.xml" <<EOF
+# domxml NAME UUID MAC NETWORK: the test guest (the initrd with the overlay)
+# with one NIC marked for the daemon's NETWORK, in $work/NAME.xml
+domxml() {
+    cat >"$work/$1.xml" <<EOF
 <domain type='qemu'>
-  <name>$name</name>
-  <uuid>27272727-0000-0000-0000-000000000002</uuid>
+  <name>$1</name>
+  <uuid>$2</uuid>
   <metadata>
-    <vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'><vdpa:nic mac='$mac' network='fo'/></vdpa:nics>
+    <vdpa:nics xmlns:vdpa='http://vdpa-allocator.org/xmlns/domain/1.0'><vdpa:nic mac='$3' network='$4'/></vdpa:nics>
   </metadata>
   <memory unit='MiB'>128</memory>
   <vcpu>1</vcpu>
@@ -279,7 +303,7 @@ cat >"$work/$name.xml" <<EOF
     <type arch='x86_64' machine='q35'>hvm</type>
     <kernel>$work/vmlinuz</kernel>
     <initrd>$work/initrd.gz</initrd>
-    <cmdline>$cmdline</cmdline>
+    <cmdline>console=ttyS0 quiet no_timer_check cryptomgr.notests=1 rdinit=/va-fo-init va.name=$1 va.ip=$gip/24</cmdline>
   </os>
   <features><acpi/></features>
   <on_poweroff>destroy</on_poweroff>
@@ -289,7 +313,7 @@ cat >"$work/$name.xml" <<EOF
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
     <interface type='network'>
       <source network='default'/>
-      <mac address='$mac'/>
+      <mac address='$3'/>
       <model type='virtio'/>
     </interface>
     <controller type='pci' index='0' model='pcie-root'/>
@@ -297,7 +321,7 @@ cat >"$work/$name.xml" <<EOF
     <controller type='pci' model='pcie-root-port'/>
     <controller type='pci' model='pcie-root-port'/>
     <serial type='file'>
-      <source path='$serial'/>
+      <source path='/var/log/libvirt/qemu/$1-serial.log'/>
       <target port='0'/>
     </serial>
     <controller type='usb' model='none'/>
@@ -305,6 +329,9 @@ cat >"$work/$name.xml" <<EOF
   </devices>
 </domain>
 EOF
+}
+serial=/var/log/libvirt/qemu/$name-serial.log
+domxml "$name" 27272727-0000-0000-0000-000000000002 "$mac" fo
 if out=$(v define "$work/$name.xml" 2>&1 && "$vdpactl" domain accelerate "$name" 2>&1); then
     ok "$name defined and accelerated (vdpactl domain accelerate)"
 else
@@ -370,15 +397,16 @@ while not os.path.exists(stop):
         if typ == 0 and i == ident:
             out.write("P %.6f %d %s\n" % (time.time(), q, ports[s]))
 EOF
+plog=$work/ping.log
 rm -f "$work/pinger.stop"
-ip netns exec "$ns" /usr/bin/python3 -S "$work/pinger.py" "$gip" "$work/ping.log" "$work/pinger.stop" 2>"$work/pinger.err" &
+ip netns exec "$ns" /usr/bin/python3 -S "$work/pinger.py" "$gip" "$plog" "$work/pinger.stop" 2>"$work/pinger.err" &
 ppid_=$!
 # path_since T: the ports of the replies after wall time T, "pf2334 vfo-p" counts
 replies_via() {
-    awk -v t="$2" -v p="$1" '$1 == "P" && $2 >= t && $4 == p { n++ } END { print n + 0 }' "$work/ping.log"
+    awk -v t="$2" -v p="$1" '$1 == "P" && $2 >= t && $4 == p { n++ } END { print n + 0 }' "$plog"
 }
 first_via() {
-    awk -v t="$2" -v p="$1" '$1 == "P" && $2 >= t && $4 == p { print $2; exit }' "$work/ping.log"
+    awk -v t="$2" -v p="$1" '$1 == "P" && $2 >= t && $4 == p { print $2; exit }' "$plog"
 }
 vf_answers_since() { [ "$(replies_via pf2334 "$1")" -ge 3 ]; }
 standby_answers_since() { [ "$(replies_via vfo-p "$1")" -ge 3 ]; }
@@ -458,7 +486,7 @@ if vf_answers_since "$t_start"; then
     ok "the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
 else
     not_ok "the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
-    diag "$(tail -n 20 "$work/ping.log")"
+    diag "$(tail -n 20 "$plog")"
 fi
 fact "(3) virsh start to the VF's first reply: $(since "$t_start" "${t_vf:-$t_start}") s; started begin to it: $(since "${t_started:-$t_start}" "${t_vf:-$t_start}") s; VA-GUEST-READY to it: $(since "${t_ready:-$t_start}" "${t_vf:-$t_start}") s"
 
@@ -479,7 +507,7 @@ if standby_answers_since "$t_un"; then
     ok "the pings go on through the standby (br-fo's VLAN 2334) after the unplug"
 else
     not_ok "the pings go on through the standby after the unplug"
-    diag "$(tail -n 20 "$work/ping.log")"
+    diag "$(tail -n 20 "$plog")"
 fi
 sleep 5
 fact "lease list after the detach: $("$vdpactl" lease list 2>&1 | tail -n +2)"
@@ -505,7 +533,7 @@ if vf_answers_since "$t_pl"; then
     ok "the pings come through the VF again after the plug"
 else
     not_ok "the pings come through the VF again after the plug"
-    diag "$(tail -n 20 "$work/ping.log")"
+    diag "$(tail -n 20 "$plog")"
 fi
 wait_for 300 state_with_vf || diag "the guest's watcher shows no VF up under its master again"
 sleep 5
@@ -523,16 +551,174 @@ $1 == "R" { t = $2
     if (prev != "" && t >= tu && t < tp) { g = t - prev; if (g > gu) gu = g }
     if (prev != "" && t >= tp) { g = t - prev; if (g > gp) gp = g }
     prev = t; got++ }
-END { printf "%.2f %.2f %.2f %d %d", max, gu, gp, sent, got }' "$work/ping.log")
+END { printf "%.2f %.2f %.2f %d %d", max, gu, gp, sent, got }' "$plog")
 set -- $res
 fact "(2)(3) echo requests every 0.2 s: $4 sent, $5 answered; longest gap between replies from the unplug on: $1 s (in the unplug window $2 s, from the plug on $3 s)"
-fact "(3) the last reply through the VF: $(since "$t_un" "$(awk -v tu="$t_un" '$1 == "P" && $4 == "pf2334" && $2 >= tu - 5 && !done { if (s != "" && $2 > s) done = 1; else t = $2 } $1 == "P" && $4 == "vfo-p" && $2 >= tu && s == "" { s = $2 } END { print t }' "$work/ping.log")") s after the unplug began"
+fact "(3) the last reply through the VF: $(since "$t_un" "$(awk -v tu="$t_un" '$1 == "P" && $4 == "pf2334" && $2 >= tu - 5 && !done { if (s != "" && $2 > s) done = 1; else t = $2 } $1 == "P" && $4 == "vfo-p" && $2 >= tu && s == "" { s = $2 } END { print t }' "$plog")") s after the unplug began"
 fact "(3) unplug began to the first reply through the standby: $(since "$t_un" "$(first_via vfo-p "$t_un")") s; plug began to the first reply through the VF: $(since "$t_pl" "$(first_via pf2334 "$t_pl")") s"
-lost_un=$(awk -v tu="$t_un" -v tp="$t_pl" '$1 == "S" && $2 >= tu && $2 < tp { s[$3] = 1 } $1 == "R" { delete s[$3] } END { n = 0; for (k in s) n++; print n }' "$work/ping.log")
+lost_un=$(awk -v tu="$t_un" -v tp="$t_pl" '$1 == "S" && $2 >= tu && $2 < tp { s[$3] = 1 } $1 == "R" { delete s[$3] } END { n = 0; for (k in s) n++; print n }' "$plog")
 fact "requests sent between unplug and plug left unanswered: $lost_un"
 ok "measured (see the facts)"
 
+# (4) issue 27, item 6: a plain kind=sriov NIC (network pt: the
+# hostdev-network form, no failover) swapped to portable and back in a
+# running guest. The failover guest goes first, and its VF lease with it
+section plain
 v destroy "$name" >/dev/null 2>&1
+v undefine "$name" >/dev/null 2>&1
+nleases() { "$vdpactl" lease list -j | json 'len(d["leases"])'; }
+no_lease() { [ "$(nleases)" = 0 ]; }
+wait_for 120 no_lease
+until_ok 120 poolok
+eq "$name destroyed: no lease left, the pool igb has its 2 VFs free" "0 2 2 True" \
+    "$(nleases) $("$vdpactl" pool show igb -j | json '"%s %s %s" % (d["total"], d["free"], d["healthy"])')"
+# leases: each lease as domain/kind/mgmtdev/vlan
+leases() { "$vdpactl" lease list -j | json '" ".join("%s/%s/%s/%s" % (l["domain_name"], l["kind"], l["mgmtdev"], l["vlan"]) for l in d["leases"])'; }
+# nic_xml: the live <interface> of the domain (it has one)
+nic_xml() { v dumpxml "$name" | sed -n '/<interface /,/<\/interface>/p'; }
+# vf_now: the PCI address of the VF in the live <interface type='hostdev'>
+vf_now() {
+    nic_xml | sed -n "/<interface type='hostdev'/,/<\/interface>/p" | sed -n '/<source>/,/<\/source>/p' |
+        sed -n "s/.*domain='0x\([0-9a-f]*\)' bus='0x\([0-9a-f]*\)' slot='0x\([0-9a-f]*\)' function='0x\([0-9a-f]*\)'.*/\1:\2:\3.\4/p" | head -n1
+}
+# vf_state PCI: "mac vlan spoofchk" of that VF, read through the PF
+vf_state() {
+    i=0
+    while [ -e "$sys/virtfn$i" ] && [ "$(basename "$(readlink "$sys/virtfn$i")")" != "$1" ]; do i=$((i + 1)); done
+    ip -d -j link show "$pf" | json "(lambda v: '%s %s %s' % (v['address'], v['vlan_list'][0].get('vlan', 0), v['spoofchk']))(d[0]['vfinfo_list'][$i])"
+}
+# guest_nics: the guest's netdevs as its watcher last printed them, "ethN:driver:operstate"
+guest_nics() { console | grep '^VA-FO-STATE' | tail -n1 | tr ' ' '\n' | awk -F: '/^eth/ { printf "%s%s:%s:%s", s, $1, $2, $5; s = " " }'; }
+guest_on() { [ "$(guest_nics)" = "$1" ]; }
+# swap_json EXPR: EXPR of the last swap's -j report (n: its one NIC)
+swap_json() { json "(lambda n: $1)(d['nics'][0] if d.get('nics') else {})" <"$work/swap.json"; }
+# vdpactl domain accelerate|portable --live -j, timed; its status in $swap_rc
+swap() {
+    t_sw=$(now)
+    VDPA_ALLOCATOR_UNPLUG_TIMEOUT=300 "$vdpactl" domain "$1" --live -j "$name" >"$work/swap.json" 2>"$work/swap.err"
+    swap_rc=$?
+    fact "vdpactl domain $1 --live $name: exit $swap_rc in $(since "$t_sw" "$(now)") s; $(swap_json '"unplug %s ms, plug %s ms, offline %s ms; form %s -> %s; note: %s" % (n.get("unplug_ms"), n.get("plug_ms"), n.get("offline_ms"), n.get("form_before"), n.get("form_after"), n.get("note"))')"
+    [ -s "$work/swap.err" ] && diag "$(cat "$work/swap.err")"
+}
+
+name=guest-pt
+mac=52:54:00:27:00:03
+serial=/var/log/libvirt/qemu/$name-serial.log
+domxml "$name" 27272727-0000-0000-0000-000000000003 "$mac" pt
+if out=$(v define "$work/$name.xml" 2>&1 && "$vdpactl" domain accelerate "$name" 2>&1); then
+    ok "$name (one NIC of the plain sriov network pt) defined and accelerated (vdpactl domain accelerate)"
+else
+    bail "$name defined and accelerated (vdpactl domain accelerate)" "$out"
+fi
+defxml=$(v dumpxml --inactive "$name" 2>&1)
+eq "its NIC: the hostdev network vdpa-allocator-igb with VLAN 2334, no teaming" "yes yes no" \
+    "$(printf '%s' "$defxml" | grep -q "<source network='vdpa-allocator-igb'/>" && echo yes) $(printf '%s' "$defxml" | grep -q "<tag id='2334'/>" && echo yes) $(printf '%s' "$defxml" | grep -q "<teaming" && echo yes || echo no)"
+# the peer knew the first guest's MAC at this address
+ip -n "$ns" neigh flush dev brp
+plog=$work/ping-pt.log
+rm -f "$work/pinger.stop"
+ip netns exec "$ns" /usr/bin/python3 -S "$work/pinger.py" "$gip" "$plog" "$work/pinger.stop" 2>"$work/pinger.err" &
+ppid_=$!
+t_start=$(now)
+if out=$(v start "$name" 2>&1); then
+    ok "virsh start $name (running, nested TCG)"
+else
+    bail "virsh start $name" "$out$(tail -n 20 /var/log/libvirt/qemu/$name.log 2>/dev/null)"
+fi
+wait_for 900 ready && t_ready=$(now)
+if ready; then
+    ok "the guest booted: VA-GUEST-READY $(since "$t_start" "$t_ready") s after virsh start"
+else
+    bail "the guest booted (VA-GUEST-READY)" "$(console | tail -c 3000)"
+fi
+wait_for 300 vf_answers_since "$t_start"
+wait_for 120 guest_on "eth0:igbvf:up"
+vf=$(vf_now)
+diag "$(nic_xml)"
+# (1) on the VF libvirt chose at start, leased by the hook with its VLAN
+eq "(1) the guest's one NIC eth0 is the VF (igbvf), up" "eth0:igbvf:up" "$(guest_nics)"
+eq "(1) the hook's lease: kind sriov on the VF libvirt chose ($vf), VLAN 2334" "$name/sriov/pci/$vf/2334" "$(leases)"
+eq "(1) VF $vf through $pf: the NIC's MAC, VLAN 2334, spoofchk on" "$mac 2334 True" "$(vf_state "$vf")"
+if vf_answers_since "$t_start"; then
+    ok "(1) the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
+else
+    not_ok "(1) the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
+    diag "$(tail -n 20 "$plog")"
+fi
+fact "virsh start to the VF's first reply: $(since "$t_start" "$(first_via pf2334 "$t_start")") s; VA-GUEST-READY to it: $(since "${t_ready:-$t_start}" "$(first_via pf2334 "$t_start")") s"
+sleep 5
+
+# (2) to portable: the guest ejects the VF, a virtio NIC on br-fo's VLAN
+# 2334 with the same MAC in its slot, the lease released
+section to-portable
+swap portable
+t_po=$t_sw
+eq "(2) vdpactl domain portable --live: exit 0, done; the NIC swapped, accelerated -> portable" "0 true swap accelerated portable" \
+    "$swap_rc $(json 'd["done"]' <"$work/swap.json") $(swap_json '"%s %s %s" % (n.get("path"), n.get("form_before"), n.get("form_after"))')"
+x=$(nic_xml)
+diag "$x"
+tap=$(printf '%s\n' "$x" | sed -n "s/.*<target dev='\([^']*\)'.*/\1/p" | head -n1)
+eq "(2) its live NIC: virtio on br-fo with MAC $mac, no hostdev" "bridge yes yes yes" \
+    "$(printf '%s\n' "$x" | sed -n "1s/.*<interface type='\([a-z]*\)'.*/\1/p") $(printf '%s' "$x" | grep -q "<source bridge='br-fo'/>" && echo yes) $(printf '%s' "$x" | grep -q "<mac address='$mac'/>" && echo yes) $(printf '%s' "$x" | grep -q "<model type='virtio'/>" && echo yes)"
+eq "(2) its tap $tap on br-fo in VLAN 2334 only (PVID, untagged)" "2334:PVID,Egress Untagged" \
+    "$(bridge -j vlan show dev "${tap:-none}" 2>&1 | json '" ".join("%s:%s" % (v["vlan"], ",".join(v.get("flags", []))) for v in d[0]["vlans"])')"
+eq "(2) the lease is released" "" "$(leases)"
+fact "(2) VF $vf after the unplug (mac vlan spoofchk): $(vf_state "$vf"), driver $(drv "$vf")"
+wait_for 240 standby_answers_since "$t_po"
+if standby_answers_since "$t_po"; then
+    ok "(2) the pings are answered through the virtio NIC (br-fo's VLAN 2334 port)"
+else
+    not_ok "(2) the pings are answered through the virtio NIC (br-fo's VLAN 2334 port)"
+    diag "$(tail -n 20 "$plog")"
+fi
+wait_for 120 guest_on "eth0:virtio_net:up"
+eq "(2) in the guest: eth0 is virtio_net now, up" "eth0:virtio_net:up" "$(guest_nics)"
+sleep 5
+
+# (3) back to the VF: the virtio NIC goes, the hostdev-network form is
+# plugged, and the VF libvirt chose is leased with its VLAN
+section to-accelerated
+swap accelerate
+t_ac=$t_sw
+eq "(3) vdpactl domain accelerate --live: exit 0, done; the NIC swapped, portable -> accelerated" "0 true swap portable accelerated" \
+    "$swap_rc $(json 'd["done"]' <"$work/swap.json") $(swap_json '"%s %s %s" % (n.get("path"), n.get("form_before"), n.get("form_after"))')"
+x=$(nic_xml)
+diag "$x"
+vf2=$(vf_now)
+eq "(3) its live NIC: the hostdev-network form again (type hostdev, a VF), MAC $mac, VLAN 2334" "hostdev yes yes yes" \
+    "$(printf '%s\n' "$x" | sed -n "1s/.*<interface type='\([a-z]*\)'.*/\1/p") $([ -n "$vf2" ] && echo yes) $(printf '%s' "$x" | grep -q "<mac address='$mac'/>" && echo yes) $(printf '%s' "$x" | grep -q "<tag id='2334'/>" && echo yes)"
+eq "(3) the lease: kind sriov on the VF libvirt chose (${vf2:-none}), VLAN 2334" "$name/sriov/pci/$vf2/2334" "$(leases)"
+eq "(3) VF ${vf2:-none} through $pf: the NIC's MAC, VLAN 2334, spoofchk on" "$mac 2334 True" "$(vf_state "$vf2")"
+wait_for 300 vf_answers_since "$t_ac"
+if vf_answers_since "$t_ac"; then
+    ok "(3) the pings are answered through the VF again (the PF's VLAN 2334 port)"
+else
+    not_ok "(3) the pings are answered through the VF again (the PF's VLAN 2334 port)"
+    diag "$(tail -n 20 "$plog")"
+    diag "$(tail -n 20 "$work/daemon.log")"
+fi
+wait_for 120 guest_on "eth0:igbvf:up"
+eq "(3) in the guest: eth0 is the VF (igbvf) again, up" "eth0:igbvf:up" "$(guest_nics)"
+sleep 5
+: >"$work/pinger.stop"
+wait "$ppid_"
+fact "$(console | grep '^VA-FO-STATE\|^VA-FO-MODULE\|^VA-GUEST-NETDEV' | tail -n 8)"
+
+section measure-plain
+# gaps FROM TO: the longest gap between replies (either path) ending in
+# [FROM, TO), and the requests sent then left unanswered
+gaps() {
+    awk -v f="$1" -v t="$2" '$1 == "S" && $2 >= f && $2 < t { s[$3] = 1 } $1 == "R" { delete s[$3]
+        if (prev != "" && $2 >= f && $2 < t && $2 - prev > g) g = $2 - prev; prev = $2 }
+        END { n = 0; for (k in s) n++; printf "%.2f s, %d unanswered", g, n }' "$plog"
+}
+t_end=$(now)
+fact "(4) to portable: swap began to the first reply through the virtio NIC $(since "$t_po" "$(first_via vfo-p "$t_po")") s; longest gap until the swap back $(gaps "$t_po" "$t_ac")"
+fact "(4) back to the VF: swap began to the first reply through the VF $(since "$t_ac" "$(first_via pf2334 "$t_ac")") s; longest gap since $(gaps "$t_ac" "$t_end")"
+ok "measured (see the facts)"
+
+v destroy "$name" >/dev/null 2>&1
+wait_for 60 no_lease || diag "a lease is left after $name's destroy: $(leases)"
 v undefine "$name" >/dev/null 2>&1
 kill "$dpid" 2>/dev/null
 wait "$dpid" 2>/dev/null
