@@ -98,9 +98,8 @@ else
     # lab-slow (lab-installed and lab-installed-trixie: an installed lab
     # host on Debian 12 and 13 whose nested TCG guest carries traffic and
     # is saved, 5 to 12 min each; lab-failover-guest, a nested guest with a
-    # VF beside its failover standby, then a second one whose passthrough
-    # VF is swapped to portable and back, 11 to 14 min beside another lab
-    # host) runs here; VA_LAB_SLOW=0 leaves it out
+    # VF beside its failover standby, about 3 min) runs here; VA_LAB_SLOW=0
+    # leaves it out
     [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
     # the CPU time the lab stream's processes (its QEMU lab hosts) used

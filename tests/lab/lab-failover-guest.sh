@@ -601,6 +601,9 @@ swap() {
     [ -s "$work/swap.err" ] && diag "$(cat "$work/swap.err")"
 }
 
+# the second guest's boot costs 2.5 to 4.5 min under nested TCG: by hand
+# (LAB_FO_PLAIN_SRIOV=1) until it shares the first guest's boot
+if [ "${LAB_FO_PLAIN_SRIOV:-0}" = 1 ]; then
 name=guest-pt
 mac=52:54:00:27:00:03
 serial=/var/log/libvirt/qemu/$name-serial.log
@@ -716,6 +719,9 @@ t_end=$(now)
 fact "(4) to portable: swap began to the first reply through the virtio NIC $(since "$t_po" "$(first_via vfo-p "$t_po")") s; longest gap until the swap back $(gaps "$t_po" "$t_ac")"
 fact "(4) back to the VF: swap began to the first reply through the VF $(since "$t_ac" "$(first_via pf2334 "$t_ac")") s; longest gap since $(gaps "$t_ac" "$t_end")"
 ok "measured (see the facts)"
+else
+    diag "(4) the plain kind=sriov swap in a second guest: by hand, LAB_FO_PLAIN_SRIOV=1"
+fi
 
 v destroy "$name" >/dev/null 2>&1
 wait_for 60 no_lease || diag "a lease is left after $name's destroy: $(leases)"
