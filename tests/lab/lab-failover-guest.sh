@@ -148,21 +148,7 @@ ip netns del va-fo-v2334
 
 section libvirt
 lvready=/run/lab-fo-libvirt.ready
-VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 - "$lvready" >/run/lab-fo-libvirt.log 2>&1 <<'EOF' &
-import sys, time
-from vatest.libvirt import Libvirt, RECORD_HOOK
-from vatest.paths import HOOK
-lv = Libvirt(hooks={"40-record": RECORD_HOOK, "50-vdpa-allocator": HOOK})
-lv.start(timeout=180)
-open(sys.argv[1], "w").write(lv.root + "\n")
-try:
-    while True:
-        time.sleep(3600)
-except KeyboardInterrupt:
-    pass
-finally:
-    lv.stop()
-EOF
+VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 -m vatest.libvirt serve "$lvready" >/run/lab-fo-libvirt.log 2>&1 &
 lvpid=$!
 until_ok 240 test -e "$lvready" || bail "libvirtd started" "$(cat /run/lab-fo-libvirt.log)"
 ok "libvirtd $(libvirtd --version | awk '{ print $NF }') started"

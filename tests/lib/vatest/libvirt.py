@@ -460,3 +460,27 @@ def build_guest():
     r = run(["sh", os.path.join(SRCDIR, "tests", "guest", "build-guest.sh"), TEST_CACHE], timeout=600)
     vals = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
     return vals["KERNEL"], vals["INITRD"]
+
+
+def serve(ready):
+    """`python3 -m vatest.libvirt serve READY`, for the lab's shell tiers:
+    a Libvirt with the recording hook and the project's, running until
+    SIGINT or SIGTERM; its root is written to READY once it is up."""
+    from vatest.paths import HOOK
+    lv = Libvirt(hooks={"40-record": RECORD_HOOK, "50-vdpa-allocator": HOOK})
+    lv.start(timeout=180)
+    with open(ready, "w") as f:
+        f.write(lv.root + "\n")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lv.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "serve":
+        sys.exit("usage: python3 -m vatest.libvirt serve READY")
+    serve(sys.argv[2])
