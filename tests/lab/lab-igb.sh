@@ -151,20 +151,7 @@ section libvirt
 lvready=/run/lab-igb-libvirt.ready
 # vatest.libvirt's fixture, as test_lab_daemon.py uses it: the lab host is
 # this test's own machine. It runs until SIGTERM, then tears down.
-VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 - "$lvready" >/run/lab-igb-libvirt.log 2>&1 <<'EOF' &
-import sys, time
-from vatest.libvirt import Libvirt
-lv = Libvirt()
-lv.start(timeout=180)  # SIGTERM from here on: KeyboardInterrupt
-open(sys.argv[1], "w").write(lv.root + "\n")
-try:
-    while True:
-        time.sleep(3600)
-except KeyboardInterrupt:
-    pass
-finally:
-    lv.stop()
-EOF
+VA_LIBVIRT_NAMESPACED=1 /usr/bin/python3 -m vatest.libvirt serve "$lvready" --no-hooks >/run/lab-igb-libvirt.log 2>&1 &
 lvpid=$!
 until_ok 240 test -e "$lvready"
 if ! [ -e "$lvready" ]; then

@@ -372,13 +372,15 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
         f.write("export PYTHONPATH=%s\n" % shlex.quote(os.pathsep.join(dict.fromkeys(p for p in pythonpath if p))))
         f.write("export LAB_CWD=%s\n" % shlex.quote(cwd))
     append = "console=ttyS0 quiet no_timer_check panic=-1 lab.modules=%s" % k["MODULES"]
-    # what lab-init.sh keeps in sight under the fresh /run and /var/tmp it
-    # mounts (a test cache or a clone there: VA_TEST_CACHE=/var/tmp/...)
-    keep = sorted(set(os.path.realpath(p) for p in [SRCDIR, cwd, cache_dir()] + [os.environ[n] for n in ("VA_BUILDDIR",)
-                                                                                 if os.environ.get(n)]
-                      if os.path.realpath(p).startswith(("/run/", "/var/tmp/"))))
-    if any("," in p or " " in p for p in keep):
-        raise ValueError("lab-host: a path with a comma or a space cannot go on the kernel command line: %s" % keep)
+    # the folders the lab host reads from the build machine's root: the
+    # tree, the test cache, the build (one kernel command line word each)
+    shared = sorted(set(os.path.realpath(p) for p in [SRCDIR, cwd, cache_dir()] + [os.environ[n] for n in ("VA_BUILDDIR",)
+                                                                                   if os.environ.get(n)]))
+    if any("," in p or " " in p for p in shared + [root or ""]):
+        raise ValueError("lab-host: a path with a comma or a space cannot go on the kernel command line: %s" % shared)
+    # lab-init.sh keeps those under /run or /var/tmp in sight under the
+    # fresh tmpfs it mounts there (VA_TEST_CACHE=/var/tmp/...)
+    keep = [p for p in shared if p.startswith(("/run/", "/var/tmp/"))]
     if keep:
         append += " lab.keep=" + ",".join(keep)
     # the extra packages' layer (lab-init.sh): a 9p device of its own; the
@@ -388,14 +390,8 @@ def boot_and_run(argv, timeout=600, env=(), cwd=None, keep=False, mem="2048", sm
     if extra:
         append += " lab.extra=" + extra
     if root:
-        # lab-init.sh binds these from the build machine's root into it
-        binds = [SRCDIR, cwd, cache_dir()] + [os.path.abspath(os.environ[n]) for n in ("VA_BUILDDIR",)
-                                              if os.environ.get(n)]
-        binds = sorted(set(os.path.realpath(b) for b in binds))
-        if any("," in b or " " in b for b in binds + [root]):
-            raise ValueError("lab-host: a path with a comma or a space cannot go on the kernel command line: %s"
-                             % binds)
-        append += " lab.root=%s lab.binds=%s" % (root, ",".join(binds))
+        # lab-init.sh binds them from the build machine's root into it
+        append += " lab.root=%s lab.binds=%s" % (root, ",".join(shared))
     if systemd:
         append += " lab.systemd=1 " + SYSTEMD_CMDLINE
         units = os.path.join(rundir, "systemd")

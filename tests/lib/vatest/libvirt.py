@@ -462,12 +462,13 @@ def build_guest():
     return vals["KERNEL"], vals["INITRD"]
 
 
-def serve(ready):
-    """`python3 -m vatest.libvirt serve READY`, for the lab's shell tiers:
-    a Libvirt with the recording hook and the project's, running until
-    SIGINT or SIGTERM; its root is written to READY once it is up."""
+def serve(ready, hooks=True):
+    """`python3 -m vatest.libvirt serve READY [--no-hooks]`, for the lab's
+    shell tiers: a Libvirt (with the recording hook and the project's
+    unless --no-hooks), running until SIGINT or SIGTERM; its root is
+    written to READY once it is up."""
     from vatest.paths import HOOK
-    lv = Libvirt(hooks={"40-record": RECORD_HOOK, "50-vdpa-allocator": HOOK})
+    lv = Libvirt(hooks={"40-record": RECORD_HOOK, "50-vdpa-allocator": HOOK} if hooks else None)
     lv.start(timeout=180)
     with open(ready, "w") as f:
         f.write(lv.root + "\n")
@@ -481,6 +482,6 @@ def serve(ready):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "serve":
-        sys.exit("usage: python3 -m vatest.libvirt serve READY")
-    serve(sys.argv[2])
+    if len(sys.argv) not in (3, 4) or sys.argv[1] != "serve" or sys.argv[3:] not in ([], ["--no-hooks"]):
+        sys.exit("usage: python3 -m vatest.libvirt serve READY [--no-hooks]")
+    serve(sys.argv[2], hooks=sys.argv[3:] == [])
