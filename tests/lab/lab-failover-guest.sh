@@ -396,6 +396,19 @@ first_via() {
 }
 vf_answers_since() { [ "$(replies_via pf2334 "$1")" -ge 3 ]; }
 standby_answers_since() { [ "$(replies_via vfo-p "$1")" -ge 3 ]; }
+# answered SECONDS PREDICATE SINCE DESCRIPTION: waits up to SECONDS for
+# PREDICATE (one of the two above) from SINCE, then one TAP line, the ping
+# log's tail with it when it fails (and status 1)
+answered() {
+    wait_for "$1" "$2" "$3"
+    if "$2" "$3"; then
+        ok "$4"
+    else
+        not_ok "$4"
+        diag "$(tail -n 20 "$plog")"
+        return 1
+    fi
+}
 rec=/var/lib/libvirt/va-hook-calls
 hook_time() {
     f=$(grep -l "	$name	$1	begin" "$rec"/*.call 2>/dev/null | tail -n1)
@@ -468,12 +481,7 @@ eq "only the master $masters has the guest's address $gip" "$masters" \
     "$(printf '%s\n' "$dump" | awk -v a="$gip/" 'index($0, " inet " a) { print $2 }' | tr -d ':' | tr '\n' ' ' | sed 's/ $//')"
 eq "the guest kernel registered the VF $vfdev as the failover primary, the virtio $sbdev as the standby" "yes yes" \
     "$(printf '%s\n' "$dump" | grep -q "failover primary slave:$vfdev registered" && echo yes) $(printf '%s\n' "$dump" | grep -q "failover standby slave:$sbdev registered" && echo yes)"
-if vf_answers_since "$t_start"; then
-    ok "the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
-else
-    not_ok "the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
-    diag "$(tail -n 20 "$plog")"
-fi
+answered 0 vf_answers_since "$t_start" "the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
 fact "(3) virsh start to the VF's first reply: $(since "$t_start" "${t_vf:-$t_start}") s; started begin to it: $(since "${t_started:-$t_start}" "${t_vf:-$t_start}") s; VA-GUEST-READY to it: $(since "${t_ready:-$t_start}" "${t_vf:-$t_start}") s"
 
 # (2) unplug: the replies go on through the standby
@@ -488,13 +496,7 @@ else
 fi
 no_member() { ! has_member; }
 wait_for 240 no_member && fact "the member left the live XML $(since "$t_un" "$(now)") s after the detach began"
-wait_for 240 standby_answers_since "$t_un"
-if standby_answers_since "$t_un"; then
-    ok "the pings go on through the standby (br-fo's VLAN 2334) after the unplug"
-else
-    not_ok "the pings go on through the standby after the unplug"
-    diag "$(tail -n 20 "$plog")"
-fi
+answered 240 standby_answers_since "$t_un" "the pings go on through the standby (br-fo's VLAN 2334) after the unplug"
 sleep 5
 fact "lease list after the detach: $("$vdpactl" lease list 2>&1 | tail -n +2)"
 fact "vdpactl domain show: $("$vdpactl" domain show "$name" 2>&1 | tr '\n' '|')"
@@ -514,13 +516,7 @@ else
     out=$(v attach-device "$name" "$work/member.xml" --live 2>&1) && fact "virsh attach-device --live of the same member: ok" ||
         fact "virsh attach-device --live of the same member: $out"
 fi
-wait_for 300 vf_answers_since "$t_pl"
-if vf_answers_since "$t_pl"; then
-    ok "the pings come through the VF again after the plug"
-else
-    not_ok "the pings come through the VF again after the plug"
-    diag "$(tail -n 20 "$plog")"
-fi
+answered 300 vf_answers_since "$t_pl" "the pings come through the VF again after the plug"
 wait_for 300 state_with_vf || diag "the guest's watcher shows no VF up under its master again"
 sleep 5
 : >"$work/pinger.stop"
@@ -578,6 +574,10 @@ guest_nics() { console | grep '^VA-FO-STATE' | tail -n1 | tr ' ' '\n' | awk -F: 
 guest_on() { [ "$(guest_nics)" = "$1" ]; }
 # swap_json EXPR: EXPR of the last swap's -j report (n: its one NIC)
 swap_json() { json "(lambda n: $1)(d['nics'][0] if d.get('nics') else {})" <"$work/swap.json"; }
+# swap_outcome: "status done path form_before form_after" of the last swap
+swap_outcome() {
+    echo "$swap_rc $(json 'd["done"]' <"$work/swap.json") $(swap_json '"%s %s %s" % (n.get("path"), n.get("form_before"), n.get("form_after"))')"
+}
 # vdpactl domain accelerate|portable --live -j, timed; its status in $swap_rc
 swap() {
     t_sw=$(now)
@@ -587,7 +587,7 @@ swap() {
     [ -s "$work/swap.err" ] && diag "$(cat "$work/swap.err")"
 }
 
-# the second guest's boot costs 2.5 to 4.5 min under nested TCG: by hand
+# the second guest costs 2 min on a quiet machine, 4 to 6.5 beside another lab host: by hand
 # (LAB_FO_PLAIN_SRIOV=1) until it shares the first guest's boot
 if [ "${LAB_FO_PLAIN_SRIOV:-0}" = 1 ]; then
 name=guest-pt
@@ -628,12 +628,7 @@ diag "$(nic_xml)"
 eq "(1) the guest's one NIC eth0 is the VF (igbvf), up" "eth0:igbvf:up" "$(guest_nics)"
 eq "(1) the hook's lease: kind sriov on the VF libvirt chose ($vf), VLAN 2334" "$name/sriov/pci/$vf/2334" "$(leases)"
 eq "(1) VF $vf through $pf: the NIC's MAC, VLAN 2334, spoofchk on" "$mac 2334 True" "$(vf_state "$vf")"
-if vf_answers_since "$t_start"; then
-    ok "(1) the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
-else
-    not_ok "(1) the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
-    diag "$(tail -n 20 "$plog")"
-fi
+answered 0 vf_answers_since "$t_start" "(1) the peer's pings are answered through the VF (the PF's VLAN 2334 port)"
 fact "virsh start to the VF's first reply: $(since "$t_start" "$(first_via pf2334 "$t_start")") s; VA-GUEST-READY to it: $(since "${t_ready:-$t_start}" "$(first_via pf2334 "$t_start")") s"
 sleep 5
 
@@ -643,7 +638,7 @@ section to-portable
 swap portable
 t_po=$t_sw
 eq "(2) vdpactl domain portable --live: exit 0, done; the NIC swapped, accelerated -> portable" "0 true swap accelerated portable" \
-    "$swap_rc $(json 'd["done"]' <"$work/swap.json") $(swap_json '"%s %s %s" % (n.get("path"), n.get("form_before"), n.get("form_after"))')"
+    "$(swap_outcome)"
 x=$(nic_xml)
 diag "$x"
 tap=$(printf '%s\n' "$x" | sed -n "s/.*<target dev='\([^']*\)'.*/\1/p" | head -n1)
@@ -653,13 +648,7 @@ eq "(2) its tap $tap on br-fo in VLAN 2334 only (PVID, untagged)" "2334:PVID,Egr
     "$(bridge -j vlan show dev "${tap:-none}" 2>&1 | json '" ".join("%s:%s" % (v["vlan"], ",".join(v.get("flags", []))) for v in d[0]["vlans"])')"
 eq "(2) the lease is released" "" "$(leases)"
 fact "(2) VF $vf after the unplug (mac vlan spoofchk): $(vf_state "$vf"), driver $(drv "$vf")"
-wait_for 240 standby_answers_since "$t_po"
-if standby_answers_since "$t_po"; then
-    ok "(2) the pings are answered through the virtio NIC (br-fo's VLAN 2334 port)"
-else
-    not_ok "(2) the pings are answered through the virtio NIC (br-fo's VLAN 2334 port)"
-    diag "$(tail -n 20 "$plog")"
-fi
+answered 240 standby_answers_since "$t_po" "(2) the pings are answered through the virtio NIC (br-fo's VLAN 2334 port)"
 wait_for 120 guest_on "eth0:virtio_net:up"
 eq "(2) in the guest: eth0 is virtio_net now, up" "eth0:virtio_net:up" "$(guest_nics)"
 sleep 5
@@ -670,7 +659,7 @@ section to-accelerated
 swap accelerate
 t_ac=$t_sw
 eq "(3) vdpactl domain accelerate --live: exit 0, done; the NIC swapped, portable -> accelerated" "0 true swap portable accelerated" \
-    "$swap_rc $(json 'd["done"]' <"$work/swap.json") $(swap_json '"%s %s %s" % (n.get("path"), n.get("form_before"), n.get("form_after"))')"
+    "$(swap_outcome)"
 x=$(nic_xml)
 diag "$x"
 vf2=$(vf_now)
@@ -678,14 +667,8 @@ eq "(3) its live NIC: the hostdev-network form again (type hostdev, a VF), MAC $
     "$(printf '%s\n' "$x" | sed -n "1s/.*<interface type='\([a-z]*\)'.*/\1/p") $([ -n "$vf2" ] && echo yes) $(printf '%s' "$x" | grep -q "<mac address='$mac'/>" && echo yes) $(printf '%s' "$x" | grep -q "<tag id='2334'/>" && echo yes)"
 eq "(3) the lease: kind sriov on the VF libvirt chose (${vf2:-none}), VLAN 2334" "$name/sriov/pci/$vf2/2334" "$(leases)"
 eq "(3) VF ${vf2:-none} through $pf: the NIC's MAC, VLAN 2334, spoofchk on" "$mac 2334 True" "$(vf_state "$vf2")"
-wait_for 300 vf_answers_since "$t_ac"
-if vf_answers_since "$t_ac"; then
-    ok "(3) the pings are answered through the VF again (the PF's VLAN 2334 port)"
-else
-    not_ok "(3) the pings are answered through the VF again (the PF's VLAN 2334 port)"
-    diag "$(tail -n 20 "$plog")"
+answered 300 vf_answers_since "$t_ac" "(3) the pings are answered through the VF again (the PF's VLAN 2334 port)" ||
     diag "$(tail -n 20 "$work/daemon.log")"
-fi
 wait_for 120 guest_on "eth0:igbvf:up"
 eq "(3) in the guest: eth0 is the VF (igbvf) again, up" "eth0:igbvf:up" "$(guest_nics)"
 sleep 5
