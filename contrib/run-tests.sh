@@ -93,13 +93,10 @@ if [ "$quick" = 1 ]; then
         --no-suite pair || failed=1
 else
     # the lab stream: the lab tiers as one queue (tests/lib/vatest/labqueue.py),
-    # longest first; one worker beside every stage, a second once they are
-    # done. Not sooner: a lab host is a TCG QEMU whose nested guests spin
-    # on whatever CPU they get, so a tier slowed by another stream costs
-    # more CPU, not the same (with the second worker from the valgrind
-    # stage on: 66.5 core-min of lab against 31.6, lab-failover-guest 18.6
-    # min against 4.8, the run 44.3 min). Each worker in its own session,
-    # so that an interrupted run takes it down whole
+    # longest first; one worker beside every stage, a second from the
+    # valgrind stage on (the plain stage's guests and libvirtds keep the
+    # cores busy; the later stages leave one idle at times). Each worker in
+    # its own session, so that an interrupted run takes it down whole
     # lab-slow (lab-installed and lab-installed-trixie: an installed lab
     # host on Debian 12 and 13 whose nested TCG guest carries traffic and
     # is saved, 5 to 12 min each; lab-failover-guest, two nested guests
@@ -132,6 +129,7 @@ else
     meson test -C build --no-rebuild --print-errorlogs $plain || failed=1
 
     step "Tests under valgrind"
+    lab_worker 2
     meson test -C build --no-rebuild --setup=valgrind --print-errorlogs || failed=1
     VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
         meson test -C build --no-rebuild --suite cli --print-errorlogs --logbase testlog-cli-valgrind || failed=1
@@ -160,7 +158,6 @@ else
     fi
 
     step "Waiting for the lab stream"
-    lab_worker 2
     # shellcheck disable=SC2086
     wait $labpids || true
     # the summary counts the lab's failures from the tiers' logs; no log, no pass
