@@ -97,13 +97,12 @@ else
     # valgrind stage on (the plain stage's guests and libvirtds keep the
     # cores busy; the later stages leave one idle at times). Each worker in
     # its own session, so that an interrupted run takes it down whole
+    lab="lab"
     # lab-slow (lab-installed and lab-installed-trixie: an installed lab
     # host on Debian 12 and 13 whose nested TCG guest carries traffic and
     # is saved, 5 to 12 min each; lab-failover-guest, two nested guests
-    # with a VF, about 5 min) runs here, first where the queue knows no
-    # minutes yet; VA_LAB_SLOW=0 leaves it out
-    lab="lab-slow lab"
-    [ "${VA_LAB_SLOW:-1}" != 0 ] || lab="lab"
+    # with a VF, about 5 min) runs here; VA_LAB_SLOW=0 leaves it out
+    [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab lab-slow"
     labq=$(mktemp -d "${TMPDIR:-/tmp}/run-tests-labq.XXXXXX")
     # the stream's start, then each worker's end
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")

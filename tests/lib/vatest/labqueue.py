@@ -10,8 +10,7 @@ each, about one core) fill the cores the other stages leave idle.
 work: the first worker lists the tests of the SUITEs (meson test --list)
 into QUEUE/todo, longest first by the minutes each took last time (the
 test cache's lab-times.json: only an order, nothing is taken from it
-on trust; the tiers it does not know first, in the SUITEs' order: name
-the slowest suite first); then every worker takes
+on trust; a tier it does not know goes first); then every worker takes
 the next test and runs it alone (meson test NAME, its log
 BUILD/meson-logs/testlog-lab-NAME.json) until none is left. Exits 1 when
 one of its tests failed.
@@ -47,14 +46,12 @@ def _last_times():
 
 
 def _list(build, suites):
-    """The tests of SUITES, suite by suite, each once."""
-    names = []
+    args = ["meson", "test", "-C", build, "--no-rebuild", "--list"]
     for s in suites:
-        out = subprocess.run(["meson", "test", "-C", build, "--no-rebuild", "--list", "--suite", s], check=True,
-                             capture_output=True, text=True).stdout
-        # "project:suite / name"
-        names += [l.split(" / ")[-1].strip() for l in out.splitlines() if " / " in l]
-    return list(dict.fromkeys(names))
+        args += ["--suite", s]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    # "project:suite / name"
+    return [l.split(" / ")[-1].strip() for l in out.splitlines() if " / " in l]
 
 
 def _log(build, name):
