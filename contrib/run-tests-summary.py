@@ -33,12 +33,12 @@ for (t, b, name), (t2, b2, _) in zip(marks, marks[1:]):
     print("  %6.1f min  busy %.1f  %s" % (d / 60, c / d if d else 0, name))
 if labtimes and os.path.exists(labtimes):
     t = [int(x) for x in open(labtimes).read().split()]
-    if len(t) >= 2:
-        print("  %6.1f min  (lab stream, beside the stages above: %d workers)" % ((max(t[1:]) - t[0]) / 60, len(t) - 1))
+    if len(t) == 2:
+        print("  %6.1f min  (lab stream, beside the stages above)" % ((t[1] - t[0]) / 60))
 print("  %6.1f min  in all" % (total / 60))
 lab_cpu = None
 if labcpu and os.path.exists(labcpu) and open(labcpu).read().strip():
-    lab_cpu = sum(float(x) for x in open(labcpu).read().split()) / 60
+    lab_cpu = float(open(labcpu).read()) / 60
 # what a shorter run must cut: the CPU work, not only the waits
 print("CPU: %.1f core-min used of the %.1f the run had (%d cores)" % (cpu / 60, ncpu * total / 60, ncpu)
       + ("; the lab stream's own processes %.1f, the rest %.1f" % (lab_cpu, cpu / 60 - lab_cpu) if lab_cpu else ""))

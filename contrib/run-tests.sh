@@ -92,35 +92,27 @@ if [ "$quick" = 1 ]; then
     meson test -C build --print-errorlogs --no-suite lab --no-suite lab-slow --no-suite guest --no-suite libvirt \
         --no-suite pair || failed=1
 else
-    # the lab stream: the lab tiers as one queue (tests/lib/vatest/labqueue.py),
-    # longest first; one worker beside every stage, a second from the
-    # valgrind stage on (the plain stage's guests and libvirtds keep the
-    # cores busy; the later stages leave one idle at times). Each worker in
-    # its own session, so that an interrupted run takes it down whole
-    lab="lab"
+    # the lab stream: its own session, so that an interrupted run takes it
+    # down whole
+    lab="--suite lab"
     # lab-slow (lab-installed and lab-installed-trixie: an installed lab
     # host on Debian 12 and 13 whose nested TCG guest carries traffic and
-    # is saved, 5 to 12 min each; lab-failover-guest, two nested guests
-    # with a VF, about 5 min) runs here; VA_LAB_SLOW=0 leaves it out
-    [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab lab-slow"
-    labq=$(mktemp -d "${TMPDIR:-/tmp}/run-tests-labq.XXXXXX")
-    # the stream's start, then each worker's end
+    # is saved, 5 to 12 min each; lab-failover-guest, a nested guest with a
+    # VF beside its failover standby, about 3 min) runs here; VA_LAB_SLOW=0
+    # leaves it out
+    [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
-    # the CPU time each worker's processes (its QEMU lab hosts) used
+    # the CPU time the lab stream's processes (its QEMU lab hosts) used
     labcpu=$(mktemp "${TMPDIR:-/tmp}/run-tests-labcpu.XXXXXX")
+    rm -f build/meson-logs/testlog-lab.json
     printf '%s\n' "$(date +%s)" >"$labtimes"
-    labpids=
-    # lab_worker N: starts worker N
-    lab_worker() {
-        # shellcheck disable=SC2016
-        setsid sh -c '/usr/bin/python3 tests/lib/vatest/cputime.py "$2" \
-            /usr/bin/python3 tests/lib/vatest/labqueue.py work build "$3" '"$lab"' 2>&1 \
-            | sed -u "s/^/[lab$4] /"; date +%s >>"$1"' lab-stream "$labtimes" "$labcpu" "$labq" "$1" &
-        labpids="$labpids $!"
-    }
-    lab_worker 1
+    # shellcheck disable=SC2086
+    setsid sh -c '/usr/bin/python3 tests/lib/vatest/cputime.py "$2" \
+        meson test -C build --no-rebuild --print-errorlogs --logbase testlog-lab '"$lab"' 2>&1 \
+        | sed -u "s/^/[lab] /"; date +%s >>"$1"' lab-stream "$labtimes" "$labcpu" &
+    labpid=$!
     # shellcheck disable=SC2154
-    trap 'rc=$?; for p in $labpids; do kill -TERM -"$p" 2>/dev/null || true; done; rm -rf "$stages" "$labtimes" "$labcpu" "$labq"; exit $rc' EXIT
+    trap 'rc=$?; kill -TERM -"$labpid" 2>/dev/null || true; rm -f "$stages" "$labtimes" "$labcpu"; exit $rc' EXIT
     trap 'exit 130' INT TERM
 
     step "Tests (plain)"
@@ -128,7 +120,6 @@ else
     meson test -C build --no-rebuild --print-errorlogs $plain || failed=1
 
     step "Tests under valgrind"
-    lab_worker 2
     meson test -C build --no-rebuild --setup=valgrind --print-errorlogs || failed=1
     VDPACTL_WRAPPER="valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --quiet" \
         meson test -C build --no-rebuild --suite cli --print-errorlogs --logbase testlog-cli-valgrind || failed=1
@@ -157,10 +148,9 @@ else
     fi
 
     step "Waiting for the lab stream"
-    # shellcheck disable=SC2086
-    wait $labpids || true
-    # the summary counts the lab's failures from the tiers' logs; no log, no pass
-    /usr/bin/python3 tests/lib/vatest/labqueue.py finish build "$labq" || failed=1
+    wait "$labpid" || true
+    # the summary counts the lab's failures from its log; no log, no pass
+    [ -s build/meson-logs/testlog-lab.json ] || failed=1
 fi
 
 step "Summary"

@@ -34,7 +34,7 @@ def entry(name, result, stdout="", stderr="", duration=1.0):
 
 
 class Summary(unittest.TestCase):
-    def run_summary(self, entries, status="0", labtimes="", labcpu=""):
+    def run_summary(self, entries, status="0"):
         d = tempfile.mkdtemp(prefix="va-summary-")
         stages = os.path.join(d, "stages")
         with open(stages, "w") as f:
@@ -44,7 +44,7 @@ class Summary(unittest.TestCase):
         with open(log, "w") as f:
             for e in entries:
                 f.write(json.dumps(e) + "\n")
-        return subprocess.run(["/usr/bin/python3", SUMMARY, stages, labtimes, labcpu, "100", "2", status, log,
+        return subprocess.run(["/usr/bin/python3", SUMMARY, stages, "", "", "100", "2", status, log,
                                os.path.join(d, "absent.json")], capture_output=True, text=True, timeout=30)
 
     def test_all_passed(self):
@@ -72,20 +72,6 @@ class Summary(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         why = r.stdout.split("Why vdpa-allocator:lab / lab-igb failed:\n")[1].splitlines()
         self.assertEqual([w.strip() for w in why[:12]], ["line %d" % i for i in range(18, 30)])
-
-    def test_lab_workers(self):
-        """The lab stream: from its start to its last worker's end, its CPU
-        the sum of the workers' lines."""
-        d = tempfile.mkdtemp(prefix="va-summary-")
-        times, cpu = os.path.join(d, "labtimes"), os.path.join(d, "labcpu")
-        with open(times, "w") as f:
-            f.write("1000\n1300\n1060\n")
-        with open(cpu, "w") as f:
-            f.write("60.0\n30.0\n")
-        r = self.run_summary([entry("vdpa-allocator:unit / a", "OK")], labtimes=times, labcpu=cpu)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("5.0 min  (lab stream, beside the stages above: 2 workers)", r.stdout)
-        self.assertIn("the lab stream's own processes 1.5, the rest 0.9", r.stdout)
 
     def test_stage_failed_outside_tests(self):
         r = self.run_summary([entry("vdpa-allocator:unit / a", "OK")], status="1")

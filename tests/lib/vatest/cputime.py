@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Runs a command and adds a line to a file: the CPU time it and every
-process it waited for used (user + system, in seconds). contrib/run-tests.sh
-sums its lab workers' lines: the lab stream's own share of the machine.
+"""Runs a command and writes the CPU time it and every process it waited
+for used (user + system, in seconds) to a file: contrib/run-tests.sh
+reads the lab stream's own share of the machine from it.
 
     python3 tests/lib/vatest/cputime.py OUT COMMAND [ARG]...
 
@@ -19,7 +19,7 @@ def main(argv):
         return 2
     rc = subprocess.call(argv[2:])
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with open(argv[1], "a") as f:
+    with open(argv[1], "w") as f:
         f.write("%.1f\n" % (u.ru_utime + u.ru_stime))
     return rc if rc >= 0 else 128 - rc
 
