@@ -98,8 +98,9 @@ else
     # lab-slow (lab-installed and lab-installed-trixie: an installed lab
     # host on Debian 12 and 13 whose nested TCG guest carries traffic and
     # is saved, 5 to 12 min each; lab-failover-guest, a nested guest with a
-    # VF beside its failover standby, about 3 min) runs here; VA_LAB_SLOW=0
-    # leaves it out
+    # VF beside its failover standby, then one whose VF is swapped, about 5
+    # min) runs here; VA_LAB_SLOW=0 leaves it out. One stream, not two: two
+    # lab hosts at once stretch each other (docs/test-tiers.md)
     [ "${VA_LAB_SLOW:-1}" = 0 ] || lab="$lab --suite lab-slow"
     labtimes=$(mktemp "${TMPDIR:-/tmp}/run-tests-lab.XXXXXX")
     # the CPU time the lab stream's processes (its QEMU lab hosts) used
