@@ -15,7 +15,7 @@ import json, os, re, sys
 
 # the lines that say why a test failed: unittest's FAIL/ERROR headers,
 # exceptions (subprocess.TimeoutExpired too), the lab guest's own verdict
-WHY = re.compile(r"(^|\] )(FAIL|ERROR): |(^|\] )[\w.]*(Error|Exception|Expired): |lab-init: |LAB-DONE rc=")
+WHY = re.compile(r"(^|\] )(FAIL|ERROR): |(^|\] )[\w.]*(Error|Exception|Expired): |lab-init: |LAB-DONE rc=|lab-host: kernel: ")
 
 stages, labtimes, labcpu, hz, ncpu, status = sys.argv[1:7]
 hz, ncpu = int(hz), int(ncpu)

@@ -73,6 +73,41 @@ class Summary(unittest.TestCase):
         why = r.stdout.split("Why vdpa-allocator:lab / lab-igb failed:\n")[1].splitlines()
         self.assertEqual([w.strip() for w in why[:12]], ["line %d" % i for i in range(18, 30)])
 
+    def test_why_kernel_report(self):
+        """A lab host whose kernel panicked leaves no status; lab-host prints
+        the console's tail and the kernel's report (vatest.labhost), and the
+        summary shows where it faulted and the call trace, not the register
+        dump the console ends with (stop 39's CI showed only the latter)."""
+        import sys
+        sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+        from vatest.labhost import kernel_report
+        console = ["[    1.0] Linux version 6.1.0\n"]
+        console += ["[   33.6] %s\n" % l for l in (
+            "BUG: kernel NULL pointer dereference, address: 0000000000000008",
+            "#PF: supervisor read access in kernel mode",
+            "CPU: 1 PID: 0 Comm: swapper/1 Not tainted 6.1.0 #1",
+            "RIP: 0010:vduse_vq_kick+0x12/0x40 [vduse]",
+            "Code: 00 11 22 33",
+            "RSP: 0018:ffffc9000009bd80 EFLAGS: 00000046",
+            "RAX: ffff8880042d0f40 RBX: ffff88807dc36040 RCX: ffff8880042d0000",
+            "R10: 0000000000000001 R11: ffffffff82c5a380 R12: ffffffff82c10940",
+            "FS:  0000000000000000(0000) GS:ffff88807dc00000(0000) knlGS:0000000000000000",
+            "CR2: 0000000000000008 CR3: 0000000002c22000 CR4: 00000000000006f0",
+            "Call Trace:", " <IRQ>", " __handle_irq_event_percpu+0x4a/0x180")]
+        console += ["[   33.6]  frame_%d+0x1/0x2\n" % i for i in range(14)]
+        console += ["[   33.6] Kernel panic - not syncing: Fatal exception in interrupt\n"]
+        report = kernel_report("".join(console))
+        self.assertEqual(report[0], "lab-host: kernel: [   33.6] BUG: kernel NULL pointer dereference, "
+                         "address: 0000000000000008")
+        self.assertNotIn("Linux version", "\n".join(report))
+        self.assertFalse([l for l in report if "RAX:" in l or "CR2:" in l or "Code:" in l], report)
+        self.assertEqual(kernel_report("[ 1.0] all well\n"), [])
+        out = "".join(console[-5:]) + "lab-host: the command left no status\n" + "\n".join(report) + "\n"
+        r = self.run_summary([entry("vdpa-allocator:lab / lab-daemon", "FAIL", stderr=out)])
+        why = [w.strip() for w in r.stdout.split("Why vdpa-allocator:lab / lab-daemon failed:\n")[1].splitlines()]
+        self.assertIn("lab-host: kernel: [   33.6] RIP: 0010:vduse_vq_kick+0x12/0x40 [vduse]", why)
+        self.assertIn("lab-host: kernel: [   33.6]  __handle_irq_event_percpu+0x4a/0x180", why)
+
     def test_stage_failed_outside_tests(self):
         r = self.run_summary([entry("vdpa-allocator:unit / a", "OK")], status="1")
         self.assertEqual(r.returncode, 1)

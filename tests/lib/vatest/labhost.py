@@ -71,6 +71,7 @@ Build machine needs: qemu-system-x86_64, and what build-lab-kernel.sh needs.
 import argparse
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -136,6 +137,27 @@ class Result:
         return "boot-to-command %s (guest uptime %s), total %s, rc %s%s" % (
             f(self.boot_s), f(self.guest_uptime_s), f(self.total_s), self.rc,
             ", TIMED OUT" if self.timed_out else "")
+
+
+# where a kernel report begins on the serial console (lib/bug.c, the
+# x86 fault handlers, kernel/panic.c's warn_slowpath and lockdep)
+OOPS_START = re.compile(r"\] (BUG: |Oops: |general protection fault|WARNING: |-+\[ cut here \]-+|"
+                        r"Kernel panic - not syncing)")
+# the register dump and code bytes, which a summary can do without
+REGISTERS = re.compile(r"\] (R(?!IP)[A-Z0-9]{2}: |R1[0-5]: |R[89]: |FS: |CS: |CR2: |DR[0-7]: |Code: )")
+
+
+def kernel_report(console, limit=60):
+    """The first kernel report on the console (BUG, oops, WARNING, panic)
+    up to limit lines, each prefixed "lab-host: kernel: ", so that a
+    summary that keeps only a failure's tail still shows where it
+    faulted (the RIP line and the call trace); [] when there is none."""
+    lines = console.splitlines()
+    for i, line in enumerate(lines):
+        if OOPS_START.search(line):
+            keep = [l.rstrip() for l in lines[i:] if not REGISTERS.search(l)][:limit]
+            return ["lab-host: kernel: " + l for l in keep]
+    return []
 
 
 def apt_caches():
@@ -536,8 +558,10 @@ def main():
     if r.timed_out:
         print("lab-host: did not finish within %d s; console tail:\n%s" % (a.timeout, r.console[-3000:]),
               file=sys.stderr)
+        print("\n".join(kernel_report(r.console)), file=sys.stderr)
         sys.exit(124)
     if r.rc is None:
         print("lab-host: the command left no status; console tail:\n%s" % r.console[-3000:], file=sys.stderr)
+        print("\n".join(kernel_report(r.console)), file=sys.stderr)
         sys.exit(125)
     sys.exit(r.rc)
