@@ -13,9 +13,13 @@ CPU seconds; STATUS: the stages' own exit status (non-zero: one failed
 outside the tests). Exits 1 when any test or stage failed."""
 import json, os, re, sys
 
+# what lab-host prints of the lab kernel (tests/lib/vatest/labhost.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from vatest.labhost import KERNEL_PREFIX, PANIC_RETRY  # noqa: E402
+
 # the lines that say why a test failed: unittest's FAIL/ERROR headers,
 # exceptions (subprocess.TimeoutExpired too), the lab guest's own verdict
-WHY = re.compile(r"(^|\] )(FAIL|ERROR): |(^|\] )[\w.]*(Error|Exception|Expired): |lab-init: |LAB-DONE rc=|lab-host: kernel: ")
+WHY = re.compile(r"(^|\] )(FAIL|ERROR): |(^|\] )[\w.]*(Error|Exception|Expired): |lab-init: |LAB-DONE rc=|" + re.escape(KERNEL_PREFIX))
 
 stages, labtimes, labcpu, hz, ncpu, status = sys.argv[1:7]
 hz, ncpu = int(hz), int(ncpu)
@@ -45,6 +49,7 @@ print("CPU: %.1f core-min used of the %.1f the run had (%d cores)" % (cpu / 60, 
 
 passed = failed = skipped = 0
 lab = []
+panicked = []
 failures = []
 for path in sys.argv[7:]:
     if not os.path.exists(path):
@@ -62,6 +67,9 @@ for path in sys.argv[7:]:
         suites = t["name"].split(" / ")[0].split(":")[-1].split("+")
         if any(s.startswith("lab") for s in suites):
             lab.append((t["name"].split(" / ")[-1], t.get("duration", 0), r))
+            # vatest.labhost.PANIC_RETRY: its lab host booted twice
+            if PANIC_RETRY in (t.get("stderr") or "") + (t.get("stdout") or ""):
+                panicked.append(t["name"].split(" / ")[-1])
         if r not in ("OK", "EXPECTEDFAIL", "SKIP"):
             # meson's test log keeps the two streams apart (unittest
             # writes to stderr)
@@ -70,6 +78,9 @@ if lab:
     print("Lab tiers (minutes each took in the lab stream):")
     for name, d, r in sorted(lab, key=lambda x: -x[1]):
         print("  %6.1f min  %s (%s)" % (d / 60, name, r))
+if panicked:
+    print("Lab kernel panics (the tier's lab host booted again; the kernel's report is in its log): "
+          + ", ".join(panicked))
 # why each failed, where a reader of only this summary sees it: unittest's
 # FAIL/ERROR headers and exception lines, else the output's last lines
 for name, out in failures:

@@ -3,9 +3,12 @@
 """The lab host harness (lab_host.py, vatest.labhost): the command runs on
 the 6.12 kernel over the build machine's root, its status and output come
 back, writes land in the tmpfs overlay and not on the build machine, and a
-lab host that does not finish within its bound is killed and reported."""
+lab host that does not finish within its bound is killed and reported, and
+a lab kernel that panics is reported with its call trace and booted once
+more."""
 
 import os
+import subprocess
 import sys
 import unittest
 
@@ -36,6 +39,21 @@ class LabHost(unittest.TestCase):
         r = labhost.run(["sleep", "3600"], timeout=15)
         self.assertTrue(r.timed_out)
         self.assertIsNone(r.rc)
+
+    def test_kernel_panic_reported_and_booted_again_once(self):
+        # sysrq's crash panics the kernel as a fault in its code would
+        # (drivers/tty/sysrq.c, sysrq_handle_crash)
+        lab_host = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lab_host.py")
+        r = subprocess.run([sys.executable, lab_host, "--timeout", "300", "--", "sh", "-c",
+                            "echo booted; echo c > /proc/sysrq-trigger; sleep 60"],
+                           capture_output=True, text=True, timeout=900)
+        sys.stderr.write(r.stderr[-2000:])
+        self.assertEqual(r.returncode, 125, r.stderr[-3000:])
+        self.assertEqual(r.stderr.count(labhost.PANIC_RETRY), 1, r.stderr[-3000:])
+        reports = [l for l in r.stderr.splitlines()
+                   if l.startswith(labhost.KERNEL_PREFIX) and "Kernel panic - not syncing: sysrq triggered crash" in l]
+        self.assertEqual(len(reports), 2, r.stderr[-3000:])
+        self.assertEqual(r.stderr.count("lab-host: boot-to-command"), 2, r.stderr[-3000:])
 
 
 if __name__ == "__main__":
