@@ -108,6 +108,16 @@ class Summary(unittest.TestCase):
         self.assertIn("lab-host: kernel: [   33.6] RIP: 0010:vduse_vq_kick+0x12/0x40 [vduse]", why)
         self.assertIn("lab-host: kernel: [   33.6]  __handle_irq_event_percpu+0x4a/0x180", why)
 
+    def test_lab_kernel_panic_named(self):
+        import sys
+        sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+        from vatest.labhost import PANIC_RETRY
+        r = self.run_summary([entry("vdpa-allocator:lab / lab-daemon", "OK", stderr=PANIC_RETRY + " booting again\n"),
+                              entry("vdpa-allocator:lab / lab-sim", "OK")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Lab kernel panics (the tier's lab host booted again; the kernel's report is in its log): "
+                      "lab-daemon\n", r.stdout)
+
     def test_stage_failed_outside_tests(self):
         r = self.run_summary([entry("vdpa-allocator:unit / a", "OK")], status="1")
         self.assertEqual(r.returncode, 1)
