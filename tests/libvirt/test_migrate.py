@@ -177,6 +177,14 @@ class TwoHostTier(unittest.TestCase):
                 self.fail("no %r in the daemon log of host %s:\n%s" % (text, host, self.hosts.daemon_log(host)[-3000:]))
             time.sleep(0.2)
 
+    def assert_answers(self, addr, after, timeout=30):
+        """addr answers the watcher within timeout; else the failure says
+        what each host, bridge and the guest's console show."""
+        t0 = time.monotonic()
+        if not self.hosts.wait_answers(addr, timeout):
+            self.fail("%s does not answer after %s (waited %.1f s):\n%s"
+                      % (addr, after, time.monotonic() - t0, self.hosts.diagnose(DOM)))
+
     def assert_on_a_with_nics(self):
         self.assertEqual(self.state("a"), "running")
         self.assertEqual(self.macs("a"), [m for m, _, _, _ in NICS])
@@ -202,7 +210,7 @@ class TwoHostTier(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             # both addresses answer afterwards: wait, then keep pinging 2 s
             for a in ADDRS:
-                self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the migration" % a)
+                self.assert_answers(a, "the migration")
             time.sleep(2)
         finally:
             stats = pinger.finish()
@@ -237,7 +245,7 @@ class TwoHostTier(unittest.TestCase):
         self.assertEqual(self.state("a"), "running")
         self.assertNotIn(DOM, self.hosts.virsh("b", "list", "--all", "--name").stdout.split())
         for a in ADDRS:
-            self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the migration back" % a)
+            self.assert_answers(a, "the migration back")
         job = self.hosts.virsh("a", "domjobinfo", DOM, "--completed", check=False).stdout
         downtime = re.search(r"Total downtime:\s+(\d+)\s+ms", job)
         note("live migration B -> A without --p2p: virsh migrate wall time %.2f s, downtime %s ms" % (
@@ -544,7 +552,7 @@ class TwoHostTier(unittest.TestCase):
             wall = time.monotonic() - t0
             t1 = time.monotonic()
             for a in ADDRS:
-                self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the migration" % a)
+                self.assert_answers(a, "the migration")
             time.sleep(2)
         finally:
             stats = pinger.finish()
@@ -627,7 +635,7 @@ class TwoHostTier(unittest.TestCase):
         self.assertEqual((doc["done"], doc["partial"]), (False, True))
         self.assertEqual(self.state("b"), "running")
         for a in ADDRS:
-            self.assertTrue(self.hosts.wait_answers(a, 30), "%s does not answer after the restore" % a)
+            self.assert_answers(a, "the restore")
         self.assertEqual(self.macs("b"), [mac1, mac2])
         # the restore began a new try of NIC 2 (the hook's restore begin
         # dropped the outcome): B's daemon again, and vdpactl waited for it

@@ -469,6 +469,27 @@ class TwoHosts:
         """True once addr answers the watcher's ping."""
         return guest.answers(addr, timeout, WATCHER_NS).returncode == 0
 
+    def diagnose(self, domain):
+        """What to look at when a guest does not answer: the domain's state
+        and NICs on each host, each bridge's ports and learned MACs, the
+        watcher's neighbours, the end of the guest's console on each host."""
+        out = []
+        for h in sorted(HOSTS):
+            for argv in (["virsh", "-q", "-c", "qemu:///system", "domstate", "--reason", domain],
+                         ["virsh", "-q", "-c", "qemu:///system", "domiflist", domain],
+                         ["ovs-vsctl", "--timeout=10", "--columns=name,tag,trunks", "list", "port"],
+                         ["ovs-appctl", "--timeout=10", "fdb/show", BRIDGE]):
+                try:
+                    r = self.exec(h, argv, check=False, timeout=30)
+                    shown = ["virsh"] + argv[4:] if argv[0] == "virsh" else argv
+                    out.append("%s$ %s\n%s%s" % (h, " ".join(shown), r.stdout, r.stderr))
+                except (OSError, subprocess.SubprocessError) as e:
+                    out.append("%s$ %s: %s" % (h, " ".join(argv), e))
+            out.append("%s console tail:\n%s" % (h, self.read_console(h, domain)[-1500:]))
+        r = self.watcher(["ip", "neigh"], check=False)
+        out.append("watcher$ ip neigh\n" + r.stdout)
+        return "\n".join(out)
+
     def console(self, name, domain, marker, timeout=90):
         return wait_for_console(self.path(name, guest.serial_path(domain)), marker, timeout)
 
