@@ -555,30 +555,25 @@ def main():
         r = run(cmd, timeout=a.timeout, env=a.env, keep=a.keep, mem=a.mem, echo=a.console, sim_modules=a.sim_modules,
                 mlx5_dkms=a.mlx5_dkms, qemu10=a.qemu10, systemd=a.systemd, deb=a.deb, guest=a.guest, igb=a.igb,
                 root=a.root)
-        report = kernel_report(r.console) if r.rc is None and not r.timed_out else []
-        if boot == 2 or not report or not any("Kernel panic" in l for l in report):
-            break
-        # Debian's kernel under TCG panicked under the command (stop 39's
-        # CI: once in lab-daemon, in interrupt context): the command is run
-        # once more on a fresh boot, and the summary names the tier
         if not a.console:
             sys.stdout.write(r.output)
+        sys.stdout.flush()
         print("lab-host: %s" % r.summary(), file=sys.stderr)
-        print("\n".join(report), file=sys.stderr)
+        if r.rundir:
+            print("lab-host: shared folder kept in %s" % r.rundir, file=sys.stderr)
+        if r.rc is not None and not r.timed_out:
+            sys.exit(r.rc)
+        if r.timed_out:
+            print("lab-host: did not finish within %d s; console tail:" % a.timeout, file=sys.stderr)
+        else:
+            print("lab-host: the command left no status; console tail:", file=sys.stderr)
+        print(r.console[-3000:], file=sys.stderr)
+        print("\n".join(kernel_report(r.console)), file=sys.stderr)
+        # Debian's kernel under TCG panicked under the command (stop 39's
+        # CI: once in lab-daemon, in interrupt context): the command runs
+        # once more on a fresh boot, and the run's summary names the tier
+        if r.timed_out or boot == 2 or "Kernel panic - not syncing" not in r.console:
+            break
         print("%s booting the lab host again, once" % PANIC_RETRY, file=sys.stderr)
-    if not a.console:
-        sys.stdout.write(r.output)
-    sys.stdout.flush()
-    print("lab-host: %s" % r.summary(), file=sys.stderr)
-    if r.rundir:
-        print("lab-host: shared folder kept in %s" % r.rundir, file=sys.stderr)
-    if r.timed_out:
-        print("lab-host: did not finish within %d s; console tail:\n%s" % (a.timeout, r.console[-3000:]),
-              file=sys.stderr)
-        print("\n".join(kernel_report(r.console)), file=sys.stderr)
-        sys.exit(124)
-    if r.rc is None:
-        print("lab-host: the command left no status; console tail:\n%s" % r.console[-3000:], file=sys.stderr)
-        print("\n".join(kernel_report(r.console)), file=sys.stderr)
-        sys.exit(125)
-    sys.exit(r.rc)
+    sys.exit(124 if r.timed_out else 125)
+
