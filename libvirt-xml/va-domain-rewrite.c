@@ -14,9 +14,52 @@
 #include "va-error.h"
 #include "va-ids.h"
 
+/* Where the indentation that ends @text begins: at its last newline (at
+ * its start when it has none), provided only white space follows; NULL
+ * otherwise. */
+static const char *
+indent_tail (const char *text)
+{
+  const char *tail = strrchr (text, '\n');
+
+  if (!tail)
+    tail = text;
+  if (!*tail || tail[strspn (tail, " \t\r\n")] != '\0')
+    return NULL;
+  return tail;
+}
+
+/* The indentation a new sibling of @node takes: the tail of the text
+ * before it. Only the tail counts, so text left before it (a stray ")",
+ * or two text nodes that a save and parse merge into one) gives the same
+ * indentation on every pass; NULL when there is none (one line). */
+static char *
+indent_before (const xmlNode *node)
+{
+  const char *tail;
+
+  if (!node->prev || node->prev->type != XML_TEXT_NODE || !node->prev->content)
+    return NULL;
+  tail = indent_tail ((const char *) node->prev->content);
+  return tail ? g_strdup (tail) : NULL;
+}
+
+/* Puts @child after @ref, indented like @ref: element first, then the
+ * indentation before it, as adding text next to text would merge the two. */
+static xmlNode *
+insert_after (xmlNode *ref, xmlNode *child)
+{
+  g_autofree char *indent = indent_before (ref);
+
+  xmlAddNextSibling (ref, child);
+  if (indent)
+    xmlAddPrevSibling (child, xmlNewDocText (ref->doc, XSTR (indent)));
+  return child;
+}
+
 /* New children go after the last element child, indented like it, and a
- * removed child takes its leading white space along: so an insert followed
- * by a remove gives back the very same bytes, which keeps rewrites
+ * removed child takes its indentation along: so an insert followed by a
+ * remove gives back the very same bytes, which keeps rewrites
  * reversible. */
 static xmlNode *
 insert_child (xmlNode *parent, xmlNode *child)
@@ -28,22 +71,7 @@ insert_child (xmlNode *parent, xmlNode *child)
       last = c;
   if (!last)
     return xmlAddChild (parent, child);
-  /* element first, then its indentation before it: adding text next to
-   * text would merge the two */
-  xmlAddNextSibling (last, child);
-  if (last->prev && last->prev->type == XML_TEXT_NODE && xmlIsBlankNode (last->prev))
-    xmlAddPrevSibling (child, xmlNewDocText (parent->doc, last->prev->content));
-  return child;
-}
-
-/* Like insert_child, right after @ref. */
-static xmlNode *
-insert_after (xmlNode *ref, xmlNode *child)
-{
-  xmlAddNextSibling (ref, child);
-  if (ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
-    xmlAddPrevSibling (child, xmlNewDocText (ref->doc, ref->prev->content));
-  return child;
+  return insert_after (last, child);
 }
 
 static void
@@ -51,10 +79,24 @@ remove_child (xmlNode *child)
 {
   xmlNode *prev = child->prev;
 
-  if (prev && prev->type == XML_TEXT_NODE && xmlIsBlankNode (prev))
+  if (prev && prev->type == XML_TEXT_NODE && prev->content)
     {
-      xmlUnlinkNode (prev);
-      xmlFreeNode (prev);
+      const char *text = (const char *) prev->content;
+      const char *tail = indent_tail (text);
+
+      if (xmlIsBlankNode (prev))
+        {
+          xmlUnlinkNode (prev);
+          xmlFreeNode (prev);
+        }
+      else if (tail)
+        {
+          /* the text before it stays; copied, as libxml2 frees the old
+           * content before it reads the new */
+          g_autofree char *kept = g_strndup (text, tail - text);
+
+          xmlNodeSetContent (prev, XSTR (kept));
+        }
     }
   xmlUnlinkNode (child);
   xmlFreeNode (child);
@@ -178,7 +220,7 @@ set_vlan (xmlNode *iface, guint16 id, xmlNode *after)
 {
   xmlNode *vlan = first_child (iface, "vlan");
   xmlNode *want;
-  const xmlChar *indent = NULL;
+  g_autofree char *indent = NULL;
 
   if (id == 0)
     {
@@ -194,9 +236,8 @@ set_vlan (xmlNode *iface, guint16 id, xmlNode *after)
         }
       return;
     }
-  if (after->prev && after->prev->type == XML_TEXT_NODE && xmlIsBlankNode (after->prev))
-    indent = after->prev->content;
-  want = new_vlan (iface->doc, id, indent);
+  indent = indent_before (after);
+  want = new_vlan (iface->doc, id, XSTR (indent));
   if (vlan && next_element (after) == vlan)
     {
       g_autofree char *have_text = va_xml_node_to_string (vlan);
@@ -613,7 +654,7 @@ share_memory (VaDomain *self)
   if (!mb)
     {
       xmlNode *ref = NULL;
-      const xmlChar *indent = NULL;
+      g_autofree char *indent = NULL;
 
       for (xmlNode *c = root->children; c; c = c->next)
         if (is_element (c, "memory") || is_element (c, "currentMemory") || is_element (c, "blkiotune") || is_element (c, "memtune"))
@@ -622,18 +663,18 @@ share_memory (VaDomain *self)
         for (xmlNode *c = root->children; c; c = c->next)
           if (c->type == XML_ELEMENT_NODE)
             ref = c;
-      if (ref && ref->prev && ref->prev->type == XML_TEXT_NODE && xmlIsBlankNode (ref->prev))
-        indent = ref->prev->content;
+      if (ref)
+        indent = indent_before (ref);
       mb = xmlNewDocNode (self->doc, NULL, XSTR ("memoryBacking"), NULL);
       if (indent)
         {
-          g_autofree char *inner = g_strconcat ((const char *) indent, "  ", NULL);
+          g_autofree char *inner = g_strconcat (indent, "  ", NULL);
 
           xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
           xmlAddChild (mb, new_element (self->doc, "source", "type", "memfd"));
           xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (inner)));
           xmlAddChild (mb, new_element (self->doc, "access", "mode", "shared"));
-          xmlAddChild (mb, xmlNewDocText (self->doc, indent));
+          xmlAddChild (mb, xmlNewDocText (self->doc, XSTR (indent)));
         }
       else
         {

@@ -438,6 +438,53 @@ test_sriov_forms (void)
   g_assert_null (strstr (out, "/run/p"));
 }
 
+static char *
+rewrite_text (const char *xml, const VaHostView *view, VaForm form)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaDomain) d = va_domain_parse (xml, -1, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (va_domain_rewrite (d, view, form, &error));
+  g_assert_no_error (error);
+  return va_domain_to_string (d, NULL);
+}
+
+/* Found by fuzz-rewrite: text that is not white space before an element
+ * the rewrite removes. The first pass left two text nodes, which a save
+ * and parse merge into one; the second pass must still indent <vlan> as
+ * the first did, and the way back must give the same bytes. */
+static void
+test_rewrite_stray_text (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (VaHostView) view = va_host_view_new ("/run/p");
+  VaNetwork net = { (char *) "sr", VA_MODE_SRIOV, (char *) "cx5", 2334, (char *) "br3", VA_BRIDGE_LINUX };
+  const char *xml = "<domain>\n  <name>d</name>\n  <uuid>6f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b</uuid>\n  <metadata>\n"
+                    "    <v:nics xmlns:v='" VA_XML_NS "'><v:nic mac='52:54:00:00:00:02' network='sr'/></v:nics>\n"
+                    "  </metadata>\n  <devices>\n"
+                    "    <interface type='hostdev' managed='yes'>\n"
+                    "      <mac address='52:54:00:00:00:02'/>\n"
+                    "   )   <driver name='vfio'/>\n"
+                    "      <source>\n"
+                    "        <address type='pci' domain='0x0000' bus='0x3b' slot='0x02' function='0x1'/>\n"
+                    "      </source>\n"
+                    "      <vlan>\n        <tag id='2334'/>\n      </vlan>\n"
+                    "    </interface>\n  </devices>\n</domain>\n";
+  g_autofree char *a = NULL, *aa = NULL, *p = NULL, *pa = NULL;
+
+  va_host_view_add_network (view, &net);
+  va_host_view_add_pool (view, "cx5", 0, -1);
+  g_assert_true (va_host_view_set_pool_kind (view, "cx5", VA_POOL_KIND_SRIOV, &error));
+  a = rewrite_text (xml, view, VA_FORM_ACCELERATED);
+  g_assert_nonnull (strstr (a, "<source network=\"vdpa-allocator-cx5\"/>\n      <vlan>\n        <tag id=\"2334\"/>\n      </vlan>"));
+  aa = rewrite_text (a, view, VA_FORM_ACCELERATED);
+  g_assert_cmpstr (aa, ==, a);
+  p = rewrite_text (a, view, VA_FORM_PORTABLE);
+  pa = rewrite_text (p, view, VA_FORM_ACCELERATED);
+  g_assert_cmpstr (pa, ==, a);
+}
+
 /* A started domain's NIC of a hostdev network: the VF libvirt chose and
  * the VLAN it applied, as the hook reports them at start begin. */
 static const VaNic *
@@ -690,6 +737,7 @@ main (int argc, char **argv)
   g_test_add_func ("/domain/memory-is-shared", test_memory_is_shared);
   g_test_add_func ("/domain/interface-xml", test_interface_xml);
   g_test_add_func ("/domain/rewrite-saved", test_rewrite_saved);
+  g_test_add_func ("/domain/rewrite-stray-text", test_rewrite_stray_text);
   g_test_add_func ("/domain/sriov-forms", test_sriov_forms);
   g_test_add_func ("/domain/live-vf", test_live_vf);
   g_test_add_func ("/domain/failover-form", test_failover_form);
