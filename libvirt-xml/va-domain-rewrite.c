@@ -79,20 +79,20 @@ remove_child (xmlNode *child)
 {
   xmlNode *prev = child->prev;
 
-  if (prev && prev->type == XML_TEXT_NODE && prev->content)
+  if (prev && prev->type == XML_TEXT_NODE && xmlIsBlankNode (prev))
+    {
+      xmlUnlinkNode (prev);
+      xmlFreeNode (prev);
+    }
+  else if (prev && prev->type == XML_TEXT_NODE && prev->content)
     {
       const char *text = (const char *) prev->content;
       const char *tail = indent_tail (text);
 
-      if (xmlIsBlankNode (prev))
+      /* the text before its indentation stays; copied, as libxml2 frees
+       * the old content before it reads the new */
+      if (tail)
         {
-          xmlUnlinkNode (prev);
-          xmlFreeNode (prev);
-        }
-      else if (tail)
-        {
-          /* the text before it stays; copied, as libxml2 frees the old
-           * content before it reads the new */
           g_autofree char *kept = g_strndup (text, tail - text);
 
           xmlNodeSetContent (prev, XSTR (kept));
