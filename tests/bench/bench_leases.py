@@ -70,10 +70,16 @@ def allocate_p50(bus):
     return statistics.median(times)
 
 
+def stat(path):
+    """(name, user + system CPU s) from a /proc stat file."""
+    with open(path) as f:
+        head, tail = f.read().rsplit(")", 1)
+    fields = tail.split()
+    return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat("/proc/%d/stat" % pid)[1]
 
 
 def rss_kib(pid):
@@ -89,16 +95,12 @@ def threads(pid):
     out = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                head, tail = f.read().rsplit(")", 1)
+            name, cpu = stat("/proc/%d/task/%s/stat" % (pid, tid))
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
                 switches = sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
         except FileNotFoundError:
             continue  # a pool thread that just ended
-        fields = tail.split()
-        name = head.split("(", 1)[1]
-        out[tid] = ("main" if name == "vdpa-allocatord" else name,
-                    (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), switches)
+        out[tid] = ("main" if name == "vdpa-allocatord" else name, cpu, switches)
     return out
 
 
