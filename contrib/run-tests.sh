@@ -9,7 +9,8 @@
 #   lab        the lab-kernel tiers (QEMU TCG lab hosts), in one stream of
 #              their own beside all the stages here, lines marked "[lab]",
 #              with the larger share of the CPU: warm on a 2-core machine,
-#              the lab stream 32.5 min of a 33.5 min run (docs/test-tiers.md)
+#              the lab stream 32.5 and 36.0 min of 33.5 and 36.1 min runs
+#              (docs/test-tiers.md)
 #   valgrind   our C unit and golden tests, vdpactl and the daemon, under
 #              valgrind (the -O2 build)
 #   release    the -O3 build (as distributions build) and its unit tests
