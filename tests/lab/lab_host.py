@@ -4,7 +4,7 @@
 under QEMU TCG with the build machine's own root filesystem, running one
 command and powering off.
 
-    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--qemu10] [--systemd] [--root trixie] [--deb] [--guest] [--igb N] -- COMMAND [ARG]...
+    lab_host.py [--timeout S] [--env NAME]... [--keep] [--sim-modules] [--mlx5-dkms] [--qemu10] [--systemd] [--root trixie] [--deb] [--guest] [--kvm] [--igb N] -- COMMAND [ARG]...
 
 The command of tests/lib/vatest/labhost.py, which says what each option
 does (lab_host.py --help lists them)."""

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The lab host harness (lab_host.py, vatest.labhost): the command runs on
 the 6.12 kernel over the build machine's root, its status and output come
-back, writes land in the tmpfs overlay and not on the build machine, and a
-lab host that does not finish within its bound is killed and reported, and
-a lab kernel that panics is reported with its call trace and booted once
+back, writes land in the tmpfs overlay and not on the build machine, one
+asked for KVM (--kvm) offers it to nested guests, a lab host that does
+not finish within its bound is killed and reported, and a lab kernel that
+panics is reported with its call trace and booted once
 more."""
 
 import os
@@ -25,13 +26,15 @@ class LabHost(unittest.TestCase):
     def test_command_status_and_output(self):
         marker = "/etc/lab-host-overlay-probe.%d" % os.getpid()
         r = labhost.run(["sh", "-c", "uname -r; touch %s && echo wrote; "
-                          "ls /lib/modules/$(uname -r)/modules.dep; exit 3" % marker], timeout=300)
+                          "ls /lib/modules/$(uname -r)/modules.dep; echo domain type $LAB_DOMAIN_TYPE; exit 3" % marker],
+                        timeout=300)
         print("lab-host:", r.summary(), file=sys.stderr)
         self.assertFalse(r.timed_out, r.console[-3000:])
         self.assertEqual(r.rc, 3, r.console[-3000:])
         self.assertRegex(r.output, r"^6\.12\.")
         self.assertIn("wrote", r.output)
         self.assertIn("modules.dep", r.output)
+        self.assertIn("domain type qemu\n", r.output)
         self.assertFalse(os.path.exists(marker), "a write inside the lab host reached the build machine")
         self.assertIsNotNone(r.boot_s)
 
@@ -56,6 +59,18 @@ class LabHost(unittest.TestCase):
         nice, err = autogroup_nice("x")
         self.assertEqual(nice, "0")
         self.assertIn("VA_LAB_AUTOGROUP_NICE=x not applied", err)
+
+    def test_kvm_for_nested_guests(self):
+        # --kvm: the lab kernel's KVM on SVM, which TCG emulates; QEMU as
+        # libvirt-qemu (group kvm) may open it, and QEMU's own KVM answers
+        r = labhost.run(["sh", "-c", "echo domain type $LAB_DOMAIN_TYPE; stat -c 'kvm node %G %a' /dev/kvm; "
+                         "printf 'info kvm\\nquit\\n' | qemu-system-x86_64 -accel kvm -machine none -nodefaults "
+                         "-display none -monitor stdio"], timeout=300, kvm=True)
+        print("lab-host:", r.summary(), file=sys.stderr)
+        self.assertEqual(r.rc, 0, r.output + r.console[-3000:])
+        self.assertIn("domain type kvm\n", r.output)
+        self.assertIn("kvm node kvm 660\n", r.output)
+        self.assertIn("kvm support: enabled", r.output)
 
     def test_time_bound(self):
         r = labhost.run(["sleep", "3600"], timeout=15)

@@ -5,6 +5,7 @@ va.* parameters tests/guest/guest-init.sh reads) and what its serial
 console reports."""
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -43,6 +44,15 @@ def with_intent(xml, uuid, nics):
                        % (uuid, NS, meta), 1)
 
 
+def domain_type():
+    """qemu (TCG), or kvm inside a lab host whose kernel offers it
+    (LAB_DOMAIN_TYPE: tests/lab/lab-init.sh)."""
+    t = os.environ.get("LAB_DOMAIN_TYPE") or "qemu"
+    if t not in ("qemu", "kvm"):
+        raise ValueError("LAB_DOMAIN_TYPE must be qemu or kvm, not %r" % t)
+    return t
+
+
 def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc", uuid=None, interfaces="",
                intent=(), memory=256, acpi=True, serial=True):
     """A guest with no disk: a NIC on bridge per MAC of macs, then the
@@ -73,7 +83,7 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc",
       <mac address='%s'/>
       <model type='virtio'/>
     </interface>""" % (bridge, mac) for mac in macs)
-    return """<domain type='qemu'>
+    return """<domain type='%(type)s'>
   <name>%(name)s</name>%(uuid)s%(meta)s
   <memory unit='MiB'>%(memory)d</memory>
   <vcpu>1</vcpu>
@@ -89,7 +99,7 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc",
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", meta=meta, memory=memory, machine=machine,
+""" % dict(type=domain_type(), name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", meta=meta, memory=memory, machine=machine,
            boot=boot, features="<features><acpi/></features>\n  " if acpi else "", nics=nics + interfaces,
            console=console)
 
