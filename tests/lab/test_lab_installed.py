@@ -12,8 +12,7 @@ reloaded, a marked domain accelerated and started paused, the guest's device
 kept through release, reconcile and restarts of both daemons and an
 upgrade, given back at destroy; polkit's example rule for group libvirt;
 a software device under the unit (issue 28); then ONE running guest
-(tests/guest, nested: on the lab kernel's KVM with lab_host.py --kvm,
-else under TCG inside TCG, where its boot is the costly part) that starts
+(tests/guest, nested under TCG: its boot is the costly part) that starts
 on a software device because its pool's hardware is taken, carries traffic
 through the relay (which a daemon restart during its boot replaces), is
 promoted onto a freed hardware slot by the daemon's helper (promote=true),
@@ -665,16 +664,15 @@ class InstalledHost(unittest.TestCase):
         return pid
 
     def test_10c_a_guest_starts_on_software_is_promoted_then_swaps_for_a_save(self):
-        """One nested guest (tests/guest on the lab host's KVM, or under TCG
-        in the lab's TCG, where its boot is the costly part), three
-        journeys in turn:
+        """One nested guest (tests/guest under TCG in the lab's TCG, its boot
+        the costly part), three journeys in turn:
 
         - issue 28, software: its pool's hardware taken (the test's leases,
           their nodes held open as a guest would), a marked domain starts
           at a plain virsh start (the hook's prepare begin makes a software
           device), the daemon restarted while it boots replaces the relay,
           and the NIC carries ping, TCP and UDP on its VLAN; the same
-          guest's portable NIC is the anchor. Nested figures;
+          guest's portable NIC is the anchor. Nested TCG figures;
         - issue 28, promotion: a hardware slot freed, the daemon's helper
           (network promote=true) moves the running guest's NIC onto it
           under the installed unit: same MAC and port path, QEMU holds the
@@ -849,11 +847,10 @@ class InstalledHost(unittest.TestCase):
                 figures[t] = (end["sum"]["bits_per_second"] / 1e6, end["sum"]["lost_percent"])
             self.assertGreater(figures[t][0], 0, t)
         sw_bytes = figures["tcp@10.28.11.1"][1]
-        log("nested (%s), one vCPU: software vDPA TCP %.1f Mbit/s, UDP 1460 B %.1f Mbit/s (%.1f%% lost); "
+        log("nested TCG, one vCPU: software vDPA TCP %.1f Mbit/s, UDP 1460 B %.1f Mbit/s (%.1f%% lost); "
             "vhost-net anchor TCP %.1f Mbit/s, UDP 1460 B %.1f Mbit/s (%.1f%% lost); ratio TCP %.2f, UDP %.2f; "
             "relay CPU %.2f s in all (%.1f s per Gbit of the TCP run's %d bytes, an upper bound)",
-            guest.domain_type(), figures["tcp@10.28.11.1"][0], figures["udp1460@10.28.11.1"][0],
-            figures["udp1460@10.28.11.1"][1],
+            figures["tcp@10.28.11.1"][0], figures["udp1460@10.28.11.1"][0], figures["udp1460@10.28.11.1"][1],
             figures["tcp@10.28.13.1"][0], figures["udp1460@10.28.13.1"][0], figures["udp1460@10.28.13.1"][1],
             figures["tcp@10.28.11.1"][0] / figures["tcp@10.28.13.1"][0],
             figures["udp1460@10.28.11.1"][0] / figures["udp1460@10.28.13.1"][0],
