@@ -57,9 +57,9 @@ vatest/guest.py's domain XML takes: QEMU's default CPU here offers AMD's
 SVM, which TCG emulates, so a nested guest runs on KVM as on an
 operator's host, and the test guest boots in ~10 s instead of ~63 s
 under TCG inside TCG. Without it LAB_DOMAIN_TYPE=qemu. Not with a VF on
-vfio-pci: a nested QEMU on KVM with one assigned printed nothing in 150 s
-(lab-failover-guest stays on TCG). With --kvm the lab host has one
-vCPU (boot_and_run()).
+vfio-pci: a nested QEMU on KVM with one assigned printed nothing in 150 s.
+With --kvm the lab host has one vCPU (boot_and_run()). No tier uses it
+yet (docs/test-tiers.md says why).
 
 --igb N (issue 15) boots it with Debian 13's QEMU 10 instead (built or
 found cached by build-qemu10.sh) on q35 with an emulated Intel IOMMU
