@@ -158,10 +158,8 @@ fi
 # tun on first open; here nothing makes those nodes, so load it (QEMU's
 # tap networking, libvirt's <interface type='bridge'|'network'>)
 modprobe -q tun 2>/dev/null || true
-# lab.kvm=1 (lab_host.py --kvm): KVM, as on an operator's host. QEMU's
-# default CPU here (qemu64) offers AMD's SVM, which TCG emulates, so the
-# lab kernel's kvm_amd runs the nested guests: a test guest boots in ~10 s,
-# ~63 s under TCG inside TCG. /dev/kvm as Debian's udev rule makes it
+# lab.kvm=1 (lab_host.py --kvm; labhost.py says why): kvm_amd on the SVM
+# that TCG emulates, /dev/kvm as Debian's udev rule makes it
 # (50-udev-default.rules: group kvm, 0660) for QEMU as libvirt-qemu where
 # no udevd runs; run_command names the domain type
 if [ "$(param kvm)" = 1 ]; then

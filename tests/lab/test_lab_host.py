@@ -26,8 +26,8 @@ class LabHost(unittest.TestCase):
     def test_command_status_and_output(self):
         marker = "/etc/lab-host-overlay-probe.%d" % os.getpid()
         r = labhost.run(["sh", "-c", "uname -r; touch %s && echo wrote; "
-                          "ls /lib/modules/$(uname -r)/modules.dep; echo domain type $LAB_DOMAIN_TYPE; exit 3" % marker],
-                        timeout=300)
+                          "ls /lib/modules/$(uname -r)/modules.dep; echo domain type $LAB_DOMAIN_TYPE; "
+                          "exit 3" % marker], timeout=300)
         print("lab-host:", r.summary(), file=sys.stderr)
         self.assertFalse(r.timed_out, r.console[-3000:])
         self.assertEqual(r.rc, 3, r.console[-3000:])

@@ -99,8 +99,8 @@ def domain_xml(name, kernel, initrd, cmdline, macs, bridge=BRIDGE, machine="pc",
     <memballoon model='none'/>
   </devices>
 </domain>
-""" % dict(type=domain_type(), name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", meta=meta, memory=memory, machine=machine,
-           boot=boot, features="<features><acpi/></features>\n  " if acpi else "", nics=nics + interfaces,
+""" % dict(type=domain_type(), name=name, uuid="\n  <uuid>%s</uuid>" % uuid if uuid else "", meta=meta,
+           memory=memory, machine=machine, boot=boot, features="<features><acpi/></features>\n  " if acpi else "", nics=nics + interfaces,
            console=console)
 
 
