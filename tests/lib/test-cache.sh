@@ -20,11 +20,18 @@ va_cache_open() {
     mkdir -p "$cache"
     cache=$(cd "$cache" && pwd)
     _lock=$cache/.lock-$(echo "$1" | tr / _)
-    exec 9>>"$_lock"
-    if ! flock -n 9; then
-        echo "test cache: waiting for $_lock (another run builds it)" >&2
-        flock -w 3600 9 || die "$_lock stayed locked for an hour"
-    fi
+    _said=0
+    while :; do
+        exec 9>>"$_lock"
+        if ! flock -n 9; then
+            [ "$_said" = 1 ] || echo "test cache: waiting for $_lock (another run builds it)" >&2
+            _said=1
+            flock -w 3600 9 || die "$_lock stayed locked for an hour"
+        fi
+        # cache.py removes a lock file with its entry while holding it: the
+        # file locked here must still be the one at that path
+        [ "$(stat -L -c %d:%i "$_lock" 2>/dev/null)" != "$(stat -L -c %d:%i /dev/fd/9)" ] || break
+    done
 }
 
 va_cache_used() {

@@ -3,11 +3,13 @@
 """The test cache (tests/lib/vatest/cache.py, tests/lib/test-cache.sh):
 where it is, that a second run waits for the first instead of building over
 it, and that eviction removes the entries used longest ago and never one in
-use."""
+use, and the lock files with them, without two runs ever holding the lock of
+one entry."""
 
+import fcntl
 import os
+import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -94,6 +96,61 @@ class Cache(unittest.TestCase):
         self.assertEqual(out, "locked\n")
         self.assertIn("waiting for", err)
 
+
+    def test_evict_removes_lock_files_with_their_entries(self):
+        old = entry(self.root, "deb/aaaa", 4096, 300)
+        entry(self.root, "deb/bbbb", 4096, 200)
+        for name in ("deb/aaaa", "deb/bbbb", "deb/gone"):
+            with cache.lock(name):
+                pass
+        locks = lambda: sorted(n for n in os.listdir(self.root) if n.startswith(".lock-"))
+        self.assertEqual(locks(), [".lock-deb_aaaa", ".lock-deb_bbbb", ".lock-deb_gone"])
+        # a build under way: its lock is held, its folder not made yet
+        with cache.lock("deb/new"):
+            self.assertEqual(cache.evict(max_bytes=5000), [old])
+            self.assertEqual(locks(), [".lock-deb_bbbb", ".lock-deb_new"])
+        cache.prune(os.path.join(self.root, "deb"), 0)
+        cache.evict(max_bytes=5000)
+        self.assertEqual(locks(), [])
+
+    def _unlink_when_released(self, name, script):
+        """Holds NAME's lock while SCRIPT (sh) starts waiting for it, then
+        does what eviction does (the lock file unlinked while held) and lets
+        go: SCRIPT must end up holding the file at the path, which the test
+        then finds taken."""
+        path = os.path.join(self.root, ".lock-" + name.replace("/", "_"))
+        with cache.lock(name):
+            p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 start_new_session=True)
+            time.sleep(1.5)
+            os.unlink(path)
+        self.assertEqual(p.stdout.readline(), "locked\n")
+        with open(path, "a") as f:
+            with self.assertRaises(BlockingIOError, msg="the lock at the path is free while the script runs"):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+
+    def test_a_lock_file_removed_while_waited_for_is_taken_anew(self):
+        shell = textwrap.dedent("""\
+            set -eu
+            die() { echo "$*" >&2; exit 1; }
+            va_test_lib=%s
+            . "$va_test_lib/test-cache.sh"
+            va_cache_open lab/kernel
+            echo locked
+            sleep 30
+            """) % LIB
+        self._unlink_when_released("lab/kernel", shell)
+        python = textwrap.dedent("""\
+            import sys, time
+            sys.path.insert(0, %r)
+            from vatest import cache
+            with cache.lock("lab/sim"):
+                print("locked", flush=True)
+                time.sleep(30)
+            """) % LIB
+        self._unlink_when_released("lab/sim", "exec /usr/bin/python3 -c '%s'" % python.replace("'", "'\\''"))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

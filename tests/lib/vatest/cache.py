@@ -14,7 +14,10 @@ difference, so nothing is trusted without its key. Each builder takes the
 entry's lock (`.lock-NAME` in the cache, NAME the entry's path with `_`
 for `/`; flock(2); build-*.sh through tests/lib/test-cache.sh) for as long
 as it reads or builds it, so two runs at once wait for each other instead
-of building over each other, and evict passes over an entry in use. The whole
+of building over each other, and evict passes over an entry in use. A lock
+file goes with its entry (and so does one whose entry is gone), so a
+locker checks, once it holds the lock, that the file it holds is still the
+one at that path, and starts again if not. The whole
 is bounded (VA_TEST_CACHE_MAX_MB, default 16384): `evict` removes the
 entries used longest ago (a use touches the stamp) until it fits.
 
@@ -58,25 +61,45 @@ def _lock_path(root, entry):
     return os.path.join(root, ".lock-" + entry.strip("/").replace("/", "_"))
 
 
+def _held_is_current(f, path):
+    """Whether the lock file F, flocked, is still the file at PATH: a
+    remover unlinks a lock file while holding it, and whoever opened it
+    before that holds a lock nobody else can see."""
+    try:
+        return os.path.samestat(os.fstat(f.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _try_lock(path):
+    """The lock file PATH opened and flocked, or None while a run holds it."""
+    while True:
+        f = open(path, "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            return None
+        if _held_is_current(f, path):
+            return f
+        f.close()
+
+
 @contextlib.contextmanager
 def lock(entry, timeout=3600):
     """Holds the lock of the entry ENTRY (a path in the cache: the same
     file test-cache.sh locks)."""
     path = _lock_path(cache_dir(), entry)
-    with open(path, "a") as f:
-        deadline = time.monotonic() + timeout
-        said = False
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("test cache: %s stayed locked for %d s" % (path, timeout))
-                if not said:
-                    print("test cache: waiting for %s (another run builds it)" % path, file=sys.stderr)
-                    said = True
-                time.sleep(1)
+    deadline = time.monotonic() + timeout
+    said = False
+    while (f := _try_lock(path)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("test cache: %s stayed locked for %d s" % (path, timeout))
+        if not said:
+            print("test cache: waiting for %s (another run builds it)" % path, file=sys.stderr)
+            said = True
+        time.sleep(1)
+    with f:
         yield
 
 
@@ -106,7 +129,8 @@ def used(folder):
 
 def evict(max_bytes=None):
     """Removes the entries used longest ago until the rest fit in
-    max_bytes; returns the folders removed."""
+    max_bytes, and the lock files of entries gone; returns the folders
+    removed."""
     if max_bytes is None:
         max_bytes = int(os.environ.get("VA_TEST_CACHE_MAX_MB", DEFAULT_MAX_MB)) * 1024 * 1024
     ents = entries()
@@ -118,6 +142,7 @@ def evict(max_bytes=None):
         if _remove_unless_locked(folder):
             total -= size
             gone.append(folder)
+    _sweep_locks()
     return gone
 
 
@@ -129,15 +154,33 @@ def prune(folder, keep):
 
 
 def _remove_unless_locked(folder):
-    """Removes the entry FOLDER unless a run holds its lock now."""
+    """Removes the entry FOLDER and its lock file unless a run holds its
+    lock now."""
     root = cache_dir()
-    with open(_lock_path(root, os.path.relpath(folder, root)), "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
+    path = _lock_path(root, os.path.relpath(folder, root))
+    f = _try_lock(path)
+    if f is None:
+        return False
+    with f:
         shutil.rmtree(folder, ignore_errors=True)
+        os.unlink(path)
     return True
+
+
+def _sweep_locks():
+    """Removes the lock files no run holds whose entry is gone (builders
+    that failed, entries removed before their locks went with them)."""
+    root = cache_dir()
+    kept = {_lock_path(root, os.path.relpath(e[0], root)) for e in entries(root)}
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if not name.startswith(".lock-") or path in kept:
+            continue
+        with contextlib.suppress(OSError):
+            f = _try_lock(path)
+            if f is not None:
+                with f:
+                    os.unlink(path)
 
 
 def main(argv):
