@@ -40,6 +40,7 @@ Exit status 0 when every vNIC test delivered packets, the domains are gone,
 every lease came back and (on OVS) the VLANs did not cross."""
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -499,6 +500,10 @@ class Bench:
                                 for m in re.finditer(r"VA-IPERF3-RETRY test=(\S+) (.*?) name=\S+$", text, re.M)]
         with open(os.path.join(self.args.out, "vm2-console.log"), "w") as f:
             f.write(text)
+        # the server's, for a path that stopped answering mid-run
+        with contextlib.suppress(OSError), open(serial_path(vm1["domain"]), "rb") as src, \
+                open(os.path.join(self.args.out, "vm1-console.log"), "wb") as f:
+            f.write(src.read())
         docs = parse_iperf3(text)
         results = {}
         for name in rep.TEST_NAMES:

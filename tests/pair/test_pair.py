@@ -140,6 +140,13 @@ class PairBench(unittest.TestCase):
         with open(os.path.join(self.out, "vm2-console.log")) as f:
             self.assertNotIn("192.171.0.", f.read(), "no test ran against a third address")
 
+    def test_both_guests_consoles_are_kept(self):
+        """vm2-console.log (the client, iperf3's JSON) and vm1-console.log
+        (the server: why a path stopped answering) are in the output."""
+        for vm, role in (("vm1", "server"), ("vm2", "client")):
+            with open(os.path.join(self.out, vm + "-console.log"), errors="replace") as f:
+                self.assertIn("VA-GUEST-READY role=%s " % role, f.read(), vm)
+
     def test_software_rows_say_why_or_carry_packets(self):
         """The software vDPA path: where the host cannot make the devices
         (this machine: no VDUSE), every vdpa-software row is unavailable
