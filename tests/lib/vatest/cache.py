@@ -142,7 +142,7 @@ def evict(max_bytes=None):
         if _remove_unless_locked(folder):
             total -= size
             gone.append(folder)
-    _sweep_locks()
+    _sweep_locks([e[0] for e in ents if e[0] not in gone])
     return gone
 
 
@@ -167,11 +167,12 @@ def _remove_unless_locked(folder):
     return True
 
 
-def _sweep_locks():
-    """Removes the lock files no run holds whose entry is gone (builders
-    that failed, entries removed before their locks went with them)."""
+def _sweep_locks(folders):
+    """Removes the lock files no run holds but those of the entries in
+    FOLDERS (builders that failed, entries removed before their locks went
+    with them)."""
     root = cache_dir()
-    kept = {_lock_path(root, os.path.relpath(e[0], root)) for e in entries(root)}
+    kept = {_lock_path(root, os.path.relpath(f, root)) for f in folders}
     for name in os.listdir(root):
         path = os.path.join(root, name)
         if not name.startswith(".lock-") or path in kept:
