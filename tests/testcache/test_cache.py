@@ -34,6 +34,19 @@ def entry(root, rel, size, age):
     return d
 
 
+def shell_locker(name, then=""):
+    """sh's argv: test-cache.sh takes NAME's lock, prints "locked", runs THEN."""
+    return ["sh", "-c", textwrap.dedent("""\
+        set -eu
+        die() { echo "$*" >&2; exit 1; }
+        va_test_lib=%s
+        . "$va_test_lib/test-cache.sh"
+        va_cache_open %s
+        echo locked
+        %s
+        """) % (LIB, name, then)]
+
+
 class Cache(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="va-cache-")
@@ -79,23 +92,14 @@ class Cache(unittest.TestCase):
 
     def test_a_second_builder_waits_for_the_first(self):
         # the shell side's lock and the Python side's are the same file
-        script = textwrap.dedent("""\
-            set -eu
-            die() { echo "$*" >&2; exit 1; }
-            va_test_lib=%s
-            . "$va_test_lib/test-cache.sh"
-            va_cache_open lab/kernel
-            echo locked
-            """) % LIB
         with cache.lock("lab/kernel"):
-            p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen(shell_locker("lab/kernel"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(1.5)
             self.assertIsNone(p.poll(), "the script took a lock that was held")
         out, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 0, err)
         self.assertEqual(out, "locked\n")
         self.assertIn("waiting for", err)
-
 
     def test_evict_removes_lock_files_with_their_entries(self):
         old = entry(self.root, "deb/aaaa", 4096, 300)
@@ -113,35 +117,26 @@ class Cache(unittest.TestCase):
         cache.evict(max_bytes=5000)
         self.assertEqual(locks(), [])
 
-    def _unlink_when_released(self, name, script):
-        """Holds NAME's lock while SCRIPT (sh) starts waiting for it, then
-        does what eviction does (the lock file unlinked while held) and lets
-        go: SCRIPT must end up holding the file at the path, which the test
-        then finds taken."""
-        path = os.path.join(self.root, ".lock-" + name.replace("/", "_"))
+    def _unlink_when_released(self, name, argv):
+        """Holds NAME's lock while ARGV starts waiting for it, then does what
+        eviction does (the lock file unlinked while held) and lets go: ARGV
+        must end up holding the file at the path, which the test then finds
+        taken."""
+        path = cache._lock_path(self.root, name)
         with cache.lock(name):
-            p = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                  start_new_session=True)
             time.sleep(1.5)
             os.unlink(path)
         self.assertEqual(p.stdout.readline(), "locked\n")
         with open(path, "a") as f:
-            with self.assertRaises(BlockingIOError, msg="the lock at the path is free while the script runs"):
+            with self.assertRaises(BlockingIOError, msg="the lock at the path is free while the locker runs"):
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate(timeout=30)
 
     def test_a_lock_file_removed_while_waited_for_is_taken_anew(self):
-        shell = textwrap.dedent("""\
-            set -eu
-            die() { echo "$*" >&2; exit 1; }
-            va_test_lib=%s
-            . "$va_test_lib/test-cache.sh"
-            va_cache_open lab/kernel
-            echo locked
-            sleep 30
-            """) % LIB
-        self._unlink_when_released("lab/kernel", shell)
+        self._unlink_when_released("lab/kernel", shell_locker("lab/kernel", "sleep 30"))
         python = textwrap.dedent("""\
             import sys, time
             sys.path.insert(0, %r)
@@ -150,7 +145,8 @@ class Cache(unittest.TestCase):
                 print("locked", flush=True)
                 time.sleep(30)
             """) % LIB
-        self._unlink_when_released("lab/sim", "exec /usr/bin/python3 -c '%s'" % python.replace("'", "'\\''"))
+        self._unlink_when_released("lab/sim", ["/usr/bin/python3", "-c", python])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
